@@ -1,0 +1,195 @@
+//! The bash tool's algebra: per row over `commands`, `paths`, `read_paths`, `network` and `env`.
+
+use super::default::{sample_rows, value_contains};
+use super::files::{path_kind_contains, sample_paths};
+use super::Algebra;
+use crate::grant::{Grant, Row};
+use crate::path::PathCtx;
+use crate::rng::Rng;
+use crate::value::Value;
+
+/// Tier 1 of bash's environment: always inherited, never overridable (locale and terminal plumbing).
+pub const ENV_TIER1: [&str; 10] = ["HOME", "USER", "LOGNAME", "SHELL", "TERM", "COLORTERM", "LANG", "LC_ALL", "LC_CTYPE", "TZ"];
+/// Tier 2: inherited by default (when `env` is absent), dropped when `env` is an explicit list.
+pub const ENV_TIER2: [&str; 6] = ["PATH", "PWD", "TMPDIR", "EDITOR", "VISUAL", "PAGER"];
+
+/// bash compares one row at a time:
+/// - `commands`: `"*"` (shell mode) contains every command list; a list contains its subsets.
+/// - `paths` / `read_paths`: lexical path containment; `paths` contains `read_paths`.
+/// - `network`: `"*"` is on; absent or `[]` is off; off is contained by everything, on only by on.
+/// - `env`: compared as the set of variables the command would see beyond tier 1: absent means tier 2, a list means
+///   its names and `PREFIX_*` patterns, `"*"` means all. Tier-1 names are always covered.
+#[derive(Debug, Clone)]
+pub struct BashAlgebra {
+    ctx: PathCtx,
+}
+
+impl BashAlgebra {
+    /// The algebra for grants whose relative paths resolve against `ctx`.
+    pub fn new(ctx: PathCtx) -> BashAlgebra {
+        BashAlgebra { ctx }
+    }
+}
+
+/// True when the `network` value grants the network (`"*"`; `true` is read the same way).
+pub fn network_on(v: Option<&Value>) -> bool {
+    matches!(v, Some(Value::Star) | Some(Value::Bool(true)))
+}
+
+fn network_contains(sup: Option<&Value>, sub: &Value) -> bool {
+    match sub {
+        Value::List(items) if items.is_empty() => true,
+        Value::Bool(false) => true,
+        Value::Star | Value::Bool(true) => network_on(sup),
+        other => sup.is_some_and(|s| value_contains(s, other)),
+    }
+}
+
+/// The env patterns a value stands for beyond tier 1; `None` means every variable.
+fn env_patterns(v: Option<&Value>) -> Option<Vec<String>> {
+    match v {
+        None => Some(ENV_TIER2.iter().map(|s| s.to_string()).collect()),
+        Some(Value::Star) => None,
+        Some(other) => Some(
+            other
+                .elements()
+                .unwrap_or_default()
+                .into_iter()
+                .map(|e| match e {
+                    Value::Str(s) => s.clone(),
+                    other => other.to_toml(),
+                })
+                .collect(),
+        ),
+    }
+}
+
+/// Does env pattern `sup` cover `sub`? `AWS_*` covers `AWS_KEY` and `AWS_S3_*`; a name covers itself.
+pub fn env_pattern_covers(sup: &str, sub: &str) -> bool {
+    if ENV_TIER1.contains(&sub) {
+        return true;
+    }
+    match sup.strip_suffix('*') {
+        Some(prefix) => sub.starts_with(prefix),
+        None => sup == sub,
+    }
+}
+
+fn env_contains(sup: Option<&Value>, sub: Option<&Value>) -> bool {
+    match (env_patterns(sup), env_patterns(sub)) {
+        (None, _) => true,
+        (Some(_), None) => false,
+        (Some(sups), Some(subs)) => subs.iter().all(|s| sups.iter().any(|p| env_pattern_covers(p, s))),
+    }
+}
+
+impl Algebra for BashAlgebra {
+    fn name(&self) -> &'static str {
+        "bash"
+    }
+
+    fn row_contains(&self, sup: &Row, sub: &Row) -> bool {
+        // env is special: its absence is a request (tier 2), so it is compared even when the sub-row omits it.
+        if !env_contains(sup.get("env"), sub.get("env")) {
+            return false;
+        }
+        sub.0.iter().all(|(k, v)| {
+            if let Some(ok) = path_kind_contains(&self.ctx, sup, k, v) {
+                return ok;
+            }
+            match k.as_str() {
+                "env" => true,
+                "network" => network_contains(sup.get("network"), v),
+                _ => sup.get(k).is_some_and(|s| value_contains(s, v)),
+            }
+        })
+    }
+
+    fn sample(&self, rng: &mut Rng) -> Grant {
+        const COMMANDS: [&str; 4] = ["cat", "ls", "gcalcli", "dig"];
+        const ENV: [&str; 6] = ["PATH", "AWS_*", "AWS_KEY", "AWS_S3_*", "PWD", "HOME"];
+        sample_rows(rng, |rng| {
+            let mut row = Vec::new();
+            if !rng.one_in(5) {
+                let c = if rng.one_in(3) { Value::Star } else { Value::strs(rng.subset(&COMMANDS)) };
+                row.push(("commands", c));
+            }
+            if rng.one_in(2) {
+                row.push(("paths", sample_paths(rng)));
+            }
+            if rng.one_in(3) {
+                row.push(("read_paths", sample_paths(rng)));
+            }
+            if rng.one_in(3) {
+                row.push(("network", if rng.one_in(2) { Value::Star } else { Value::list(vec![]) }));
+            }
+            if rng.one_in(2) {
+                row.push(("env", if rng.one_in(4) { Value::Star } else { Value::strs(rng.subset(&ENV)) }));
+            }
+            Row::from_pairs(row)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn g(src: &str) -> Grant {
+        let t: toml::Table = toml::from_str(&format!("g = {src}")).unwrap();
+        Grant::from_toml(&t["g"]).unwrap()
+    }
+
+    #[track_caller]
+    fn contains(sup: &str, sub: &str, want: bool) {
+        let alg = BashAlgebra::new(PathCtx::new("/w", Some("/home/u".into())));
+        assert_eq!(alg.contains(&g(sup), &g(sub)), want, "contains({sup}, {sub})");
+    }
+
+    const GCAL_SET: &str =
+        "[{ commands = \"*\", paths = [\"./\"] }, { commands = [\"gcalcli\"], network = \"*\", paths = [\"~/.gcalcli\"] }]";
+
+    #[test]
+    fn the_seed_gcalcli_capability_set() {
+        // the calendar skill's declaration fits the gcalcli row, row for row
+        contains(GCAL_SET, "{ commands = [\"gcalcli\"], network = \"*\", paths = [\"~/.gcalcli\"] }", true);
+        // the general row never gets the network
+        contains(GCAL_SET, "{ commands = \"*\", network = \"*\" }", false);
+        contains(GCAL_SET, "{ commands = [\"curl\"], network = \"*\" }", false);
+        // rows never combine: gcalcli with the workspace AND the network fits no single row
+        contains(GCAL_SET, "{ commands = [\"gcalcli\"], network = \"*\", paths = [\"./\"] }", false);
+        // drop the second row and the skill no longer fits
+        contains("{ commands = \"*\", paths = [\"./\"] }", "{ commands = [\"gcalcli\"], network = \"*\" }", false);
+    }
+
+    #[test]
+    fn commands() {
+        contains("{ commands = \"*\" }", "{ commands = [\"ls\"] }", true);
+        contains("{ commands = [\"ls\", \"cat\"] }", "{ commands = [\"ls\"] }", true);
+        contains("{ commands = [\"ls\"] }", "{ commands = \"*\" }", false);
+    }
+
+    #[test]
+    fn network_off_is_contained_by_everything() {
+        contains("{ commands = \"*\" }", "{ commands = \"*\", network = [] }", true);
+        contains("{ commands = \"*\", network = [] }", "{ commands = \"*\", network = \"*\" }", false);
+    }
+
+    #[test]
+    fn env_two_tier_inheritance() {
+        // absent = tier 2; a list replaces tier 2
+        contains("{ commands = \"*\", env = [\"HOME\"] }", "{ commands = \"*\" }", false);
+        contains("{ commands = \"*\" }", "{ commands = \"*\", env = [] }", true);
+        contains("{ commands = \"*\" }", "{ commands = \"*\", env = [\"PATH\", \"HOME\"] }", true);
+        contains("{ commands = \"*\", env = [\"AWS_*\"] }", "{ commands = \"*\", env = [\"AWS_KEY\", \"AWS_S3_*\"] }", true);
+        contains("{ commands = \"*\", env = [\"AWS_KEY\"] }", "{ commands = \"*\", env = [\"AWS_*\"] }", false);
+        contains("{ commands = \"*\", env = \"*\" }", "{ commands = \"*\" }", true);
+        contains("{ commands = \"*\" }", "{ commands = \"*\", env = \"*\" }", false);
+    }
+
+    #[test]
+    fn read_paths_inside_paths() {
+        contains("{ commands = \"*\", paths = [\"./\"] }", "{ commands = \"*\", read_paths = [\"./x\"] }", true);
+        contains("{ commands = \"*\", read_paths = [\"./\"] }", "{ commands = \"*\", paths = [\"./x\"] }", false);
+    }
+}

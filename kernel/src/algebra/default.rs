@@ -1,0 +1,112 @@
+//! The strict default algebra.
+
+use super::Algebra;
+use crate::grant::{Grant, Row};
+use crate::rng::Rng;
+use crate::value::Value;
+
+/// The default algebra, as the seed states it: a kind absent from a grant is not granted; `"*"` contains every value
+/// and only `"*"` contains `"*"`; a list contains another list (or a scalar) when it holds each of its elements;
+/// scalars and objects contain only themselves.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DefaultAlgebra;
+
+/// Default value containment (see [`DefaultAlgebra`]). A scalar behaves as the one-element set holding it.
+pub fn value_contains(sup: &Value, sub: &Value) -> bool {
+    match (sup, sub) {
+        (Value::Star, _) => true,
+        (_, Value::Star) => false,
+        _ => match (sup.elements(), sub.elements()) {
+            (Some(sups), Some(subs)) => subs.iter().all(|s| sups.contains(s)),
+            _ => false,
+        },
+    }
+}
+
+/// Row containment with default semantics for every kind: each kind the sub-row requests must be granted by the
+/// super-row with a containing value.
+pub fn default_row_contains(sup: &Row, sub: &Row) -> bool {
+    sub.0.iter().all(|(k, v)| sup.get(k).is_some_and(|s| value_contains(s, v)))
+}
+
+impl Algebra for DefaultAlgebra {
+    fn name(&self) -> &'static str {
+        "default"
+    }
+
+    fn row_contains(&self, sup: &Row, sub: &Row) -> bool {
+        default_row_contains(sup, sub)
+    }
+
+    fn sample(&self, rng: &mut Rng) -> Grant {
+        sample_rows(rng, |rng| {
+            let mut row = Vec::new();
+            for kind in ["a", "b", "c"] {
+                if rng.one_in(2) {
+                    row.push((kind, sample_scalarish(rng)));
+                }
+            }
+            Row::from_pairs(row)
+        })
+    }
+}
+
+/// Samples `"*"` (rarely), `{}` or a set of 1..=3 rows made by `row`.
+pub(crate) fn sample_rows(rng: &mut Rng, mut row: impl FnMut(&mut Rng) -> Row) -> Grant {
+    if rng.one_in(12) {
+        return Grant::Unrestricted;
+    }
+    let n = rng.below(4);
+    Grant::set((0..n).map(|_| row(rng)).collect())
+}
+
+/// Samples a value over a tiny universe: `"*"`, scalars, small lists.
+pub(crate) fn sample_scalarish(rng: &mut Rng) -> Value {
+    const WORDS: [&str; 3] = ["x", "y", "z"];
+    match rng.below(5) {
+        0 => Value::Star,
+        1 => Value::Str((*rng.pick(&WORDS)).to_string()),
+        2 => Value::Int(rng.below(3) as i64),
+        _ => Value::strs(rng.subset(&WORDS)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn g(src: &str) -> Grant {
+        let t: toml::Table = toml::from_str(&format!("g = {src}")).unwrap();
+        Grant::from_toml(&t["g"]).unwrap()
+    }
+
+    #[track_caller]
+    fn contains(sup: &str, sub: &str, want: bool) {
+        assert_eq!(DefaultAlgebra.contains(&g(sup), &g(sub)), want, "contains({sup}, {sub})");
+    }
+
+    #[test]
+    fn seed_semantics() {
+        contains("\"*\"", "\"*\"", true);
+        contains("{ a = \"*\" }", "\"*\"", false);
+        contains("{ a = \"*\" }", "{ a = [\"x\"] }", true);
+        contains("{ a = [\"x\"] }", "{ a = \"*\" }", false);
+        contains("{ a = [\"x\", \"y\"] }", "{ a = [\"y\"] }", true);
+        contains("{ a = [\"x\", \"y\"] }", "{ a = \"y\" }", true);
+        contains("{ a = [\"x\"] }", "{ b = [\"x\"] }", false);
+        contains("{}", "{}", true);
+        contains("{}", "{ a = 1 }", false);
+        contains("{ a = 1 }", "{}", true);
+        // a capability set is a union of boxes, not a bounding box
+        contains("[{ a = \"x\" }, { b = \"y\" }]", "{ a = \"x\", b = \"y\" }", false);
+        contains("[{ a = \"x\" }, { b = \"y\" }]", "[{ a = \"x\" }, { b = \"y\" }]", true);
+    }
+
+    #[test]
+    fn merge_is_the_union_of_rows() {
+        let m = DefaultAlgebra.merge(&g("{ a = \"x\" }"), &g("{ b = \"y\" }"));
+        assert_eq!(m, g("[{ a = \"x\" }, { b = \"y\" }]"));
+        assert!(!DefaultAlgebra.contains(&m, &g("{ a = \"x\", b = \"y\" }")));
+        assert_eq!(DefaultAlgebra.merge(&g("\"*\""), &g("{}")), Grant::Unrestricted);
+    }
+}

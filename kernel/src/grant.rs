@@ -1,0 +1,316 @@
+//! Grants: `"*"`, one row, a capability set of rows, or `{}`.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use crate::value::{write_inline_table, Float, Value, STAR_IN_LIST};
+
+/// A capability kind name (`paths`, `commands`, an MCP argument name, ...).
+pub type Kind = String;
+
+/// One grant row: an independent box of authority, kind -> value. A kind absent from a row is not granted.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Default)]
+pub struct Row(pub BTreeMap<Kind, Value>);
+
+impl Row {
+    /// The value granted for `kind`, if any.
+    pub fn get(&self, kind: &str) -> Option<&Value> {
+        self.0.get(kind)
+    }
+
+    /// True when the row grants no kind at all.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Builds a row from `(kind, value)` pairs.
+    pub fn from_pairs<I, K>(pairs: I) -> Row
+    where
+        I: IntoIterator<Item = (K, Value)>,
+        K: Into<String>,
+    {
+        Row(pairs.into_iter().map(|(k, v)| (k.into(), v)).collect())
+    }
+
+    /// Renders the row as an inline TOML table.
+    pub fn to_toml(&self) -> String {
+        let mut out = String::new();
+        write_inline_table(&mut out, self.0.iter());
+        out
+    }
+
+    /// Converts to a JSON object.
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::Value::Object(self.0.iter().map(|(k, v)| (k.clone(), v.to_json())).collect())
+    }
+}
+
+/// What a tool instance may do.
+///
+/// Specification:
+/// - `Unrestricted` is `"*"`: whole-tool unrestricted; it opts out of sandbox engagement.
+/// - `Set(rows)` is a capability set. A request is authorised iff it fits entirely within ONE row; rows never combine.
+///   `Set(vec![])` is `{}`: nothing granted. Rows are canonical: sorted, de-duplicated, and empty rows dropped (an
+///   empty row grants nothing), so equal grants are structurally equal. Build sets with [`Grant::set`].
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Grant {
+    /// `"*"`.
+    Unrestricted,
+    /// A capability set (one row, several rows, or none).
+    Set(Vec<Row>),
+}
+
+impl Grant {
+    /// `{}`: nothing granted.
+    pub fn none() -> Grant {
+        Grant::Set(Vec::new())
+    }
+
+    /// A canonical capability set.
+    pub fn set(mut rows: Vec<Row>) -> Grant {
+        rows.retain(|r| !r.is_empty());
+        rows.sort();
+        rows.dedup();
+        Grant::Set(rows)
+    }
+
+    /// A single-row grant.
+    pub fn row(row: Row) -> Grant {
+        Grant::set(vec![row])
+    }
+
+    /// The rows, or `None` for `Unrestricted`.
+    pub fn rows(&self) -> Option<&[Row]> {
+        match self {
+            Grant::Unrestricted => None,
+            Grant::Set(rows) => Some(rows),
+        }
+    }
+
+    /// True for `{}`.
+    pub fn is_none(&self) -> bool {
+        matches!(self, Grant::Set(rows) if rows.is_empty())
+    }
+
+    /// Parses a grant written in TOML. `"*"`, a table (one row; `{}` is nothing) or an array of tables.
+    pub fn from_toml(value: &toml::Value) -> Result<Grant, GrantError> {
+        match value {
+            toml::Value::String(s) if s == "*" => Ok(Grant::Unrestricted),
+            toml::Value::String(s) => Err(GrantError::BareString(s.clone())),
+            toml::Value::Table(t) => Ok(Grant::row(row_from_toml(t)?)),
+            toml::Value::Array(items) => {
+                let mut rows = Vec::with_capacity(items.len());
+                for (i, item) in items.iter().enumerate() {
+                    match item {
+                        toml::Value::Table(t) => rows.push(row_from_toml(t).map_err(|e| e.at_row(i))?),
+                        other => {
+                            return Err(GrantError::RowNotTable { index: i, found: type_name(other) });
+                        }
+                    }
+                }
+                Ok(Grant::set(rows))
+            }
+            other => Err(GrantError::WrongType(type_name(other))),
+        }
+    }
+
+    /// Parses a grant written in JSON (the SDK and `--json` form).
+    pub fn from_json(value: &serde_json::Value) -> Result<Grant, GrantError> {
+        match value {
+            serde_json::Value::String(s) if s == "*" => Ok(Grant::Unrestricted),
+            serde_json::Value::String(s) => Err(GrantError::BareString(s.clone())),
+            serde_json::Value::Object(map) => Ok(Grant::row(row_from_json(map)?)),
+            serde_json::Value::Array(items) => {
+                let mut rows = Vec::with_capacity(items.len());
+                for (i, item) in items.iter().enumerate() {
+                    match item {
+                        serde_json::Value::Object(m) => rows.push(row_from_json(m).map_err(|e| e.at_row(i))?),
+                        _ => return Err(GrantError::RowNotTable { index: i, found: "a non-object" }),
+                    }
+                }
+                Ok(Grant::set(rows))
+            }
+            _ => Err(GrantError::WrongType("a non-grant JSON value")),
+        }
+    }
+
+    /// Renders as paste-ready inline TOML (`"*"`, `{ ... }` or `[{ ... }, { ... }]`).
+    pub fn to_toml(&self) -> String {
+        match self {
+            Grant::Unrestricted => "\"*\"".into(),
+            Grant::Set(rows) if rows.is_empty() => "{}".into(),
+            Grant::Set(rows) if rows.len() == 1 => rows[0].to_toml(),
+            Grant::Set(rows) => {
+                let parts: Vec<String> = rows.iter().map(Row::to_toml).collect();
+                format!("[{}]", parts.join(", "))
+            }
+        }
+    }
+
+    /// Converts to JSON: `"*"`, `{}`, an object for one row, an array for several.
+    pub fn to_json(&self) -> serde_json::Value {
+        match self {
+            Grant::Unrestricted => serde_json::Value::String("*".into()),
+            Grant::Set(rows) if rows.is_empty() => serde_json::json!({}),
+            Grant::Set(rows) if rows.len() == 1 => rows[0].to_json(),
+            Grant::Set(rows) => serde_json::Value::Array(rows.iter().map(Row::to_json).collect()),
+        }
+    }
+}
+
+impl fmt::Display for Grant {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.to_toml())
+    }
+}
+
+/// Why a grant could not be parsed. Messages are lowercase and say how to fix the grant.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum GrantError {
+    /// A string other than `"*"` where a grant belongs (often a provider name written in `[capabilities]`).
+    #[error(
+        "{0:?} is not a grant: a grant is \"*\", a row such as {{ paths = [\"./\"] }}, a list of rows, or {{}} \
+         (provider names such as \"builtin\" belong in [tools])"
+    )]
+    BareString(String),
+    /// A value of the wrong type where a grant belongs.
+    #[error("expected a grant (\"*\", a table of kinds, or an array of tables), found {0}")]
+    WrongType(&'static str),
+    /// An element of a capability set that is not a table.
+    #[error("row {index} of the capability set is {found}; every row must be a table such as {{ commands = [\"ls\"] }}")]
+    RowNotTable {
+        /// Zero-based row index.
+        index: usize,
+        /// What was found instead.
+        found: &'static str,
+    },
+    /// A kind's value could not be read.
+    #[error("{where_}kind `{kind}`: {reason}")]
+    BadKind {
+        /// Prefix naming the row, or empty.
+        where_: String,
+        /// The kind.
+        kind: String,
+        /// Why.
+        reason: String,
+    },
+}
+
+impl GrantError {
+    fn at_row(self, index: usize) -> GrantError {
+        match self {
+            GrantError::BadKind { kind, reason, .. } => {
+                GrantError::BadKind { where_: format!("row {index}, "), kind, reason }
+            }
+            other => other,
+        }
+    }
+}
+
+fn row_from_toml(table: &toml::Table) -> Result<Row, GrantError> {
+    let mut row = BTreeMap::new();
+    for (kind, v) in table {
+        let value = value_from_toml(v, true)
+            .map_err(|reason| GrantError::BadKind { where_: String::new(), kind: kind.clone(), reason })?;
+        row.insert(kind.clone(), value);
+    }
+    Ok(Row(row))
+}
+
+fn row_from_json(map: &serde_json::Map<String, serde_json::Value>) -> Result<Row, GrantError> {
+    let mut row = BTreeMap::new();
+    for (kind, v) in map {
+        let value = Value::from_json(v)
+            .map_err(|reason| GrantError::BadKind { where_: String::new(), kind: kind.clone(), reason })?;
+        row.insert(kind.clone(), value);
+    }
+    Ok(Row(row))
+}
+
+/// Converts a TOML value into a grant value. `"*"` is `Star` only where `top` is true.
+pub(crate) fn value_from_toml(v: &toml::Value, top: bool) -> Result<Value, String> {
+    Ok(match v {
+        toml::Value::String(s) if s == "*" && top => Value::Star,
+        toml::Value::String(s) if s == "*" => return Err(STAR_IN_LIST.into()),
+        toml::Value::String(s) => Value::Str(s.clone()),
+        toml::Value::Integer(i) => Value::Int(*i),
+        toml::Value::Float(f) => Value::Float(Float(*f)),
+        toml::Value::Boolean(b) => Value::Bool(*b),
+        toml::Value::Datetime(d) => Value::Str(d.to_string()),
+        toml::Value::Array(items) => {
+            Value::list(items.iter().map(|i| value_from_toml(i, false)).collect::<Result<_, _>>()?)
+        }
+        toml::Value::Table(t) => Value::Object(
+            t.iter()
+                .map(|(k, v)| Ok((k.clone(), value_from_toml(v, true)?)))
+                .collect::<Result<_, String>>()?,
+        ),
+    })
+}
+
+/// The TOML type name of a value, for error messages.
+pub(crate) fn type_name(v: &toml::Value) -> &'static str {
+    match v {
+        toml::Value::String(_) => "a string",
+        toml::Value::Integer(_) => "an integer",
+        toml::Value::Float(_) => "a float",
+        toml::Value::Boolean(_) => "a boolean",
+        toml::Value::Datetime(_) => "a datetime",
+        toml::Value::Array(_) => "an array",
+        toml::Value::Table(_) => "a table",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(src: &str) -> Result<Grant, GrantError> {
+        let t: toml::Table = toml::from_str(&format!("g = {src}")).unwrap();
+        Grant::from_toml(&t["g"])
+    }
+
+    #[test]
+    fn the_four_shapes() {
+        assert_eq!(parse("\"*\"").unwrap(), Grant::Unrestricted);
+        assert_eq!(parse("{}").unwrap(), Grant::none());
+        let one = parse("{ paths = [\"./\"] }").unwrap();
+        assert_eq!(one.rows().unwrap().len(), 1);
+        let set = parse("[{ commands = \"*\" }, { commands = [\"gcalcli\"], network = \"*\" }]").unwrap();
+        assert_eq!(set.rows().unwrap().len(), 2);
+    }
+
+    #[test]
+    fn row_and_key_order_never_matter() {
+        let a = parse("[{ a = 1, b = [2, 1] }, { c = \"x\" }]").unwrap();
+        let b = parse("[{ c = \"x\" }, { b = [1, 2], a = 1 }]").unwrap();
+        assert_eq!(a, b);
+    }
+
+    #[test]
+    fn empty_rows_grant_nothing() {
+        assert_eq!(parse("[{}]").unwrap(), Grant::none());
+    }
+
+    #[test]
+    fn bare_strings_are_refused_with_a_hint() {
+        let err = parse("\"builtin\"").unwrap_err().to_string();
+        assert!(err.contains("belong in [tools]"), "{err}");
+    }
+
+    #[test]
+    fn non_table_rows_are_refused() {
+        let err = parse("[\"*\"]").unwrap_err().to_string();
+        assert!(err.contains("row 0"), "{err}");
+    }
+
+    #[test]
+    fn toml_round_trip() {
+        for src in ["\"*\"", "{}", "{ paths = [\"./\"] }", "[{ commands = \"*\" }, { commands = [\"gcalcli\"], network = \"*\" }]"] {
+            let g = parse(src).unwrap();
+            assert_eq!(parse(&g.to_toml()).unwrap(), g, "{src}");
+            assert_eq!(Grant::from_json(&g.to_json()).unwrap(), g, "{src}");
+        }
+    }
+}

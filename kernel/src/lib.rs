@@ -1,0 +1,47 @@
+//! # loom-kernel: the one choke point
+//!
+//! Everything in loom that grants or refuses authority is a pure function in this crate: the manifest grammar, the
+//! grant lattice and each tool's algebra, the boot property check, effective ceilings, the judging of contributed
+//! tool groups, sub-agent containment, and the decision for each tool call. The runtime gathers facts (canonical
+//! paths, the command line, the working directory) and enforces the kernel's answer; `loom audit` renders the very
+//! objects this crate returns, so what audit prints is what runs.
+//!
+//! ## What this crate must never do
+//! No I/O, no environment reads, no clock, no threads, no `unsafe`. Callers pass text and facts (the manifest text,
+//! an env map for `${VAR}`, the base and home directories) and get values back. Nothing here widens a grant on its
+//! own: wildcards are always explicit.
+//!
+//! ## Example
+//! ```
+//! use loom_kernel::{AlgebraKind, Grant, PathCtx};
+//!
+//! let ceiling: toml::Table = toml::from_str(r#"bash = [
+//!     { commands = "*", paths = ["./"] },
+//!     { commands = ["gcalcli"], network = "*" },
+//! ]"#).unwrap();
+//! let ceiling = Grant::from_toml(&ceiling["bash"]).unwrap();
+//! let request: toml::Table = toml::from_str(r#"bash = { commands = ["gcalcli"], network = "*" }"#).unwrap();
+//! let request = Grant::from_toml(&request["bash"]).unwrap();
+//!
+//! let bash = AlgebraKind::for_builtin("bash").build(&PathCtx::new("/work", None));
+//! assert!(bash.contains(&ceiling, &request));
+//! ```
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+mod algebra;
+mod grant;
+mod laws;
+mod path;
+mod rng;
+mod value;
+
+pub use algebra::{
+    equivalent, paths_value_contains, union_merge, value_contains, Algebra, AlgebraKind, BashAlgebra, DefaultAlgebra,
+    FilesAlgebra, McpAlgebra, ENV_TIER1, ENV_TIER2,
+};
+pub use grant::{Grant, GrantError, Kind, Row};
+pub use laws::{check_laws, Law, LawReport, LawViolation, DEFAULT_SEED, DEFAULT_TRIALS};
+pub use path::{path_within, PathCtx};
+pub use rng::Rng;
+pub use value::{toml_key, toml_string, Float, Value};

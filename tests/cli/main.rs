@@ -1,0 +1,3 @@
+//! End-to-end tests of the real `loom` binary.
+
+mod version;
