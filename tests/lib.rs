@@ -6,9 +6,14 @@ use std::process::{Command, Output};
 
 /// Path of the `loom` binary built by this workspace, building it first if it is missing.
 pub fn loom_bin() -> PathBuf {
-    let exe = std::env::current_exe().unwrap_or_else(|e| panic!("invariant failed: no current exe: {e}"));
+    let exe =
+        std::env::current_exe().unwrap_or_else(|e| panic!("invariant failed: no current exe: {e}"));
     // target/<profile>/deps/<test-binary>
-    let dir = exe.parent().and_then(Path::parent).map(Path::to_path_buf).unwrap_or_default();
+    let dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .map(Path::to_path_buf)
+        .unwrap_or_default();
     let bin = dir.join("loom");
     if !bin.exists() {
         let status = Command::new(env!("CARGO"))
@@ -23,7 +28,10 @@ pub fn loom_bin() -> PathBuf {
 
 /// The workspace root (where `examples/` lives).
 pub fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().map(Path::to_path_buf).unwrap_or_default()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default()
 }
 
 /// A scratch directory plus a way to run `loom` inside it.
@@ -41,7 +49,9 @@ impl Default for Scratch {
 impl Scratch {
     /// A fresh scratch directory.
     pub fn new() -> Scratch {
-        Scratch { dir: tempfile::tempdir().unwrap_or_else(|e| panic!("invariant failed: tempdir: {e}")) }
+        Scratch {
+            dir: tempfile::tempdir().unwrap_or_else(|e| panic!("invariant failed: tempdir: {e}")),
+        }
     }
 
     /// The directory's path.
@@ -53,9 +63,11 @@ impl Scratch {
     pub fn write(&self, name: &str, text: &str) -> PathBuf {
         let p = self.dir.path().join(name);
         if let Some(parent) = p.parent() {
-            std::fs::create_dir_all(parent).unwrap_or_else(|e| panic!("invariant failed: mkdir: {e}"));
+            std::fs::create_dir_all(parent)
+                .unwrap_or_else(|e| panic!("invariant failed: mkdir: {e}"));
         }
-        std::fs::write(&p, text).unwrap_or_else(|e| panic!("invariant failed: write {}: {e}", p.display()));
+        std::fs::write(&p, text)
+            .unwrap_or_else(|e| panic!("invariant failed: write {}: {e}", p.display()));
         p
     }
 
@@ -73,12 +85,19 @@ impl Scratch {
                 cmd.env(key, v);
             }
         }
-        cmd.env("LOOM_DATA_HOME", self.path().join(".loom-data")).env("NO_COLOR", "1");
+        cmd.env("LOOM_DATA_HOME", self.path().join(".loom-data"))
+            .env("NO_COLOR", "1");
         for (k, v) in env {
             cmd.env(k, v);
         }
-        let output = cmd.output().unwrap_or_else(|e| panic!("invariant failed: cannot run loom: {e}"));
-        Run { args: args.iter().map(|s| s.to_string()).collect(), cwd: self.path().to_path_buf(), output }
+        let output = cmd
+            .output()
+            .unwrap_or_else(|e| panic!("invariant failed: cannot run loom: {e}"));
+        Run {
+            args: args.iter().map(|s| s.to_string()).collect(),
+            cwd: self.path().to_path_buf(),
+            output,
+        }
     }
 }
 
@@ -122,28 +141,45 @@ impl Run {
     /// Asserts the exit code, printing everything on failure.
     #[track_caller]
     pub fn expect_code(&self, code: i32) -> &Run {
-        assert_eq!(self.code(), code, "unexpected exit code\n{}", self.describe());
+        assert_eq!(
+            self.code(),
+            code,
+            "unexpected exit code\n{}",
+            self.describe()
+        );
         self
     }
 
     /// Asserts stdout contains `needle`.
     #[track_caller]
     pub fn stdout_has(&self, needle: &str) -> &Run {
-        assert!(self.stdout().contains(needle), "stdout lacks {needle:?}\n{}", self.describe());
+        assert!(
+            self.stdout().contains(needle),
+            "stdout lacks {needle:?}\n{}",
+            self.describe()
+        );
         self
     }
 
     /// Asserts stderr contains `needle`.
     #[track_caller]
     pub fn stderr_has(&self, needle: &str) -> &Run {
-        assert!(self.stderr().contains(needle), "stderr lacks {needle:?}\n{}", self.describe());
+        assert!(
+            self.stderr().contains(needle),
+            "stderr lacks {needle:?}\n{}",
+            self.describe()
+        );
         self
     }
 
     /// Asserts stdout does not contain `needle`.
     #[track_caller]
     pub fn stdout_lacks(&self, needle: &str) -> &Run {
-        assert!(!self.stdout().contains(needle), "stdout unexpectedly has {needle:?}\n{}", self.describe());
+        assert!(
+            !self.stdout().contains(needle),
+            "stdout unexpectedly has {needle:?}\n{}",
+            self.describe()
+        );
         self
     }
 }

@@ -41,7 +41,12 @@ impl Row {
 
     /// Converts to a JSON object.
     pub fn to_json(&self) -> serde_json::Value {
-        serde_json::Value::Object(self.0.iter().map(|(k, v)| (k.clone(), v.to_json())).collect())
+        serde_json::Value::Object(
+            self.0
+                .iter()
+                .map(|(k, v)| (k.clone(), v.to_json()))
+                .collect(),
+        )
     }
 }
 
@@ -102,9 +107,14 @@ impl Grant {
                 let mut rows = Vec::with_capacity(items.len());
                 for (i, item) in items.iter().enumerate() {
                     match item {
-                        toml::Value::Table(t) => rows.push(row_from_toml(t).map_err(|e| e.at_row(i))?),
+                        toml::Value::Table(t) => {
+                            rows.push(row_from_toml(t).map_err(|e| e.at_row(i))?)
+                        }
                         other => {
-                            return Err(GrantError::RowNotTable { index: i, found: type_name(other) });
+                            return Err(GrantError::RowNotTable {
+                                index: i,
+                                found: type_name(other),
+                            });
                         }
                     }
                 }
@@ -124,8 +134,15 @@ impl Grant {
                 let mut rows = Vec::with_capacity(items.len());
                 for (i, item) in items.iter().enumerate() {
                     match item {
-                        serde_json::Value::Object(m) => rows.push(row_from_json(m).map_err(|e| e.at_row(i))?),
-                        _ => return Err(GrantError::RowNotTable { index: i, found: "a non-object" }),
+                        serde_json::Value::Object(m) => {
+                            rows.push(row_from_json(m).map_err(|e| e.at_row(i))?)
+                        }
+                        _ => {
+                            return Err(GrantError::RowNotTable {
+                                index: i,
+                                found: "a non-object",
+                            })
+                        }
                     }
                 }
                 Ok(Grant::set(rows))
@@ -200,9 +217,11 @@ pub enum GrantError {
 impl GrantError {
     fn at_row(self, index: usize) -> GrantError {
         match self {
-            GrantError::BadKind { kind, reason, .. } => {
-                GrantError::BadKind { where_: format!("row {index}, "), kind, reason }
-            }
+            GrantError::BadKind { kind, reason, .. } => GrantError::BadKind {
+                where_: format!("row {index}, "),
+                kind,
+                reason,
+            },
             other => other,
         }
     }
@@ -211,8 +230,11 @@ impl GrantError {
 fn row_from_toml(table: &toml::Table) -> Result<Row, GrantError> {
     let mut row = BTreeMap::new();
     for (kind, v) in table {
-        let value = value_from_toml(v, true)
-            .map_err(|reason| GrantError::BadKind { where_: String::new(), kind: kind.clone(), reason })?;
+        let value = value_from_toml(v, true).map_err(|reason| GrantError::BadKind {
+            where_: String::new(),
+            kind: kind.clone(),
+            reason,
+        })?;
         row.insert(kind.clone(), value);
     }
     Ok(Row(row))
@@ -221,8 +243,11 @@ fn row_from_toml(table: &toml::Table) -> Result<Row, GrantError> {
 fn row_from_json(map: &serde_json::Map<String, serde_json::Value>) -> Result<Row, GrantError> {
     let mut row = BTreeMap::new();
     for (kind, v) in map {
-        let value = Value::from_json(v)
-            .map_err(|reason| GrantError::BadKind { where_: String::new(), kind: kind.clone(), reason })?;
+        let value = Value::from_json(v).map_err(|reason| GrantError::BadKind {
+            where_: String::new(),
+            kind: kind.clone(),
+            reason,
+        })?;
         row.insert(kind.clone(), value);
     }
     Ok(Row(row))
@@ -238,9 +263,12 @@ pub(crate) fn value_from_toml(v: &toml::Value, top: bool) -> Result<Value, Strin
         toml::Value::Float(f) => Value::Float(Float(*f)),
         toml::Value::Boolean(b) => Value::Bool(*b),
         toml::Value::Datetime(d) => Value::Str(d.to_string()),
-        toml::Value::Array(items) => {
-            Value::list(items.iter().map(|i| value_from_toml(i, false)).collect::<Result<_, _>>()?)
-        }
+        toml::Value::Array(items) => Value::list(
+            items
+                .iter()
+                .map(|i| value_from_toml(i, false))
+                .collect::<Result<_, _>>()?,
+        ),
         toml::Value::Table(t) => Value::Object(
             t.iter()
                 .map(|(k, v)| Ok((k.clone(), value_from_toml(v, true)?)))
@@ -277,7 +305,8 @@ mod tests {
         assert_eq!(parse("{}").unwrap(), Grant::none());
         let one = parse("{ paths = [\"./\"] }").unwrap();
         assert_eq!(one.rows().unwrap().len(), 1);
-        let set = parse("[{ commands = \"*\" }, { commands = [\"gcalcli\"], network = \"*\" }]").unwrap();
+        let set =
+            parse("[{ commands = \"*\" }, { commands = [\"gcalcli\"], network = \"*\" }]").unwrap();
         assert_eq!(set.rows().unwrap().len(), 2);
     }
 
@@ -307,7 +336,12 @@ mod tests {
 
     #[test]
     fn toml_round_trip() {
-        for src in ["\"*\"", "{}", "{ paths = [\"./\"] }", "[{ commands = \"*\" }, { commands = [\"gcalcli\"], network = \"*\" }]"] {
+        for src in [
+            "\"*\"",
+            "{}",
+            "{ paths = [\"./\"] }",
+            "[{ commands = \"*\" }, { commands = [\"gcalcli\"], network = \"*\" }]",
+        ] {
             let g = parse(src).unwrap();
             assert_eq!(parse(&g.to_toml()).unwrap(), g, "{src}");
             assert_eq!(Grant::from_json(&g.to_json()).unwrap(), g, "{src}");

@@ -7,7 +7,7 @@ use crate::grant::Grant;
 use crate::rng::Rng;
 
 /// The default seed of the boot check. Fixed, so a failure reproduces; callers may pass another.
-pub const DEFAULT_SEED: u64 = 0x10_0E_5EED;
+pub const DEFAULT_SEED: u64 = 0x100E_5EED;
 /// The default number of trials per law per tool at boot.
 pub const DEFAULT_TRIALS: usize = 300;
 
@@ -47,12 +47,18 @@ impl fmt::Display for Law {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             Law::Reflexive => "reflexivity: contains(a, a)",
-            Law::Transitive => "transitivity: contains(a, b) and contains(b, c) imply contains(a, c)",
+            Law::Transitive => {
+                "transitivity: contains(a, b) and contains(b, c) imply contains(a, c)"
+            }
             Law::MergeUpperBound => "merge is an upper bound: merge(a, b) contains a and b",
             Law::Commutative => "commutativity: merge(a, b) is equivalent to merge(b, a)",
             Law::Idempotent => "idempotence: merge(a, a) is equivalent to a",
-            Law::Associative => "associativity: merge(merge(a, b), c) is equivalent to merge(a, merge(b, c))",
-            Law::MergeAddsNothing => "merge adds nothing: every row of merge(a, b) is granted by a or by b",
+            Law::Associative => {
+                "associativity: merge(merge(a, b), c) is equivalent to merge(a, merge(b, c))"
+            }
+            Law::MergeAddsNothing => {
+                "merge adds nothing: every row of merge(a, b) is granted by a or by b"
+            }
         })
     }
 }
@@ -93,19 +99,31 @@ pub struct LawViolation {
 }
 
 fn render_counterexample(items: &[(String, Grant)]) -> String {
-    items.iter().map(|(n, g)| format!("{n} = {g}")).collect::<Vec<_>>().join(", ")
+    items
+        .iter()
+        .map(|(n, g)| format!("{n} = {g}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Checks every [`Law`] for `alg`, `trials` times each, with grants drawn by the algebra's own sampler from `seed`.
 /// The same seed always draws the same grants.
-pub fn check_laws(tool: &str, alg: &dyn Algebra, seed: u64, trials: usize) -> Result<LawReport, LawViolation> {
+pub fn check_laws(
+    tool: &str,
+    alg: &dyn Algebra,
+    seed: u64,
+    trials: usize,
+) -> Result<LawReport, LawViolation> {
     let mut rng = Rng::seeded(seed);
     let fail = |law: Law, ce: Vec<(&str, &Grant)>| LawViolation {
         tool: tool.to_string(),
         algebra: alg.name(),
         law,
         seed,
-        counterexample: ce.into_iter().map(|(n, g)| (n.to_string(), g.clone())).collect(),
+        counterexample: ce
+            .into_iter()
+            .map(|(n, g)| (n.to_string(), g.clone()))
+            .collect(),
     };
     let mut chains = 0;
     for _ in 0..trials {
@@ -128,11 +146,22 @@ pub fn check_laws(tool: &str, alg: &dyn Algebra, seed: u64, trials: usize) -> Re
         }
         let ab = alg.merge(&a, &b);
         if !alg.contains(&ab, &a) || !alg.contains(&ab, &b) {
-            return Err(fail(Law::MergeUpperBound, vec![("a", &a), ("b", &b), ("merge(a, b)", &ab)]));
+            return Err(fail(
+                Law::MergeUpperBound,
+                vec![("a", &a), ("b", &b), ("merge(a, b)", &ab)],
+            ));
         }
         let ba = alg.merge(&b, &a);
         if !equivalent(alg, &ab, &ba) {
-            return Err(fail(Law::Commutative, vec![("a", &a), ("b", &b), ("merge(a, b)", &ab), ("merge(b, a)", &ba)]));
+            return Err(fail(
+                Law::Commutative,
+                vec![
+                    ("a", &a),
+                    ("b", &b),
+                    ("merge(a, b)", &ab),
+                    ("merge(b, a)", &ba),
+                ],
+            ));
         }
         let aa = alg.merge(&a, &a);
         if !equivalent(alg, &aa, &a) {
@@ -143,14 +172,29 @@ pub fn check_laws(tool: &str, alg: &dyn Algebra, seed: u64, trials: usize) -> Re
         if !equivalent(alg, &left, &right) {
             return Err(fail(
                 Law::Associative,
-                vec![("a", &a), ("b", &b), ("c", &c), ("merge(merge(a, b), c)", &left), ("merge(a, merge(b, c))", &right)],
+                vec![
+                    ("a", &a),
+                    ("b", &b),
+                    ("c", &c),
+                    ("merge(merge(a, b), c)", &left),
+                    ("merge(a, merge(b, c))", &right),
+                ],
             ));
         }
         if !adds_nothing(alg, &a, &b, &ab) {
-            return Err(fail(Law::MergeAddsNothing, vec![("a", &a), ("b", &b), ("merge(a, b)", &ab)]));
+            return Err(fail(
+                Law::MergeAddsNothing,
+                vec![("a", &a), ("b", &b), ("merge(a, b)", &ab)],
+            ));
         }
     }
-    Ok(LawReport { tool: tool.to_string(), algebra: alg.name(), seed, trials, transitive_chains: chains })
+    Ok(LawReport {
+        tool: tool.to_string(),
+        algebra: alg.name(),
+        seed,
+        trials,
+        transitive_chains: chains,
+    })
 }
 
 /// A grant made of a random subset of `g`'s rows (so `g` contains it under any sound lifting).
@@ -182,10 +226,19 @@ mod tests {
     #[test]
     fn every_builtin_algebra_passes() {
         let ctx = PathCtx::new("/w", Some("/home/u".into()));
-        for kind in [AlgebraKind::Default, AlgebraKind::Files, AlgebraKind::Bash, AlgebraKind::Mcp] {
+        for kind in [
+            AlgebraKind::Default,
+            AlgebraKind::Files,
+            AlgebraKind::Bash,
+            AlgebraKind::Mcp,
+        ] {
             let alg = kind.build(&ctx);
             let report = check_laws("t", alg.as_ref(), DEFAULT_SEED, 500).unwrap();
-            assert!(report.transitive_chains > 100, "{kind:?}: only {} chains", report.transitive_chains);
+            assert!(
+                report.transitive_chains > 100,
+                "{kind:?}: only {} chains",
+                report.transitive_chains
+            );
         }
     }
 
@@ -226,9 +279,17 @@ mod tests {
         let err = check_laws("gcal", &BoundingBox, 1, 300).unwrap_err();
         assert_eq!(err.tool, "gcal");
         // a bounding box folds two rows into one, so merge(a, a) already differs from a
-        assert!(matches!(err.law, Law::Idempotent | Law::MergeAddsNothing), "{err}");
+        assert!(
+            matches!(err.law, Law::Idempotent | Law::MergeAddsNothing),
+            "{err}"
+        );
         let msg = err.to_string();
-        assert!(msg.contains("tool `gcal`") && msg.contains(&err.law.to_string()) && msg.contains("counterexample"), "{msg}");
+        assert!(
+            msg.contains("tool `gcal`")
+                && msg.contains(&err.law.to_string())
+                && msg.contains("counterexample"),
+            "{msg}"
+        );
     }
 
     /// An algebra whose containment ignores `"*"` on the sub side: not reflexive for `"*"` rows.

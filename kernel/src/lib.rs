@@ -27,6 +27,7 @@
 //! assert!(bash.contains(&ceiling, &request));
 //! ```
 #![forbid(unsafe_code)]
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 #![warn(missing_docs)]
 
 mod algebra;
@@ -37,8 +38,8 @@ mod rng;
 mod value;
 
 pub use algebra::{
-    equivalent, paths_value_contains, union_merge, value_contains, Algebra, AlgebraKind, BashAlgebra, DefaultAlgebra,
-    FilesAlgebra, McpAlgebra, ENV_TIER1, ENV_TIER2,
+    equivalent, paths_value_contains, union_merge, value_contains, Algebra, AlgebraKind,
+    BashAlgebra, DefaultAlgebra, FilesAlgebra, McpAlgebra, ENV_TIER1, ENV_TIER2,
 };
 pub use grant::{Grant, GrantError, Kind, Row};
 pub use laws::{check_laws, Law, LawReport, LawViolation, DEFAULT_SEED, DEFAULT_TRIALS};

@@ -16,7 +16,10 @@ pub struct PathCtx {
 impl PathCtx {
     /// A context with a base directory and a home directory.
     pub fn new(base: impl Into<String>, home: Option<String>) -> PathCtx {
-        PathCtx { base: base.into(), home }
+        PathCtx {
+            base: base.into(),
+            home,
+        }
     }
 
     /// Normalises `raw`: expands `~`, resolves relative paths against `base`, removes `.` and `..` and duplicate

@@ -99,10 +99,12 @@ impl Value {
                 .map(serde_json::Value::Number)
                 .unwrap_or(serde_json::Value::Null),
             Value::Str(s) => serde_json::Value::String(s.clone()),
-            Value::List(items) => serde_json::Value::Array(items.iter().map(Value::to_json).collect()),
-            Value::Object(map) => {
-                serde_json::Value::Object(map.iter().map(|(k, v)| (k.clone(), v.to_json())).collect())
+            Value::List(items) => {
+                serde_json::Value::Array(items.iter().map(Value::to_json).collect())
             }
+            Value::Object(map) => serde_json::Value::Object(
+                map.iter().map(|(k, v)| (k.clone(), v.to_json())).collect(),
+            ),
         }
     }
 
@@ -122,9 +124,12 @@ impl Value {
             serde_json::Value::String(s) if s == "*" && top => Value::Star,
             serde_json::Value::String(s) if s == "*" => return Err(STAR_IN_LIST.into()),
             serde_json::Value::String(s) => Value::Str(s.clone()),
-            serde_json::Value::Array(items) => {
-                Value::list(items.iter().map(|v| Self::from_json_at(v, false)).collect::<Result<_, _>>()?)
-            }
+            serde_json::Value::Array(items) => Value::list(
+                items
+                    .iter()
+                    .map(|v| Self::from_json_at(v, false))
+                    .collect::<Result<_, _>>()?,
+            ),
             serde_json::Value::Object(map) => Value::Object(
                 map.iter()
                     .map(|(k, v)| Ok((k.clone(), Self::from_json_at(v, true)?)))
@@ -195,7 +200,10 @@ pub fn toml_string(s: &str) -> String {
 
 /// Renders a TOML key, quoting it when it is not a bare key.
 pub fn toml_key(key: &str) -> String {
-    let bare = !key.is_empty() && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    let bare = !key.is_empty()
+        && key
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
     if bare {
         key.to_string()
     } else {
@@ -203,7 +211,10 @@ pub fn toml_key(key: &str) -> String {
     }
 }
 
-pub(crate) fn write_inline_table<'a>(out: &mut String, entries: impl Iterator<Item = (&'a String, &'a Value)>) {
+pub(crate) fn write_inline_table<'a>(
+    out: &mut String,
+    entries: impl Iterator<Item = (&'a String, &'a Value)>,
+) {
     out.push('{');
     let mut first = true;
     for (k, v) in entries {

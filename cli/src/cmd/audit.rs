@@ -14,6 +14,9 @@ pub struct Args {
 
 /// Runs the audit.
 pub fn run(args: Args) -> i32 {
-    eprintln!("loom: audit of {} is not wired yet", args.manifest.display());
+    eprintln!(
+        "loom: audit of {} is not wired yet",
+        args.manifest.display()
+    );
     exit::FAILED
 }

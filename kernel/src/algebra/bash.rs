@@ -9,7 +9,18 @@ use crate::rng::Rng;
 use crate::value::Value;
 
 /// Tier 1 of bash's environment: always inherited, never overridable (locale and terminal plumbing).
-pub const ENV_TIER1: [&str; 10] = ["HOME", "USER", "LOGNAME", "SHELL", "TERM", "COLORTERM", "LANG", "LC_ALL", "LC_CTYPE", "TZ"];
+pub const ENV_TIER1: [&str; 10] = [
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "TERM",
+    "COLORTERM",
+    "LANG",
+    "LC_ALL",
+    "LC_CTYPE",
+    "TZ",
+];
 /// Tier 2: inherited by default (when `env` is absent), dropped when `env` is an explicit list.
 pub const ENV_TIER2: [&str; 6] = ["PATH", "PWD", "TMPDIR", "EDITOR", "VISUAL", "PAGER"];
 
@@ -79,7 +90,9 @@ fn env_contains(sup: Option<&Value>, sub: Option<&Value>) -> bool {
     match (env_patterns(sup), env_patterns(sub)) {
         (None, _) => true,
         (Some(_), None) => false,
-        (Some(sups), Some(subs)) => subs.iter().all(|s| sups.iter().any(|p| env_pattern_covers(p, s))),
+        (Some(sups), Some(subs)) => subs
+            .iter()
+            .all(|s| sups.iter().any(|p| env_pattern_covers(p, s))),
     }
 }
 
@@ -111,7 +124,11 @@ impl Algebra for BashAlgebra {
         sample_rows(rng, |rng| {
             let mut row = Vec::new();
             if !rng.one_in(5) {
-                let c = if rng.one_in(3) { Value::Star } else { Value::strs(rng.subset(&COMMANDS)) };
+                let c = if rng.one_in(3) {
+                    Value::Star
+                } else {
+                    Value::strs(rng.subset(&COMMANDS))
+                };
                 row.push(("commands", c));
             }
             if rng.one_in(2) {
@@ -121,10 +138,24 @@ impl Algebra for BashAlgebra {
                 row.push(("read_paths", sample_paths(rng)));
             }
             if rng.one_in(3) {
-                row.push(("network", if rng.one_in(2) { Value::Star } else { Value::list(vec![]) }));
+                row.push((
+                    "network",
+                    if rng.one_in(2) {
+                        Value::Star
+                    } else {
+                        Value::list(vec![])
+                    },
+                ));
             }
             if rng.one_in(2) {
-                row.push(("env", if rng.one_in(4) { Value::Star } else { Value::strs(rng.subset(&ENV)) }));
+                row.push((
+                    "env",
+                    if rng.one_in(4) {
+                        Value::Star
+                    } else {
+                        Value::strs(rng.subset(&ENV))
+                    },
+                ));
             }
             Row::from_pairs(row)
         })
@@ -143,7 +174,11 @@ mod tests {
     #[track_caller]
     fn contains(sup: &str, sub: &str, want: bool) {
         let alg = BashAlgebra::new(PathCtx::new("/w", Some("/home/u".into())));
-        assert_eq!(alg.contains(&g(sup), &g(sub)), want, "contains({sup}, {sub})");
+        assert_eq!(
+            alg.contains(&g(sup), &g(sub)),
+            want,
+            "contains({sup}, {sub})"
+        );
     }
 
     const GCAL_SET: &str =
@@ -152,44 +187,108 @@ mod tests {
     #[test]
     fn the_seed_gcalcli_capability_set() {
         // the calendar skill's declaration fits the gcalcli row, row for row
-        contains(GCAL_SET, "{ commands = [\"gcalcli\"], network = \"*\", paths = [\"~/.gcalcli\"] }", true);
+        contains(
+            GCAL_SET,
+            "{ commands = [\"gcalcli\"], network = \"*\", paths = [\"~/.gcalcli\"] }",
+            true,
+        );
         // the general row never gets the network
         contains(GCAL_SET, "{ commands = \"*\", network = \"*\" }", false);
-        contains(GCAL_SET, "{ commands = [\"curl\"], network = \"*\" }", false);
+        contains(
+            GCAL_SET,
+            "{ commands = [\"curl\"], network = \"*\" }",
+            false,
+        );
         // rows never combine: gcalcli with the workspace AND the network fits no single row
-        contains(GCAL_SET, "{ commands = [\"gcalcli\"], network = \"*\", paths = [\"./\"] }", false);
+        contains(
+            GCAL_SET,
+            "{ commands = [\"gcalcli\"], network = \"*\", paths = [\"./\"] }",
+            false,
+        );
         // drop the second row and the skill no longer fits
-        contains("{ commands = \"*\", paths = [\"./\"] }", "{ commands = [\"gcalcli\"], network = \"*\" }", false);
+        contains(
+            "{ commands = \"*\", paths = [\"./\"] }",
+            "{ commands = [\"gcalcli\"], network = \"*\" }",
+            false,
+        );
     }
 
     #[test]
     fn commands() {
         contains("{ commands = \"*\" }", "{ commands = [\"ls\"] }", true);
-        contains("{ commands = [\"ls\", \"cat\"] }", "{ commands = [\"ls\"] }", true);
+        contains(
+            "{ commands = [\"ls\", \"cat\"] }",
+            "{ commands = [\"ls\"] }",
+            true,
+        );
         contains("{ commands = [\"ls\"] }", "{ commands = \"*\" }", false);
     }
 
     #[test]
     fn network_off_is_contained_by_everything() {
-        contains("{ commands = \"*\" }", "{ commands = \"*\", network = [] }", true);
-        contains("{ commands = \"*\", network = [] }", "{ commands = \"*\", network = \"*\" }", false);
+        contains(
+            "{ commands = \"*\" }",
+            "{ commands = \"*\", network = [] }",
+            true,
+        );
+        contains(
+            "{ commands = \"*\", network = [] }",
+            "{ commands = \"*\", network = \"*\" }",
+            false,
+        );
     }
 
     #[test]
     fn env_two_tier_inheritance() {
         // absent = tier 2; a list replaces tier 2
-        contains("{ commands = \"*\", env = [\"HOME\"] }", "{ commands = \"*\" }", false);
-        contains("{ commands = \"*\" }", "{ commands = \"*\", env = [] }", true);
-        contains("{ commands = \"*\" }", "{ commands = \"*\", env = [\"PATH\", \"HOME\"] }", true);
-        contains("{ commands = \"*\", env = [\"AWS_*\"] }", "{ commands = \"*\", env = [\"AWS_KEY\", \"AWS_S3_*\"] }", true);
-        contains("{ commands = \"*\", env = [\"AWS_KEY\"] }", "{ commands = \"*\", env = [\"AWS_*\"] }", false);
-        contains("{ commands = \"*\", env = \"*\" }", "{ commands = \"*\" }", true);
-        contains("{ commands = \"*\" }", "{ commands = \"*\", env = \"*\" }", false);
+        contains(
+            "{ commands = \"*\", env = [\"HOME\"] }",
+            "{ commands = \"*\" }",
+            false,
+        );
+        contains(
+            "{ commands = \"*\" }",
+            "{ commands = \"*\", env = [] }",
+            true,
+        );
+        contains(
+            "{ commands = \"*\" }",
+            "{ commands = \"*\", env = [\"PATH\", \"HOME\"] }",
+            true,
+        );
+        contains(
+            "{ commands = \"*\", env = [\"AWS_*\"] }",
+            "{ commands = \"*\", env = [\"AWS_KEY\", \"AWS_S3_*\"] }",
+            true,
+        );
+        contains(
+            "{ commands = \"*\", env = [\"AWS_KEY\"] }",
+            "{ commands = \"*\", env = [\"AWS_*\"] }",
+            false,
+        );
+        contains(
+            "{ commands = \"*\", env = \"*\" }",
+            "{ commands = \"*\" }",
+            true,
+        );
+        contains(
+            "{ commands = \"*\" }",
+            "{ commands = \"*\", env = \"*\" }",
+            false,
+        );
     }
 
     #[test]
     fn read_paths_inside_paths() {
-        contains("{ commands = \"*\", paths = [\"./\"] }", "{ commands = \"*\", read_paths = [\"./x\"] }", true);
-        contains("{ commands = \"*\", read_paths = [\"./\"] }", "{ commands = \"*\", paths = [\"./x\"] }", false);
+        contains(
+            "{ commands = \"*\", paths = [\"./\"] }",
+            "{ commands = \"*\", read_paths = [\"./x\"] }",
+            true,
+        );
+        contains(
+            "{ commands = \"*\", read_paths = [\"./\"] }",
+            "{ commands = \"*\", paths = [\"./x\"] }",
+            false,
+        );
     }
 }

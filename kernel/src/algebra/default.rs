@@ -26,7 +26,9 @@ pub fn value_contains(sup: &Value, sub: &Value) -> bool {
 /// Row containment with default semantics for every kind: each kind the sub-row requests must be granted by the
 /// super-row with a containing value.
 pub fn default_row_contains(sup: &Row, sub: &Row) -> bool {
-    sub.0.iter().all(|(k, v)| sup.get(k).is_some_and(|s| value_contains(s, v)))
+    sub.0
+        .iter()
+        .all(|(k, v)| sup.get(k).is_some_and(|s| value_contains(s, v)))
 }
 
 impl Algebra for DefaultAlgebra {
@@ -82,7 +84,11 @@ mod tests {
 
     #[track_caller]
     fn contains(sup: &str, sub: &str, want: bool) {
-        assert_eq!(DefaultAlgebra.contains(&g(sup), &g(sub)), want, "contains({sup}, {sub})");
+        assert_eq!(
+            DefaultAlgebra.contains(&g(sup), &g(sub)),
+            want,
+            "contains({sup}, {sub})"
+        );
     }
 
     #[test]
@@ -98,8 +104,16 @@ mod tests {
         contains("{}", "{ a = 1 }", false);
         contains("{ a = 1 }", "{}", true);
         // a capability set is a union of boxes, not a bounding box
-        contains("[{ a = \"x\" }, { b = \"y\" }]", "{ a = \"x\", b = \"y\" }", false);
-        contains("[{ a = \"x\" }, { b = \"y\" }]", "[{ a = \"x\" }, { b = \"y\" }]", true);
+        contains(
+            "[{ a = \"x\" }, { b = \"y\" }]",
+            "{ a = \"x\", b = \"y\" }",
+            false,
+        );
+        contains(
+            "[{ a = \"x\" }, { b = \"y\" }]",
+            "[{ a = \"x\" }, { b = \"y\" }]",
+            true,
+        );
     }
 
     #[test]
@@ -107,6 +121,9 @@ mod tests {
         let m = DefaultAlgebra.merge(&g("{ a = \"x\" }"), &g("{ b = \"y\" }"));
         assert_eq!(m, g("[{ a = \"x\" }, { b = \"y\" }]"));
         assert!(!DefaultAlgebra.contains(&m, &g("{ a = \"x\", b = \"y\" }")));
-        assert_eq!(DefaultAlgebra.merge(&g("\"*\""), &g("{}")), Grant::Unrestricted);
+        assert_eq!(
+            DefaultAlgebra.merge(&g("\"*\""), &g("{}")),
+            Grant::Unrestricted
+        );
     }
 }

@@ -28,7 +28,9 @@ pub fn paths_value_contains(ctx: &PathCtx, sup: &Value, sub: &Value) -> bool {
         (Value::Star, _) => true,
         (_, Value::Star) => false,
         _ => match (sup.elements(), sub.elements()) {
-            (Some(roots), Some(subs)) => subs.iter().all(|s| roots.iter().any(|r| path_elem_within(ctx, r, s))),
+            (Some(roots), Some(subs)) => subs
+                .iter()
+                .all(|s| roots.iter().any(|r| path_elem_within(ctx, r, s))),
             _ => false,
         },
     }
@@ -42,18 +44,36 @@ fn path_elem_within(ctx: &PathCtx, root: &Value, sub: &Value) -> bool {
 }
 
 /// Row containment over `paths` and `read_paths`, shared by the file tools and bash. Returns `None` for other kinds.
-pub(crate) fn path_kind_contains(ctx: &PathCtx, sup: &Row, kind: &str, sub: &Value) -> Option<bool> {
+pub(crate) fn path_kind_contains(
+    ctx: &PathCtx,
+    sup: &Row,
+    kind: &str,
+    sub: &Value,
+) -> Option<bool> {
     match kind {
-        "paths" => Some(sup.get("paths").is_some_and(|p| paths_value_contains(ctx, p, sub))),
+        "paths" => Some(
+            sup.get("paths")
+                .is_some_and(|p| paths_value_contains(ctx, p, sub)),
+        ),
         "read_paths" => {
             let rw = sup.get("paths");
             let ro = sup.get("read_paths");
             if matches!(rw, Some(Value::Star)) || matches!(ro, Some(Value::Star)) {
                 return Some(true);
             }
-            let Some(subs) = sub.elements() else { return Some(false) };
-            let roots: Vec<&Value> = [rw, ro].into_iter().flatten().filter_map(Value::elements).flatten().collect();
-            Some(subs.iter().all(|s| roots.iter().any(|r| path_elem_within(ctx, r, s))))
+            let Some(subs) = sub.elements() else {
+                return Some(false);
+            };
+            let roots: Vec<&Value> = [rw, ro]
+                .into_iter()
+                .flatten()
+                .filter_map(Value::elements)
+                .flatten()
+                .collect();
+            Some(
+                subs.iter()
+                    .all(|s| roots.iter().any(|r| path_elem_within(ctx, r, s))),
+            )
         }
         _ => None,
     }
@@ -65,10 +85,12 @@ impl Algebra for FilesAlgebra {
     }
 
     fn row_contains(&self, sup: &Row, sub: &Row) -> bool {
-        sub.0.iter().all(|(k, v)| match path_kind_contains(&self.ctx, sup, k, v) {
-            Some(ok) => ok,
-            None => sup.get(k).is_some_and(|s| value_contains(s, v)),
-        })
+        sub.0
+            .iter()
+            .all(|(k, v)| match path_kind_contains(&self.ctx, sup, k, v) {
+                Some(ok) => ok,
+                None => sup.get(k).is_some_and(|s| value_contains(s, v)),
+            })
     }
 
     fn sample(&self, rng: &mut Rng) -> Grant {
@@ -86,8 +108,17 @@ impl Algebra for FilesAlgebra {
 }
 
 /// Paths chosen so that containment chains, siblings, `..`, `~` and the root all occur.
-pub(crate) const SAMPLE_PATHS: [&str; 9] =
-    ["./", "./src", "./src/a", "src/../lib", "/", "/tmp/work", "/tmp/workother", "../x", "~/.cfg"];
+pub(crate) const SAMPLE_PATHS: [&str; 9] = [
+    "./",
+    "./src",
+    "./src/a",
+    "src/../lib",
+    "/",
+    "/tmp/work",
+    "/tmp/workother",
+    "../x",
+    "~/.cfg",
+];
 
 pub(crate) fn sample_paths(rng: &mut Rng) -> Value {
     if rng.one_in(6) {
@@ -109,7 +140,11 @@ mod tests {
     #[track_caller]
     fn contains(sup: &str, sub: &str, want: bool) {
         let alg = FilesAlgebra::new(PathCtx::new("/tmp/work", Some("/home/u".into())));
-        assert_eq!(alg.contains(&g(sup), &g(sub)), want, "contains({sup}, {sub})");
+        assert_eq!(
+            alg.contains(&g(sup), &g(sub)),
+            want,
+            "contains({sup}, {sub})"
+        );
     }
 
     #[test]
@@ -117,20 +152,44 @@ mod tests {
         contains("{ paths = [\"./\"] }", "{ paths = [\"./src\"] }", true);
         contains("{ paths = [\"./src\"] }", "{ paths = [\"./\"] }", false);
         contains("{ paths = [\"/tmp/work\"] }", "{ paths = [\"./a\"] }", true);
-        contains("{ paths = [\"/tmp/work\"] }", "{ paths = [\"/tmp/workother\"] }", false);
-        contains("{ paths = [\"/\"] }", "{ paths = [\"/etc\", \"~/x\"] }", true);
-        contains("{ paths = [\"./\"] }", "{ paths = [\"./a/../../b\"] }", false);
+        contains(
+            "{ paths = [\"/tmp/work\"] }",
+            "{ paths = [\"/tmp/workother\"] }",
+            false,
+        );
+        contains(
+            "{ paths = [\"/\"] }",
+            "{ paths = [\"/etc\", \"~/x\"] }",
+            true,
+        );
+        contains(
+            "{ paths = [\"./\"] }",
+            "{ paths = [\"./a/../../b\"] }",
+            false,
+        );
         contains("{ paths = [\"./\"] }", "{ paths = \"*\" }", false);
         contains("{ paths = \"*\" }", "{ paths = [\"/\"] }", true);
     }
 
     #[test]
     fn paths_contains_read_paths_but_not_the_reverse() {
-        contains("{ paths = [\"./\"] }", "{ read_paths = [\"./docs\"] }", true);
-        contains("{ read_paths = [\"./\"] }", "{ paths = [\"./docs\"] }", false);
+        contains(
+            "{ paths = [\"./\"] }",
+            "{ read_paths = [\"./docs\"] }",
+            true,
+        );
+        contains(
+            "{ read_paths = [\"./\"] }",
+            "{ paths = [\"./docs\"] }",
+            false,
+        );
         contains("{ paths = \"*\" }", "{ read_paths = \"*\" }", true);
         contains("{ read_paths = \"*\" }", "{ paths = [\"/\"] }", false);
-        contains("{ paths = [\"./a\"], read_paths = [\"./b\"] }", "{ read_paths = [\"./a/x\", \"./b/y\"] }", true);
+        contains(
+            "{ paths = [\"./a\"], read_paths = [\"./b\"] }",
+            "{ read_paths = [\"./a/x\", \"./b/y\"] }",
+            true,
+        );
     }
 
     #[test]

@@ -35,7 +35,11 @@ impl Algebra for McpAlgebra {
                 row.push(("status", v));
             }
             if rng.one_in(2) {
-                let v = if rng.one_in(3) { Value::Star } else { Value::Str(format!("/doc/{}", rng.below(3))) };
+                let v = if rng.one_in(3) {
+                    Value::Star
+                } else {
+                    Value::Str(format!("/doc/{}", rng.below(3)))
+                };
                 row.push(("path", v));
             }
             if rng.one_in(3) {

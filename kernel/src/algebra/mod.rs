@@ -33,9 +33,9 @@ pub trait Algebra: Send + Sync {
         match (sup, sub) {
             (Grant::Unrestricted, _) => true,
             (Grant::Set(_), Grant::Unrestricted) => false,
-            (Grant::Set(sups), Grant::Set(subs)) => {
-                subs.iter().all(|r| sups.iter().any(|s| self.row_contains(s, r)))
-            }
+            (Grant::Set(sups), Grant::Set(subs)) => subs
+                .iter()
+                .all(|r| sups.iter().any(|s| self.row_contains(s, r))),
         }
     }
 
