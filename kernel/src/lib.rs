@@ -31,18 +31,27 @@
 #![warn(missing_docs)]
 
 mod algebra;
+mod decide;
 mod grant;
 mod laws;
+mod mcp;
 mod path;
 mod rng;
+mod rules;
 mod value;
 
 pub use algebra::{
     equivalent, paths_value_contains, union_merge, value_contains, Algebra, AlgebraKind,
     BashAlgebra, DefaultAlgebra, FilesAlgebra, McpAlgebra, ENV_TIER1, ENV_TIER2,
 };
+pub use decide::{
+    decide, is_general_row, plain_argv, rowed_commands, Access, Authorization, Decision, Denial,
+    Exec, Request,
+};
 pub use grant::{Grant, GrantError, Kind, Row};
 pub use laws::{check_laws, Law, LawReport, LawViolation, DEFAULT_SEED, DEFAULT_TRIALS};
+pub use mcp::{bind_schema, ArgBinding, BindError, BoundTool};
 pub use path::{path_within, PathCtx};
 pub use rng::Rng;
+pub use rules::{combine, wildcard_match, CallFacts, RuleMatch, RuleSet, Verdict};
 pub use value::{toml_key, toml_string, Float, Value};
