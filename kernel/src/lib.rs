@@ -31,27 +31,46 @@
 #![warn(missing_docs)]
 
 mod algebra;
+mod ceiling;
+mod contracts;
 mod decide;
+mod gate;
 mod grant;
+mod judge;
 mod laws;
+mod manifest;
 mod mcp;
 mod path;
 mod rng;
 mod rules;
+mod subagent;
 mod value;
 
 pub use algebra::{
     equivalent, paths_value_contains, union_merge, value_contains, Algebra, AlgebraKind,
     BashAlgebra, DefaultAlgebra, FilesAlgebra, McpAlgebra, ENV_TIER1, ENV_TIER2,
 };
+pub use ceiling::{
+    ceiling_excess, default_ceiling, requested_grant, tool_grants, Ceiling, GrantSource, ToolGrant,
+};
+pub use contracts::{builtin_contract, check_contract, Contract, BUILTIN_TOOLS};
 pub use decide::{
     decide, is_general_row, plain_argv, rowed_commands, Access, Authorization, Decision, Denial,
     Exec, Request,
 };
+pub use gate::{ceiling_growth, Growth};
 pub use grant::{Grant, GrantError, Kind, Row};
+pub use judge::{judge_group, DeclJudgement, DeclVerdict, GroupJudgement};
 pub use laws::{check_laws, Law, LawReport, LawViolation, DEFAULT_SEED, DEFAULT_TRIALS};
+pub use manifest::{
+    manifest_from_table, parse_manifest, parse_sidecar_group, parse_tool_group, Agent, Harness,
+    LayerSpec, Manifest, ManifestError, Permissions, ProviderRef, ProviderSpec, Rule, Session,
+    Shipped, Source, SubagentRef, SubagentSource, SystemPrompt, ToolEntry, ToolGroup,
+    DEFAULT_TOOLS, MAX_MANIFEST_BYTES, MAX_NESTING,
+};
 pub use mcp::{bind_schema, ArgBinding, BindError, BoundTool};
 pub use path::{path_within, PathCtx};
 pub use rng::Rng;
 pub use rules::{combine, wildcard_match, CallFacts, RuleMatch, RuleSet, Verdict};
+pub use subagent::{check_subagents, Excess, ManifestLoader, SubagentVerdict, MAX_DEPTH};
 pub use value::{toml_key, toml_string, Float, Value};

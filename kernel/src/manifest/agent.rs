@@ -1,0 +1,115 @@
+//! `[agent]`: who the agent is.
+
+use std::collections::BTreeMap;
+
+use super::error::{join, Ctx, ManifestError};
+use super::suggest::check_keys;
+use super::typed::{want_name, want_str, want_str_list, want_table, wrong_type};
+
+/// The keys `[agent]` takes.
+pub(crate) const AGENT_KEYS: &[&str] = &[
+    "name",
+    "description",
+    "system_prompt",
+    "secrets",
+    "storage_id",
+    "metadata",
+];
+
+/// `[agent]`: the agent's identity and prompt.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Agent {
+    /// Display name; also the per-agent storage id unless `storage_id` is set. Required, non-empty.
+    pub name: String,
+    /// A human description.
+    pub description: Option<String>,
+    /// The system prompt, inline or from a file the caller reads.
+    pub system_prompt: Option<SystemPrompt>,
+    /// Secret names the agent itself declares.
+    pub secrets: Vec<String>,
+    /// A stable per-agent storage identifier independent of `name`.
+    pub storage_id: Option<String>,
+    /// Free-form metadata, kept verbatim.
+    pub metadata: BTreeMap<String, toml::Value>,
+}
+
+/// `system_prompt = "..."` or `system_prompt = { path = "..." }`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SystemPrompt {
+    /// The prompt text itself.
+    Text(String),
+    /// A file, relative to the manifest's directory, that the caller reads.
+    Path(String),
+}
+
+/// Parses the agent table found at `path`.
+pub(crate) fn parse_agent(
+    ctx: Ctx<'_>,
+    path: &str,
+    table: &toml::Table,
+) -> Result<Agent, ManifestError> {
+    check_keys(ctx, path, table, AGENT_KEYS)?;
+    let name = match table.get("name") {
+        Some(v) => want_name(ctx, &join(path, "name"), v)?.to_string(),
+        None => {
+            return Err(ctx
+                .err(&join(path, "name"), "missing; every agent needs a name")
+                .with_hint("name = \"my-agent\""))
+        }
+    };
+    let opt_str = |key: &str| -> Result<Option<String>, ManifestError> {
+        table
+            .get(key)
+            .map(|v| want_str(ctx, &join(path, key), v).map(str::to_string))
+            .transpose()
+    };
+    let system_prompt = match table.get("system_prompt") {
+        None => None,
+        Some(toml::Value::String(s)) => Some(SystemPrompt::Text(s.clone())),
+        Some(toml::Value::Table(t)) => {
+            let p = join(path, "system_prompt");
+            check_keys(ctx, &p, t, &["path"])?;
+            match t.get("path") {
+                Some(v) => Some(SystemPrompt::Path(
+                    want_name(ctx, &join(&p, "path"), v)?.to_string(),
+                )),
+                None => {
+                    return Err(ctx
+                        .err(&p, "a system_prompt table needs path")
+                        .with_hint("system_prompt = { path = \"./prompt.md\" }"))
+                }
+            }
+        }
+        Some(other) => {
+            return Err(wrong_type(
+                ctx,
+                &join(path, "system_prompt"),
+                "a string or { path = \"...\" }",
+                other,
+            ))
+        }
+    };
+    let secrets = match table.get("secrets") {
+        Some(v) => want_str_list(ctx, &join(path, "secrets"), v)?,
+        None => Vec::new(),
+    };
+    let storage_id = match table.get("storage_id") {
+        Some(v) => Some(want_name(ctx, &join(path, "storage_id"), v)?.to_string()),
+        None => None,
+    };
+    let metadata = match table.get("metadata") {
+        Some(v) => want_table(ctx, &join(path, "metadata"), v)?
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
+        None => BTreeMap::new(),
+    };
+    Ok(Agent {
+        name,
+        description: opt_str("description")?,
+        system_prompt,
+        secrets,
+        storage_id,
+        metadata,
+    })
+}

@@ -1,0 +1,97 @@
+//! Contributed tool groups: a skill's `loom.tools` / `loom.providers`, a `loom.toml` sidecar, a session's tools().
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::error::{Ctx, ManifestError};
+use super::parse::RESERVED_HANDLES;
+use super::providers::{parse_providers, ProviderSpec};
+use super::subst::substitute_table;
+use super::suggest::check_keys;
+use super::text::parse_toml;
+use super::tools::{parse_tools, Resolver, ToolEntry};
+use super::typed::want_table;
+
+/// A labeled group of contributed tool declarations, parsed by the same grammar as a manifest's `[tools]`.
+///
+/// Specification: group-local provider handles are lexically scoped to the group and substituted into its entries
+/// (they become [`ProviderRef::Shipped`](super::ProviderRef::Shipped) labeled with the handle); names of the root
+/// manifest's `[providers]` become [`ProviderRef::Handle`](super::ProviderRef::Handle); a provider-less entry is
+/// [`ProviderRef::Host`](super::ProviderRef::Host). `"builtin"` and `"session"` cannot be defined as handles.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolGroup {
+    /// Who contributes it (`skill calendar`, `skills session`).
+    pub label: String,
+    /// Where it was read from, for errors and audit (a SKILL.md or loom.toml path).
+    pub origin: String,
+    /// The declared tool instances.
+    pub tools: BTreeMap<String, ToolEntry>,
+    /// The group-local providers, by handle.
+    pub providers: BTreeMap<String, ProviderSpec>,
+}
+
+/// Parses a contributed group from a `[tools]` table body and an optional `[providers]` table body. Errors name
+/// `origin` as the file and `tools.<name>` / `providers.<handle>` as key paths.
+pub fn parse_tool_group(
+    label: &str,
+    tools_toml: &str,
+    providers_toml: Option<&str>,
+    origin: &str,
+    env: &BTreeMap<String, String>,
+    root_provider_handles: &BTreeSet<String>,
+) -> Result<ToolGroup, ManifestError> {
+    let ctx = Ctx::new(origin);
+    let tools = parse_toml(ctx, tools_toml)?;
+    let providers = providers_toml.map(|p| parse_toml(ctx, p)).transpose()?;
+    group_from_tables(ctx, label, tools, providers, env, root_provider_handles)
+}
+
+/// Parses a `loom.toml` sidecar: a document with a `[tools]` table and an optional `[providers]` table, nothing else.
+pub fn parse_sidecar_group(
+    label: &str,
+    text: &str,
+    origin: &str,
+    env: &BTreeMap<String, String>,
+    root_provider_handles: &BTreeSet<String>,
+) -> Result<ToolGroup, ManifestError> {
+    let ctx = Ctx::new(origin);
+    let doc = parse_toml(ctx, text)?;
+    check_keys(ctx, "", &doc, &["tools", "providers"])?;
+    let tools = match doc.get("tools") {
+        Some(v) => want_table(ctx, "tools", v)?.clone(),
+        None => toml::Table::new(),
+    };
+    let providers = doc
+        .get("providers")
+        .map(|v| want_table(ctx, "providers", v).cloned())
+        .transpose()?;
+    group_from_tables(ctx, label, tools, providers, env, root_provider_handles)
+}
+
+fn group_from_tables(
+    ctx: Ctx<'_>,
+    label: &str,
+    mut tools: toml::Table,
+    providers: Option<toml::Table>,
+    env: &BTreeMap<String, String>,
+    root_provider_handles: &BTreeSet<String>,
+) -> Result<ToolGroup, ManifestError> {
+    substitute_table(ctx, &mut tools, "tools", env)?;
+    let providers = match providers {
+        Some(mut p) => {
+            substitute_table(ctx, &mut p, "providers", env)?;
+            parse_providers(ctx, "providers", &toml::Value::Table(p), RESERVED_HANDLES)?
+        }
+        None => BTreeMap::new(),
+    };
+    let resolver = Resolver {
+        root_handles: root_provider_handles,
+        local: Some(&providers),
+    };
+    let tools = parse_tools(ctx, "tools", &toml::Value::Table(tools), &resolver)?;
+    Ok(ToolGroup {
+        label: label.to_string(),
+        origin: ctx.file.to_string(),
+        tools,
+        providers,
+    })
+}

@@ -1,0 +1,81 @@
+//! `[harness]`: which model provider drives the turn, and its construction config.
+
+use super::error::{join, Ctx, ManifestError};
+use super::typed::{check_schema, want_name, Ty};
+
+/// `[harness]`: `provider` plus that provider's config.
+///
+/// Specification: the builtin harnesses have closed config key sets with typed values; any other provider name is an
+/// external harness whose config stays open (its factory validates it).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Harness {
+    /// The harness factory (`anthropic`, `openai`, ... or an external provider).
+    pub provider: String,
+    /// Every key but `provider`.
+    pub config: toml::Table,
+}
+
+/// The closed config schema of a builtin harness, or `None` for an external one.
+pub(crate) fn builtin_harness_schema(provider: &str) -> Option<&'static [(&'static str, Ty)]> {
+    Some(match provider {
+        "anthropic" => &[
+            ("model", Ty::Str),
+            ("apiBase", Ty::Str),
+            ("maxTokens", Ty::Count),
+            ("maxTurnRequests", Ty::Count),
+            ("stream", Ty::Bool),
+        ],
+        "openai" => &[
+            ("model", Ty::Str),
+            ("apiBase", Ty::Str),
+            ("maxOutputTokens", Ty::Count),
+            ("maxTurnRequests", Ty::Count),
+            ("stream", Ty::Bool),
+        ],
+        "openai-chat" => &[
+            ("model", Ty::Str),
+            ("apiBase", Ty::Str),
+            ("maxTokens", Ty::Count),
+            ("maxTurnRequests", Ty::Count),
+            ("stream", Ty::Bool),
+        ],
+        "small-model-of-parent" => &[("model", Ty::Str)],
+        "test" => &[("echo", Ty::Bool), ("script", Ty::Array)],
+        "local" => &[
+            ("model", Ty::Str),
+            ("threads", Ty::Count),
+            ("context", Ty::Count),
+            ("temperature", Ty::Number),
+            ("top_p", Ty::Number),
+            ("top_k", Ty::Count),
+            ("seed", Ty::Count),
+            ("maxTurnRequests", Ty::Count),
+        ],
+        _ => return None,
+    })
+}
+
+/// Parses the harness table found at `path`.
+pub(crate) fn parse_harness(
+    ctx: Ctx<'_>,
+    path: &str,
+    table: &toml::Table,
+) -> Result<Harness, ManifestError> {
+    let provider = match table.get("provider") {
+        Some(v) => want_name(ctx, &join(path, "provider"), v)?.to_string(),
+        None => {
+            return Err(ctx
+                .err(
+                    &join(path, "provider"),
+                    "missing; a harness names its provider",
+                )
+                .with_hint("provider = \"anthropic\""))
+        }
+    };
+    let mut config = table.clone();
+    config.remove("provider");
+    if let Some(schema) = builtin_harness_schema(&provider) {
+        check_schema(ctx, path, &config, schema)?;
+    }
+    Ok(Harness { provider, config })
+}

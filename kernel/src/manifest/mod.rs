@@ -1,0 +1,40 @@
+//! The manifest grammar: `agent.toml` text (plus an explicit env map) to a typed, closed [`Manifest`], and
+//! contributed tool groups to [`ToolGroup`]s, parsed by the same code.
+//!
+//! Pure: the caller passes text and an env map; nothing here reads a file or the environment. Every key is known:
+//! an unknown key is an error naming its key path and the nearest valid key. Nothing here decides authority — grants
+//! are parsed into [`Grant`](crate::Grant) values and left for the ceiling and judging code.
+//!
+//! Files, one concept each: `text` (size, nesting, syntax), `subst` (`${VAR}`), `suggest` (closed key sets),
+//! `typed` (typed reads), `agent`, `harness`, `session`, `providers`, `tools`, `permissions`, `subagents`, `group`,
+//! and `parse` (the whole manifest).
+
+mod agent;
+mod error;
+mod group;
+mod harness;
+mod parse;
+mod permissions;
+mod providers;
+mod session;
+mod subagents;
+mod subst;
+mod suggest;
+mod text;
+mod tools;
+mod typed;
+
+#[cfg(test)]
+mod tests;
+
+pub use agent::{Agent, SystemPrompt};
+pub use error::ManifestError;
+pub use group::{parse_sidecar_group, parse_tool_group, ToolGroup};
+pub use harness::Harness;
+pub use parse::{manifest_from_table, parse_manifest, Manifest};
+pub use permissions::{Permissions, Rule};
+pub use providers::{ProviderSpec, Source};
+pub use session::{LayerSpec, Session};
+pub use subagents::{SubagentRef, SubagentSource};
+pub use text::{MAX_MANIFEST_BYTES, MAX_NESTING};
+pub use tools::{ProviderRef, Shipped, ToolEntry, DEFAULT_TOOLS};

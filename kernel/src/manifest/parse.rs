@@ -1,0 +1,234 @@
+//! The whole manifest: closed top-level sections, defaults, and the entry points from text and from a table.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::agent::{parse_agent, Agent, AGENT_KEYS};
+use super::error::{join, Ctx, ManifestError};
+use super::harness::{parse_harness, Harness};
+use super::permissions::{parse_permissions, Permissions};
+use super::providers::{parse_providers, ProviderSpec};
+use super::session::{parse_session, Session};
+use super::subagents::{collect, SubagentRef};
+use super::subst::substitute_table;
+use super::suggest::unknown_key_message;
+use super::text::parse_toml;
+use super::tools::{default_tools, parse_grant, parse_tools, Resolver, ToolEntry};
+use super::typed::want_table;
+use crate::Grant;
+
+/// The top-level sections of a manifest.
+const SECTIONS: &[&str] = &[
+    "agent",
+    "harness",
+    "session",
+    "providers",
+    "tools",
+    "capabilities",
+    "permissions",
+];
+
+/// Provider handle names nobody may define: they already mean something.
+pub(crate) const RESERVED_HANDLES: &[&str] = &["builtin", "session"];
+
+/// A parsed, closed `agent.toml`.
+///
+/// Specification: every key is known (unknown keys are errors naming the key path and the nearest valid key); string
+/// values have had `${VAR}` / `${VAR:-default}` substituted from the caller's env map; defaults are explicit
+/// (`tools_defaulted`, `session.defaulted`, `capabilities: None`) so audit can say what was implied.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Manifest {
+    /// `[agent]`.
+    pub agent: Agent,
+    /// `[harness]`, when present (a sub-agent may inherit its parent's).
+    pub harness: Option<Harness>,
+    /// `[session]`, or the default chain.
+    pub session: Session,
+    /// `[providers]`: handle -> spec.
+    pub providers: BTreeMap<String, ProviderSpec>,
+    /// `[tools]`: instance name -> entry, or the four defaults.
+    pub tools: BTreeMap<String, ToolEntry>,
+    /// True when `[tools]` was absent and the defaults (read_file, write_file, edit_file, bash) applied.
+    pub tools_defaulted: bool,
+    /// `[capabilities]`: `None` when the section is absent (the caller applies the default ceiling); `Some(empty)`
+    /// for an explicit empty table (nothing pre-authorized).
+    pub capabilities: Option<BTreeMap<String, Grant>>,
+    /// `[permissions]`.
+    pub permissions: Permissions,
+    /// Sub-manifests carried by `manifest` kinds in `[capabilities]` or in root `[tools]` inline capabilities.
+    pub subagents: Vec<SubagentRef>,
+}
+
+/// Parses `agent.toml` text. `file` names it in errors; `env` is the only source of `${VAR}` values.
+pub fn parse_manifest(
+    text: &str,
+    file: &str,
+    env: &BTreeMap<String, String>,
+) -> Result<Manifest, ManifestError> {
+    let ctx = Ctx::new(file);
+    let mut table = parse_toml(ctx, text)?;
+    substitute_table(ctx, &mut table, "", env)?;
+    build_manifest(ctx, &table, "", false)
+}
+
+/// Builds a manifest from an already-parsed table: an inline sub-manifest or an SDK manifest. Errors name keys under
+/// `key_prefix` (e.g. `capabilities.spawn_subagent.manifest`). Agent fields may be written at the top level of the
+/// table (`name = "researcher"`) or in an `[agent]` table, not both.
+pub fn manifest_from_table(
+    table: &toml::Table,
+    file: &str,
+    key_prefix: &str,
+    env: &BTreeMap<String, String>,
+) -> Result<Manifest, ManifestError> {
+    let ctx = Ctx::new(file);
+    let mut table = table.clone();
+    substitute_table(ctx, &mut table, key_prefix, env)?;
+    build_manifest(ctx, &table, key_prefix, true)
+}
+
+/// Builds a manifest from a substituted table at `prefix`. `flattened` admits agent fields at the top level.
+pub(crate) fn build_manifest(
+    ctx: Ctx<'_>,
+    table: &toml::Table,
+    prefix: &str,
+    flattened: bool,
+) -> Result<Manifest, ManifestError> {
+    check_sections(ctx, table, prefix, flattened)?;
+
+    let agent = agent_section(ctx, table, prefix, flattened)?;
+    let harness = table
+        .get("harness")
+        .map(|v| {
+            let p = join(prefix, "harness");
+            parse_harness(ctx, &p, want_table(ctx, &p, v)?)
+        })
+        .transpose()?;
+    let session = match table.get("session") {
+        Some(v) => {
+            let p = join(prefix, "session");
+            parse_session(ctx, &p, want_table(ctx, &p, v)?)?
+        }
+        None => Session::default_chain(),
+    };
+    let providers = match table.get("providers") {
+        Some(v) => parse_providers(ctx, &join(prefix, "providers"), v, RESERVED_HANDLES)?,
+        None => BTreeMap::new(),
+    };
+    let handles: BTreeSet<String> = providers.keys().cloned().collect();
+    let resolver = Resolver {
+        root_handles: &handles,
+        local: None,
+    };
+
+    let mut subagents = Vec::new();
+    let capabilities = match table.get("capabilities") {
+        Some(v) => {
+            let p = join(prefix, "capabilities");
+            let mut out = BTreeMap::new();
+            for (key, grant) in want_table(ctx, &p, v)? {
+                let gp = join(&p, key);
+                collect(ctx, key, &gp, grant, &mut subagents)?;
+                out.insert(key.clone(), parse_grant(ctx, &gp, grant)?);
+            }
+            Some(out)
+        }
+        None => None,
+    };
+    let (tools, tools_defaulted) = match table.get("tools") {
+        Some(v) => {
+            let p = join(prefix, "tools");
+            let tools = parse_tools(ctx, &p, v, &resolver)?;
+            if let Some(t) = v.as_table() {
+                for (name, entry) in t {
+                    if let Some(grant) = entry.as_table().and_then(|e| e.get("capabilities")) {
+                        let gp = join(&join(&p, name), "capabilities");
+                        collect(ctx, name, &gp, grant, &mut subagents)?;
+                    }
+                }
+            }
+            (tools, false)
+        }
+        None => (default_tools(), true),
+    };
+    let permissions = match table.get("permissions") {
+        Some(v) => parse_permissions(ctx, &join(prefix, "permissions"), v)?,
+        None => Permissions::default(),
+    };
+    Ok(Manifest {
+        agent,
+        harness,
+        session,
+        providers,
+        tools,
+        tools_defaulted,
+        capabilities,
+        permissions,
+        subagents,
+    })
+}
+
+fn check_sections(
+    ctx: Ctx<'_>,
+    table: &toml::Table,
+    prefix: &str,
+    flattened: bool,
+) -> Result<(), ManifestError> {
+    let mut valid: Vec<&str> = SECTIONS.to_vec();
+    if flattened {
+        valid.extend(AGENT_KEYS);
+    }
+    for key in table.keys() {
+        let p = join(prefix, key);
+        if key == "hooks" {
+            return Err(ctx
+                .err(&p, "hooks are not supported yet")
+                .with_hint("remove the [hooks] section"));
+        }
+        if !valid.contains(&key.as_str()) {
+            let mut err = ctx.err(&p, unknown_key_message(key, &valid));
+            if !flattened && AGENT_KEYS.contains(&key.as_str()) {
+                err = err.with_hint(format!("{key} belongs in [agent]"));
+            }
+            return Err(err);
+        }
+    }
+    Ok(())
+}
+
+fn agent_section(
+    ctx: Ctx<'_>,
+    table: &toml::Table,
+    prefix: &str,
+    flattened: bool,
+) -> Result<Agent, ManifestError> {
+    let flat: toml::Table = if flattened {
+        table
+            .iter()
+            .filter(|(k, _)| AGENT_KEYS.contains(&k.as_str()))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    } else {
+        toml::Table::new()
+    };
+    match (table.get("agent"), flat.is_empty()) {
+        (Some(_), false) => Err(ctx
+            .err(
+                &join(prefix, "agent"),
+                "agent fields are written both at the top level and in [agent]",
+            )
+            .with_hint("write them in one place")),
+        (Some(v), true) => {
+            let p = join(prefix, "agent");
+            parse_agent(ctx, &p, want_table(ctx, &p, v)?)
+        }
+        (None, false) => parse_agent(ctx, prefix, &flat),
+        (None, true) if flattened => Err(ctx
+            .err(&join(prefix, "name"), "missing; every agent needs a name")
+            .with_hint("name = \"researcher\"")),
+        (None, true) => Err(ctx
+            .err(
+                &join(prefix, "agent"),
+                "missing; every manifest declares [agent]",
+            )
+            .with_hint("[agent]\nname = \"my-agent\"")),
+    }
+}

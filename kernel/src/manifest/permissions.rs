@@ -1,0 +1,84 @@
+//! `[permissions]`: allow / ask / deny rules that can only narrow what the grants allow.
+
+use super::error::{index, join, Ctx, ManifestError};
+use super::suggest::check_keys;
+use super::typed::{want_name, want_table, wrong_type};
+
+const SECTION_KEYS: &[&str] = &["allow_rules", "ask_rules", "deny_rules"];
+const RULE_KEYS: &[&str] = &["tool", "path_prefix", "command_prefix", "host"];
+
+/// `[permissions]`: rule lists. Deny beats ask beats allow; none of them widens a grant.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Permissions {
+    /// `[[permissions.allow_rules]]`.
+    pub allow: Vec<Rule>,
+    /// `[[permissions.ask_rules]]`.
+    pub ask: Vec<Rule>,
+    /// `[[permissions.deny_rules]]`.
+    pub deny: Vec<Rule>,
+}
+
+/// One permission rule. A call matches when every field present matches; at least one field is present.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Rule {
+    /// Exact tool instance name.
+    pub tool: Option<String>,
+    /// Prefix of an explicit path argument (the caller resolves it to an absolute path).
+    pub path_prefix: Option<String>,
+    /// Prefix of a bash command line.
+    pub command_prefix: Option<String>,
+    /// Exact URL host.
+    pub host: Option<String>,
+}
+
+/// Parses the permissions table found at `path`.
+pub(crate) fn parse_permissions(
+    ctx: Ctx<'_>,
+    path: &str,
+    v: &toml::Value,
+) -> Result<Permissions, ManifestError> {
+    let table = want_table(ctx, path, v)?;
+    check_keys(ctx, path, table, SECTION_KEYS)?;
+    let list = |key: &str| -> Result<Vec<Rule>, ManifestError> {
+        let p = join(path, key);
+        match table.get(key) {
+            None => Ok(Vec::new()),
+            Some(toml::Value::Array(items)) => items
+                .iter()
+                .enumerate()
+                .map(|(i, item)| parse_rule(ctx, &index(&p, i), item))
+                .collect(),
+            Some(other) => Err(
+                wrong_type(ctx, &p, "an array of rule tables", other).with_hint(format!(
+                    "[[{p}]]\ntool = \"bash\"\ncommand_prefix = \"cargo test\""
+                )),
+            ),
+        }
+    };
+    Ok(Permissions {
+        allow: list("allow_rules")?,
+        ask: list("ask_rules")?,
+        deny: list("deny_rules")?,
+    })
+}
+
+fn parse_rule(ctx: Ctx<'_>, path: &str, v: &toml::Value) -> Result<Rule, ManifestError> {
+    let t = want_table(ctx, path, v)?;
+    check_keys(ctx, path, t, RULE_KEYS)?;
+    if t.is_empty() {
+        return Err(ctx
+            .err(path, "an empty rule would match every call")
+            .with_hint("give at least one of tool, path_prefix, command_prefix, host"));
+    }
+    let field = |key: &str| -> Result<Option<String>, ManifestError> {
+        t.get(key)
+            .map(|v| want_name(ctx, &join(path, key), v).map(str::to_string))
+            .transpose()
+    };
+    Ok(Rule {
+        tool: field("tool")?,
+        path_prefix: field("path_prefix")?,
+        command_prefix: field("command_prefix")?,
+        host: field("host")?,
+    })
+}

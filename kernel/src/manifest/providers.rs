@@ -1,0 +1,311 @@
+//! `[providers]`: where implementations come from (sources) and configured factory instances.
+
+use std::collections::BTreeMap;
+
+use super::error::{join, Ctx, ManifestError};
+use super::suggest::check_keys;
+use super::typed::{check_schema, want_name, want_str, want_table, wrong_type, Ty};
+
+/// Where a provider's code comes from.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Source {
+    /// A local directory or file, relative to the manifest's directory unless absolute.
+    Path(String),
+    /// An npm package.
+    Npm {
+        /// Package name (`@scope/pkg`).
+        name: String,
+        /// Version or range, when pinned.
+        version: Option<String>,
+    },
+    /// A git repository.
+    Git {
+        /// Clone URL.
+        url: String,
+        /// Commit, tag or branch, when pinned.
+        rev: Option<String>,
+    },
+}
+
+impl Source {
+    /// Classifies a string written where a provider belongs: `./x`, `../x`, `/abs`, `~/x` and `.` are paths;
+    /// `@scope/pkg[@version]` and `npm:pkg[@version]` are npm packages; `git+<url>[#rev]` is a git source. Anything else
+    /// (a bare word) is not a source.
+    pub fn from_spec_str(s: &str) -> Option<Source> {
+        if s == "." || s == ".." || ["./", "../", "/", "~/"].iter().any(|p| s.starts_with(p)) {
+            return Some(Source::Path(s.to_string()));
+        }
+        if let Some(url) = s.strip_prefix("git+") {
+            if url.is_empty() {
+                return None;
+            }
+            let (url, rev) = match url.split_once('#') {
+                Some((u, r)) if !r.is_empty() => (u, Some(r.to_string())),
+                Some((u, _)) => (u, None),
+                None => (url, None),
+            };
+            return Some(Source::Git {
+                url: url.to_string(),
+                rev,
+            });
+        }
+        let npm = s
+            .strip_prefix("npm:")
+            .or_else(|| s.starts_with('@').then_some(s))?;
+        let (name, version) = split_npm_version(npm);
+        let scoped_ok = match name.strip_prefix('@') {
+            Some(rest) => rest
+                .split_once('/')
+                .is_some_and(|(a, b)| !a.is_empty() && !b.is_empty()),
+            None => true,
+        };
+        (!name.is_empty() && scoped_ok).then(|| Source::Npm {
+            name: name.to_string(),
+            version,
+        })
+    }
+
+    /// A short human description (`path ./x`, `npm @a/b@1`, `git https://...#rev`).
+    pub fn describe(&self) -> String {
+        match self {
+            Source::Path(p) => format!("path {p}"),
+            Source::Npm {
+                name,
+                version: None,
+            } => format!("npm {name}"),
+            Source::Npm {
+                name,
+                version: Some(v),
+            } => format!("npm {name}@{v}"),
+            Source::Git { url, rev: None } => format!("git {url}"),
+            Source::Git { url, rev: Some(r) } => format!("git {url}#{r}"),
+        }
+    }
+}
+
+fn split_npm_version(s: &str) -> (&str, Option<String>) {
+    // The version separator is an '@' that is not the scope's leading one.
+    let start = s.chars().next().map_or(0, char::len_utf8);
+    match s[start..].rfind('@').map(|p| p + start) {
+        Some(at) if at + 1 < s.len() => (&s[..at], Some(s[at + 1..].to_string())),
+        _ => (s, None),
+    }
+}
+
+/// One `[providers]` entry (or an inline provider table on a tool entry).
+#[derive(Debug, Clone, PartialEq)]
+pub enum ProviderSpec {
+    /// `{ path = ... }`, `{ npm = ... }`, `{ git = ..., rev = ... }` or a source string.
+    Source(Source),
+    /// `{ provider = "<factory>", ...config }`: an instance of a named factory (`mcp-server`, or a provider package).
+    Configured {
+        /// The factory name.
+        factory: String,
+        /// Every key but `provider`. Closed for the builtin `mcp-server`, open otherwise.
+        config: toml::Table,
+    },
+}
+
+impl ProviderSpec {
+    /// A short human description.
+    pub fn describe(&self) -> String {
+        match self {
+            ProviderSpec::Source(s) => s.describe(),
+            ProviderSpec::Configured { factory, config } => {
+                let mut out = format!("{{ provider = {}", crate::value::toml_string(factory));
+                for (k, v) in config {
+                    out.push_str(&format!(", {} = {v}", crate::value::toml_key(k)));
+                }
+                out.push_str(" }");
+                out
+            }
+        }
+    }
+}
+
+/// The builtin MCP factory's closed config.
+const MCP_SERVER: &[(&str, Ty)] = &[
+    ("command", Ty::Str),
+    ("args", Ty::StrList),
+    ("npm", Ty::Str),
+    ("env", Ty::StrMap),
+    ("secrets", Ty::StrMap),
+    ("url", Ty::Str),
+    ("headers", Ty::StrMap),
+    ("startup_timeout_ms", Ty::Count),
+    ("call_timeout_ms", Ty::Count),
+];
+
+const SHAPES: &str =
+    "{ path = \"./dir\" }, { npm = \"@scope/pkg\" }, { git = \"https://…\", rev = \"…\" }, \
+                      or { provider = \"mcp-server\", npm = \"…\" }";
+
+/// Parses a provider spec written at `path`: a source string or a table.
+pub(crate) fn parse_provider_spec(
+    ctx: Ctx<'_>,
+    path: &str,
+    v: &toml::Value,
+) -> Result<ProviderSpec, ManifestError> {
+    match v {
+        toml::Value::String(s) => Source::from_spec_str(s).map(ProviderSpec::Source).ok_or_else(|| {
+            ctx.err(path, format!("{s:?} is not a provider source"))
+                .with_hint(format!("write a path like \"./{s}\", an npm name like \"@scope/{s}\", or a table: {SHAPES}"))
+        }),
+        toml::Value::Table(t) => parse_provider_table(ctx, path, t),
+        other => Err(wrong_type(ctx, path, "a provider table", other).with_hint(SHAPES)),
+    }
+}
+
+fn parse_provider_table(
+    ctx: Ctx<'_>,
+    path: &str,
+    t: &toml::Table,
+) -> Result<ProviderSpec, ManifestError> {
+    let forms: Vec<&str> = ["provider", "path", "npm", "git"]
+        .into_iter()
+        .filter(|k| t.contains_key(*k))
+        .collect();
+    match forms.as_slice() {
+        ["provider", ..] => {
+            let factory = want_name(ctx, &join(path, "provider"), &t["provider"])?.to_string();
+            let mut config = t.clone();
+            config.remove("provider");
+            if factory == "mcp-server" {
+                check_schema(ctx, path, &config, MCP_SERVER)?;
+                let launchers: Vec<&str> = ["command", "npm", "url"]
+                    .into_iter()
+                    .filter(|k| config.contains_key(*k))
+                    .collect();
+                if launchers.len() != 1 {
+                    let found = if launchers.is_empty() {
+                        "none".to_string()
+                    } else {
+                        launchers.join(" and ")
+                    };
+                    return Err(ctx
+                        .err(
+                            path,
+                            format!("an mcp-server needs exactly one of command, npm or url (found {found})"),
+                        )
+                        .with_hint("npm = \"@modelcontextprotocol/server-filesystem\", or command = \"node\" with args = [...], or url = \"https://…\""));
+                }
+                if config.contains_key("args") && !config.contains_key("command") {
+                    return Err(ctx
+                        .err(&join(path, "args"), "args only go with command")
+                        .with_hint("command = \"npx\", args = [\"-y\", \"pkg\"]"));
+                }
+            }
+            Ok(ProviderSpec::Configured { factory, config })
+        }
+        ["path"] => {
+            check_keys(ctx, path, t, &["path"])?;
+            Ok(ProviderSpec::Source(Source::Path(
+                want_name(ctx, &join(path, "path"), &t["path"])?.to_string(),
+            )))
+        }
+        ["npm"] => {
+            check_keys(ctx, path, t, &["npm", "version"])?;
+            let name = want_name(ctx, &join(path, "npm"), &t["npm"])?.to_string();
+            let version = t
+                .get("version")
+                .map(|v| want_str(ctx, &join(path, "version"), v).map(str::to_string))
+                .transpose()?;
+            Ok(ProviderSpec::Source(Source::Npm { name, version }))
+        }
+        ["git"] => {
+            check_keys(ctx, path, t, &["git", "rev"])?;
+            let url = want_name(ctx, &join(path, "git"), &t["git"])?.to_string();
+            let rev = t
+                .get("rev")
+                .map(|v| want_str(ctx, &join(path, "rev"), v).map(str::to_string))
+                .transpose()?;
+            Ok(ProviderSpec::Source(Source::Git { url, rev }))
+        }
+        [] => Err(ctx
+            .err(path, "names no source or factory")
+            .with_hint(format!("a provider is {SHAPES}"))),
+        several => Err(ctx
+            .err(
+                path,
+                format!("names several sources ({})", several.join(", ")),
+            )
+            .with_hint("give exactly one of path, npm or git")),
+    }
+}
+
+/// Parses a `[providers]` table at `path`, refusing `reserved` handle names.
+pub(crate) fn parse_providers(
+    ctx: Ctx<'_>,
+    path: &str,
+    v: &toml::Value,
+    reserved: &[&str],
+) -> Result<BTreeMap<String, ProviderSpec>, ManifestError> {
+    let table = want_table(ctx, path, v)?;
+    let mut out = BTreeMap::new();
+    for (handle, spec) in table {
+        let p = join(path, handle);
+        if reserved.contains(&handle.as_str()) {
+            return Err(ctx
+                .err(
+                    &p,
+                    format!("{handle:?} is a reserved provider name and cannot be defined"),
+                )
+                .with_hint("pick another handle name"));
+        }
+        out.insert(handle.clone(), parse_provider_spec(ctx, &p, spec)?);
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[track_caller]
+    fn src(s: &str, want: Option<Source>) {
+        assert_eq!(Source::from_spec_str(s), want, "{s:?}");
+    }
+
+    fn npm(name: &str, version: Option<&str>) -> Option<Source> {
+        Some(Source::Npm {
+            name: name.into(),
+            version: version.map(Into::into),
+        })
+    }
+
+    #[test]
+    fn source_strings() {
+        src("./bin", Some(Source::Path("./bin".into())));
+        src("../x", Some(Source::Path("../x".into())));
+        src("/abs/x", Some(Source::Path("/abs/x".into())));
+        src("~/x", Some(Source::Path("~/x".into())));
+        src(".", Some(Source::Path(".".into())));
+        src("@scope/pkg", npm("@scope/pkg", None));
+        src("@scope/pkg@1.2.3", npm("@scope/pkg", Some("1.2.3")));
+        src("npm:lodash", npm("lodash", None));
+        src("npm:lodash@4", npm("lodash", Some("4")));
+        src(
+            "git+https://example.com/x.git#v1",
+            Some(Source::Git {
+                url: "https://example.com/x.git".into(),
+                rev: Some("v1".into()),
+            }),
+        );
+        src(
+            "git+https://example.com/x.git",
+            Some(Source::Git {
+                url: "https://example.com/x.git".into(),
+                rev: None,
+            }),
+        );
+        src("notes", None);
+        src("@scope", None);
+        src("@/x", None);
+        src("@", None);
+        src("git+", None);
+        src("", None);
+        src("npm:", None);
+        src("npm:é@1", npm("é", Some("1")));
+        src("@é/ü", npm("@é/ü", None));
+    }
+}
