@@ -3,27 +3,43 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::sync::OnceLock;
 
-/// Path of the `loom` binary built by this workspace, building it first if it is missing.
+/// Path of the `loom` binary built by this workspace. The first call in a test process runs `cargo build` for it
+/// (a no-op when it is fresh), so running one test package alone never tests a stale binary.
 pub fn loom_bin() -> PathBuf {
-    let exe =
-        std::env::current_exe().unwrap_or_else(|e| panic!("invariant failed: no current exe: {e}"));
-    // target/<profile>/deps/<test-binary>
-    let dir = exe
-        .parent()
-        .and_then(Path::parent)
-        .map(Path::to_path_buf)
-        .unwrap_or_default();
-    let bin = dir.join("loom");
-    if !bin.exists() {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        let exe = std::env::current_exe()
+            .unwrap_or_else(|e| panic!("invariant failed: no current exe: {e}"));
+        // target/<profile>/deps/<test-binary>
+        let profile_dir = exe
+            .parent()
+            .and_then(Path::parent)
+            .map(Path::to_path_buf)
+            .unwrap_or_default();
+        let target_dir = profile_dir
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_default();
         let status = Command::new(env!("CARGO"))
-            .args(["build", "-q", "-p", "loom-cli", "--bin", "loom"])
+            .args([
+                "build",
+                "-q",
+                "-p",
+                "loom-cli",
+                "--bin",
+                "loom",
+                "--target-dir",
+            ])
+            .arg(&target_dir)
             .current_dir(workspace_root())
             .status()
             .unwrap_or_else(|e| panic!("invariant failed: cannot run cargo: {e}"));
         assert!(status.success(), "building the loom binary failed");
-    }
-    bin
+        profile_dir.join("loom")
+    })
+    .clone()
 }
 
 /// The workspace root (where `examples/` lives).

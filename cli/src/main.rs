@@ -2,6 +2,7 @@
 
 mod cmd;
 mod exit;
+mod output;
 
 use clap::{Parser, Subcommand};
 

@@ -1,4 +1,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 //! End-to-end tests of the real `loom` binary.
 
+mod audit;
+mod gate;
 mod version;

@@ -1,22 +1,177 @@
-//! `loom audit`.
+//! `loom audit`: the whole authority surface of an agent, and the CI ceiling gate.
+
+use std::path::{Path, PathBuf};
+
+use loom_audit::{
+    build_report, render_gate_json, render_gate_sarif, render_gate_text, render_json, render_text,
+    run_gate, Facts,
+};
+use loom_kernel::{check_subagents, parse_manifest, Manifest, SubagentVerdict};
+use loom_runtime::{
+    env_map, git_show, load_manifest, path_ctx, read_text, storage_dir, BaselineSpec, FsLoader,
+    Loaded,
+};
 
 use crate::exit;
+use crate::output::{emit, fail};
 
-/// Arguments of `loom audit`.
-#[derive(Debug, clap::Args)]
-pub struct Args {
-    /// The agent manifest.
-    pub manifest: std::path::PathBuf,
-    /// Print JSON instead of the tree.
-    #[arg(long)]
-    pub json: bool,
+/// Output formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// The capability tree (default).
+    Text,
+    /// Stable, versioned JSON.
+    Json,
+    /// SARIF 2.1.0 (with --baseline), for code-scanning upload.
+    Sarif,
 }
 
-/// Runs the audit.
+/// Arguments of `loom audit`. Flags may come before or after the path.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The agent manifest (agent.toml).
+    pub manifest: PathBuf,
+    /// Print JSON instead of the tree (same as --format json).
+    #[arg(long)]
+    pub json: bool,
+    /// Output format.
+    #[arg(long, value_enum)]
+    pub format: Option<Format>,
+    /// CI gate: fail (exit 3) when the manifest's effective ceiling, sub-agents included, is not contained in this
+    /// baseline's. A manifest path, or git:REV for this manifest at a git revision.
+    #[arg(long, value_name = "OLD.toml | git:REV")]
+    pub baseline: Option<String>,
+}
+
+/// Runs `loom audit`.
 pub fn run(args: Args) -> i32 {
-    eprintln!(
-        "loom: audit of {} is not wired yet",
-        args.manifest.display()
+    let format = match (args.format, args.json) {
+        (Some(f), _) => f,
+        (None, true) => Format::Json,
+        (None, false) => Format::Text,
+    };
+    if format == Format::Sarif && args.baseline.is_none() {
+        return fail(exit::USAGE, "--format sarif reports the ceiling gate; pass --baseline OLD.toml or --baseline git:REV");
+    }
+    let cwd = match std::env::current_dir() {
+        Ok(d) => d,
+        Err(e) => {
+            return fail(
+                exit::FAILED,
+                &format!("cannot read the working directory: {e}"),
+            )
+        }
+    };
+    let ctx = path_ctx(&cwd);
+    let loaded = match load_manifest(&args.manifest) {
+        Ok(l) => l,
+        Err(e) => return fail(exit::FAILED, &e.to_string()),
+    };
+    match &args.baseline {
+        Some(b) => gate(&args, &loaded, b, format, ctx),
+        None => audit(&args, loaded, format, ctx),
+    }
+}
+
+fn audit(args: &Args, loaded: Loaded, format: Format, ctx: loom_kernel::PathCtx) -> i32 {
+    let mut loader = FsLoader::new(ctx.clone());
+    let storage = storage_dir(&loaded.manifest, &env_map());
+    let report = build_report(
+        loaded.manifest,
+        Facts {
+            file: args.manifest.display().to_string(),
+            id: loaded.path.display().to_string(),
+            storage,
+            ctx,
+            groups: Vec::new(),
+            loader: &mut loader,
+        },
     );
-    exit::FAILED
+    let out = match format {
+        Format::Json => json_text(&render_json(&report)),
+        _ => render_text(&report),
+    };
+    if !emit(&out) {
+        return exit::OK;
+    }
+    if report.healthy() {
+        exit::OK
+    } else {
+        eprintln!(
+            "loom: {} is not fully resolvable (see health above)",
+            args.manifest.display()
+        );
+        exit::FAILED
+    }
+}
+
+fn subagents_of(m: &Manifest, id: &str, ctx: &loom_kernel::PathCtx) -> Vec<SubagentVerdict> {
+    let mut loader = FsLoader::new(ctx.clone());
+    check_subagents(m, id, ctx, &mut loader)
+}
+
+fn gate(
+    args: &Args,
+    new: &Loaded,
+    baseline: &str,
+    format: Format,
+    ctx: loom_kernel::PathCtx,
+) -> i32 {
+    let (old_text, old_name, old_id) = match BaselineSpec::parse(baseline) {
+        BaselineSpec::GitRev(rev) => match git_show(&args.manifest, &rev) {
+            Ok(t) => (
+                t,
+                format!("{} at {rev}", args.manifest.display()),
+                format!("{}@{rev}", new.path.display()),
+            ),
+            Err(e) => return fail(exit::FAILED, &e.to_string()),
+        },
+        BaselineSpec::File(p) => match read_text(&p) {
+            Ok(t) => {
+                let id = std::fs::canonicalize(&p)
+                    .unwrap_or_else(|_| p.clone())
+                    .display()
+                    .to_string();
+                (t, p.display().to_string(), id)
+            }
+            Err(e) => return fail(exit::FAILED, &e.to_string()),
+        },
+    };
+    let old = match parse_manifest(&old_text, &old_name, &env_map()) {
+        Ok(m) => m,
+        Err(e) => return fail(exit::FAILED, &format!("baseline: {e}")),
+    };
+    let new_subs = subagents_of(&new.manifest, &new.path.display().to_string(), &ctx);
+    let old_subs = subagents_of(&old, &old_id, &ctx);
+    let result = run_gate(
+        &args.manifest.display().to_string(),
+        &old_name,
+        &new.manifest,
+        &new_subs,
+        &old,
+        &old_subs,
+        &ctx,
+    );
+    let out = match format {
+        Format::Text => render_gate_text(&result),
+        Format::Json => json_text(&render_gate_json(&result)),
+        Format::Sarif => {
+            let text = read_text(Path::new(&args.manifest)).unwrap_or_default();
+            json_text(&render_gate_sarif(&result, &text))
+        }
+    };
+    if !emit(&out) {
+        return exit::OK;
+    }
+    if result.passed() {
+        exit::OK
+    } else {
+        exit::CEILING_GREW
+    }
+}
+
+fn json_text(v: &serde_json::Value) -> String {
+    let mut s = serde_json::to_string_pretty(v).unwrap_or_else(|_| "{}".into());
+    s.push('\n');
+    s
 }

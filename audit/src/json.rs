@@ -1,0 +1,106 @@
+//! The audit as JSON (`loom audit --json`). Stable and versioned: fields are only ever added within a version.
+
+use serde_json::{json, Value as Json};
+
+use loom_kernel::{DeclVerdict, GrantSource, SubagentVerdict};
+
+use crate::report::{Level, Report};
+use crate::text::provider_label;
+
+/// The JSON format version.
+pub const JSON_VERSION: u32 = 1;
+
+/// Renders the report as JSON.
+pub fn render_json(r: &Report) -> Json {
+    let m = &r.manifest;
+    let grants: serde_json::Map<String, Json> = r
+        .ceiling
+        .grants
+        .iter()
+        .map(|(k, g)| (k.clone(), g.to_json()))
+        .collect();
+    let tools: Vec<Json> = r
+        .tools
+        .iter()
+        .map(|t| {
+            json!({
+                "name": t.instance,
+                "tool": t.underlying,
+                "provider": provider_label(&t.provider),
+                "grant": t.grant.to_json(),
+                "grantSource": match t.source {
+                    GrantSource::Inline => "inline",
+                    GrantSource::CeilingInstance => "ceiling-instance",
+                    GrantSource::CeilingUnderlying => "ceiling-underlying",
+                    GrantSource::Nothing => "nothing",
+                },
+                "problems": t.problems,
+            })
+        })
+        .collect();
+    let groups: Vec<Json> = r
+        .groups
+        .iter()
+        .map(|g| {
+            json!({
+                "label": g.label,
+                "origin": g.origin,
+                "status": if g.accepted { "active" } else { "inactive" },
+                "declarations": g.decls.iter().map(|d| match &d.verdict {
+                    DeclVerdict::Accepted { judged_against } => json!({
+                        "name": d.instance, "verdict": "accepted",
+                        "requested": d.requested.as_ref().map(|g| g.to_json()),
+                        "judgedAgainst": judged_against,
+                    }),
+                    DeclVerdict::Rejected { judged_against, reason, remediation } => json!({
+                        "name": d.instance, "verdict": "rejected",
+                        "requested": d.requested.as_ref().map(|g| g.to_json()),
+                        "judgedAgainst": judged_against, "reason": reason, "remediation": remediation,
+                    }),
+                }).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    let laws: Vec<Json> = r
+        .laws
+        .iter()
+        .map(|l| match &l.result {
+            Ok(rep) => json!({ "tools": l.tools, "algebra": rep.algebra, "ok": true, "seed": rep.seed, "trials": rep.trials }),
+            Err(v) => json!({ "tools": l.tools, "algebra": v.algebra, "ok": false, "law": v.law.to_string(), "message": v.to_string() }),
+        })
+        .collect();
+    json!({
+        "version": JSON_VERSION,
+        "manifest": r.file,
+        "agent": { "name": m.agent.name, "description": m.agent.description, "secrets": m.agent.secrets },
+        "storage": r.storage.display().to_string(),
+        "cwd": r.ctx.base,
+        "harness": m.harness.as_ref().map(|h| json!({ "provider": h.provider, "model": h.config.get("model").and_then(|v| v.as_str()) })),
+        "session": { "layers": m.session.layers.iter().map(|l| l.provider.clone()).collect::<Vec<_>>(), "defaulted": m.session.defaulted },
+        "ceilingDefaulted": r.ceiling.defaulted,
+        "grants": grants,
+        "tools": tools,
+        "toolGroups": groups,
+        "subagents": r.subagents.iter().map(subagent_json).collect::<Vec<_>>(),
+        "laws": laws,
+        "health": {
+            "ok": r.healthy(),
+            "errors": r.count(Level::Error),
+            "warnings": r.count(Level::Warning),
+            "rejectedToolGroups": r.rejected_groups(),
+            "findings": r.findings.iter().map(|f| json!({ "level": f.level.name(), "subject": f.subject, "message": f.message })).collect::<Vec<_>>(),
+        },
+    })
+}
+
+fn subagent_json(s: &SubagentVerdict) -> Json {
+    json!({
+        "key": s.key,
+        "name": s.name,
+        "source": s.source,
+        "contained": s.excess.is_empty() && s.error.is_none(),
+        "error": s.error,
+        "excess": s.excess.iter().map(|x| json!({ "key": x.key, "parent": x.parent.as_ref().map(|g| g.to_json()), "child": x.child.to_json() })).collect::<Vec<_>>(),
+        "subagents": s.children.iter().map(subagent_json).collect::<Vec<_>>(),
+    })
+}

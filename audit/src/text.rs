@@ -1,0 +1,315 @@
+//! The audit as a text tree.
+
+use std::fmt::Write as _;
+
+use loom_kernel::{
+    is_general_row, rowed_commands, AlgebraKind, DeclVerdict, Grant, GrantSource, PathCtx,
+    ProviderRef, SubagentVerdict, SystemPrompt, ToolGrant, Value,
+};
+
+use crate::report::{Level, Report};
+
+/// Renders the report as the tree `loom audit` prints.
+pub fn render_text(r: &Report) -> String {
+    let mut o = String::new();
+    let m = &r.manifest;
+    let _ = writeln!(o, "agent     {}  ({})", m.agent.name, r.file);
+    if let Some(d) = &m.agent.description {
+        let _ = writeln!(o, "          {d}");
+    }
+    let _ = writeln!(o, "storage   {}", r.storage.display());
+    let _ = writeln!(
+        o,
+        "cwd       {}  (relative grant paths resolve here)",
+        r.ctx.base
+    );
+    match &m.harness {
+        Some(h) => {
+            let model = h
+                .config
+                .get("model")
+                .and_then(|v| v.as_str())
+                .map(|s| format!(" (model {s})"))
+                .unwrap_or_default();
+            let _ = writeln!(
+                o,
+                "harness   {}{model}{}",
+                h.provider,
+                harness_secret(&h.provider)
+            );
+        }
+        None => {
+            let _ = writeln!(o, "harness   none declared");
+        }
+    }
+    if let Some(p) = &m.agent.system_prompt {
+        let _ = writeln!(
+            o,
+            "prompt    {}",
+            match p {
+                SystemPrompt::Text(t) => format!("{} chars inline", t.chars().count()),
+                SystemPrompt::Path(p) => format!("from {p}"),
+            }
+        );
+    }
+    if !m.agent.secrets.is_empty() {
+        let _ = writeln!(
+            o,
+            "secrets   {} (names only; values are never printed)",
+            m.agent.secrets.join(", ")
+        );
+    }
+    let layers: Vec<&str> = m
+        .session
+        .layers
+        .iter()
+        .map(|l| l.provider.as_str())
+        .collect();
+    let _ = writeln!(
+        o,
+        "session   {}{}",
+        layers.join(" -> "),
+        if m.session.defaulted {
+            "  (default chain)"
+        } else {
+            ""
+        }
+    );
+
+    let _ = writeln!(
+        o,
+        "\neffective ceiling{}",
+        if r.ceiling.defaulted {
+            "  (no [capabilities] section: the default ceiling)"
+        } else {
+            "  ([capabilities] joined with inline tool grants)"
+        }
+    );
+    let width = r.ceiling.grants.keys().map(|k| k.len()).max().unwrap_or(0);
+    for (k, g) in &r.ceiling.grants {
+        let _ = writeln!(o, "  {k:width$}  {g}");
+    }
+    if r.ceiling.grants.is_empty() {
+        let _ = writeln!(o, "  (empty: nothing granted)");
+    }
+
+    let _ = writeln!(o, "\ntools");
+    for t in &r.tools {
+        render_tool(&mut o, &r.ctx, t);
+    }
+    if r.tools.is_empty() {
+        let _ = writeln!(o, "  (none)");
+    }
+
+    let _ = writeln!(o, "\ncontributed tools");
+    if r.groups.is_empty() {
+        let _ = writeln!(
+            o,
+            "  (none{})",
+            if layers.contains(&"skills") {
+                "; skills not resolved yet"
+            } else {
+                ""
+            }
+        );
+    }
+    for g in &r.groups {
+        let _ = writeln!(
+            o,
+            "  {}  [{}]  {}",
+            g.label,
+            if g.accepted { "ACTIVE" } else { "INACTIVE" },
+            g.origin
+        );
+        for d in &g.decls {
+            let req = d
+                .requested
+                .as_ref()
+                .map(|g| g.to_string())
+                .unwrap_or_else(|| "nothing".into());
+            match &d.verdict {
+                DeclVerdict::Accepted { judged_against } => {
+                    let against = judged_against
+                        .as_ref()
+                        .map(|k| format!(" (within `{k}`)"))
+                        .unwrap_or_default();
+                    let _ = writeln!(o, "    ok        {} requests {req}{against}", d.instance);
+                }
+                DeclVerdict::Rejected {
+                    reason,
+                    remediation,
+                    ..
+                } => {
+                    let _ = writeln!(o, "    rejected  {}: {reason}", d.instance);
+                    let _ = writeln!(
+                        o,
+                        "              to accept, put in [capabilities]:  {remediation}"
+                    );
+                }
+            }
+        }
+    }
+
+    let _ = writeln!(o, "\nsub-agents");
+    if r.subagents.is_empty() {
+        let _ = writeln!(o, "  (none)");
+    }
+    render_subagents(&mut o, &r.subagents, 1);
+
+    let _ = writeln!(
+        o,
+        "\nalgebra laws  (seed {:#x}, {} trials per law)",
+        loom_kernel::DEFAULT_SEED,
+        loom_kernel::DEFAULT_TRIALS
+    );
+    for l in &r.laws {
+        let status = match &l.result {
+            Ok(rep) => format!("ok ({} transitive chains exercised)", rep.transitive_chains),
+            Err(v) => format!("FAILED: {}", v.law),
+        };
+        let _ = writeln!(
+            o,
+            "  {:8} {}: {status}",
+            algebra_name(l.algebra),
+            l.tools.join(", ")
+        );
+    }
+
+    let errors = r.count(Level::Error);
+    let warnings = r.count(Level::Warning);
+    let _ = writeln!(
+        o,
+        "\nhealth    {}  ({} tools, {errors} errors, {warnings} warnings, {} rejected tool groups)",
+        if r.healthy() {
+            "ok"
+        } else {
+            "NOT fully resolvable"
+        },
+        r.tools.len(),
+        r.rejected_groups()
+    );
+    for f in &r.findings {
+        let _ = writeln!(o, "  {:7}  {}: {}", f.level.name(), f.subject, f.message);
+    }
+    o
+}
+
+fn harness_secret(provider: &str) -> &'static str {
+    match provider {
+        "anthropic" => "  needs secret ANTHROPIC_API_KEY",
+        "openai" => "  needs secret OPENAI_API_KEY",
+        _ => "",
+    }
+}
+
+fn algebra_name(k: AlgebraKind) -> &'static str {
+    match k {
+        AlgebraKind::Default => "default",
+        AlgebraKind::Files => "files",
+        AlgebraKind::Bash => "bash",
+        AlgebraKind::Mcp => "mcp",
+    }
+}
+
+/// How a provider reference reads in the tree.
+pub fn provider_label(p: &ProviderRef) -> String {
+    match p {
+        ProviderRef::Builtin => "builtin".into(),
+        ProviderRef::Session => "session".into(),
+        ProviderRef::Harness(h) => format!("harness {h}"),
+        ProviderRef::Handle(h) => format!("[providers].{h}"),
+        ProviderRef::Shipped(s) => format!("ships {}", s.label),
+        ProviderRef::Host => "the host's instance".into(),
+    }
+}
+
+fn render_tool(o: &mut String, ctx: &PathCtx, t: &ToolGrant) {
+    let name = if t.instance == t.underlying {
+        t.instance.clone()
+    } else {
+        format!("{} (= {})", t.instance, t.underlying)
+    };
+    let from = match t.source {
+        GrantSource::Inline => "inline".to_string(),
+        GrantSource::CeilingInstance => format!("ceiling `{}`", t.instance),
+        GrantSource::CeilingUnderlying => format!("ceiling `{}`", t.underlying),
+        GrantSource::Nothing => "nothing grants it".to_string(),
+    };
+    let _ = writeln!(o, "  {name}  <- {}", provider_label(&t.provider));
+    let _ = writeln!(o, "      grant  {}  ({from})", t.grant);
+    if t.algebra == AlgebraKind::Bash {
+        render_bash(o, ctx, &t.grant);
+    }
+}
+
+/// A path kind's value as a list, each relative path followed by what it resolves to.
+fn path_list(ctx: &PathCtx, v: Option<&Value>) -> String {
+    match v {
+        None => "none".into(),
+        Some(Value::Star) => "any path".into(),
+        Some(v) => v
+            .elements()
+            .unwrap_or_default()
+            .iter()
+            .map(|e| match e.as_str() {
+                Some(p) if ctx.normalize(p) != p => format!("{p} (= {})", ctx.normalize(p)),
+                Some(p) => p.to_string(),
+                None => e.to_string(),
+            })
+            .collect::<Vec<_>>()
+            .join(", "),
+    }
+}
+
+fn render_bash(o: &mut String, ctx: &PathCtx, grant: &Grant) {
+    let Some(rows) = grant.rows() else {
+        let _ = writeln!(o, "      sandbox  none: \"*\" runs unconfined");
+        return;
+    };
+    for row in rows {
+        let net = if matches!(
+            row.get("network"),
+            Some(Value::Star) | Some(Value::Bool(true))
+        ) {
+            "network"
+        } else {
+            "no network"
+        };
+        let fs = format!(
+            "rw: {}; ro: {}",
+            path_list(ctx, row.get("paths")),
+            path_list(ctx, row.get("read_paths"))
+        );
+        if is_general_row(row) {
+            let _ = writeln!(o, "      shell    any command via bash -c; {fs}; {net}");
+        } else if let Some(cmds) = rowed_commands(row) {
+            let _ = writeln!(
+                o,
+                "      own grant  {} — carried into pipelines by the broker; {fs}; {net}",
+                cmds.join(", ")
+            );
+        }
+    }
+}
+
+fn render_subagents(o: &mut String, subs: &[SubagentVerdict], depth: usize) {
+    for s in subs {
+        let pad = "  ".repeat(depth);
+        let status = if let Some(e) = &s.error {
+            format!("ERROR: {e}")
+        } else if s.excess.is_empty() {
+            "contained in its parent".into()
+        } else {
+            let keys: Vec<&str> = s.excess.iter().map(|x| x.key.as_str()).collect();
+            format!("EXCEEDS its parent at {}", keys.join(", "))
+        };
+        let _ = writeln!(
+            o,
+            "{pad}{} > {}  ({})  {status}",
+            s.key,
+            s.name.as_deref().unwrap_or("?"),
+            s.source
+        );
+        render_subagents(o, &s.children, depth + 1);
+    }
+}

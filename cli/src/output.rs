@@ -1,0 +1,19 @@
+//! Writing to stdout and stderr the way a well-behaved CLI does.
+
+use std::io::Write;
+
+/// Writes `text` to stdout. Returns false when stdout is a closed pipe (the caller then exits quietly).
+pub fn emit(text: &str) -> bool {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Ok(()) => true,
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => false,
+        Err(_) => false,
+    }
+}
+
+/// Prints `loom: <message>` to stderr and returns `code`.
+pub fn fail(code: i32, message: &str) -> i32 {
+    eprintln!("loom: {message}");
+    code
+}

@@ -1,0 +1,190 @@
+//! Effective ceilings and the grant each tool instance actually gets.
+
+use std::collections::BTreeMap;
+
+use crate::algebra::{Algebra, AlgebraKind};
+use crate::contracts::{builtin_contract, check_contract};
+use crate::grant::{Grant, Row};
+use crate::manifest::{Manifest, ProviderRef, ProviderSpec, ToolEntry};
+use crate::path::PathCtx;
+use crate::value::Value;
+
+/// The agent's total authority surface: `[capabilities]` (or the default ceiling when the section is absent) joined
+/// with the inline capabilities of the manifest's own `[tools]` entries, key by key, under each key's algebra.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ceiling {
+    /// Key (tool instance name) -> grant.
+    pub grants: BTreeMap<String, Grant>,
+    /// True when `[capabilities]` was absent and the default ceiling applied.
+    pub defaulted: bool,
+}
+
+/// The default ceiling: exactly the four FS/shell tools over the working directory, no network, nothing else.
+pub fn default_ceiling() -> BTreeMap<String, Grant> {
+    let cwd = || Value::strs(["./"]);
+    let mut m = BTreeMap::new();
+    for tool in ["read_file", "write_file", "edit_file"] {
+        m.insert(
+            tool.to_string(),
+            Grant::row(Row::from_pairs([("paths", cwd())])),
+        );
+    }
+    m.insert(
+        "bash".into(),
+        Grant::row(Row::from_pairs([
+            ("commands", Value::Star),
+            ("paths", cwd()),
+        ])),
+    );
+    m
+}
+
+/// True when a provider spec is the built-in `mcp-server` meta-factory.
+fn is_mcp(spec: &ProviderSpec) -> bool {
+    matches!(spec, ProviderSpec::Configured { factory, .. } if factory == "mcp-server")
+}
+
+impl Manifest {
+    /// The underlying tool name of instance `key` (`tool = "…"` for a rename, else the key itself).
+    pub fn underlying<'a>(&'a self, key: &'a str) -> &'a str {
+        self.tools
+            .get(key)
+            .and_then(|e| e.tool.as_deref())
+            .unwrap_or(key)
+    }
+
+    /// The algebra that compares grants of instance `key`. A renamed instance uses its underlying tool's algebra; an
+    /// MCP tool uses per-argument grants; a key with no `[tools]` entry is read as a built-in of that name.
+    pub fn algebra_kind(&self, key: &str) -> AlgebraKind {
+        let underlying = self.underlying(key);
+        match self.tools.get(key).map(|e| &e.provider) {
+            None | Some(ProviderRef::Builtin) => AlgebraKind::for_builtin(underlying),
+            Some(ProviderRef::Handle(h)) => match self.providers.get(h) {
+                Some(spec) if is_mcp(spec) => AlgebraKind::Mcp,
+                _ => AlgebraKind::Default,
+            },
+            Some(ProviderRef::Shipped(s)) if is_mcp(&s.spec) => AlgebraKind::Mcp,
+            Some(_) => AlgebraKind::Default,
+        }
+    }
+
+    /// The effective ceiling (see [`Ceiling`]). Relative paths in grants resolve against `ctx`.
+    pub fn effective_ceiling(&self, ctx: &PathCtx) -> Ceiling {
+        let (mut grants, defaulted) = match &self.capabilities {
+            Some(c) => (c.clone(), false),
+            None => (default_ceiling(), true),
+        };
+        for (name, entry) in &self.tools {
+            if let Some(inline) = &entry.capabilities {
+                let alg = self.algebra_kind(name).build(ctx);
+                let merged = match grants.get(name) {
+                    Some(existing) => alg.merge(existing, inline),
+                    None => inline.clone(),
+                };
+                grants.insert(name.clone(), merged);
+            }
+        }
+        Ceiling { grants, defaulted }
+    }
+}
+
+/// Where a tool instance's grant came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GrantSource {
+    /// The entry's own inline `capabilities` (self-authorising).
+    Inline,
+    /// The ceiling entry for the instance name.
+    CeilingInstance,
+    /// The ceiling entry for the underlying tool name.
+    CeilingUnderlying,
+    /// Nothing grants it: `{}`.
+    Nothing,
+}
+
+/// One tool instance with the grant it runs under.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolGrant {
+    /// The model-facing instance name.
+    pub instance: String,
+    /// The underlying tool.
+    pub underlying: String,
+    /// Its implementation.
+    pub provider: ProviderRef,
+    /// The algebra its grant uses.
+    pub algebra: AlgebraKind,
+    /// The grant.
+    pub grant: Grant,
+    /// Where the grant came from.
+    pub source: GrantSource,
+    /// Contract problems (unknown kinds, missing required kinds) for built-in tools.
+    pub problems: Vec<String>,
+}
+
+/// The grant an entry requests: its inline capabilities, else `ceiling[instance] ?? ceiling[underlying]`, else `{}`.
+pub fn requested_grant(
+    ceiling: &Ceiling,
+    instance: &str,
+    entry: &ToolEntry,
+) -> (Grant, GrantSource) {
+    let underlying = entry.tool.as_deref().unwrap_or(instance);
+    if let Some(inline) = &entry.capabilities {
+        return (inline.clone(), GrantSource::Inline);
+    }
+    if let Some(g) = ceiling.grants.get(instance) {
+        return (g.clone(), GrantSource::CeilingInstance);
+    }
+    if let Some(g) = ceiling.grants.get(underlying) {
+        return (g.clone(), GrantSource::CeilingUnderlying);
+    }
+    (Grant::none(), GrantSource::Nothing)
+}
+
+/// Every root `[tools]` entry with the grant it gets, checked against its built-in contract where it has one.
+pub fn tool_grants(manifest: &Manifest, ceiling: &Ceiling) -> Vec<ToolGrant> {
+    manifest
+        .tools
+        .iter()
+        .map(|(instance, entry)| {
+            let underlying = manifest.underlying(instance).to_string();
+            let (grant, source) = requested_grant(ceiling, instance, entry);
+            let contract = match &entry.provider {
+                ProviderRef::Builtin => builtin_contract(&underlying, None),
+                ProviderRef::Harness(h) => builtin_contract(&underlying, Some(h)),
+                _ => None,
+            };
+            let problems = contract
+                .map(|c| check_contract(instance, &c, &grant))
+                .unwrap_or_default();
+            ToolGrant {
+                instance: instance.clone(),
+                underlying,
+                provider: entry.provider.clone(),
+                algebra: manifest.algebra_kind(instance),
+                grant,
+                source,
+                problems,
+            }
+        })
+        .collect()
+}
+
+/// True when `child` is contained in `parent` key by key (each key under `parent_manifest`'s algebra for it). Returns
+/// the keys that are not, with the parent's grant (if any) and the child's.
+pub fn ceiling_excess(
+    parent_manifest: &Manifest,
+    parent: &Ceiling,
+    child: &Ceiling,
+    ctx: &PathCtx,
+) -> Vec<(String, Option<Grant>, Grant)> {
+    let mut out = Vec::new();
+    for (key, g) in &child.grants {
+        let alg: Box<dyn Algebra> = parent_manifest.algebra_kind(key).build(ctx);
+        match parent.grants.get(key) {
+            Some(p) if alg.contains(p, g) => {}
+            Some(p) => out.push((key.clone(), Some(p.clone()), g.clone())),
+            None if g.is_none() => {}
+            None => out.push((key.clone(), None, g.clone())),
+        }
+    }
+    out
+}

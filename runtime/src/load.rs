@@ -1,0 +1,144 @@
+//! Loading manifests from disk: the I/O half of manifest parsing. The kernel parses; this module reads.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use loom_kernel::{parse_manifest, Manifest, ManifestError, ManifestLoader, PathCtx};
+
+/// The largest manifest loom reads (1 MiB), checked before reading.
+pub const MAX_MANIFEST_BYTES: u64 = 1024 * 1024;
+
+/// A manifest read from disk and parsed.
+#[derive(Debug, Clone)]
+pub struct Loaded {
+    /// The canonical path of the file.
+    pub path: PathBuf,
+    /// The directory it lives in.
+    pub dir: PathBuf,
+    /// The parsed manifest.
+    pub manifest: Manifest,
+}
+
+/// Why a manifest could not be loaded. Each message names the file and says how to fix it.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LoadError {
+    /// The file could not be read.
+    #[error("{path}: cannot read the manifest: {source}")]
+    Io {
+        /// The path as given.
+        path: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The file is larger than [`MAX_MANIFEST_BYTES`].
+    #[error("{path}: the manifest is {size} bytes; the limit is 1 MiB (1048576 bytes) — is this the right file?")]
+    TooLarge {
+        /// The path as given.
+        path: String,
+        /// Its size.
+        size: u64,
+    },
+    /// The file is not UTF-8.
+    #[error("{path}: the manifest is not valid UTF-8 text")]
+    NotUtf8 {
+        /// The path as given.
+        path: String,
+    },
+    /// The text did not parse.
+    #[error("{0}")]
+    Manifest(#[from] ManifestError),
+    /// A git baseline could not be read.
+    #[error("{0}")]
+    Git(String),
+}
+
+/// The process environment as the map `${VAR}` substitution reads (variables that are not UTF-8 are left out).
+pub fn env_map() -> BTreeMap<String, String> {
+    std::env::vars_os()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+        .collect()
+}
+
+/// The path facts grants resolve against: the working directory and `$HOME`.
+pub fn path_ctx(cwd: &Path) -> PathCtx {
+    let home = std::env::var("HOME").ok().filter(|h| h.starts_with('/'));
+    PathCtx::new(cwd.to_string_lossy().into_owned(), home)
+}
+
+/// Reads a manifest's text, refusing files over 1 MiB before reading them.
+pub fn read_text(path: &Path) -> Result<String, LoadError> {
+    let shown = path.display().to_string();
+    let meta = std::fs::metadata(path).map_err(|source| LoadError::Io {
+        path: shown.clone(),
+        source,
+    })?;
+    if !meta.is_file() {
+        return Err(LoadError::Io {
+            path: shown,
+            source: std::io::Error::other("not a regular file"),
+        });
+    }
+    if meta.len() > MAX_MANIFEST_BYTES {
+        return Err(LoadError::TooLarge {
+            path: shown,
+            size: meta.len(),
+        });
+    }
+    let bytes = std::fs::read(path).map_err(|source| LoadError::Io {
+        path: shown.clone(),
+        source,
+    })?;
+    String::from_utf8(bytes).map_err(|_| LoadError::NotUtf8 { path: shown })
+}
+
+/// Reads and parses the manifest at `path` with the process environment.
+pub fn load_manifest(path: &Path) -> Result<Loaded, LoadError> {
+    let text = read_text(path)?;
+    let canonical = std::fs::canonicalize(path).map_err(|source| LoadError::Io {
+        path: path.display().to_string(),
+        source,
+    })?;
+    let dir = canonical
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("/"));
+    let manifest = parse_manifest(&text, &path.display().to_string(), &env_map())?;
+    Ok(Loaded {
+        path: canonical,
+        dir,
+        manifest,
+    })
+}
+
+/// Loads sub-manifests named by path, relative to the manifest that names them.
+pub struct FsLoader {
+    /// The PathCtx every loaded manifest's grants resolve against (the agent's working directory).
+    pub ctx: PathCtx,
+    env: BTreeMap<String, String>,
+}
+
+impl FsLoader {
+    /// A loader whose manifests resolve grants against `ctx`.
+    pub fn new(ctx: PathCtx) -> FsLoader {
+        FsLoader {
+            ctx,
+            env: env_map(),
+        }
+    }
+}
+
+impl ManifestLoader for FsLoader {
+    fn load(&mut self, from: &str, path: &str) -> Result<(String, PathCtx, Manifest), String> {
+        // `from` is a canonical file path (or `file#key` for an inline manifest inside it)
+        let from_file = from.split('#').next().unwrap_or(from);
+        let base = Path::new(from_file).parent().unwrap_or(Path::new("/"));
+        let target = base.join(path);
+        let text = read_text(&target).map_err(|e| e.to_string())?;
+        let canonical =
+            std::fs::canonicalize(&target).map_err(|e| format!("{}: {e}", target.display()))?;
+        let manifest = parse_manifest(&text, &target.display().to_string(), &self.env)
+            .map_err(|e| e.to_string())?;
+        Ok((canonical.display().to_string(), self.ctx.clone(), manifest))
+    }
+}
