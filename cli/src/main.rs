@@ -18,11 +18,20 @@ struct Cli {
 enum Command {
     /// Print the whole authority surface of an agent, without calling a model.
     Audit(cmd::audit::Args),
+    /// Run a command confined by the OS sandbox under a bash grant.
+    Sandbox(cmd::sandbox::Args),
+    /// Report which sandbox tier this host supports and how each grant kind is enforced.
+    Doctor(cmd::doctor::Args),
     /// Print the installed version.
     Version,
 }
 
 fn main() {
+    // The sandbox's inner stage re-executes this binary; it must run before anything else touches the process.
+    if std::env::args_os().nth(1).is_some_and(|a| a == loom_sandbox::INNER_ARG) {
+        let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+        std::process::exit(loom_sandbox::inner_main(&args));
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
@@ -37,6 +46,8 @@ fn main() {
     };
     let code = match cli.command {
         Command::Audit(args) => cmd::audit::run(args),
+        Command::Sandbox(args) => cmd::sandbox::run(args),
+        Command::Doctor(args) => cmd::doctor::run(args),
         Command::Version => {
             println!("loom {}", env!("CARGO_PKG_VERSION"));
             exit::OK

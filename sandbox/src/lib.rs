@@ -1,5 +1,70 @@
 //! # loom-sandbox
 //!
-//! Turns the grant row the kernel picked into a `Profile` (plain data) and applies it with the strongest backend the
-//! host has. Must never run a command unconfined because a backend is missing.
+//! Turns the bash grant row the kernel picked into a [`Profile`] (plain data: readable roots, writable roots,
+//! protected subpaths, network on/off, env allowlist, limits) and applies it with the strongest backend the host has:
+//!
+//! - **Tier A**: bubblewrap builds the view (system directories read-only, private tmpfs over `/tmp`, `/run` and
+//!   home, grant roots bound back by descriptor, fresh `/dev` and `/proc`, new user/pid/ipc/uts namespaces,
+//!   `--unshare-net` unless the network is granted), then an inner stage applies Landlock and seccomp and execs.
+//! - **Tier B**: Landlock + seccomp alone (no user namespaces); refuses what Landlock cannot express.
+//! - **Tier C**: bubblewrap + seccomp (no Landlock).
+//!
+//! Decide, then do: `build_*` functions are pure and return data (the profile, the bwrap argv, the Landlock rules,
+//! the seccomp rules); `apply_*` / `spawn_*` do the effects.
+//!
+//! ## What this crate must never do
+//! Run a command unconfined because a backend is missing, or widen a profile to make a command work. Only the grant
+//! `"*"` runs unconfined ([`spawn_unconfined`]), and a Landlock ruleset that the kernel does not enforce is a refusal.
+//!
+//! ## Example
+//! ```
+//! use loom_kernel::{Grant, PathCtx};
+//! use loom_sandbox::{build_profile, select_row, Limits, Place, HostFs, Selected};
+//!
+//! let t: toml::Table = toml::from_str(r#"g = { commands = ["ls"], read_paths = ["/usr"] }"#).unwrap();
+//! let grant = Grant::from_toml(&t["g"]).unwrap();
+//! let Selected::Row(row) = select_row(&grant, "ls").unwrap() else { unreachable!() };
+//! let place = Place { cwd: "/".into(), home: None };
+//! let profile = build_profile(row, &PathCtx::new("/", None), &place, Limits::default(), &HostFs).unwrap();
+//! assert_eq!(profile.readable, vec![std::path::PathBuf::from("/usr")]);
+//! assert!(!profile.network);
+//! ```
 #![warn(missing_docs)]
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
+
+mod bwrap;
+mod env;
+mod facts;
+mod inner;
+mod landlock;
+mod probe;
+mod profile;
+mod sbpl;
+mod seccomp;
+mod select;
+mod spawn;
+
+pub use bwrap::{build_bwrap_args, BwrapError, BwrapFeatures, PathFds, INNER_EXE_IN_VIEW};
+pub use env::{build_env, EnvPolicy};
+pub use facts::HostFs;
+pub use inner::{inner_main, InnerSpec, INNER_ARG, SETUP_FAILED};
+pub use landlock::{
+    access_for, apply_landlock, build_landlock_rules, private_dirs, AccessClass, Enforcement,
+    LandlockError, LandlockRule, View, TARGET_ABI,
+};
+pub use probe::{
+    choose_tier, host_support, probe_bwrap_works, probe_host, tier_status, BackendError,
+    HostSupport, Tier, Userns,
+};
+pub use profile::{
+    build_profile, Entry, Facts, Limits, Place, Profile, ProfileError, SystemDir, PROTECTED_NAMES,
+    SYSTEM_DIRS,
+};
+pub use sbpl::build_sbpl;
+pub use seccomp::{
+    apply_seccomp, build_abi_guard, build_seccomp_programs, build_seccomp_rules, SeccompError,
+};
+pub use select::{parse_grant, select_row, GrantTextError, SelectError, Selected};
+pub use spawn::{
+    check_expressible, open_roots, spawn_sandboxed, spawn_unconfined, Launch, Outcome, SpawnError,
+};

@@ -1,3 +1,5 @@
 //! One module per subcommand.
 
 pub mod audit;
+pub mod doctor;
+pub mod sandbox;

@@ -1,0 +1,257 @@
+//! `loom doctor`: what the host can enforce, which tier loom uses, and the fix for anything missing.
+//!
+//! Exit codes: 0 when some sandbox tier works, 1 when none does (loom would refuse every sandboxed command).
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use loom_sandbox::{
+    choose_tier, probe_bwrap_works, probe_host, spawn_sandboxed, tier_status, Entry, EnvPolicy,
+    HostSupport, Launch, Limits, Profile, Tier, Userns, TARGET_ABI,
+};
+
+use crate::exit;
+
+/// Arguments of `loom doctor`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Print JSON instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+/// A minimal profile (no roots, network off) for the end-to-end check of each tier.
+fn probe_profile() -> Profile {
+    let system = loom_sandbox::SYSTEM_DIRS
+        .iter()
+        .map(PathBuf::from)
+        .filter_map(|p| {
+            let entry = loom_sandbox::Facts::entry(&loom_sandbox::HostFs, &p)?;
+            Some(loom_sandbox::SystemDir {
+                symlink: match entry {
+                    Entry::Symlink(t) => Some(t),
+                    Entry::Dir => None,
+                    Entry::File => return None,
+                },
+                path: p,
+            })
+        })
+        .collect();
+    Profile {
+        grant: "{ commands = [\"true\"] }".into(),
+        readable: Vec::new(),
+        writable: Vec::new(),
+        protected: Vec::new(),
+        system,
+        network: false,
+        env: EnvPolicy::Allow {
+            names: vec!["PATH".into()],
+            prefixes: Vec::new(),
+        },
+        limits: Limits::default(),
+        cwd: "/".into(),
+        home: None,
+    }
+}
+
+/// Runs `true` under `tier` and reports what was enforced.
+fn try_tier(h: &HostSupport, tier: Tier) -> Result<String, String> {
+    tier_status(h, tier)?;
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let profile = probe_profile();
+    let argv: Vec<OsString> = vec!["true".into()];
+    let launch = Launch {
+        profile: &profile,
+        tier,
+        bwrap: h.bwrap.as_deref(),
+        bwrap_features: h.bwrap_features,
+        inner_exe: &exe,
+        argv: &argv,
+        env: vec![("PATH".into(), "/usr/bin:/bin".into())],
+    };
+    match spawn_sandboxed(&launch) {
+        Ok(o) if o.code == 0 => Ok(o.enforced),
+        Ok(o) => Err(format!("`true` exited {} inside the sandbox", o.code)),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+fn json_str(s: &str) -> String {
+    serde_json::Value::String(s.into()).to_string()
+}
+
+/// Runs `loom doctor`.
+pub fn run(args: Args) -> i32 {
+    let h = probe_host();
+    let bwrap = match &h.bwrap {
+        None => Err("not installed; fix: apt-get install bubblewrap (or your distribution's bubblewrap package)".to_string()),
+        Some(b) => probe_bwrap_works(b).map(|v| format!("{} ({v})", b.display())),
+    };
+    let userns = match &h.userns {
+        Userns::Available => Ok("available".to_string()),
+        Userns::Unavailable(why) => Err(why.clone()),
+    };
+    let landlock = match &h.landlock_abi {
+        Ok(v) => {
+            let target = TARGET_ABI as i32;
+            if *v >= target {
+                Ok(format!(
+                    "ABI {v} (loom asks for ABI {target}: fully enforced)"
+                ))
+            } else {
+                Ok(format!(
+                    "ABI {v} (loom asks for ABI {target}: partially enforced; newer kernels add TCP, truncate, ioctl and scoping rules)"
+                ))
+            }
+        }
+        Err(why) => Err(why.clone()),
+    };
+    let seccomp = if h.seccomp {
+        Ok("available".to_string())
+    } else {
+        Err("not available; fix: a kernel with CONFIG_SECCOMP_FILTER".to_string())
+    };
+    let tiers: Vec<(Tier, Result<String, String>)> = [Tier::A, Tier::B, Tier::C]
+        .into_iter()
+        .map(|t| (t, try_tier(&h, t)))
+        .collect();
+    let chosen = choose_tier(&h, None)
+        .ok()
+        .filter(|t| tiers.iter().any(|(u, r)| u == t && r.is_ok()))
+        .or_else(|| tiers.iter().find(|(_, r)| r.is_ok()).map(|(t, _)| *t));
+    let has_view = matches!(chosen, Some(Tier::A | Tier::C));
+    let has_landlock = matches!(chosen, Some(Tier::A | Tier::B));
+    let kinds: Vec<(&str, String)> = vec![
+        (
+            "commands",
+            "loom picks the row naming argv[0], else the commands = \"*\" row; the broker re-sandboxes named commands".into(),
+        ),
+        (
+            "paths",
+            match (has_view, has_landlock) {
+                (true, true) => "bwrap binds the roots (by descriptor) + Landlock write rules; protected subpaths re-bound read-only".into(),
+                (true, false) => "bwrap binds the roots (by descriptor); protected subpaths re-bound read-only (no Landlock layer)".into(),
+                (false, true) => "Landlock rules only; rows whose writable roots hold protected subpaths are refused".into(),
+                (false, false) => "NOT ENFORCED: no backend".into(),
+            },
+        ),
+        (
+            "read_paths",
+            match (has_view, has_landlock) {
+                (true, true) => "read-only bwrap binds + Landlock read rules".into(),
+                (true, false) => "read-only bwrap binds".into(),
+                (false, true) => "Landlock read rules".into(),
+                (false, false) => "NOT ENFORCED: no backend".into(),
+            },
+        ),
+        (
+            "network",
+            match (has_view, has_landlock) {
+                (true, true) => "off: --unshare-net + seccomp (AF_UNIX only) + Landlock TCP; on: host network, seccomp still denies packet/vsock/netlink (except route)".into(),
+                (true, false) => "off: --unshare-net + seccomp (AF_UNIX only); on: host network minus packet/vsock/netlink sockets".into(),
+                (false, true) => "off: seccomp (AF_UNIX only) + Landlock TCP; abstract unix sockets scoped by Landlock ABI 6+".into(),
+                (false, false) => "NOT ENFORCED: no backend".into(),
+            },
+        ),
+        (
+            "env",
+            "loom clears the environment to tier 1 + the row's allowlist (tier 2 when env is absent)".into(),
+        ),
+        (
+            "limits",
+            format!(
+                "RLIMIT_NPROC and RLIMIT_FSIZE{}; the timeout kills the process group{}",
+                if h.root { " (uid 0 is exempt from RLIMIT_NPROC: run loom as an unprivileged user)" } else { "" },
+                if has_view { " and the pid namespace" } else { "" }
+            ),
+        ),
+    ];
+
+    let ok = chosen.is_some();
+    if args.json {
+        let mut out = String::from("{\"version\":1");
+        out.push_str(&format!(
+            ",\"tier\":{}",
+            chosen
+                .map(|t| json_str(t.name()))
+                .unwrap_or_else(|| "null".into())
+        ));
+        for (name, r) in [
+            ("bwrap", &bwrap),
+            ("userns", &userns),
+            ("landlock", &landlock),
+            ("seccomp", &seccomp),
+        ] {
+            out.push_str(&format!(
+                ",{}:{{\"ok\":{},\"detail\":{}}}",
+                json_str(name),
+                r.is_ok(),
+                json_str(r.as_ref().unwrap_or_else(|e| e))
+            ));
+        }
+        out.push_str(",\"tiers\":{");
+        let parts: Vec<String> = tiers
+            .iter()
+            .map(|(t, r)| {
+                format!(
+                    "{}:{{\"ok\":{},\"detail\":{}}}",
+                    json_str(t.name()),
+                    r.is_ok(),
+                    json_str(r.as_ref().unwrap_or_else(|e| e))
+                )
+            })
+            .collect();
+        out.push_str(&parts.join(","));
+        out.push_str("},\"kinds\":{");
+        let parts: Vec<String> = kinds
+            .iter()
+            .map(|(k, v)| format!("{}:{}", json_str(k), json_str(v)))
+            .collect();
+        out.push_str(&parts.join(","));
+        out.push_str("}}");
+        println!("{out}");
+        return if ok { exit::OK } else { exit::FAILED };
+    }
+
+    let mark = |r: &Result<String, String>| match r {
+        Ok(s) => format!("ok       {s}"),
+        Err(e) => format!("MISSING  {e}"),
+    };
+    let mut text = String::new();
+    match chosen {
+        Some(t) => text.push_str(&format!("sandbox tier: {} ({})\n", t.name(), t.describe())),
+        None => text
+            .push_str("sandbox tier: NONE — loom refuses every sandboxed command on this host\n"),
+    }
+    text.push_str("\nfacilities:\n");
+    text.push_str(&format!("  bubblewrap       {}\n", mark(&bwrap)));
+    text.push_str(&format!("  user namespaces  {}\n", mark(&userns)));
+    text.push_str(&format!("  landlock         {}\n", mark(&landlock)));
+    text.push_str(&format!("  seccomp          {}\n", mark(&seccomp)));
+    text.push_str("\ntiers (each checked by running `true` inside it):\n");
+    for (t, r) in &tiers {
+        text.push_str(&format!(
+            "  {} {:<36} {}\n",
+            t.name(),
+            t.describe(),
+            mark(r)
+        ));
+    }
+    text.push_str("\nwho enforces each bash grant kind here:\n");
+    for (k, v) in &kinds {
+        text.push_str(&format!("  {k:<11} {v}\n"));
+    }
+    if userns.is_err() {
+        text.push_str(
+            "\nhint: on Ubuntu 23.10+ unprivileged user namespaces are restricted by AppArmor \
+             (kernel.apparmor_restrict_unprivileged_userns=1); allow them for bwrap with an AppArmor profile, or \
+             `sysctl -w kernel.apparmor_restrict_unprivileged_userns=0`\n",
+        );
+    }
+    print!("{text}");
+    if ok {
+        exit::OK
+    } else {
+        exit::FAILED
+    }
+}

@@ -1,0 +1,194 @@
+//! `loom sandbox run`: runs one command under a bash grant, confined by the strongest backend the host has.
+//!
+//! Exit codes: the command's own status (signal death: 128 + signal number; a timeout kills the tree with SIGKILL,
+//! so 137); 1 when the grant is refused or the sandbox cannot be built (nothing ran); 2 for usage errors (including
+//! a grant that is not TOML); 127 when the command does not exist inside the sandbox.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use loom_kernel::PathCtx;
+use loom_sandbox::{
+    build_env, build_profile, choose_tier, host_support, parse_grant, select_row, spawn_sandboxed,
+    spawn_unconfined, HostFs, Launch, Limits, Place, Selected, Tier,
+};
+
+use crate::exit;
+
+/// Arguments of `loom sandbox`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[command(subcommand)]
+    command: SandboxCommand,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum SandboxCommand {
+    /// Run one command under a bash grant (as written in [capabilities]), confined by the OS sandbox.
+    Run(RunArgs),
+}
+
+/// Arguments of `loom sandbox run`.
+#[derive(Debug, clap::Args)]
+struct RunArgs {
+    /// The bash grant, as it would appear after `bash = ` in [capabilities], e.g.
+    /// '{ commands = "*", paths = ["./"] }' or '[{ commands = "*" }, { commands = ["curl"], network = "*" }]'.
+    #[arg(long, value_name = "TOML")]
+    grant: String,
+    /// Working directory of the command; relative grant paths resolve against it (default: the current directory).
+    #[arg(long, value_name = "DIR")]
+    cwd: Option<PathBuf>,
+    /// Kill the whole process tree after this many milliseconds.
+    #[arg(long, value_name = "MS")]
+    timeout_ms: Option<u64>,
+    /// Use this sandbox tier (a, b or c) instead of the strongest available; refused when the host lacks it.
+    #[arg(long, value_name = "TIER")]
+    tier: Option<String>,
+    /// RLIMIT_NPROC for the command (default 4096; the kernel does not apply it to uid 0).
+    #[arg(long, value_name = "N")]
+    max_procs: Option<u64>,
+    /// RLIMIT_FSIZE for the command, in bytes (default 16 GiB).
+    #[arg(long, value_name = "BYTES")]
+    max_file_size: Option<u64>,
+    /// Print the tier and what was enforced to stderr.
+    #[arg(long, short)]
+    verbose: bool,
+    /// The command and its arguments (after --).
+    #[arg(
+        required = true,
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "CMD"
+    )]
+    command: Vec<OsString>,
+}
+
+fn fail(code: i32, message: &str) -> i32 {
+    eprintln!("loom: {message}");
+    code
+}
+
+/// Runs `loom sandbox ...`.
+pub fn run(args: Args) -> i32 {
+    match args.command {
+        SandboxCommand::Run(a) => run_one(a),
+    }
+}
+
+fn run_one(a: RunArgs) -> i32 {
+    let grant = match parse_grant(&a.grant) {
+        Ok(g) => g,
+        Err(e) => return fail(exit::USAGE, &e.to_string()),
+    };
+    let requested = match a.tier.as_deref().map(|t| (t, Tier::parse(t))) {
+        None => None,
+        Some((_, Some(t))) => Some(t),
+        Some((t, None)) => return fail(exit::USAGE, &format!("--tier {t}: expected a, b or c")),
+    };
+    let cwd = match a.cwd.clone().map(Ok).unwrap_or_else(std::env::current_dir) {
+        Ok(d) => d,
+        Err(e) => {
+            return fail(
+                exit::FAILED,
+                &format!("cannot read the working directory: {e}"),
+            )
+        }
+    };
+    let cwd = match std::fs::canonicalize(&cwd) {
+        Ok(d) if d.is_dir() => d,
+        Ok(d) => {
+            return fail(
+                exit::FAILED,
+                &format!("--cwd {}: not a directory", d.display()),
+            )
+        }
+        Err(e) => return fail(exit::FAILED, &format!("--cwd {}: {e}", cwd.display())),
+    };
+    let timeout = a.timeout_ms.map(Duration::from_millis);
+    let command_name = a.command[0].to_string_lossy().into_owned();
+    let row = match select_row(&grant, &command_name) {
+        Ok(Selected::Unrestricted) => {
+            if a.verbose {
+                eprintln!("loom: sandbox: grant \"*\" is unrestricted: running without a sandbox");
+            }
+            return match spawn_unconfined(&a.command, &cwd, timeout) {
+                Ok(o) => {
+                    if o.timed_out {
+                        eprintln!("loom: timed out; the process tree was killed");
+                    }
+                    o.code
+                }
+                Err(e) => fail(e.exit_code(), &e.to_string()),
+            };
+        }
+        Ok(Selected::Row(r)) => r,
+        Err(e) => return fail(exit::FAILED, &e.to_string()),
+    };
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .filter(|h| h.is_absolute());
+    let ctx = PathCtx::new(
+        cwd.to_string_lossy().into_owned(),
+        home.as_ref().map(|h| h.to_string_lossy().into_owned()),
+    );
+    let defaults = Limits::default();
+    let limits = Limits {
+        max_procs: a.max_procs.or(defaults.max_procs),
+        max_file_size: a.max_file_size.or(defaults.max_file_size),
+        timeout,
+    };
+    let place = Place {
+        cwd: cwd.clone(),
+        home,
+    };
+    let profile = match build_profile(row, &ctx, &place, limits, &HostFs) {
+        Ok(p) => p,
+        Err(e) => return fail(exit::FAILED, &e.to_string()),
+    };
+    let support = host_support();
+    let tier = match choose_tier(support, requested) {
+        Ok(t) => t,
+        Err(e) => return fail(exit::FAILED, &e.to_string()),
+    };
+    let inner_exe = match std::env::current_exe() {
+        Ok(p) => p,
+        Err(e) => return fail(exit::FAILED, &format!("cannot locate the loom binary: {e}")),
+    };
+    let mut env = build_env(&profile.env, std::env::vars_os());
+    for (k, v) in env.iter_mut() {
+        if k == "PWD" {
+            *v = profile.cwd.clone().into_os_string();
+        }
+    }
+    let launch = Launch {
+        profile: &profile,
+        tier,
+        bwrap: support.bwrap.as_deref(),
+        bwrap_features: support.bwrap_features,
+        inner_exe: &inner_exe,
+        argv: &a.command,
+        env,
+    };
+    match spawn_sandboxed(&launch) {
+        Ok(o) => {
+            if a.verbose {
+                eprintln!(
+                    "loom: sandbox: tier {} ({}): {}; exit {}",
+                    tier.name(),
+                    tier.describe(),
+                    o.enforced,
+                    o.code
+                );
+            }
+            if o.timed_out {
+                eprintln!(
+                    "loom: timed out after {} ms; the process tree was killed",
+                    a.timeout_ms.unwrap_or_default()
+                );
+            }
+            o.code
+        }
+        Err(e) => fail(e.exit_code(), &e.to_string()),
+    }
+}

@@ -1,0 +1,329 @@
+//! Tier A's outer stage: the bubblewrap argument vector for a profile (pure).
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use crate::landlock::private_dirs;
+use crate::profile::Profile;
+
+/// Where the inner stage's executable appears inside the view when it is not already visible.
+pub const INNER_EXE_IN_VIEW: &str = "/run/loom-sandbox/exec";
+
+/// What the host's bubblewrap supports beyond the basics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct BwrapFeatures {
+    /// `--disable-userns` (bubblewrap 0.8+).
+    pub disable_userns: bool,
+}
+
+/// Descriptor numbers of the opened grant roots and protected paths, as the bwrap process will see them.
+pub type PathFds = BTreeMap<PathBuf, i32>;
+
+/// Why the view cannot be built.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum BwrapError {
+    /// A root or protected path has no opened descriptor (a bug in the caller).
+    #[error("bwrap: no descriptor was opened for {0}")]
+    NoFd(PathBuf),
+    /// The inner stage cannot be placed in the view.
+    #[error("bwrap: cannot place loom's inner stage in the view: /run is granted as a root but {0} is not visible; grant a narrower root than /run")]
+    NoPlaceForInner(PathBuf),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+enum Op {
+    System {
+        path: PathBuf,
+        symlink: Option<PathBuf>,
+    },
+    Tmpfs(PathBuf),
+    Dev,
+    Proc,
+    Root {
+        path: PathBuf,
+        writable: bool,
+    },
+    Protected(PathBuf),
+}
+
+impl Op {
+    fn dest(&self) -> &Path {
+        match self {
+            Op::System { path, .. } | Op::Tmpfs(path) | Op::Protected(path) => path,
+            Op::Root { path, .. } => path,
+            Op::Dev => Path::new("/dev"),
+            Op::Proc => Path::new("/proc"),
+        }
+    }
+    fn rank(&self) -> u8 {
+        match self {
+            Op::System { .. } => 0,
+            Op::Tmpfs(_) => 1,
+            Op::Dev | Op::Proc => 2,
+            Op::Root { .. } => 3,
+            Op::Protected(_) => 4,
+        }
+    }
+}
+
+/// Where the inner stage's executable `exe` is reached inside the view, and whether it must be bound there.
+pub fn inner_exe_in_view(profile: &Profile, exe: &Path) -> Result<(PathBuf, bool), BwrapError> {
+    let visible = profile.in_root(exe)
+        || profile
+            .system
+            .iter()
+            .any(|s| s.symlink.is_none() && exe.starts_with(&s.path));
+    if visible && !profile.protected.iter().any(|p| exe.starts_with(p)) {
+        return Ok((exe.to_path_buf(), false));
+    }
+    if profile.in_root(Path::new(INNER_EXE_IN_VIEW)) {
+        return Err(BwrapError::NoPlaceForInner(exe.to_path_buf()));
+    }
+    Ok((PathBuf::from(INNER_EXE_IN_VIEW), true))
+}
+
+/// The bwrap argv (without the `bwrap` program itself) that builds the profile's view and runs `inner` (the inner
+/// stage's arguments, starting with its executable's path inside the view).
+///
+/// Mounts are ordered by depth, so a deeper mount always lands on top of a shallower one: system directories
+/// read-only, private tmpfs over `/tmp`, `/run`, `/var/tmp` and home (unless a root holds them), fresh `/dev` and
+/// `/proc`, grant roots bound back by descriptor (read-only for `read_paths`), then protected paths re-bound read-only.
+pub fn build_bwrap_args(
+    profile: &Profile,
+    fds: &PathFds,
+    features: BwrapFeatures,
+    inner_exe: &Path,
+    inner: &[OsString],
+) -> Result<Vec<OsString>, BwrapError> {
+    let mut a: Vec<OsString> = Vec::new();
+    let mut flag = |s: &str| a.push(s.into());
+    flag("--die-with-parent");
+    flag("--new-session");
+    flag("--unshare-user");
+    flag("--unshare-pid");
+    flag("--unshare-ipc");
+    flag("--unshare-uts");
+    flag("--unshare-cgroup-try");
+    if !profile.network {
+        flag("--unshare-net");
+    }
+    if features.disable_userns {
+        flag("--disable-userns");
+    }
+    flag("--cap-drop");
+    flag("ALL");
+
+    let mut ops: Vec<Op> = Vec::new();
+    for s in &profile.system {
+        if !profile.in_root(&s.path) {
+            ops.push(Op::System {
+                path: s.path.clone(),
+                symlink: s.symlink.clone(),
+            });
+        }
+    }
+    ops.extend(private_dirs(profile).into_iter().map(Op::Tmpfs));
+    ops.push(Op::Dev);
+    ops.push(Op::Proc);
+    for (root, writable) in profile.roots() {
+        ops.push(Op::Root {
+            path: root.to_path_buf(),
+            writable,
+        });
+    }
+    ops.extend(profile.protected.iter().cloned().map(Op::Protected));
+    ops.sort_by_key(|op| {
+        (
+            op.dest().components().count(),
+            op.rank(),
+            op.dest().to_path_buf(),
+        )
+    });
+
+    let fd_of = |p: &Path| {
+        fds.get(p)
+            .map(|fd| OsString::from(fd.to_string()))
+            .ok_or_else(|| BwrapError::NoFd(p.to_path_buf()))
+    };
+    for op in &ops {
+        match op {
+            Op::System {
+                path,
+                symlink: Some(target),
+            } => {
+                a.push("--symlink".into());
+                a.push(target.into());
+                a.push(path.into());
+            }
+            Op::System {
+                path,
+                symlink: None,
+            } => {
+                a.push("--ro-bind".into());
+                a.push(path.into());
+                a.push(path.into());
+            }
+            Op::Tmpfs(path) => {
+                a.push("--tmpfs".into());
+                a.push(path.into());
+            }
+            Op::Dev => {
+                a.push("--dev".into());
+                a.push("/dev".into());
+            }
+            Op::Proc => {
+                a.push("--proc".into());
+                a.push("/proc".into());
+            }
+            Op::Root { path, writable } => {
+                a.push(
+                    if *writable {
+                        "--bind-fd"
+                    } else {
+                        "--ro-bind-fd"
+                    }
+                    .into(),
+                );
+                a.push(fd_of(path)?);
+                a.push(path.into());
+            }
+            Op::Protected(path) => {
+                a.push("--ro-bind-fd".into());
+                a.push(fd_of(path)?);
+                a.push(path.into());
+            }
+        }
+    }
+    let (in_view, bind) = inner_exe_in_view(profile, inner_exe)?;
+    if bind {
+        a.push("--ro-bind".into());
+        a.push(inner_exe.into());
+        a.push(in_view.clone().into());
+    }
+    a.push("--chdir".into());
+    a.push(profile.cwd.clone().into());
+    a.push("--".into());
+    a.push(in_view.into());
+    a.extend(inner.iter().skip(1).cloned());
+    Ok(a)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::profile::tests::build;
+
+    fn args(src: &str) -> Vec<String> {
+        let p = build(src).unwrap();
+        let mut fds = PathFds::new();
+        for (i, path) in p
+            .roots()
+            .into_iter()
+            .map(|(p, _)| p.to_path_buf())
+            .chain(p.protected.clone())
+            .enumerate()
+        {
+            fds.insert(path, 10 + i as i32);
+        }
+        build_bwrap_args(
+            &p,
+            &fds,
+            BwrapFeatures {
+                disable_userns: true,
+            },
+            Path::new("/opt/loom/bin/loom"),
+            &[
+                "/opt/loom/bin/loom".into(),
+                "__sandbox-exec".into(),
+                "--".into(),
+                "ls".into(),
+            ],
+        )
+        .unwrap()
+        .into_iter()
+        .map(|s| s.into_string().unwrap())
+        .collect()
+    }
+
+    fn pos(a: &[String], window: &[&str]) -> usize {
+        a.windows(window.len())
+            .position(|w| w == window)
+            .unwrap_or_else(|| panic!("{window:?} not in {a:?}"))
+    }
+
+    #[test]
+    fn a_project_row_builds_the_expected_view() {
+        let a = args(r#"{ commands = "*", paths = ["./"], read_paths = ["/work/docs"] }"#);
+        for f in [
+            "--die-with-parent",
+            "--new-session",
+            "--unshare-user",
+            "--unshare-pid",
+            "--unshare-net",
+            "--disable-userns",
+        ] {
+            assert!(a.contains(&f.to_string()), "{f}");
+        }
+        pos(&a, &["--cap-drop", "ALL"]);
+        pos(&a, &["--ro-bind", "/usr", "/usr"]);
+        pos(&a, &["--symlink", "usr/bin", "/bin"]);
+        let tmp = pos(&a, &["--tmpfs", "/tmp"]);
+        let home = pos(&a, &["--tmpfs", "/home/u"]);
+        let docs = pos(&a, &["--ro-bind-fd", "10", "/work/docs"]);
+        let proj = pos(&a, &["--bind-fd", "11", "/work/proj"]);
+        let hooks = pos(&a, &["--ro-bind-fd", "13", "/work/proj/.git/hooks"]);
+        assert!(tmp < docs && home < proj && proj < hooks);
+        pos(&a, &["--ro-bind-fd", "12", "/work/proj/.git/config"]);
+        pos(&a, &["--ro-bind", "/opt/loom/bin/loom", INNER_EXE_IN_VIEW]);
+        let end = pos(
+            &a,
+            &[
+                "--chdir",
+                "/work/proj",
+                "--",
+                INNER_EXE_IN_VIEW,
+                "__sandbox-exec",
+                "--",
+                "ls",
+            ],
+        );
+        assert_eq!(end + 7, a.len());
+    }
+
+    #[test]
+    fn network_rows_keep_the_host_network_namespace() {
+        let a = args(r#"{ commands = "*", network = "*" }"#);
+        assert!(!a.contains(&"--unshare-net".to_string()));
+        assert!(a.contains(&"--unshare-pid".to_string()));
+    }
+
+    #[test]
+    fn the_root_of_everything_goes_first_and_masks_nothing() {
+        let a = args(r#"{ commands = "*", paths = "*" }"#);
+        let root = pos(&a, &["--bind-fd", "10", "/"]);
+        let dev = pos(&a, &["--dev", "/dev"]);
+        assert!(root < dev);
+        assert!(!a.contains(&"--tmpfs".to_string()));
+        assert!(
+            !a.contains(&"/usr".to_string()),
+            "system dirs are inside the writable root"
+        );
+        pos(&a, &["--ro-bind-fd", "11", "/home/u/.bashrc"]);
+    }
+
+    #[test]
+    fn missing_descriptors_are_a_typed_error() {
+        let p = build(r#"{ commands = "*", paths = ["./"] }"#).unwrap();
+        let err = build_bwrap_args(
+            &p,
+            &PathFds::new(),
+            BwrapFeatures::default(),
+            Path::new("/x"),
+            &[],
+        )
+        .unwrap_err();
+        assert!(matches!(err, BwrapError::NoFd(_)));
+    }
+}

@@ -1,0 +1,298 @@
+//! The Landlock stage: pure rule construction (`build_landlock_rules`, `access_for`) and the applier
+//! (`apply_landlock`), which reports how strongly the ruleset is enforced.
+//!
+//! The handled rights are pinned to [`TARGET_ABI`], so a newer kernel or crate never changes what a profile means;
+//! an older kernel enforces what it can (best effort) and the caller refuses when nothing is enforced.
+
+use std::ffi::CString;
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use landlock::{
+    Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, PathBeneath, Ruleset,
+    RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope, ABI,
+};
+
+use crate::profile::Profile;
+
+/// The Landlock ABI whose rights loom asks for: filesystem rights incl. truncate and device ioctl, TCP bind/connect,
+/// and abstract-socket and signal scoping.
+pub const TARGET_ABI: ABI = ABI::V6;
+
+/// What a rule lets the sandbox do beneath a path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum AccessClass {
+    /// List directories only (the root of a bwrap view, whose contents are all granted anyway).
+    List,
+    /// Read files, list directories, execute.
+    Read,
+    /// Read plus write files and ioctl on devices (for `/dev/null`, terminals), no creation.
+    Device,
+    /// Everything (read, write, create, remove, rename, truncate).
+    Write,
+}
+
+/// One Landlock rule: a path and the class of access beneath it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct LandlockRule {
+    /// The path (inside the sandbox's view).
+    pub path: PathBuf,
+    /// The access granted beneath it.
+    pub access: AccessClass,
+    /// True for grant roots: a missing root is an error; other rules are skipped when the path is absent.
+    pub required: bool,
+}
+
+/// Where the rules will be applied: inside a bwrap view (private `/tmp` and home, fresh `/dev` and `/proc`) or
+/// directly on the host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum View {
+    /// Inside bwrap's mount namespace.
+    Bwrap,
+    /// On the host filesystem (Tier B).
+    Host,
+}
+
+/// Device nodes usable on the host view (Tier B).
+pub const HOST_DEVICES: [&str; 6] = [
+    "/dev/null",
+    "/dev/zero",
+    "/dev/full",
+    "/dev/random",
+    "/dev/urandom",
+    "/dev/tty",
+];
+
+/// The rights of a class, limited to `abi`.
+pub fn access_for(class: AccessClass, abi: ABI) -> BitFlags<AccessFs> {
+    match class {
+        AccessClass::List => BitFlags::from(AccessFs::ReadDir) & AccessFs::from_all(abi),
+        AccessClass::Read => AccessFs::from_read(abi),
+        AccessClass::Device => {
+            AccessFs::from_read(abi)
+                | ((AccessFs::WriteFile | AccessFs::Truncate | AccessFs::IoctlDev)
+                    & AccessFs::from_all(abi))
+        }
+        AccessClass::Write => AccessFs::from_all(abi),
+    }
+}
+
+/// The rules for a profile.
+pub fn build_landlock_rules(profile: &Profile, view: View) -> Vec<LandlockRule> {
+    let mut rules = Vec::new();
+    let mut push = |path: PathBuf, access, required| {
+        rules.push(LandlockRule {
+            path,
+            access,
+            required,
+        })
+    };
+    for s in &profile.system {
+        if s.symlink.is_none() && !profile.in_root(&s.path) {
+            push(s.path.clone(), AccessClass::Read, false);
+        }
+    }
+    push("/proc".into(), AccessClass::Read, false);
+    match view {
+        View::Bwrap => {
+            push("/".into(), AccessClass::List, false);
+            push("/dev".into(), AccessClass::Device, false);
+            for masked in private_dirs(profile) {
+                push(masked, AccessClass::Write, false);
+            }
+        }
+        View::Host => {
+            for d in HOST_DEVICES {
+                push(d.into(), AccessClass::Device, false);
+            }
+        }
+    }
+    for (root, writable) in profile.roots() {
+        let access = if writable {
+            AccessClass::Write
+        } else {
+            AccessClass::Read
+        };
+        push(root.to_path_buf(), access, true);
+    }
+    rules
+}
+
+/// The directories bwrap replaces with an empty private tmpfs (those no grant root holds).
+pub fn private_dirs(profile: &Profile) -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = vec!["/tmp".into(), "/run".into(), "/var/tmp".into()];
+    if let Some(home) = &profile.home {
+        dirs.push(home.clone());
+    }
+    dirs.retain(|d| !profile.in_root(d) && d != Path::new("/"));
+    dirs.sort();
+    dirs.dedup();
+    dirs
+}
+
+/// How strongly Landlock ended up enforcing the ruleset.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Enforcement {
+    /// Nothing is enforced (no Landlock, or disabled).
+    NotEnforced,
+    /// The host's ABI is older than [`TARGET_ABI`]: some rights are not enforced.
+    Partial,
+    /// Everything asked for is enforced.
+    Full,
+}
+
+impl Enforcement {
+    /// Lowercase name for status lines.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Enforcement::NotEnforced => "not-enforced",
+            Enforcement::Partial => "partial",
+            Enforcement::Full => "full",
+        }
+    }
+}
+
+/// Why the Landlock stage failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LandlockError {
+    /// A grant root could not be opened inside the sandbox.
+    #[error("landlock: cannot open root {path}: {source}")]
+    Root {
+        /// The root.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The ruleset could not be built or applied.
+    #[error("landlock: {0}")]
+    Ruleset(String),
+}
+
+fn open_path(path: &Path) -> std::io::Result<OwnedFd> {
+    let c = CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
+    // SAFETY: `c` is a valid NUL-terminated string; the flags are plain constants.
+    let fd = unsafe {
+        libc::open(
+            c.as_ptr(),
+            libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: `fd` was just returned by open and is owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+fn is_dir(fd: &OwnedFd) -> bool {
+    use std::os::fd::AsRawFd;
+    // SAFETY: an all-zero stat is a valid out-parameter; fstat only writes into it.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: `fd` is a live descriptor and `st` a valid stat buffer.
+    let rc = unsafe { libc::fstat(fd.as_raw_fd(), &mut st) };
+    rc == 0 && (st.st_mode & libc::S_IFMT) == libc::S_IFDIR
+}
+
+/// Restricts the calling thread (and what it execs) to `rules`; TCP is denied when `network` is false. Returns how
+/// strongly the kernel enforces the result.
+pub fn apply_landlock(rules: &[LandlockRule], network: bool) -> Result<Enforcement, LandlockError> {
+    let err = |e: landlock::RulesetError| LandlockError::Ruleset(e.to_string());
+    let mut ruleset = Ruleset::default()
+        .set_compatibility(CompatLevel::BestEffort)
+        .handle_access(AccessFs::from_all(TARGET_ABI))
+        .map_err(err)?
+        .scope(Scope::from_all(TARGET_ABI))
+        .map_err(err)?;
+    if !network {
+        ruleset = ruleset
+            .handle_access(AccessNet::from_all(TARGET_ABI))
+            .map_err(err)?;
+    }
+    let mut created = ruleset.create().map_err(err)?;
+    for r in rules {
+        let fd = match open_path(&r.path) {
+            Ok(fd) => fd,
+            Err(e) if !r.required && e.raw_os_error() == Some(libc::ENOENT) => continue,
+            Err(e) if !r.required && e.raw_os_error() == Some(libc::ELOOP) => continue,
+            Err(source) => {
+                return Err(LandlockError::Root {
+                    path: r.path.clone(),
+                    source,
+                })
+            }
+        };
+        let mut access = access_for(r.access, TARGET_ABI);
+        if !is_dir(&fd) {
+            // Directory-only rights on a file would make the crate report partial enforcement.
+            access &= AccessFs::from_file(TARGET_ABI);
+        }
+        created = created
+            .add_rule(PathBeneath::new(fd, access))
+            .map_err(err)?;
+    }
+    let status = created.restrict_self().map_err(err)?;
+    Ok(match status.ruleset {
+        RulesetStatus::FullyEnforced => Enforcement::Full,
+        RulesetStatus::PartiallyEnforced => Enforcement::Partial,
+        RulesetStatus::NotEnforced => Enforcement::NotEnforced,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::profile::tests::build;
+
+    #[test]
+    fn classes_are_pinned_to_the_target_abi() {
+        let read = access_for(AccessClass::Read, TARGET_ABI);
+        assert!(read.contains(AccessFs::ReadFile) && read.contains(AccessFs::Execute));
+        assert!(!read.contains(AccessFs::WriteFile));
+        let dev = access_for(AccessClass::Device, TARGET_ABI);
+        assert!(dev.contains(AccessFs::WriteFile) && dev.contains(AccessFs::IoctlDev));
+        assert!(!dev.contains(AccessFs::MakeReg) && !dev.contains(AccessFs::RemoveFile));
+        let write = access_for(AccessClass::Write, TARGET_ABI);
+        assert!(write.contains(AccessFs::Refer) && write.contains(AccessFs::Truncate));
+        // Never a right newer than the target ABI, whatever the crate knows about.
+        assert!(!write.contains(AccessFs::ResolveUnix));
+        // An old ABI gets a subset, never more.
+        assert!(access_for(AccessClass::Write, ABI::V1).contains(AccessFs::MakeReg));
+        assert!(!access_for(AccessClass::Write, ABI::V1).contains(AccessFs::Truncate));
+    }
+
+    #[test]
+    fn rules_for_a_writable_project() {
+        let p =
+            build(r#"{ commands = "*", paths = ["./"], read_paths = ["/work/docs"] }"#).unwrap();
+        let rules = build_landlock_rules(&p, View::Bwrap);
+        let find = |path: &str| rules.iter().find(|r| r.path == Path::new(path)).cloned();
+        assert_eq!(find("/usr").unwrap().access, AccessClass::Read);
+        assert!(
+            find("/bin").is_none(),
+            "symlinked system dirs are reached through their target"
+        );
+        assert_eq!(find("/work/proj").unwrap().access, AccessClass::Write);
+        assert!(find("/work/proj").unwrap().required);
+        assert_eq!(find("/work/docs").unwrap().access, AccessClass::Read);
+        assert_eq!(find("/tmp").unwrap().access, AccessClass::Write);
+        assert_eq!(find("/home/u").unwrap().access, AccessClass::Write);
+        assert_eq!(find("/dev").unwrap().access, AccessClass::Device);
+
+        let host = build_landlock_rules(&p, View::Host);
+        assert!(
+            host.iter().all(|r| r.path != Path::new("/tmp")),
+            "no host /tmp in tier B"
+        );
+        assert!(host.iter().all(|r| r.path != Path::new("/home/u")));
+        assert!(host.iter().any(|r| r.path == Path::new("/dev/null")));
+    }
+
+    #[test]
+    fn no_private_dirs_inside_roots() {
+        let p = build(r#"{ commands = "*", paths = "*" }"#).unwrap();
+        assert!(private_dirs(&p).is_empty());
+    }
+}

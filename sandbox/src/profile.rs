@@ -1,0 +1,567 @@
+//! `Profile`: the plain-data description of one sandbox, built from a bash grant row by a pure function.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use loom_kernel::{PathCtx, Row, Value};
+
+use crate::env::EnvPolicy;
+
+/// System directories exposed read-only in every sandbox (when the host has them).
+pub const SYSTEM_DIRS: [&str; 10] = [
+    "/usr",
+    "/bin",
+    "/sbin",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/libx32",
+    "/etc",
+    "/opt",
+    "/nix/store",
+];
+
+/// Names that stay read-only even inside a writable root: code that git, shells and agents run or trust.
+pub const PROTECTED_NAMES: [&str; 13] = [
+    ".git/hooks",
+    ".git/config",
+    ".loom",
+    ".mcp.json",
+    ".bashrc",
+    ".bash_profile",
+    ".bash_login",
+    ".bash_logout",
+    ".profile",
+    ".zshrc",
+    ".zshenv",
+    ".zprofile",
+    ".zlogin",
+];
+
+/// Resource limits applied to the sandboxed process tree.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Limits {
+    /// `RLIMIT_NPROC` (processes of the user; not enforced by the kernel for uid 0).
+    pub max_procs: Option<u64>,
+    /// `RLIMIT_FSIZE` in bytes.
+    pub max_file_size: Option<u64>,
+    /// Wall-clock limit; the whole tree is killed when it passes.
+    pub timeout: Option<Duration>,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_procs: Some(4096),
+            max_file_size: Some(16 << 30),
+            timeout: None,
+        }
+    }
+}
+
+/// A host system directory and, when it is a symlink (`/bin -> usr/bin`), its target.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SystemDir {
+    /// Absolute path.
+    pub path: PathBuf,
+    /// The link text when the path is a symlink.
+    pub symlink: Option<PathBuf>,
+}
+
+/// Everything a backend needs to confine one command. Plain data: building it touches nothing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Profile {
+    /// The grant row this profile was built from, as TOML (for messages).
+    pub grant: String,
+    /// Roots readable (and executable) but not writable, canonical and sorted.
+    pub readable: Vec<PathBuf>,
+    /// Roots readable and writable, canonical and sorted.
+    pub writable: Vec<PathBuf>,
+    /// Existing paths inside writable roots that stay read-only.
+    pub protected: Vec<PathBuf>,
+    /// Host system directories exposed read-only.
+    pub system: Vec<SystemDir>,
+    /// Whether the network is granted (`network = "*"`).
+    pub network: bool,
+    /// Which environment variables reach the command.
+    pub env: EnvPolicy,
+    /// Resource limits.
+    pub limits: Limits,
+    /// Working directory of the command (inside the view; `/` when no root holds the requested one).
+    pub cwd: PathBuf,
+    /// The home directory (masked by an empty private directory unless a root holds it).
+    pub home: Option<PathBuf>,
+}
+
+impl Profile {
+    /// All roots with their writability, sorted by path.
+    pub fn roots(&self) -> Vec<(&Path, bool)> {
+        let mut all: Vec<(&Path, bool)> = self
+            .readable
+            .iter()
+            .map(|p| (p.as_path(), false))
+            .chain(self.writable.iter().map(|p| (p.as_path(), true)))
+            .collect();
+        all.sort();
+        all
+    }
+
+    /// True when `p` lies at or below some root.
+    pub fn in_root(&self, p: &Path) -> bool {
+        self.readable
+            .iter()
+            .chain(&self.writable)
+            .any(|r| p.starts_with(r))
+    }
+}
+
+/// What a path is on the host, as far as building a profile cares.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Entry {
+    /// A directory.
+    Dir,
+    /// A regular file (or anything else that is not a directory or a symlink).
+    File,
+    /// A symlink with its link text.
+    Symlink(PathBuf),
+}
+
+/// Facts about the host that building a profile needs. The host implementation reads the filesystem
+/// ([`crate::HostFs`]); tests pass a table.
+pub trait Facts {
+    /// What `path` is, without following a final symlink; `None` when it does not exist.
+    fn entry(&self, path: &Path) -> Option<Entry>;
+    /// The canonical form of `path` (every symlink resolved); `None` when it does not exist.
+    fn canonical(&self, path: &Path) -> Option<PathBuf>;
+}
+
+/// Why a profile could not be built. Each message names the grant and the fix.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProfileError {
+    /// A kind the sandbox cannot enforce.
+    #[error("grant {grant}: kind `{kind}` cannot be enforced by the sandbox; remove it (bash understands commands, paths, read_paths, network and env)")]
+    UnknownKind {
+        /// The grant row.
+        grant: String,
+        /// The kind.
+        kind: String,
+    },
+    /// A kind with a value of the wrong shape.
+    #[error("grant {grant}: `{kind}` {reason}")]
+    BadValue {
+        /// The grant row.
+        grant: String,
+        /// The kind.
+        kind: String,
+        /// Why, with the expected shape.
+        reason: String,
+    },
+    /// A root that does not exist.
+    #[error(
+        "grant {grant}: {kind} root {path} does not exist; create it or remove it from the grant"
+    )]
+    MissingRoot {
+        /// The grant row.
+        grant: String,
+        /// `paths` or `read_paths`.
+        kind: String,
+        /// The normalised root.
+        path: PathBuf,
+    },
+    /// A root that is, or goes through, a symlink.
+    #[error("grant {grant}: {kind} root {path} is or passes through a symlink (to {target}); a symlink could be re-pointed to widen the grant, so write the real path {target} instead")]
+    SymlinkRoot {
+        /// The grant row.
+        grant: String,
+        /// `paths` or `read_paths`.
+        kind: String,
+        /// The root as written (normalised).
+        path: PathBuf,
+        /// Where it leads.
+        target: PathBuf,
+    },
+    /// A protected path inside a writable root that is a symlink.
+    #[error("grant {grant}: {path} is a symlink inside writable root {root}; loom keeps it read-only but cannot protect what a symlink points at, so replace it with the real file or directory (or grant the root read-only with read_paths)")]
+    SymlinkProtected {
+        /// The grant row.
+        grant: String,
+        /// The writable root.
+        root: PathBuf,
+        /// The protected path.
+        path: PathBuf,
+    },
+    /// A `~` path with no home directory to expand to.
+    #[error("grant {grant}: {kind} root {raw} starts with ~ but HOME is not set; set HOME or write an absolute path")]
+    NoHome {
+        /// The grant row.
+        grant: String,
+        /// `paths` or `read_paths`.
+        kind: String,
+        /// The root as written.
+        raw: String,
+    },
+}
+
+/// The host facts about the environment the profile is built in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Place {
+    /// The requested working directory, canonical.
+    pub cwd: PathBuf,
+    /// The home directory, if known.
+    pub home: Option<PathBuf>,
+}
+
+/// Builds the profile for one bash grant row. Relative roots resolve against `ctx.base`; `~` against `ctx.home`.
+///
+/// An absent `paths` grants no filesystem root (fail closed): only the system directories stay readable.
+pub fn build_profile(
+    row: &Row,
+    ctx: &PathCtx,
+    place: &Place,
+    limits: Limits,
+    facts: &dyn Facts,
+) -> Result<Profile, ProfileError> {
+    let grant = row.to_toml();
+    for kind in row.0.keys() {
+        if !matches!(
+            kind.as_str(),
+            "commands" | "paths" | "read_paths" | "network" | "env"
+        ) {
+            return Err(ProfileError::UnknownKind {
+                grant,
+                kind: kind.clone(),
+            });
+        }
+    }
+    let writable = roots(row, "paths", ctx, facts, &grant)?;
+    let mut readable = roots(row, "read_paths", ctx, facts, &grant)?;
+    // A read root inside a writable root adds nothing.
+    readable.retain(|r| !writable.iter().any(|w| r.starts_with(w)));
+    let network = network(row.get("network"), &grant)?;
+    let env = EnvPolicy::from_value(row.get("env")).map_err(|reason| ProfileError::BadValue {
+        grant: grant.clone(),
+        kind: "env".into(),
+        reason,
+    })?;
+    let mut protected = BTreeSet::new();
+    for root in &writable {
+        let mut candidates: Vec<PathBuf> = PROTECTED_NAMES.iter().map(|n| root.join(n)).collect();
+        if let Some(home) = &place.home {
+            if home.starts_with(root) && home != root {
+                candidates.extend(PROTECTED_NAMES.iter().map(|n| home.join(n)));
+            }
+        }
+        for c in candidates {
+            match facts.entry(&c) {
+                None => {}
+                Some(Entry::Symlink(_)) => {
+                    return Err(ProfileError::SymlinkProtected {
+                        grant,
+                        root: root.clone(),
+                        path: c,
+                    })
+                }
+                Some(_) => {
+                    protected.insert(c);
+                }
+            }
+        }
+    }
+    let system = SYSTEM_DIRS
+        .iter()
+        .map(PathBuf::from)
+        .filter_map(|p| match facts.entry(&p) {
+            Some(Entry::Dir) => Some(SystemDir {
+                path: p,
+                symlink: None,
+            }),
+            Some(Entry::Symlink(t)) => Some(SystemDir {
+                path: p,
+                symlink: Some(t),
+            }),
+            _ => None,
+        })
+        .collect();
+    let mut profile = Profile {
+        grant,
+        readable,
+        writable,
+        protected: protected.into_iter().collect(),
+        system,
+        network,
+        env,
+        limits,
+        cwd: PathBuf::from("/"),
+        home: place.home.clone(),
+    };
+    if profile.in_root(&place.cwd) {
+        profile.cwd = place.cwd.clone();
+    }
+    Ok(profile)
+}
+
+fn roots(
+    row: &Row,
+    kind: &str,
+    ctx: &PathCtx,
+    facts: &dyn Facts,
+    grant: &str,
+) -> Result<Vec<PathBuf>, ProfileError> {
+    let raws: Vec<String> = match row.get(kind) {
+        None => return Ok(Vec::new()),
+        Some(Value::Star) => vec!["/".into()],
+        Some(v) => match v.elements() {
+            Some(items) => items
+                .into_iter()
+                .map(|i| match i {
+                    Value::Str(s) => Ok(s.clone()),
+                    other => Err(ProfileError::BadValue {
+                        grant: grant.into(),
+                        kind: kind.into(),
+                        reason: format!(
+                            "holds {}; write a list of path strings such as [\"./\"] or \"*\"",
+                            other.to_toml()
+                        ),
+                    }),
+                })
+                .collect::<Result<_, _>>()?,
+            None => {
+                return Err(ProfileError::BadValue {
+                    grant: grant.into(),
+                    kind: kind.into(),
+                    reason: "must be a list of paths such as [\"./\"] or \"*\"".into(),
+                })
+            }
+        },
+    };
+    let mut out: Vec<PathBuf> = Vec::new();
+    for raw in raws {
+        let norm = ctx.normalize(&raw);
+        if norm.starts_with('~') {
+            return Err(ProfileError::NoHome {
+                grant: grant.into(),
+                kind: kind.into(),
+                raw,
+            });
+        }
+        let path = PathBuf::from(&norm);
+        let Some(canon) = facts.canonical(&path) else {
+            return Err(ProfileError::MissingRoot {
+                grant: grant.into(),
+                kind: kind.into(),
+                path,
+            });
+        };
+        if canon != path {
+            return Err(ProfileError::SymlinkRoot {
+                grant: grant.into(),
+                kind: kind.into(),
+                path,
+                target: canon,
+            });
+        }
+        out.push(path);
+    }
+    out.sort();
+    out.dedup();
+    // Drop roots nested inside another root of the same kind.
+    let all = out.clone();
+    out.retain(|p| !all.iter().any(|q| q != p && p.starts_with(q)));
+    Ok(out)
+}
+
+fn network(v: Option<&Value>, grant: &str) -> Result<bool, ProfileError> {
+    match v {
+        None | Some(Value::Bool(false)) => Ok(false),
+        Some(Value::List(items)) if items.is_empty() => Ok(false),
+        Some(Value::Star) | Some(Value::Bool(true)) => Ok(true),
+        Some(other) => Err(ProfileError::BadValue {
+            grant: grant.into(),
+            kind: "network".into(),
+            reason: format!(
+                "is {}; the OS sandboxes cannot filter per host, so write network = \"*\" (on) or leave it out (off)",
+                other.to_toml()
+            ),
+        }),
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    /// A fake filesystem: path -> entry. Every listed path is canonical unless it passes through a listed symlink.
+    #[derive(Default)]
+    pub(crate) struct FakeFs(pub BTreeMap<PathBuf, Entry>);
+
+    impl FakeFs {
+        pub(crate) fn with(items: &[(&str, Entry)]) -> FakeFs {
+            FakeFs(
+                items
+                    .iter()
+                    .map(|(p, e)| (PathBuf::from(p), e.clone()))
+                    .collect(),
+            )
+        }
+    }
+
+    impl Facts for FakeFs {
+        fn entry(&self, path: &Path) -> Option<Entry> {
+            self.0.get(path).cloned()
+        }
+        fn canonical(&self, path: &Path) -> Option<PathBuf> {
+            let mut cur = PathBuf::from("/");
+            for c in path.components().skip(1) {
+                cur.push(c);
+                if let Some(Entry::Symlink(t)) = self.0.get(&cur) {
+                    cur = if t.is_absolute() {
+                        t.clone()
+                    } else {
+                        cur.parent().map(|p| p.join(t)).unwrap_or_default()
+                    };
+                }
+            }
+            (self.0.contains_key(&cur) || cur == Path::new("/")).then_some(cur)
+        }
+    }
+
+    pub(crate) fn row(src: &str) -> Row {
+        let t: toml::Table = toml::from_str(&format!("g = {src}")).unwrap();
+        let g = loom_kernel::Grant::from_toml(&t["g"]).unwrap();
+        g.rows().unwrap()[0].clone()
+    }
+
+    pub(crate) fn fs() -> FakeFs {
+        FakeFs::with(&[
+            ("/usr", Entry::Dir),
+            ("/bin", Entry::Symlink("usr/bin".into())),
+            ("/etc", Entry::Dir),
+            ("/etc/ssl", Entry::Dir),
+            ("/work", Entry::Dir),
+            ("/work/proj", Entry::Dir),
+            ("/work/proj/.git", Entry::Dir),
+            ("/work/proj/.git/hooks", Entry::Dir),
+            ("/work/proj/.git/config", Entry::File),
+            ("/work/proj/.mcp.json", Entry::File),
+            ("/work/docs", Entry::Dir),
+            ("/work/link", Entry::Symlink("/etc".into())),
+            ("/home/u", Entry::Dir),
+            ("/home/u/.bashrc", Entry::File),
+        ])
+    }
+
+    pub(crate) fn place() -> Place {
+        Place {
+            cwd: "/work/proj".into(),
+            home: Some("/home/u".into()),
+        }
+    }
+
+    pub(crate) fn ctx() -> PathCtx {
+        PathCtx::new("/work/proj", Some("/home/u".into()))
+    }
+
+    pub(crate) fn build(src: &str) -> Result<Profile, ProfileError> {
+        build_profile(&row(src), &ctx(), &place(), Limits::default(), &fs())
+    }
+
+    #[test]
+    fn writable_root_protects_existing_subpaths() {
+        let p = build(r#"{ commands = "*", paths = ["./"] }"#).unwrap();
+        assert_eq!(p.writable, vec![PathBuf::from("/work/proj")]);
+        assert!(p.readable.is_empty());
+        assert_eq!(
+            p.protected,
+            vec![
+                PathBuf::from("/work/proj/.git/config"),
+                PathBuf::from("/work/proj/.git/hooks"),
+                PathBuf::from("/work/proj/.mcp.json"),
+            ]
+        );
+        assert!(!p.network);
+        assert_eq!(p.cwd, PathBuf::from("/work/proj"));
+        assert_eq!(
+            p.system.iter().map(|s| s.path.clone()).collect::<Vec<_>>(),
+            vec![PathBuf::from("/usr"), "/bin".into(), "/etc".into()]
+        );
+    }
+
+    #[test]
+    fn absent_paths_grant_no_root_and_cwd_falls_back_to_slash() {
+        let p = build(r#"{ commands = ["ls"] }"#).unwrap();
+        assert!(p.writable.is_empty() && p.readable.is_empty());
+        assert_eq!(p.cwd, PathBuf::from("/"));
+    }
+
+    #[test]
+    fn read_paths_are_read_only_and_nested_roots_fold() {
+        let p = build(
+            r#"{ commands = "*", read_paths = ["/work", "/work/docs"], paths = ["/work/proj"] }"#,
+        )
+        .unwrap();
+        assert_eq!(p.readable, vec![PathBuf::from("/work")]);
+        assert_eq!(p.writable, vec![PathBuf::from("/work/proj")]);
+    }
+
+    #[test]
+    fn star_paths_is_the_root_and_home_rc_files_stay_protected() {
+        let p = build(r#"{ commands = "*", paths = "*", network = "*" }"#).unwrap();
+        assert_eq!(p.writable, vec![PathBuf::from("/")]);
+        assert!(p.protected.contains(&PathBuf::from("/home/u/.bashrc")));
+        assert!(p.network);
+    }
+
+    #[track_caller]
+    fn refused(src: &str, needle: &str) {
+        let err = build(src).unwrap_err().to_string();
+        assert!(err.contains(needle), "{src}: {err}");
+        assert!(err.starts_with("grant {"), "{err}");
+    }
+
+    #[test]
+    fn refusals_name_the_grant_and_the_fix() {
+        refused(
+            r#"{ commands = "*", paths = ["/nope"] }"#,
+            "does not exist; create it",
+        );
+        refused(
+            r#"{ commands = "*", paths = ["/work/link"] }"#,
+            "write the real path /etc",
+        );
+        refused(
+            r#"{ commands = "*", paths = ["/work/link/ssl"] }"#,
+            "write the real path /etc/ssl",
+        );
+        refused(
+            r#"{ commands = "*", network = ["example.com"] }"#,
+            "cannot filter per host",
+        );
+        refused(
+            r#"{ commands = "*", hosts = ["x"] }"#,
+            "kind `hosts` cannot be enforced",
+        );
+        refused(r#"{ commands = "*", paths = [1] }"#, "list of path strings");
+        refused(r#"{ commands = "*", env = 3 }"#, "env");
+    }
+
+    #[test]
+    fn a_symlinked_protected_path_is_refused() {
+        let mut f = fs();
+        f.0.insert("/work/proj/.loom".into(), Entry::Symlink("/tmp/x".into()));
+        let err = build_profile(
+            &row(r#"{ commands = "*", paths = ["./"] }"#),
+            &ctx(),
+            &place(),
+            Limits::default(),
+            &f,
+        )
+        .unwrap_err();
+        assert!(
+            matches!(err, ProfileError::SymlinkProtected { .. }),
+            "{err}"
+        );
+    }
+}

@@ -1,0 +1,401 @@
+//! Effectful: opening grant roots by descriptor, spawning the confined process tree, waiting with a timeout and
+//! killing the whole tree.
+
+use std::ffi::{CString, OsString};
+use std::io::Read;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use crate::bwrap::{build_bwrap_args, inner_exe_in_view, BwrapError, BwrapFeatures, PathFds};
+use crate::inner::InnerSpec;
+use crate::landlock::{build_landlock_rules, View};
+use crate::probe::Tier;
+use crate::profile::Profile;
+
+/// How to launch one confined command.
+#[derive(Debug, Clone)]
+pub struct Launch<'a> {
+    /// The profile to enforce.
+    pub profile: &'a Profile,
+    /// The backend.
+    pub tier: Tier,
+    /// The bubblewrap executable (Tier A and C).
+    pub bwrap: Option<&'a Path>,
+    /// Optional bubblewrap features.
+    pub bwrap_features: BwrapFeatures,
+    /// An executable that runs the inner stage when its first argument is [`crate::INNER_ARG`].
+    pub inner_exe: &'a Path,
+    /// The command and its arguments.
+    pub argv: &'a [OsString],
+    /// The environment the command gets (already filtered through the profile's policy).
+    pub env: Vec<(OsString, OsString)>,
+}
+
+/// How a confined command ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outcome {
+    /// The exit code (signal death: 128 + signal number).
+    pub code: i32,
+    /// What the inner stage reported as enforced (`landlock=full seccomp=on ...`); empty when unconfined.
+    pub enforced: String,
+    /// True when the timeout killed the tree.
+    pub timed_out: bool,
+}
+
+/// Why a command could not be run confined. Nothing ran when this is returned.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SpawnError {
+    /// The chosen tier cannot express the profile.
+    #[error("sandbox tier {tier} cannot enforce grant {grant}: {why}")]
+    Inexpressible {
+        /// The tier.
+        tier: &'static str,
+        /// The grant row.
+        grant: String,
+        /// What it cannot do, and the fix.
+        why: String,
+    },
+    /// A root changed between building the profile and spawning (for example a symlink was planted).
+    #[error("grant {grant}: {path} changed before the sandbox started ({why}); nothing ran")]
+    RootChanged {
+        /// The grant row.
+        grant: String,
+        /// The root.
+        path: PathBuf,
+        /// What happened.
+        why: String,
+    },
+    /// bwrap argument construction failed.
+    #[error(transparent)]
+    Bwrap(#[from] BwrapError),
+    /// The inner stage refused or failed before exec.
+    #[error("sandbox setup failed: {0}")]
+    Setup(String),
+    /// The command does not exist inside the sandbox.
+    #[error("command not found inside the sandbox: {0} (the sandbox sees the system directories and the granted roots; check PATH and the grant's paths)")]
+    NotFound(String),
+    /// An operating-system error while spawning.
+    #[error("cannot start the sandbox: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+impl SpawnError {
+    /// The exit code `loom sandbox run` uses for this error (127 for a missing command, else 1).
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            SpawnError::NotFound(_) => 127,
+            _ => 1,
+        }
+    }
+}
+
+fn open_nofollow(path: &Path) -> std::io::Result<OwnedFd> {
+    let c = CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
+    // SAFETY: `c` is a valid NUL-terminated string.
+    let fd = unsafe {
+        libc::open(
+            c.as_ptr(),
+            libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: `fd` is freshly opened and owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Opens every grant root and protected path with `O_PATH | O_NOFOLLOW` and checks, through `/proc/self/fd`, that
+/// the descriptor is the path itself (no symlink in any component). bwrap then binds the descriptors, so a symlink
+/// planted after this check cannot redirect a bind.
+pub fn open_roots(profile: &Profile) -> Result<Vec<(PathBuf, OwnedFd)>, SpawnError> {
+    let mut out = Vec::new();
+    let paths = profile
+        .roots()
+        .into_iter()
+        .map(|(p, _)| p.to_path_buf())
+        .chain(profile.protected.iter().cloned());
+    for path in paths {
+        let changed = |why: String| SpawnError::RootChanged {
+            grant: profile.grant.clone(),
+            path: path.clone(),
+            why,
+        };
+        let fd = open_nofollow(&path).map_err(|e| match e.raw_os_error() {
+            Some(libc::ELOOP) => changed("it is now a symlink".into()),
+            _ => changed(e.to_string()),
+        })?;
+        let seen = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))
+            .map_err(|e| changed(e.to_string()))?;
+        if seen != path {
+            return Err(changed(format!("it now resolves to {}", seen.display())));
+        }
+        out.push((path, fd));
+    }
+    Ok(out)
+}
+
+fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0; 2];
+    // SAFETY: `fds` has room for two descriptors.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: both descriptors were just created and are owned by nobody else.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// Checks that `tier` can express `profile`.
+pub fn check_expressible(profile: &Profile, tier: Tier) -> Result<(), SpawnError> {
+    if tier == Tier::B {
+        if let Some(p) = profile.protected.first() {
+            return Err(SpawnError::Inexpressible {
+                tier: tier.name(),
+                grant: profile.grant.clone(),
+                why: format!(
+                    "{} must stay read-only inside a writable root, and Landlock alone can only add rights; \
+                     grant that root with read_paths, or make user namespaces available for tier A (`loom doctor`)",
+                    p.display()
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Spawns the command confined by `launch.tier`, waits (killing the whole tree after `timeout`), and returns its
+/// exit status. Refuses — running nothing — when the inner stage cannot enforce the profile.
+pub fn spawn_sandboxed(launch: &Launch<'_>) -> Result<Outcome, SpawnError> {
+    let profile = launch.profile;
+    check_expressible(profile, launch.tier)?;
+    let (status_r, status_w) = pipe()?;
+    let view = match launch.tier {
+        Tier::A | Tier::C => View::Bwrap,
+        Tier::B => View::Host,
+    };
+    let landlock = match launch.tier {
+        Tier::A | Tier::B => Some(build_landlock_rules(profile, view)),
+        Tier::C => None,
+    };
+    let spec = InnerSpec {
+        status_fd: status_w.as_raw_fd(),
+        landlock,
+        network: profile.network,
+        new_session: launch.tier == Tier::B,
+        max_procs: profile.limits.max_procs,
+        max_file_size: profile.limits.max_file_size,
+        argv: launch.argv.to_vec(),
+    };
+    let mut inner: Vec<OsString> = vec![launch.inner_exe.into()];
+    inner.extend(spec.encode());
+
+    let roots;
+    let mut keep: Vec<i32> = vec![status_w.as_raw_fd()];
+    let mut cmd = match (launch.tier, launch.bwrap) {
+        (Tier::B, _) => {
+            let mut c = Command::new(launch.inner_exe);
+            c.args(&inner[1..]).current_dir(&profile.cwd);
+            c
+        }
+        (_, None) => return Err(SpawnError::Setup("bubblewrap is not installed".into())),
+        (_, Some(bwrap)) => {
+            roots = open_roots(profile)?;
+            let fds: PathFds = roots
+                .iter()
+                .map(|(p, fd)| (p.clone(), fd.as_raw_fd()))
+                .collect();
+            keep.extend(fds.values().copied());
+            let (in_view, _) = inner_exe_in_view(profile, launch.inner_exe)?;
+            let mut inner_in_view = inner.clone();
+            inner_in_view[0] = in_view.into();
+            let args = build_bwrap_args(
+                profile,
+                &fds,
+                launch.bwrap_features,
+                launch.inner_exe,
+                &inner_in_view,
+            )?;
+            let mut c = Command::new(bwrap);
+            c.args(args).current_dir("/");
+            c
+        }
+    };
+    cmd.env_clear().envs(launch.env.iter().map(|(k, v)| (k, v)));
+    // SAFETY: the closure only calls async-signal-safe functions (setpgid, prctl, fcntl) on integers.
+    unsafe {
+        cmd.pre_exec(move || {
+            libc::setpgid(0, 0);
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
+            for fd in &keep {
+                if libc::fcntl(*fd, libc::F_SETFD, 0) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            Ok(())
+        });
+    }
+    let child = cmd.spawn()?;
+    drop(status_w);
+    wait_confined(child, status_r, profile.limits.timeout)
+}
+
+enum Event {
+    Status(String),
+    Exited(std::io::Result<std::process::ExitStatus>, String),
+}
+
+fn exit_code(status: std::process::ExitStatus) -> i32 {
+    status
+        .code()
+        .or_else(|| status.signal().map(|s| 128 + s))
+        .unwrap_or(1)
+}
+
+fn kill_tree(pid: u32) {
+    if let Ok(pid) = i32::try_from(pid) {
+        // SAFETY: signalling our own child's process group.
+        unsafe {
+            libc::kill(-pid, libc::SIGKILL);
+            libc::kill(pid, libc::SIGKILL);
+        }
+    }
+}
+
+fn wait_confined(
+    mut child: Child,
+    status_r: OwnedFd,
+    timeout: Option<Duration>,
+) -> Result<Outcome, SpawnError> {
+    let pid = child.id();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut file = std::fs::File::from(status_r);
+        let mut line = Vec::new();
+        let mut byte = [0u8; 1];
+        while let Ok(1) = file.read(&mut byte) {
+            if byte[0] == b'\n' {
+                break;
+            }
+            line.push(byte[0]);
+        }
+        let _ = tx.send(Event::Status(String::from_utf8_lossy(&line).into_owned()));
+        let status = child.wait();
+        // Everything that held the pipe is gone now; read what the inner stage wrote after its first line.
+        // SAFETY: setting O_NONBLOCK on a descriptor we own.
+        unsafe { libc::fcntl(file.as_raw_fd(), libc::F_SETFL, libc::O_NONBLOCK) };
+        let mut rest = Vec::new();
+        let _ = file.read_to_end(&mut rest);
+        let _ = tx.send(Event::Exited(
+            status,
+            String::from_utf8_lossy(&rest).into_owned(),
+        ));
+    });
+    let deadline = timeout.map(|t| Instant::now() + t);
+    let mut timed_out = false;
+    let mut next = || -> Option<Event> {
+        match deadline {
+            None => rx.recv().ok(),
+            Some(d) => match rx.recv_timeout(d.saturating_duration_since(Instant::now())) {
+                Ok(e) => Some(e),
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    timed_out = true;
+                    kill_tree(pid);
+                    rx.recv().ok()
+                }
+                Err(mpsc::RecvTimeoutError::Disconnected) => None,
+            },
+        }
+    };
+    let first = next();
+    let second = next();
+    let Some(Event::Status(line)) = first else {
+        return Err(SpawnError::Setup(
+            "the sandbox supervisor thread failed".into(),
+        ));
+    };
+    let Some(Event::Exited(status, rest)) = second else {
+        return Err(SpawnError::Setup(
+            "the sandbox supervisor thread failed".into(),
+        ));
+    };
+    let status = status?;
+    if let Some(msg) = rest.lines().find_map(|l| l.strip_prefix("execfailed ")) {
+        return Err(SpawnError::Setup(format!("exec {msg}")));
+    }
+    match line.split_once(' ').unwrap_or((line.as_str(), "")) {
+        ("ok", enforced) => Ok(Outcome {
+            code: exit_code(status),
+            enforced: enforced.to_string(),
+            timed_out,
+        }),
+        ("err", msg) => Err(SpawnError::Setup(msg.to_string())),
+        ("notfound", cmd) => Err(SpawnError::NotFound(cmd.to_string())),
+        _ if timed_out => Err(SpawnError::Setup(
+            "timed out while the sandbox was starting".into(),
+        )),
+        _ => Err(SpawnError::Setup(format!(
+            "the sandbox exited with status {} before the command started (see the message above)",
+            exit_code(status)
+        ))),
+    }
+}
+
+/// Runs the command with no sandbox: only for the grant `"*"`. The tree is still killed on timeout.
+pub fn spawn_unconfined(
+    argv: &[OsString],
+    cwd: &Path,
+    timeout: Option<Duration>,
+) -> Result<Outcome, SpawnError> {
+    let Some((prog, args)) = argv.split_first() else {
+        return Err(SpawnError::Setup("no command".into()));
+    };
+    let mut cmd = Command::new(prog);
+    cmd.args(args).current_dir(cwd);
+    // SAFETY: only async-signal-safe calls.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::setpgid(0, 0);
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => SpawnError::NotFound(prog.to_string_lossy().into_owned()),
+        _ => SpawnError::Io(e),
+    })?;
+    let pid = child.id();
+    let Some(t) = timeout else {
+        return Ok(Outcome {
+            code: exit_code(child.wait()?),
+            enforced: String::new(),
+            timed_out: false,
+        });
+    };
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait());
+    });
+    let (status, timed_out) = match rx.recv_timeout(t) {
+        Ok(s) => (s, false),
+        Err(_) => {
+            kill_tree(pid);
+            (
+                rx.recv()
+                    .map_err(|_| std::io::Error::other("waiter thread failed"))?,
+                true,
+            )
+        }
+    };
+    Ok(Outcome {
+        code: exit_code(status?),
+        enforced: String::new(),
+        timed_out,
+    })
+}
