@@ -188,3 +188,79 @@ pub fn ceiling_excess(
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::manifest::parse_manifest;
+
+    fn m(text: &str) -> Manifest {
+        parse_manifest(
+            &format!("[agent]\nname = \"a\"\n{text}"),
+            "agent.toml",
+            &BTreeMap::new(),
+        )
+        .unwrap()
+    }
+
+    fn ctx() -> PathCtx {
+        PathCtx::new("/w", Some("/home/u".into()))
+    }
+
+    #[test]
+    fn no_capabilities_section_is_the_default_ceiling_not_fail_open() {
+        let c = m("").effective_ceiling(&ctx());
+        assert!(c.defaulted);
+        assert_eq!(c.grants, default_ceiling());
+        assert_eq!(
+            c.grants["bash"].to_toml(),
+            "{ commands = \"*\", paths = [\"./\"] }"
+        );
+        assert!(!c.grants.contains_key("web_search"));
+    }
+
+    #[test]
+    fn an_empty_capabilities_table_grants_nothing() {
+        let c = m("[capabilities]\n").effective_ceiling(&ctx());
+        assert!(!c.defaulted);
+        assert!(c.grants.is_empty());
+    }
+
+    #[test]
+    fn inline_tool_capabilities_widen_the_ceiling() {
+        let man = m("[tools]\nbash = { provider = \"builtin\", capabilities = { commands = [\"gcalcli\"], network = \"*\" } }\n[capabilities]\nbash = { commands = \"*\", paths = [\"./\"] }\n");
+        let c = man.effective_ceiling(&ctx());
+        assert_eq!(
+            c.grants["bash"].rows().unwrap().len(),
+            2,
+            "the inline row joins the ceiling as its own row"
+        );
+        let grants = tool_grants(&man, &c);
+        assert_eq!(grants[0].source, GrantSource::Inline);
+    }
+
+    #[test]
+    fn a_renamed_instance_uses_its_underlying_algebra_and_falls_back_to_its_ceiling() {
+        let man = m("[tools]\ngcal = { provider = \"builtin\", tool = \"bash\" }\n[capabilities]\nbash = { commands = [\"gcalcli\"], network = \"*\" }\n");
+        assert_eq!(man.algebra_kind("gcal"), AlgebraKind::Bash);
+        let c = man.effective_ceiling(&ctx());
+        let g = &tool_grants(&man, &c)[0];
+        assert_eq!(
+            (g.underlying.as_str(), g.source),
+            ("bash", GrantSource::CeilingUnderlying)
+        );
+        assert!(g.problems.is_empty(), "{:?}", g.problems);
+    }
+
+    #[test]
+    fn an_mcp_handle_uses_per_argument_grants() {
+        let man = m("[providers]\nfs = { provider = \"mcp-server\", npm = \"@x/fs\" }\n[tools]\nread_text_file = { provider = \"fs\" }\n");
+        assert_eq!(man.algebra_kind("read_text_file"), AlgebraKind::Mcp);
+        assert_eq!(
+            tool_grants(&man, &man.effective_ceiling(&ctx()))[0].source,
+            GrantSource::Nothing
+        );
+    }
+}

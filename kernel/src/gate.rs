@@ -59,3 +59,80 @@ pub fn ceiling_growth(
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::manifest::parse_manifest;
+
+    fn growth(old: &str, new: &str) -> Vec<Growth> {
+        let p = |caps: &str| {
+            parse_manifest(
+                &format!("[agent]\nname = \"a\"\n[capabilities]\n{caps}"),
+                "a.toml",
+                &BTreeMap::new(),
+            )
+            .unwrap()
+        };
+        let (o, n) = (p(old), p(new));
+        let ctx = PathCtx::new("/w", None);
+        ceiling_growth(
+            "",
+            &n,
+            &n.effective_ceiling(&ctx),
+            &o.effective_ceiling(&ctx),
+            &ctx,
+        )
+    }
+
+    #[test]
+    fn key_order_and_row_order_never_count_as_growth() {
+        let old = "bash = [{ commands = \"*\", paths = [\"./\"] }, { network = \"*\", commands = [\"gcalcli\"] }]";
+        let new = "bash = [{ commands = [\"gcalcli\"], network = \"*\" }, { paths = [\"./\"], commands = \"*\" }]";
+        assert!(growth(old, new).is_empty());
+    }
+
+    #[test]
+    fn narrowing_is_not_growth_and_widening_is() {
+        assert!(growth(
+            "read_file = { paths = [\"./\"] }",
+            "read_file = { paths = [\"./src\"] }"
+        )
+        .is_empty());
+        let g = growth(
+            "read_file = { paths = [\"./src\"] }",
+            "read_file = { paths = [\"./\"] }",
+        );
+        assert_eq!(g.len(), 1);
+        assert_eq!(
+            g[0].narrowest, None,
+            "nothing of the new grant fits: remove it"
+        );
+    }
+
+    #[test]
+    fn the_narrowest_change_keeps_what_fits() {
+        let g = growth(
+            "bash = { commands = [\"ls\"] }",
+            "bash = [{ commands = [\"ls\"] }, { commands = [\"curl\"], network = \"*\" }]",
+        );
+        assert_eq!(
+            g[0].grown.to_toml(),
+            "{ commands = [\"curl\"], network = \"*\" }"
+        );
+        assert_eq!(
+            g[0].narrowest.as_ref().unwrap().to_toml(),
+            "{ commands = [\"ls\"] }"
+        );
+    }
+
+    #[test]
+    fn star_and_new_keys_are_growth() {
+        let g = growth("bash = { commands = [\"ls\"] }", "bash = \"*\"");
+        assert_eq!(g[0].grown, Grant::Unrestricted);
+        let g = growth("", "web_fetch = \"*\"");
+        assert_eq!((g[0].key.as_str(), g[0].old.is_none()), ("web_fetch", true));
+    }
+}

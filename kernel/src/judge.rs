@@ -182,3 +182,182 @@ fn judge_decl(
         )
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::{BTreeMap, BTreeSet};
+
+    use super::*;
+    use crate::manifest::{parse_manifest, parse_tool_group};
+
+    fn host(caps: &str) -> Manifest {
+        let text = format!("[agent]\nname = \"host\"\n[providers]\nfs_mcp = {{ provider = \"mcp-server\", npm = \"@x/fs\" }}\n[tools]\nbash = \"builtin\"\nread_file = \"builtin\"\n{caps}");
+        parse_manifest(&text, "agent.toml", &BTreeMap::new()).unwrap()
+    }
+
+    fn judge(host: &Manifest, tools: &str, providers: Option<&str>) -> GroupJudgement {
+        let handles: BTreeSet<String> = host.providers.keys().cloned().collect();
+        let group = parse_tool_group(
+            "skill t",
+            tools,
+            providers,
+            "skills/t/SKILL.md",
+            &BTreeMap::new(),
+            &handles,
+        )
+        .unwrap();
+        let ctx = PathCtx::new("/w", Some("/home/u".into()));
+        judge_group(host, &host.effective_ceiling(&ctx), &ctx, &group)
+    }
+
+    const GCAL_CEILING: &str = "[capabilities]\nbash = [\n  { commands = \"*\", paths = [\"./\"] },\n  { commands = [\"gcalcli\"], network = \"*\", paths = [\"~/.gcalcli\"] },\n]\n";
+    const CALENDAR: &str = "bash = { capabilities = { commands = [\"gcalcli\"], network = \"*\", paths = [\"~/.gcalcli\"] } }";
+
+    #[test]
+    fn the_seed_calendar_skill_fits_the_gcalcli_row() {
+        let j = judge(&host(GCAL_CEILING), CALENDAR, None);
+        assert!(j.accepted, "{j:?}");
+    }
+
+    #[test]
+    fn drop_the_gcalcli_row_and_the_skill_is_trimmed_with_a_paste_ready_line() {
+        let j = judge(
+            &host("[capabilities]\nbash = { commands = \"*\", paths = [\"./\"] }\n"),
+            CALENDAR,
+            None,
+        );
+        assert!(!j.accepted);
+        let DeclVerdict::Rejected {
+            judged_against,
+            remediation,
+            ..
+        } = &j.decls[0].verdict
+        else {
+            panic!()
+        };
+        assert_eq!(judged_against, "bash");
+        assert_eq!(
+            remediation,
+            "bash = [{ commands = \"*\", paths = [\"./\"] }, { commands = [\"gcalcli\"], network = \"*\", paths = [\"~/.gcalcli\"] }]"
+        );
+        // pasting the remediation accepts it
+        let fixed = host(&format!("[capabilities]\n{remediation}\n"));
+        assert!(judge(&fixed, CALENDAR, None).accepted);
+    }
+
+    #[test]
+    fn a_group_is_atomic() {
+        let tools =
+            format!("{CALENDAR}\nread_file = {{ capabilities = {{ paths = [\"/etc\"] }} }}");
+        let j = judge(&host(GCAL_CEILING), &tools, None);
+        assert!(!j.accepted, "one over-broad entry rejects the whole group");
+        assert_eq!(
+            j.decls
+                .iter()
+                .filter(|d| matches!(d.verdict, DeclVerdict::Accepted { .. }))
+                .count(),
+            1
+        );
+    }
+
+    #[test]
+    fn an_entry_requesting_nothing_is_accepted() {
+        let j = judge(
+            &host(GCAL_CEILING),
+            "read_skill = { provider = \"session\" }",
+            None,
+        );
+        assert!(j.accepted);
+    }
+
+    #[test]
+    fn a_renamed_builtin_is_judged_against_its_underlying_tool() {
+        let jq = "jq = { provider = \"builtin\", tool = \"bash\", capabilities = { commands = [\"jq\"] } }";
+        assert!(
+            judge(
+                &host("[capabilities]\nbash = { commands = \"*\" }\n"),
+                jq,
+                None
+            )
+            .accepted
+        );
+        let j = judge(
+            &host("[capabilities]\nbash = { commands = [\"ls\"] }\n"),
+            jq,
+            None,
+        );
+        let DeclVerdict::Rejected { judged_against, .. } = &j.decls[0].verdict else {
+            panic!()
+        };
+        assert_eq!(judged_against, "bash");
+    }
+
+    #[test]
+    fn the_consent_rule_covers_every_way_of_shipping_an_implementation() {
+        // each declaration fits the ceiling by grant, but ships code: it needs its instance named in [capabilities]
+        let cases = [
+            ("echo_note = { provider = { provider = \"mcp-server\", command = \"node\", args = [\"server.mjs\"] } }", None),
+            ("echo_note = { provider = \"./bin\" }", None),
+            ("echo_note = { provider = \"@scope/pkg\" }", None),
+            ("echo_note = { provider = \"notes\" }", Some("notes = { provider = \"mcp-server\", command = \"node\" }")),
+        ];
+        let wide = "[capabilities]\nbash = \"*\"\nread_file = \"*\"\necho = \"*\"\n";
+        for (tools, providers) in cases {
+            let j = judge(&host(wide), tools, providers);
+            assert!(
+                !j.accepted,
+                "{tools}: shipped code must not be accepted without consent"
+            );
+            let DeclVerdict::Rejected {
+                remediation,
+                reason,
+                ..
+            } = &j.decls[0].verdict
+            else {
+                panic!()
+            };
+            assert!(reason.contains("ships its own implementation"), "{reason}");
+            assert_eq!(remediation, "echo_note = {}");
+            let consented = host("[capabilities]\necho_note = \"*\"\n");
+            assert!(
+                judge(&consented, tools, providers).accepted,
+                "{tools}: named in [capabilities] = consent"
+            );
+        }
+    }
+
+    #[test]
+    fn consent_is_judged_against_the_instance_entry_alone() {
+        // the underlying-name fallback never widens acceptance
+        let tools = "echo_note = { provider = \"./bin\", tool = \"bash\", capabilities = { commands = [\"ls\"] } }";
+        assert!(!judge(&host("[capabilities]\nbash = \"*\"\n"), tools, None).accepted);
+        let j = judge(
+            &host("[capabilities]\necho_note = { commands = [\"cat\"] }\n"),
+            tools,
+            None,
+        );
+        let DeclVerdict::Rejected {
+            judged_against,
+            remediation,
+            ..
+        } = &j.decls[0].verdict
+        else {
+            panic!()
+        };
+        assert_eq!(judged_against, "echo_note");
+        assert_eq!(
+            remediation, "echo_note = [{ commands = [\"cat\"] }, { commands = [\"ls\"] }]",
+            "rows are joined, never boxed"
+        );
+    }
+
+    #[test]
+    fn a_root_handle_is_root_trusted() {
+        let j = judge(
+            &host("[capabilities]\nread_text_file = { path = \"*\" }\n"),
+            "read_text_file = { provider = \"fs_mcp\", capabilities = { path = \"/docs/a.md\" } }",
+            None,
+        );
+        assert!(j.accepted, "{j:?}");
+    }
+}
