@@ -75,19 +75,24 @@ fn group_from_tables(
     env: &BTreeMap<String, String>,
     root_provider_handles: &BTreeSet<String>,
 ) -> Result<ToolGroup, ManifestError> {
-    substitute_table(ctx, &mut tools, "tools", env)?;
-    let providers = match providers {
-        Some(mut p) => {
-            substitute_table(ctx, &mut p, "providers", env)?;
-            parse_providers(ctx, "providers", &toml::Value::Table(p), RESERVED_HANDLES)?
-        }
-        None => BTreeMap::new(),
+    let mut baked = substitute_table(ctx, &mut tools, "tools", env)?;
+    let mut providers = providers;
+    if let Some(p) = &mut providers {
+        baked.extend(substitute_table(ctx, p, "providers", env)?);
+    }
+    let parsed = || -> Result<_, ManifestError> {
+        let providers = match providers {
+            Some(p) => parse_providers(ctx, "providers", &toml::Value::Table(p), RESERVED_HANDLES)?,
+            None => BTreeMap::new(),
+        };
+        let resolver = Resolver {
+            root_handles: root_provider_handles,
+            local: Some(&providers),
+        };
+        let tools = parse_tools(ctx, "tools", &toml::Value::Table(tools), &resolver)?;
+        Ok((tools, providers))
     };
-    let resolver = Resolver {
-        root_handles: root_provider_handles,
-        local: Some(&providers),
-    };
-    let tools = parse_tools(ctx, "tools", &toml::Value::Table(tools), &resolver)?;
+    let (tools, providers) = parsed().map_err(|e| baked.redact(e))?;
     Ok(ToolGroup {
         label: label.to_string(),
         origin: ctx.file.to_string(),

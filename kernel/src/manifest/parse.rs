@@ -59,6 +59,28 @@ pub struct Manifest {
 }
 
 /// Parses `agent.toml` text. `file` names it in errors; `env` is the only source of `${VAR}` values.
+///
+/// ```
+/// use std::collections::BTreeMap;
+/// use loom_kernel::{parse_manifest, ProviderRef};
+///
+/// let env = BTreeMap::from([("MODEL".to_string(), "claude-haiku-4-5".to_string())]);
+/// let m = parse_manifest(r#"
+///     [agent]
+///     name = "demo"
+///     [harness]
+///     provider = "anthropic"
+///     model = "${MODEL}"
+///     [tools]
+///     bash = { capabilities = { commands = ["gcalcli"], network = "*" } }
+/// "#, "agent.toml", &env).unwrap();
+/// assert_eq!(m.harness.unwrap().config["model"].as_str(), Some("claude-haiku-4-5"));
+/// assert_eq!(m.tools["bash"].provider, ProviderRef::Builtin);
+/// assert!(m.session.defaulted && m.capabilities.is_none());
+///
+/// let err = parse_manifest("[agent]\nname = \"a\"\nsytem_prompt = \"x\"\n", "agent.toml", &env).unwrap_err();
+/// assert_eq!(err.to_string(), "agent.toml: agent.sytem_prompt: unknown key; did you mean system_prompt?");
+/// ```
 pub fn parse_manifest(
     text: &str,
     file: &str,
@@ -66,8 +88,8 @@ pub fn parse_manifest(
 ) -> Result<Manifest, ManifestError> {
     let ctx = Ctx::new(file);
     let mut table = parse_toml(ctx, text)?;
-    substitute_table(ctx, &mut table, "", env)?;
-    build_manifest(ctx, &table, "", false)
+    let baked = substitute_table(ctx, &mut table, "", env)?;
+    build_manifest(ctx, &table, "", false).map_err(|e| baked.redact(e))
 }
 
 /// Builds a manifest from an already-parsed table: an inline sub-manifest or an SDK manifest. Errors name keys under
@@ -81,8 +103,8 @@ pub fn manifest_from_table(
 ) -> Result<Manifest, ManifestError> {
     let ctx = Ctx::new(file);
     let mut table = table.clone();
-    substitute_table(ctx, &mut table, key_prefix, env)?;
-    build_manifest(ctx, &table, key_prefix, true)
+    let baked = substitute_table(ctx, &mut table, key_prefix, env)?;
+    build_manifest(ctx, &table, key_prefix, true).map_err(|e| baked.redact(e))
 }
 
 /// Builds a manifest from a substituted table at `prefix`. `flattened` admits agent fields at the top level.
@@ -229,6 +251,6 @@ fn agent_section(
                 &join(prefix, "agent"),
                 "missing; every manifest declares [agent]",
             )
-            .with_hint("[agent]\nname = \"my-agent\"")),
+            .with_hint("add an [agent] table with name = \"my-agent\"")),
     }
 }

@@ -50,7 +50,7 @@ pub(crate) fn parse_permissions(
                 .collect(),
             Some(other) => Err(
                 wrong_type(ctx, &p, "an array of rule tables", other).with_hint(format!(
-                    "[[{p}]]\ntool = \"bash\"\ncommand_prefix = \"cargo test\""
+                    "write one [[{p}]] table per rule, e.g. tool = \"bash\", command_prefix = \"cargo test\""
                 )),
             ),
         }

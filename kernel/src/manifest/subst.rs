@@ -8,6 +8,9 @@
 //! - `${NAME:-default}` takes the default when NAME is undefined or empty (POSIX). The default ends at the first `}`
 //!   and may be empty.
 //! - Anything else after `${` (an unclosed brace, an empty or non-POSIX name, another operator) is an error.
+//! - Errors name variables, never values: substitution returns the env values it baked in ([`Baked`]), and the entry
+//!   points rewrite any later error that would echo one of them (say, a bare-handle error on `provider = "${P}"`)
+//!   to show `${NAME}` instead.
 
 use std::collections::BTreeMap;
 
@@ -23,10 +26,44 @@ pub(crate) enum SubstError {
     Malformed(String),
 }
 
-/// Substitutes every `${...}` reference in `s`.
+/// Values shorter than this are too common to redact from messages without garbling them.
+const MIN_REDACTED_CHARS: usize = 4;
+
+/// The env values substitution baked into a table, by value, with the variable that supplied each.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Baked(BTreeMap<String, String>);
+
+impl Baked {
+    /// Adds the values baked by another substitution.
+    pub(crate) fn extend(&mut self, other: Baked) {
+        self.0.extend(other.0);
+    }
+
+    /// Rewrites every baked value (of at least [`MIN_REDACTED_CHARS`] characters) in the error's message and hint to
+    /// the `${NAME}` reference that supplied it, longest values first.
+    pub(crate) fn redact(&self, mut e: ManifestError) -> ManifestError {
+        let mut pairs: Vec<(&String, &String)> = self
+            .0
+            .iter()
+            .filter(|(value, _)| value.chars().count() >= MIN_REDACTED_CHARS)
+            .collect();
+        pairs.sort_by_key(|(value, _)| std::cmp::Reverse(value.len()));
+        for (value, name) in pairs {
+            let reference = format!("${{{name}}}");
+            e.message = e.message.replace(value.as_str(), &reference);
+            if let Some(h) = &mut e.hint {
+                *h = h.replace(value.as_str(), &reference);
+            }
+        }
+        e
+    }
+}
+
+/// Substitutes every `${...}` reference in `s`, recording each env value used (not defaults) in `baked`.
 pub(crate) fn substitute_str(
     s: &str,
     env: &BTreeMap<String, String>,
+    baked: &mut Baked,
 ) -> Result<String, SubstError> {
     let mut out = String::with_capacity(s.len());
     let mut rest = s;
@@ -53,8 +90,14 @@ pub(crate) fn substitute_str(
         }
         let value = env.get(name).map(String::as_str);
         match (value, default) {
-            (Some(v), None) => out.push_str(v),
-            (Some(v), Some(_)) if !v.is_empty() => out.push_str(v),
+            (Some(v), None) => {
+                out.push_str(v);
+                baked.0.insert(v.to_string(), name.to_string());
+            }
+            (Some(v), Some(_)) if !v.is_empty() => {
+                out.push_str(v);
+                baked.0.insert(v.to_string(), name.to_string());
+            }
             (_, Some(d)) => out.push_str(d),
             (None, None) => return Err(SubstError::Undefined(name.to_string())),
         }
@@ -82,13 +125,16 @@ fn is_posix_name(name: &str) -> bool {
 
 /// Substitutes in every string value of `table`, reporting errors at their key path under `path`. Refuses tables
 /// nested deeper than [`MAX_NESTING`] (this is the depth guard for tables that did not come from our own text).
+/// Returns the env values baked in, for [`Baked::redact`].
 pub(crate) fn substitute_table(
     ctx: Ctx<'_>,
     table: &mut toml::Table,
     path: &str,
     env: &BTreeMap<String, String>,
-) -> Result<(), ManifestError> {
-    walk_table(ctx, table, path, env, 0)
+) -> Result<Baked, ManifestError> {
+    let mut baked = Baked::default();
+    walk_table(ctx, table, path, env, 0, &mut baked)?;
+    Ok(baked)
 }
 
 fn walk_table(
@@ -97,9 +143,10 @@ fn walk_table(
     path: &str,
     env: &BTreeMap<String, String>,
     depth: usize,
+    baked: &mut Baked,
 ) -> Result<(), ManifestError> {
     for (key, v) in table.iter_mut() {
-        walk(ctx, v, &join(path, key), env, depth + 1)?;
+        walk(ctx, v, &join(path, key), env, depth + 1, baked)?;
     }
     Ok(())
 }
@@ -110,6 +157,7 @@ fn walk(
     path: &str,
     env: &BTreeMap<String, String>,
     depth: usize,
+    baked: &mut Baked,
 ) -> Result<(), ManifestError> {
     if depth > MAX_NESTING {
         return Err(ctx.err(path, format!("nesting deeper than {MAX_NESTING} levels")));
@@ -117,7 +165,7 @@ fn walk(
     match value {
         toml::Value::String(s) => {
             if s.contains("${") {
-                *s = substitute_str(s, env).map_err(|e| match e {
+                *s = substitute_str(s, env, baked).map_err(|e| match e {
                     SubstError::Undefined(name) => ctx
                         .err(path, format!("undefined variable ${{{name}}}"))
                         .with_hint(format!(
@@ -131,10 +179,10 @@ fn walk(
         }
         toml::Value::Array(items) => {
             for (i, item) in items.iter_mut().enumerate() {
-                walk(ctx, item, &index(path, i), env, depth + 1)?;
+                walk(ctx, item, &index(path, i), env, depth + 1, baked)?;
             }
         }
-        toml::Value::Table(t) => walk_table(ctx, t, path, env, depth)?,
+        toml::Value::Table(t) => walk_table(ctx, t, path, env, depth, baked)?,
         toml::Value::Integer(_)
         | toml::Value::Float(_)
         | toml::Value::Boolean(_)
@@ -159,18 +207,18 @@ mod tests {
         .collect()
     }
 
+    fn sub(input: &str) -> Result<String, SubstError> {
+        substitute_str(input, &env(), &mut Baked::default())
+    }
+
     #[track_caller]
     fn ok(input: &str, want: &str) {
-        assert_eq!(
-            substitute_str(input, &env()),
-            Ok(want.to_string()),
-            "{input:?}"
-        );
+        assert_eq!(sub(input), Ok(want.to_string()), "{input:?}");
     }
 
     #[track_caller]
     fn bad(input: &str, want: SubstError) {
-        assert_eq!(substitute_str(input, &env()), Err(want), "{input:?}");
+        assert_eq!(sub(input), Err(want), "{input:?}");
     }
 
     #[test]
@@ -193,24 +241,12 @@ mod tests {
     fn must_refuse() {
         bad("${MISSING}", SubstError::Undefined("MISSING".into()));
         assert!(
-            matches!(substitute_str("${VAULT", &env()), Err(SubstError::Malformed(m)) if m.contains("no closing"))
+            matches!(sub("${VAULT"), Err(SubstError::Malformed(m)) if m.contains("no closing"))
         );
-        assert!(matches!(
-            substitute_str("${}", &env()),
-            Err(SubstError::Malformed(_))
-        ));
-        assert!(matches!(
-            substitute_str("${1X}", &env()),
-            Err(SubstError::Malformed(_))
-        ));
-        assert!(matches!(
-            substitute_str("${A-B}", &env()),
-            Err(SubstError::Malformed(_))
-        ));
-        assert!(matches!(
-            substitute_str("${A:=b}", &env()),
-            Err(SubstError::Malformed(_))
-        ));
+        assert!(matches!(sub("${}"), Err(SubstError::Malformed(_))));
+        assert!(matches!(sub("${1X}"), Err(SubstError::Malformed(_))));
+        assert!(matches!(sub("${A-B}"), Err(SubstError::Malformed(_))));
+        assert!(matches!(sub("${A:=b}"), Err(SubstError::Malformed(_))));
     }
 
     #[test]
@@ -221,6 +257,22 @@ mod tests {
         assert_eq!(e.key_path, "harness.model");
         assert!(e.message.contains("undefined variable ${MODEL_ID}"), "{e}");
         assert!(!e.to_string().contains("/v"));
+    }
+
+    #[test]
+    fn baked_values_are_redacted_longest_first() {
+        let mut baked = Baked::default();
+        let e: BTreeMap<String, String> =
+            [("TOKEN", "sk-abcdef"), ("PART", "abcdef"), ("SHORT", "ab")]
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+        substitute_str("${TOKEN} ${PART} ${SHORT} ${NONE:-dflt}", &e, &mut baked).unwrap();
+        let err = ManifestError::new("f", "k", "\"sk-abcdef\" and abcdef and ab and dflt")
+            .with_hint("not sk-abcdef");
+        let err = baked.redact(err);
+        assert_eq!(err.message, "\"${TOKEN}\" and ${PART} and ab and dflt");
+        assert_eq!(err.hint.as_deref(), Some("not ${TOKEN}"));
     }
 
     #[test]

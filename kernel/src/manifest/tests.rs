@@ -79,12 +79,22 @@ fn group(tools: &str, providers: Option<&str>) -> ToolGroup {
 
 #[track_caller]
 fn group_fails(tools: &str, providers: Option<&str>, want: &str) -> ManifestError {
+    group_fails_in(tools, providers, &env(&[]), want)
+}
+
+#[track_caller]
+fn group_fails_in(
+    tools: &str,
+    providers: Option<&str>,
+    env: &BTreeMap<String, String>,
+    want: &str,
+) -> ManifestError {
     match parse_tool_group(
         "skill test",
         tools,
         providers,
         "skills/test/SKILL.md",
-        &env(&[]),
+        env,
         &handles(&["notes"]),
     ) {
         Ok(g) => panic!("expected an error containing {want:?}, parsed {g:#?}"),
@@ -601,6 +611,23 @@ fn env_substitution_example() {
         "undefined variable ${MISSING}",
     );
     assert!(!e.to_string().contains("sk-secret-value"));
+    // A later error that would echo a substituted value names the variable instead.
+    let e = fails_with(
+        "[agent]\nname = \"a\"\n[tools]\nx = \"${PROVIDER}\"\n",
+        &env(&[("PROVIDER", "secret-handle")]),
+        "tools.x: provider \"${PROVIDER}\" is a bare handle",
+    );
+    assert!(!format!("{e} {e:?}").contains("secret-handle"));
+    let e = group_fails_in(
+        "x = { capabilities = \"${CAP}\" }",
+        None,
+        &env(&[("CAP", "sk-live-123")]),
+        "tools.x.capabilities: \"${CAP}\" is not a grant",
+    );
+    assert!(!e.to_string().contains("sk-live-123"));
+    let t: toml::Table = toml::from_str("name = \"a\"\n[tools]\nx = \"${P}\"\n").unwrap();
+    let e = manifest_from_table(&t, "agent.ts", "", &env(&[("P", "hidden-name")])).unwrap_err();
+    assert!(!e.to_string().contains("hidden-name"), "{e}");
 }
 
 #[test]
