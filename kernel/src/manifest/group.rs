@@ -75,6 +75,21 @@ fn group_from_tables(
     env: &BTreeMap<String, String>,
     root_provider_handles: &BTreeSet<String>,
 ) -> Result<ToolGroup, ManifestError> {
+    for section in ["tools", "providers"] {
+        if let Some(toml::Value::Table(inner)) = tools.get(section) {
+            if inner
+                .keys()
+                .any(|k| !["provider", "tool", "capabilities"].contains(&k.as_str()))
+            {
+                return Err(ctx
+                    .err(
+                        &format!("tools.{section}"),
+                        format!("looks like a whole [{section}] table; a tool group's tools text is the body of [tools]"),
+                    )
+                    .with_hint(format!("drop the [{section}] header (put providers in loom.providers)")));
+            }
+        }
+    }
     let mut baked = substitute_table(ctx, &mut tools, "tools", env)?;
     let mut providers = providers;
     if let Some(p) = &mut providers {

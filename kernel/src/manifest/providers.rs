@@ -170,6 +170,14 @@ fn parse_provider_table(
             let factory = want_name(ctx, &join(path, "provider"), &t["provider"])?.to_string();
             let mut config = t.clone();
             config.remove("provider");
+            if config.contains_key("capabilities") {
+                return Err(ctx
+                    .err(
+                        &join(path, "capabilities"),
+                        "a provider entry carries no authority: grants belong on [tools] entries or in [capabilities]",
+                    )
+                    .with_hint("move the grant to [capabilities].<tool instance>"));
+            }
             if factory == "mcp-server" {
                 check_schema(ctx, path, &config, MCP_SERVER)?;
                 let launchers: Vec<&str> = ["command", "npm", "url"]

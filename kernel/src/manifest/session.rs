@@ -56,8 +56,8 @@ fn builtin_layer(provider: &str) -> Option<(bool, &'static [(&'static str, Ty)])
             false,
             &[
                 ("threshold", Ty::Count),
-                ("token_fraction", Ty::Number),
-                ("tokenFraction", Ty::Number),
+                ("token_fraction", Ty::Fraction),
+                ("tokenFraction", Ty::Fraction),
                 ("keep", Ty::Count),
                 ("persist", Ty::Bool),
             ],

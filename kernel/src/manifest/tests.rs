@@ -923,6 +923,21 @@ fn group_refusals() {
     );
     group_fails("x = ", None, "invalid TOML at line 1");
     group_fails(
+        "[tools]\nbash = { capabilities = { commands = [\"dig\"] } }",
+        None,
+        "tools.tools: looks like a whole [tools] table; a tool group's tools text is the body of [tools]",
+    );
+    group_fails(
+        "x = {}\n[providers]\nsrv = { path = \"./s\" }",
+        None,
+        "tools.providers: looks like a whole [providers] table",
+    );
+    // A tool that happens to be named `tools` is still fine.
+    assert_eq!(
+        group("tools = { provider = \"builtin\" }", None).tools["tools"].provider,
+        ProviderRef::Builtin
+    );
+    group_fails(
         "x = \"${UNSET}\"",
         None,
         "tools.x: undefined variable ${UNSET}",
@@ -982,6 +997,9 @@ fn wrong_types_and_shapes() {
         ("[agent]\nname = \"a\"\n[capabilities]\nbash = \"builtin\"\n", "capabilities.bash: \"builtin\" is not a grant"),
         ("[agent]\nname = \"a\"\n[capabilities]\nbash = { commands = [\"*\"] }\n", "capabilities.bash: kind `commands`: \"*\" inside a list is ambiguous"),
         ("capabilities = []\n[agent]\nname = \"a\"\n", "agent.toml: capabilities: expected a table, found an array"),
+        ("[agent]\nname = \"a\"\n[providers]\nf = { provider = \"@x/fetch\", capabilities = \"*\" }\n", "providers.f.capabilities: a provider entry carries no authority"),
+        ("[agent]\nname = \"a\"\n[session]\nlayers = [\"compacting\", \"in-memory\"]\n[session.compacting]\ntoken_fraction = 1.5\n", "session.compacting.token_fraction: 1.5 is not a fraction in (0, 1]"),
+        ("[agent]\nname = \"a\"\n[session]\nlayers = [\"compacting\", \"in-memory\"]\n[session.compacting]\ntokenFraction = \"half\"\n", "session.compacting.tokenFraction: expected a number between 0 and 1, found a string"),
         ("[agent]\nname = \"a\"\n[providers]\nx = 1\n", "providers.x: expected a provider table, found an integer"),
         ("[agent]\nname = \"a\"\n[providers]\nx = \"notes\"\n", "providers.x: \"notes\" is not a provider source"),
         ("[agent]\nname = \"a\"\n[providers]\nx = {}\n", "providers.x: names no source or factory"),

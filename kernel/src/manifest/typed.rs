@@ -69,6 +69,8 @@ pub(crate) enum Ty {
     Count,
     /// An integer or a float.
     Number,
+    /// A number in (0, 1].
+    Fraction,
     StrList,
     /// A table whose values are all strings.
     StrMap,
@@ -97,6 +99,20 @@ pub(crate) fn check_ty(
             toml::Value::Integer(_) | toml::Value::Float(_) => Ok(()),
             other => Err(wrong_type(ctx, path, "a number", other)),
         },
+        Ty::Fraction => {
+            let x = match v {
+                toml::Value::Integer(i) => *i as f64,
+                toml::Value::Float(f) => *f,
+                other => return Err(wrong_type(ctx, path, "a number between 0 and 1", other)),
+            };
+            if x > 0.0 && x <= 1.0 {
+                Ok(())
+            } else {
+                Err(ctx
+                    .err(path, format!("{x} is not a fraction in (0, 1]"))
+                    .with_hint("e.g. 0.75 compacts at three quarters of the context"))
+            }
+        }
         Ty::StrList => want_str_list(ctx, path, v).map(drop),
         Ty::StrMap => {
             let t = v
