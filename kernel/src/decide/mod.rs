@@ -40,6 +40,14 @@ pub enum Request {
         /// The absolute working directory the command would run in.
         cwd: String,
     },
+    /// A command given as argv rather than a command line (`loom sandbox run -- CMD ARGS`, a brokered call). It
+    /// never goes through a shell: a rowed command runs under its own row, anything else under a general row.
+    BashArgv {
+        /// The argv; `argv[0]` is the command as invoked.
+        argv: Vec<String>,
+        /// The absolute working directory.
+        cwd: String,
+    },
     /// Any other tool: its arguments as a request row (argument name -> value).
     Args(Row),
 }
@@ -102,7 +110,15 @@ pub fn decide(
 ) -> Decision {
     let alg = kind.build(ctx);
     match request {
-        Request::Bash { command, cwd } => decide_bash(tool, ctx, alg.as_ref(), grant, command, cwd),
+        Request::Bash { command, cwd } => {
+            decide_bash(tool, ctx, alg.as_ref(), grant, plain_argv(command), Fallback::Shell, cwd)
+        }
+        Request::BashArgv { argv, cwd } => {
+            if argv.is_empty() {
+                return deny(tool, format!("{tool}: an empty command line runs nothing"));
+            }
+            decide_bash(tool, ctx, alg.as_ref(), grant, Some(argv.clone()), Fallback::Argv, cwd)
+        }
         Request::File { path, access } => {
             let kind_name = match access {
                 Access::Read => "read_paths",
@@ -182,12 +198,22 @@ fn cwd_fits(alg: &dyn Algebra, row: &Row, cwd: &str) -> bool {
     alg.row_contains(row, &Row::from_pairs([("read_paths", Value::strs([cwd]))]))
 }
 
+/// How a bash call that no per-command row claims runs under a general row.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Fallback {
+    /// Through `/bin/bash -c` (the call was a command line).
+    Shell,
+    /// As the given argv (the call was an argv).
+    Argv,
+}
+
 fn decide_bash(
     tool: &str,
     ctx: &PathCtx,
     alg: &dyn Algebra,
     grant: &Grant,
-    command: &str,
+    argv: Option<Vec<String>>,
+    fallback: Fallback,
     cwd: &str,
 ) -> Decision {
     let rows = match grant {
@@ -200,7 +226,6 @@ fn decide_bash(
         Grant::Set(rows) => rows,
     };
     let cwd = ctx.normalize(cwd);
-    let argv = plain_argv(command);
     if let Some(argv) = &argv {
         let name = argv[0].as_str();
         if !name.contains('/') {
@@ -228,9 +253,13 @@ fn decide_bash(
         .filter(|(_, r)| is_general_row(r))
         .collect();
     if let Some((i, row)) = general.iter().find(|(_, r)| cwd_fits(alg, r, &cwd)) {
+        let exec = match (fallback, &argv) {
+            (Fallback::Argv, Some(argv)) => Exec::Argv(argv.clone()),
+            _ => Exec::Shell,
+        };
         return Decision::Allow(Authorization {
             row: Some((*i, (*row).clone())),
-            exec: Exec::Shell,
+            exec,
         });
     }
     if !general.is_empty() {
@@ -353,6 +382,48 @@ mod tests {
         };
         assert!(d.reason.contains("is a path"), "{}", d.reason);
         assert!(bash(grant, "ls -la", "/w").is_allowed());
+    }
+
+    #[test]
+    fn argv_requests_never_use_a_shell() {
+        let req = |argv: &[&str], cwd: &str| Request::BashArgv {
+            argv: argv.iter().map(|s| s.to_string()).collect(),
+            cwd: cwd.into(),
+        };
+        let d = decide(
+            "bash",
+            AlgebraKind::Bash,
+            &ctx(),
+            &g(GCAL),
+            &req(&["ls", "-la", "|", "x"], "/w"),
+        );
+        let Decision::Allow(a) = d else { panic!() };
+        assert_eq!(
+            a.exec,
+            Exec::Argv(vec!["ls".into(), "-la".into(), "|".into(), "x".into()])
+        );
+        assert!(is_general_row(&a.row.unwrap().1));
+        let d = decide(
+            "bash",
+            AlgebraKind::Bash,
+            &ctx(),
+            &g(GCAL),
+            &req(&["gcalcli", "agenda"], "/home/u/.gcalcli"),
+        );
+        let Decision::Allow(a) = d else { panic!() };
+        assert_eq!(a.row.unwrap().1.get("network"), Some(&Value::Star));
+        let only = g("{ commands = [\"ls\"] }");
+        let Decision::Deny(d) = decide(
+            "bash",
+            AlgebraKind::Bash,
+            &ctx(),
+            &only,
+            &req(&["/bin/ls"], "/w"),
+        ) else {
+            panic!()
+        };
+        assert!(d.reason.contains("is a path"), "{}", d.reason);
+        assert!(!decide("bash", AlgebraKind::Bash, &ctx(), &only, &req(&[], "/w")).is_allowed());
     }
 
     #[test]
