@@ -141,7 +141,11 @@ pub(crate) fn parse_session(
                 "layers = [\"skills\", \"compacting\", \"in-memory\"], or provider = \"in-memory\"",
             )),
         };
-    let layers_path = join(path, "layers");
+    let layers_path = if table.contains_key("layers") {
+        join(path, "layers")
+    } else {
+        path.to_string()
+    };
     match layers.last() {
         None => {
             return Err(ctx

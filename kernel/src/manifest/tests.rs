@@ -1054,7 +1054,7 @@ fn session_refusals() {
         ("[session]\nlayers = [\"compacting\", \"in-memory\"]\n[session.file]\npath = \"x\"\n", "session.file: configures the layer \"file\", which is not in session.layers"),
         ("[session]\nlayers = [\"compacting\", \"in-memory\"]\n[session.compactin]\nthreshold = 1\n", "(hint: did you mean [session.compacting]?)"),
         ("[session]\nlayers = [\"in-memory\", \"compacting\"]\n", "session.layers: the chain ends in the pass-through layer \"compacting\", so nothing stores events and every turn would see an empty history"),
-        ("[session]\nprovider = \"skills\"\n", "every turn would see an empty history"),
+        ("[session]\nprovider = \"skills\"\n", "agent.toml: session: the chain ends in the pass-through layer \"skills\""),
         ("[session]\nlayers = []\n", "session.layers: is empty; every turn would see an empty history"),
         ("[session]\nprovider = \"in-memory\"\nlayers = [\"in-memory\"]\n", "session: has both provider and layers"),
         ("[session]\n", "session: names no layers"),
