@@ -1,0 +1,2 @@
+//! Criterion benches of the policy kernel. See `benches/README.md`.
+fn main() {}
