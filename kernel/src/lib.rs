@@ -55,8 +55,8 @@ pub use ceiling::{
 };
 pub use contracts::{builtin_contract, check_contract, Contract, BUILTIN_TOOLS};
 pub use decide::{
-    decide, is_general_row, plain_argv, rowed_commands, Access, Authorization, Decision, Denial,
-    Exec, Request,
+    brokered_commands, decide, decide_brokered, is_general_row, is_injection_var, plain_argv,
+    rowed_commands, Access, Authorization, BrokerDenial, Brokered, Decision, Denial, Exec, Request,
 };
 pub use gate::{ceiling_growth, Growth};
 pub use grant::{Grant, GrantError, Kind, Row};
@@ -64,13 +64,13 @@ pub use judge::{judge_group, DeclJudgement, DeclVerdict, GroupJudgement};
 pub use laws::{check_laws, Law, LawReport, LawViolation, DEFAULT_SEED, DEFAULT_TRIALS};
 pub use manifest::{
     manifest_from_table, parse_manifest, parse_sidecar_group, parse_tool_group, Agent, Harness,
-    LayerSpec, Manifest, ManifestError, Permissions, ProviderRef, ProviderSpec, Rule, Session,
-    Shipped, Source, SubagentRef, SubagentSource, SystemPrompt, ToolEntry, ToolGroup,
-    DEFAULT_TOOLS, MAX_MANIFEST_BYTES, MAX_NESTING,
+    LayerSpec, Manifest, ManifestError, ProviderRef, ProviderSpec, Session, Shipped, Source,
+    SubagentRef, SubagentSource, SystemPrompt, ToolEntry, ToolGroup, DEFAULT_TOOLS,
+    MAX_MANIFEST_BYTES, MAX_NESTING,
 };
 pub use mcp::{bind_schema, ArgBinding, BindError, BoundTool};
 pub use path::{path_within, PathCtx};
 pub use rng::Rng;
-pub use rules::{combine, wildcard_match, CallFacts, RuleMatch, RuleSet, Verdict};
+pub use rules::{combine, wildcard_match, CallFacts, Permissions, Rule, Verdict};
 pub use subagent::{check_subagents, Excess, ManifestLoader, SubagentVerdict, MAX_DEPTH};
 pub use value::{toml_key, toml_string, Float, Value};

@@ -20,7 +20,7 @@ pub enum Verdict {
 
 /// One rule. Each present field must match; a rule with no fields is refused by the manifest parser.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct RuleMatch {
+pub struct Rule {
     /// Tool name, with `*` (any run of characters) and `?` (one character) wildcards.
     pub tool: Option<String>,
     /// Absolute path prefix, matched at a component boundary against the call's resolved path.
@@ -68,7 +68,7 @@ pub fn wildcard_match(pattern: &str, text: &str) -> bool {
     p[pi..].iter().all(|&c| c == '*')
 }
 
-impl RuleMatch {
+impl Rule {
     /// Does this rule match the call? `allow` marks an allow rule: a command allow rule never matches a composed
     /// shell command (pipes, `;`, `$`, redirects …), because a prefix allow is not a shell sandbox.
     pub fn matches(&self, facts: &CallFacts, allow: bool) -> bool {
@@ -114,16 +114,16 @@ impl RuleMatch {
 
 /// The rules of one agent, by action.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct RuleSet {
+pub struct Permissions {
     /// `[[permissions.allow_rules]]`.
-    pub allow: Vec<RuleMatch>,
+    pub allow: Vec<Rule>,
     /// `[[permissions.ask_rules]]`.
-    pub ask: Vec<RuleMatch>,
+    pub ask: Vec<Rule>,
     /// `[[permissions.deny_rules]]`.
-    pub deny: Vec<RuleMatch>,
+    pub deny: Vec<Rule>,
 }
 
-impl RuleSet {
+impl Permissions {
     /// The rules' verdict for a call: deny → ask → allow → `default`.
     pub fn evaluate(&self, facts: &CallFacts, default: Verdict) -> Verdict {
         if self.deny.iter().any(|r| r.matches(facts, false)) {
@@ -162,8 +162,8 @@ mod tests {
         }
     }
 
-    fn cmd_rule(prefix: &str) -> RuleMatch {
-        RuleMatch {
+    fn cmd_rule(prefix: &str) -> Rule {
+        Rule {
             tool: Some("bash".into()),
             command_prefix: Some(prefix.into()),
             ..Default::default()
@@ -182,7 +182,7 @@ mod tests {
 
     #[test]
     fn deny_then_ask_then_allow_then_default() {
-        let rules = RuleSet {
+        let rules = Permissions {
             allow: vec![cmd_rule("cargo test"), cmd_rule("git push")],
             ask: vec![cmd_rule("git push")],
             deny: vec![cmd_rule("git push --force")],
@@ -201,7 +201,7 @@ mod tests {
 
     #[test]
     fn command_allow_rules_refuse_composed_commands() {
-        let rules = RuleSet {
+        let rules = Permissions {
             allow: vec![cmd_rule("cargo test")],
             ..Default::default()
         };
@@ -213,8 +213,8 @@ mod tests {
 
     #[test]
     fn path_prefixes_match_at_component_boundaries() {
-        let rules = RuleSet {
-            deny: vec![RuleMatch {
+        let rules = Permissions {
+            deny: vec![Rule {
                 path_prefix: Some("/w/secrets".into()),
                 ..Default::default()
             }],

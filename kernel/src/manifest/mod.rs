@@ -32,7 +32,6 @@ pub use error::ManifestError;
 pub use group::{parse_sidecar_group, parse_tool_group, ToolGroup};
 pub use harness::Harness;
 pub use parse::{manifest_from_table, parse_manifest, Manifest};
-pub use permissions::{Permissions, Rule};
 pub use providers::{ProviderSpec, Source};
 pub use session::{LayerSpec, Session};
 pub use subagents::{SubagentRef, SubagentSource};

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::agent::{parse_agent, Agent, AGENT_KEYS};
 use super::error::{join, Ctx, ManifestError};
 use super::harness::{parse_harness, Harness};
-use super::permissions::{parse_permissions, Permissions};
+use super::permissions::parse_permissions;
 use super::providers::{parse_providers, ProviderSpec};
 use super::session::{parse_session, Session};
 use super::subagents::{collect, SubagentRef};
@@ -14,6 +14,7 @@ use super::suggest::unknown_key_message;
 use super::text::parse_toml;
 use super::tools::{default_tools, parse_grant, parse_tools, Resolver, ToolEntry};
 use super::typed::want_table;
+use crate::rules::Permissions;
 use crate::Grant;
 
 /// The top-level sections of a manifest.

@@ -1,35 +1,13 @@
 //! `[permissions]`: allow / ask / deny rules that can only narrow what the grants allow.
 
+use crate::rules::{Permissions, Rule};
+
 use super::error::{index, join, Ctx, ManifestError};
 use super::suggest::check_keys;
 use super::typed::{want_name, want_table, wrong_type};
 
 const SECTION_KEYS: &[&str] = &["allow_rules", "ask_rules", "deny_rules"];
 const RULE_KEYS: &[&str] = &["tool", "path_prefix", "command_prefix", "host"];
-
-/// `[permissions]`: rule lists. Deny beats ask beats allow; none of them widens a grant.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Permissions {
-    /// `[[permissions.allow_rules]]`.
-    pub allow: Vec<Rule>,
-    /// `[[permissions.ask_rules]]`.
-    pub ask: Vec<Rule>,
-    /// `[[permissions.deny_rules]]`.
-    pub deny: Vec<Rule>,
-}
-
-/// One permission rule. A call matches when every field present matches; at least one field is present.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Rule {
-    /// Exact tool instance name.
-    pub tool: Option<String>,
-    /// Prefix of an explicit path argument (the caller resolves it to an absolute path).
-    pub path_prefix: Option<String>,
-    /// Prefix of a bash command line.
-    pub command_prefix: Option<String>,
-    /// Exact URL host.
-    pub host: Option<String>,
-}
 
 /// Parses the permissions table found at `path`.
 pub(crate) fn parse_permissions(

@@ -3,6 +3,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::*;
+use crate::rules::{Permissions, Rule};
 use crate::{Grant, Row, Value};
 
 fn env(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
