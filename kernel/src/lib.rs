@@ -55,8 +55,8 @@ pub use ceiling::{
 };
 pub use contracts::{builtin_contract, check_contract, Contract, BUILTIN_TOOLS};
 pub use decide::{
-    brokered_commands, decide, decide_brokered, is_general_row, is_injection_var, plain_argv,
-    rowed_commands, Access, Authorization, BrokerDenial, Brokered, Decision, Denial, Exec, Request,
+    decide, is_general_row, plain_argv, rowed_commands, Access, Authorization, Decision, Denial, Exec,
+    Request,
 };
 pub use gate::{ceiling_growth, Growth};
 pub use grant::{Grant, GrantError, Kind, Row};
