@@ -28,7 +28,10 @@ enum Command {
 
 fn main() {
     // The sandbox's inner stage re-executes this binary; it must run before anything else touches the process.
-    if std::env::args_os().nth(1).is_some_and(|a| a == loom_sandbox::INNER_ARG) {
+    if std::env::args_os()
+        .nth(1)
+        .is_some_and(|a| a == loom_sandbox::INNER_ARG)
+    {
         let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
         std::process::exit(loom_sandbox::inner_main(&args));
     }

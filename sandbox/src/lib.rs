@@ -34,6 +34,7 @@
 
 mod bwrap;
 mod env;
+mod extra;
 mod facts;
 mod inner;
 mod landlock;
@@ -46,6 +47,7 @@ mod spawn;
 
 pub use bwrap::{build_bwrap_args, BwrapError, BwrapFeatures, PathFds, INNER_EXE_IN_VIEW};
 pub use env::{build_env, EnvPolicy};
+pub use extra::{spawn_sandboxed_io, Streams};
 pub use facts::HostFs;
 pub use inner::{inner_main, InnerSpec, INNER_ARG, SETUP_FAILED};
 pub use landlock::{

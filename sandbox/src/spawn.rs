@@ -7,7 +7,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command};
+use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -142,7 +142,7 @@ pub fn open_roots(profile: &Profile) -> Result<Vec<(PathBuf, OwnedFd)>, SpawnErr
     Ok(out)
 }
 
-fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
+pub(crate) fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
     let mut fds = [0; 2];
     // SAFETY: `fds` has room for two descriptors.
     if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
@@ -170,9 +170,44 @@ pub fn check_expressible(profile: &Profile, tier: Tier) -> Result<(), SpawnError
     Ok(())
 }
 
-/// Spawns the command confined by `launch.tier`, waits (killing the whole tree after `timeout`), and returns its
-/// exit status. Refuses — running nothing — when the inner stage cannot enforce the profile.
+/// The standard streams of a confined command.
+#[derive(Debug)]
+pub struct Streams {
+    /// Standard input.
+    pub stdin: Stdio,
+    /// Standard output.
+    pub stdout: Stdio,
+    /// Standard error.
+    pub stderr: Stdio,
+}
+
+impl Streams {
+    /// All three inherited from this process (what [`spawn_sandboxed`] does).
+    pub fn inherit() -> Streams {
+        Streams {
+            stdin: Stdio::inherit(),
+            stdout: Stdio::inherit(),
+            stderr: Stdio::inherit(),
+        }
+    }
+}
+
+/// Spawns the command confined by `launch.tier` with inherited standard streams, waits (killing the whole tree after
+/// the profile's timeout), and returns its exit status. Refuses — running nothing — when the inner stage cannot
+/// enforce the profile.
 pub fn spawn_sandboxed(launch: &Launch<'_>) -> Result<Outcome, SpawnError> {
+    spawn_sandboxed_io(launch, Streams::inherit(), &mut |_| {})
+}
+
+/// Like [`spawn_sandboxed`], with the command's standard streams given by `streams`, and `started` called with the
+/// pid of the spawned process as soon as it exists. That pid leads its own process group (and, for tiers A and C,
+/// is the bwrap process whose death kills the sandbox's pid namespace), so `kill(-pid, SIGKILL)` ends the whole
+/// tree. Blocks until the command ends. (Used by loom-broker to relay streams and cancel calls.)
+pub fn spawn_sandboxed_io(
+    launch: &Launch<'_>,
+    streams: Streams,
+    started: &mut dyn FnMut(u32),
+) -> Result<Outcome, SpawnError> {
     let profile = launch.profile;
     check_expressible(profile, launch.tier)?;
     let (status_r, status_w) = pipe()?;
@@ -227,7 +262,11 @@ pub fn spawn_sandboxed(launch: &Launch<'_>) -> Result<Outcome, SpawnError> {
             c
         }
     };
-    cmd.env_clear().envs(launch.env.iter().map(|(k, v)| (k, v)));
+    cmd.env_clear()
+        .envs(launch.env.iter().map(|(k, v)| (k, v)))
+        .stdin(streams.stdin)
+        .stdout(streams.stdout)
+        .stderr(streams.stderr);
     // SAFETY: the closure only calls async-signal-safe functions (setpgid, prctl, fcntl) on integers.
     unsafe {
         cmd.pre_exec(move || {
@@ -243,6 +282,9 @@ pub fn spawn_sandboxed(launch: &Launch<'_>) -> Result<Outcome, SpawnError> {
     }
     let child = cmd.spawn()?;
     drop(status_w);
+    started(child.id());
+    // The caller's ends of the streams stay with the caller; ours were moved into `cmd` and close with it.
+    drop(cmd);
     wait_confined(child, status_r, profile.limits.timeout)
 }
 
@@ -268,7 +310,7 @@ fn kill_tree(pid: u32) {
     }
 }
 
-fn wait_confined(
+pub(crate) fn wait_confined(
     mut child: Child,
     status_r: OwnedFd,
     timeout: Option<Duration>,

@@ -1,0 +1,266 @@
+//! Process attacks: other processes' /proc, ptrace and signals, io_uring, TIOCSTI, orphans, fork bombs.
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use loom_tests::loom_bin;
+
+use crate::{host_procs_with, is_root, marker, need_sandbox, verdicts, Sbx};
+
+/// A host process with a secret in its environment and a marker on its command line, killed on drop.
+struct HostVictim(Child);
+
+impl HostVictim {
+    fn start(mark: &str) -> HostVictim {
+        let child = Command::new("/bin/sh")
+            .args(["-c", "sleep 60", mark])
+            .env("VICTIM_SECRET", "victim-env-secret")
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        HostVictim(child)
+    }
+    fn pid(&self) -> u32 {
+        self.0.id()
+    }
+    fn alive(&mut self) -> bool {
+        self.0.try_wait().unwrap().is_none()
+    }
+}
+
+impl Drop for HostVictim {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn host_processes_are_invisible_and_untouchable() {
+    need_sandbox!();
+    let s = Sbx::new();
+    let mut victim = HostVictim::start(&marker("victim"));
+    let pid = victim.pid();
+    let code = format!(
+        r#"
+PTRACE_ATTACH = 16
+class iovec(ctypes.Structure):
+    _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
+buf = ctypes.create_string_buffer(8)
+local = iovec(ctypes.cast(buf, ctypes.c_void_p), 8)
+remote = iovec(0x400000, 8)
+attempt("proc_environ", lambda: open("/proc/{pid}/environ").read())
+attempt("proc_cmdline", lambda: open("/proc/{pid}/cmdline").read())
+attempt("kill", lambda: os.kill({pid}, 9))
+attempt("ptrace_attach", lambda: libc.ptrace(PTRACE_ATTACH, {pid}, 0, 0))
+attempt("process_vm_readv", lambda: libc.process_vm_readv({pid}, ctypes.byref(local), 1, ctypes.byref(remote), 1, 0))
+attempt("kill_init", lambda: os.kill(1, 9))
+attempt("control_proc_self", lambda: open("/proc/self/cmdline").read())
+child = os.fork()
+if child == 0:
+    time.sleep(30); os._exit(0)
+attempt("control_kill_own_child", lambda: os.kill(child, 9))
+os.waitpid(child, 0)
+pids = [p for p in os.listdir("/proc") if p.isdigit()]
+print("visible_pids", len(pids))
+"#
+    );
+    let r = s.py(&s.grant(), &[], &code);
+    r.expect_code(0);
+    verdicts(
+        &r,
+        &[
+            "proc_environ",
+            "proc_cmdline",
+            "kill",
+            "ptrace_attach",
+            "process_vm_readv",
+        ],
+        &["control_proc_self", "control_kill_own_child"],
+    );
+    r.stdout_lacks("victim-env-secret");
+    assert!(
+        victim.alive(),
+        "the host process was killed from inside the sandbox"
+    );
+    let visible: usize = r
+        .stdout()
+        .lines()
+        .find_map(|l| l.strip_prefix("visible_pids "))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap();
+    assert!(visible <= 4, "the sandbox sees {visible} processes");
+}
+
+#[test]
+fn io_uring_and_terminal_injection_are_denied() {
+    need_sandbox!();
+    let s = Sbx::new();
+    let code = r#"
+import fcntl, termios
+params = ctypes.create_string_buffer(120)
+SYS_io_uring_setup = 425
+attempt("io_uring_setup", lambda: libc.syscall(SYS_io_uring_setup, 8, params))
+attempt("tiocsti", lambda: fcntl.ioctl(0, termios.TIOCSTI, b"x"))
+attempt("tiocsti_high_bits", lambda: libc.syscall(16, 0, ctypes.c_ulong(0x100000000 | termios.TIOCSTI), ctypes.c_char_p(b"x")))
+attempt("tioclinux", lambda: libc.syscall(16, 0, ctypes.c_ulong(0x541C), ctypes.c_char_p(b"\x02")))
+attempt("control_getpid", lambda: libc.syscall(39))
+"#;
+    let r = s.py(&s.grant(), &[], code);
+    r.expect_code(0);
+    r.stdout_has("io_uring_setup: BLOCKED EPERM")
+        .stdout_has("tiocsti: BLOCKED EPERM")
+        .stdout_has("tiocsti_high_bits: BLOCKED EPERM")
+        .stdout_has("tioclinux: BLOCKED EPERM");
+    verdicts(&r, &[], &["control_getpid"]);
+    // Control: an ordinary ioctl is not denied by the filter (it fails on a non-terminal with ENOTTY, not EPERM).
+    let r = s.py(
+        &s.grant(),
+        &[],
+        "import fcntl, termios\nattempt('tiocgwinsz', lambda: fcntl.ioctl(os.open('notes.txt', os.O_RDONLY), termios.TIOCGWINSZ, b'12345678'))",
+    );
+    r.stdout_has("tiocgwinsz: BLOCKED ENOTTY");
+}
+
+fn spawn_loom(s: &Sbx, extra: &[&str], argv: &[&str]) -> Child {
+    Command::new(loom_bin())
+        .args(["sandbox", "run", "--grant", &s.grant(), "--cwd"])
+        .arg(&s.work)
+        .args(extra)
+        .arg("--")
+        .args(argv)
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .env("HOME", &s.home)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+fn wait_for(mut f: impl FnMut() -> bool, limit: Duration) -> bool {
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    f()
+}
+
+#[test]
+fn orphans_do_not_outlive_the_sandbox() {
+    need_sandbox!();
+    let s = Sbx::new();
+    let mark = marker("orphan");
+    // The command starts a detached grandchild (new session, double fork) and exits after a moment.
+    let code = format!(
+        "import os, time\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n        os.execv('/bin/sh', ['/bin/sh', '-c', 'sleep 120', '{mark}'])\n    os._exit(0)\ntime.sleep(1.5)\n"
+    );
+    let mut loom = spawn_loom(&s, &[], &["python3", "-c", &code]);
+    // Control: while the sandbox runs, the host sees the orphan (so the check below can see it too).
+    assert!(
+        wait_for(
+            || !host_procs_with(&mark).is_empty(),
+            Duration::from_secs(5)
+        ),
+        "the orphan never appeared on the host"
+    );
+    let status = loom.wait().unwrap();
+    assert!(status.success(), "{status:?}");
+    assert!(
+        wait_for(|| host_procs_with(&mark).is_empty(), Duration::from_secs(3)),
+        "orphan outlived the sandbox: {:?}",
+        host_procs_with(&mark)
+    );
+}
+
+#[test]
+fn a_timeout_kills_the_whole_tree() {
+    need_sandbox!();
+    let s = Sbx::new();
+    let mark = marker("timeout");
+    let script = format!("sh -c 'sleep 120' {mark} & sleep 120");
+    let start = Instant::now();
+    let mut loom = spawn_loom(&s, &["--timeout-ms", "1500"], &["sh", "-c", &script]);
+    assert!(wait_for(
+        || !host_procs_with(&mark).is_empty(),
+        Duration::from_secs(5)
+    ));
+    let out = {
+        let status = loom.wait().unwrap();
+        let mut err = String::new();
+        use std::io::Read;
+        loom.stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut err)
+            .unwrap();
+        (status, err)
+    };
+    assert!(start.elapsed() < Duration::from_secs(10));
+    assert_eq!(out.0.code(), Some(137), "{}", out.1);
+    assert!(out.1.contains("timed out"), "{}", out.1);
+    assert!(
+        wait_for(|| host_procs_with(&mark).is_empty(), Duration::from_secs(3)),
+        "processes survived the timeout"
+    );
+}
+
+#[test]
+fn a_fork_bomb_is_bounded() {
+    need_sandbox!();
+    let s = Sbx::new();
+    let mark = marker("bomb");
+    // Control: the limit is applied.
+    s.run(
+        &s.grant(),
+        &["--max-procs", "40", "--max-file-size", "4096"],
+        &[
+            "python3",
+            "-c",
+            "import resource as r; print(r.getrlimit(r.RLIMIT_NPROC), r.getrlimit(r.RLIMIT_FSIZE))",
+        ],
+    )
+    .expect_code(0)
+    .stdout_has("(40, 40) (4096, 4096)");
+    if is_root() {
+        eprintln!(
+            "NOTE: running as uid 0, which the kernel exempts from RLIMIT_NPROC; checking that the timeout and the \
+             pid namespace reap a bounded bomb instead (the unprivileged run checks the rlimit itself)"
+        );
+        let code = format!(
+            "import os, time\nfor i in range(150):\n    if os.fork() == 0:\n        os.execv('/bin/sh', ['/bin/sh', '-c', 'sleep 120', '{mark}'])\ntime.sleep(120)\n"
+        );
+        let r = s.run(
+            &s.grant(),
+            &["--timeout-ms", "3000"],
+            &["python3", "-c", &code],
+        );
+        r.expect_code(137);
+        assert!(
+            wait_for(|| host_procs_with(&mark).is_empty(), Duration::from_secs(5)),
+            "bomb processes survived"
+        );
+        return;
+    }
+    let code = r#"
+import os, errno
+n = 0
+try:
+    for i in range(10000):
+        if os.fork() == 0:
+            import time; time.sleep(5); os._exit(0)
+        n += 1
+    print("UNBOUNDED", n)
+except OSError as e:
+    print("LIMITED", errno.errorcode[e.errno], n)
+"#;
+    let r = s.run(
+        &s.grant(),
+        &["--max-procs", "64", "--timeout-ms", "20000"],
+        &["python3", "-c", code],
+    );
+    r.stdout_has("LIMITED EAGAIN").stdout_lacks("UNBOUNDED");
+}

@@ -1,0 +1,132 @@
+//! A subset of the suite re-run as an unprivileged user (`loomtest`, created by `.ci/run`) through `runuser`.
+
+use std::process::{Command, Output};
+
+use loom_tests::loom_bin;
+
+use crate::{is_root, need_sandbox, Sbx, PRELUDE};
+
+const USER: &str = "loomtest";
+
+/// Runs `loom sandbox run` as [`USER`].
+fn run_as_user(s: &Sbx, extra: &[&str], argv: &[&str]) -> Output {
+    Command::new("runuser")
+        .args([
+            "-u",
+            USER,
+            "--",
+            "env",
+            "-i",
+            "PATH=/usr/local/bin:/usr/bin:/bin",
+            "SECRET_TOKEN=hunter2-secret",
+        ])
+        .arg(format!("HOME={}", s.home.display()))
+        .arg(loom_bin())
+        .args(["sandbox", "run", "--grant", &s.grant(), "--cwd"])
+        .arg(&s.work)
+        .args(extra)
+        .arg("--")
+        .args(argv)
+        .output()
+        .unwrap()
+}
+
+fn ready() -> Option<Sbx> {
+    if !is_root() {
+        eprintln!("SKIPPED: not root, so the suite already ran unprivileged");
+        return None;
+    }
+    let has_user = Command::new("id")
+        .arg(USER)
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !has_user {
+        eprintln!("SKIPPED: no user {USER} (`.ci/run` creates it: useradd -m {USER})");
+        return None;
+    }
+    let s = Sbx::new();
+    let root = s.work.parent().unwrap().to_path_buf();
+    let chown = Command::new("chown")
+        .arg("-R")
+        .arg(format!("{USER}:"))
+        .arg(&root)
+        .status()
+        .unwrap();
+    assert!(chown.success());
+    let check = Command::new("runuser")
+        .args(["-u", USER, "--"])
+        .arg(loom_bin())
+        .arg("version")
+        .output()
+        .unwrap();
+    if !check.status.success() {
+        eprintln!(
+            "SKIPPED: {USER} cannot run {} (a parent directory is not world-executable): {}",
+            loom_bin().display(),
+            String::from_utf8_lossy(&check.stderr)
+        );
+        return None;
+    }
+    Some(s)
+}
+
+#[test]
+fn unprivileged_user_is_confined_too() {
+    need_sandbox!();
+    let Some(s) = ready() else { return };
+    let v = s.outside.join("victim.txt");
+    let code = format!(
+        r#"{PRELUDE}
+attempt("write_outside", lambda: write("{v}"))
+attempt("read_ssh", lambda: open(os.path.expanduser("~/.ssh/id_rsa")).read())
+attempt("tcp", lambda: socket.create_connection(("127.0.0.1", 9), timeout=2))
+attempt("packet", lambda: socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0))
+attempt("unshare_user", lambda: libc.unshare(0x10000000))
+attempt("control_write", lambda: write("mine.txt"))
+print("env", sorted(os.environ))
+"#,
+        v = v.display()
+    );
+    let out = run_as_user(&s, &[], &["python3", "-c", &code]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    for b in ["write_outside", "read_ssh", "tcp", "packet", "unshare_user"] {
+        assert!(
+            stdout.contains(&format!("{b}: BLOCKED")),
+            "{b}\n{stdout}\n{stderr}"
+        );
+    }
+    assert!(stdout.contains("control_write: ALLOWED"), "{stdout}");
+    assert!(!stdout.contains("SECRET_TOKEN"), "{stdout}");
+    assert_eq!(std::fs::read_to_string(&v).unwrap(), "original");
+}
+
+#[test]
+fn unprivileged_fork_bomb_hits_rlimit_nproc() {
+    need_sandbox!();
+    let Some(s) = ready() else { return };
+    let code = r#"
+import os, errno, time
+n = 0
+try:
+    for i in range(10000):
+        if os.fork() == 0:
+            time.sleep(3); os._exit(0)
+        n += 1
+    print("UNBOUNDED", n)
+except OSError as e:
+    print("LIMITED", errno.errorcode[e.errno], n)
+"#;
+    let out = run_as_user(
+        &s,
+        &["--max-procs", "48", "--timeout-ms", "20000"],
+        &["python3", "-c", code],
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("LIMITED EAGAIN"),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
