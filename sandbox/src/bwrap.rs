@@ -45,13 +45,16 @@ enum Op {
         path: PathBuf,
         writable: bool,
     },
+    Pinned(PathBuf),
     Protected(PathBuf),
 }
 
 impl Op {
     fn dest(&self) -> &Path {
         match self {
-            Op::System { path, .. } | Op::Tmpfs(path) | Op::Protected(path) => path,
+            Op::System { path, .. } | Op::Tmpfs(path) | Op::Protected(path) | Op::Pinned(path) => {
+                path
+            }
             Op::Root { path, .. } => path,
             Op::Dev => Path::new("/dev"),
             Op::Proc => Path::new("/proc"),
@@ -63,7 +66,8 @@ impl Op {
             Op::Tmpfs(_) => 1,
             Op::Dev | Op::Proc => 2,
             Op::Root { .. } => 3,
-            Op::Protected(_) => 4,
+            Op::Pinned(_) => 4,
+            Op::Protected(_) => 5,
         }
     }
 }
@@ -133,6 +137,7 @@ pub fn build_bwrap_args(
             writable,
         });
     }
+    ops.extend(profile.pinned.iter().cloned().map(Op::Pinned));
     ops.extend(profile.protected.iter().cloned().map(Op::Protected));
     ops.sort_by_key(|op| {
         (
@@ -189,6 +194,11 @@ pub fn build_bwrap_args(
                 a.push(fd_of(path)?);
                 a.push(path.into());
             }
+            Op::Pinned(path) => {
+                a.push("--bind-fd".into());
+                a.push(fd_of(path)?);
+                a.push(path.into());
+            }
             Op::Protected(path) => {
                 a.push("--ro-bind-fd".into());
                 a.push(fd_of(path)?);
@@ -223,6 +233,7 @@ mod tests {
             .into_iter()
             .map(|(p, _)| p.to_path_buf())
             .chain(p.protected.clone())
+            .chain(p.pinned.clone())
             .enumerate()
         {
             fds.insert(path, 10 + i as i32);
@@ -276,6 +287,11 @@ mod tests {
         let hooks = pos(&a, &["--ro-bind-fd", "13", "/work/proj/.git/hooks"]);
         assert!(tmp < docs && home < proj && proj < hooks);
         pos(&a, &["--ro-bind-fd", "12", "/work/proj/.git/config"]);
+        let pinned = pos(&a, &["--bind-fd", "15", "/work/proj/.git"]);
+        assert!(
+            proj < pinned && pinned < hooks,
+            "the pin lands between the root and the protected path"
+        );
         pos(&a, &["--ro-bind", "/opt/loom/bin/loom", INNER_EXE_IN_VIEW]);
         let end = pos(
             &a,

@@ -80,6 +80,9 @@ pub struct Profile {
     pub writable: Vec<PathBuf>,
     /// Existing paths inside writable roots that stay read-only.
     pub protected: Vec<PathBuf>,
+    /// Directories between a writable root and a protected path (such as `.git`), bound onto themselves so they
+    /// are mount points that cannot be renamed away (which would let a command plant a fresh `.git/hooks`).
+    pub pinned: Vec<PathBuf>,
     /// Host system directories exposed read-only.
     pub system: Vec<SystemDir>,
     /// Whether the network is granted (`network = "*"`).
@@ -246,6 +249,7 @@ pub fn build_profile(
         reason,
     })?;
     let mut protected = BTreeSet::new();
+    let mut pinned = BTreeSet::new();
     for root in &writable {
         let mut candidates: Vec<PathBuf> = PROTECTED_NAMES.iter().map(|n| root.join(n)).collect();
         if let Some(home) = &place.home {
@@ -264,6 +268,22 @@ pub fn build_profile(
                     })
                 }
                 Some(_) => {
+                    let mut up = c.parent();
+                    while let Some(a) = up.filter(|a| a.starts_with(root) && *a != root.as_path()) {
+                        match facts.entry(a) {
+                            Some(Entry::Dir) => {
+                                pinned.insert(a.to_path_buf());
+                            }
+                            _ => {
+                                return Err(ProfileError::SymlinkProtected {
+                                    grant,
+                                    root: root.clone(),
+                                    path: a.to_path_buf(),
+                                })
+                            }
+                        }
+                        up = a.parent();
+                    }
                     protected.insert(c);
                 }
             }
@@ -289,6 +309,7 @@ pub fn build_profile(
         readable,
         writable,
         protected: protected.into_iter().collect(),
+        pinned: pinned.into_iter().collect(),
         system,
         network,
         env,
@@ -448,6 +469,7 @@ pub(crate) mod tests {
             ("/work/proj/.mcp.json", Entry::File),
             ("/work/docs", Entry::Dir),
             ("/work/link", Entry::Symlink("/etc".into())),
+            ("/home", Entry::Dir),
             ("/home/u", Entry::Dir),
             ("/home/u/.bashrc", Entry::File),
         ])
@@ -481,6 +503,7 @@ pub(crate) mod tests {
                 PathBuf::from("/work/proj/.mcp.json"),
             ]
         );
+        assert_eq!(p.pinned, vec![PathBuf::from("/work/proj/.git")]);
         assert!(!p.network);
         assert_eq!(p.cwd, PathBuf::from("/work/proj"));
         assert_eq!(

@@ -121,7 +121,8 @@ pub fn open_roots(profile: &Profile) -> Result<Vec<(PathBuf, OwnedFd)>, SpawnErr
         .roots()
         .into_iter()
         .map(|(p, _)| p.to_path_buf())
-        .chain(profile.protected.iter().cloned());
+        .chain(profile.protected.iter().cloned())
+        .chain(profile.pinned.iter().cloned());
     for path in paths {
         let changed = |why: String| SpawnError::RootChanged {
             grant: profile.grant.clone(),
@@ -319,20 +320,23 @@ pub(crate) fn wait_confined(
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
         let mut file = std::fs::File::from(status_r);
-        let mut line = Vec::new();
-        let mut byte = [0u8; 1];
-        while let Ok(1) = file.read(&mut byte) {
-            if byte[0] == b'\n' {
-                break;
+        let mut buf = Vec::new();
+        let mut chunk = [0u8; 512];
+        let newline = loop {
+            if let Some(i) = buf.iter().position(|b| *b == b'\n') {
+                break i;
             }
-            line.push(byte[0]);
-        }
-        let _ = tx.send(Event::Status(String::from_utf8_lossy(&line).into_owned()));
+            match file.read(&mut chunk) {
+                Ok(0) | Err(_) => break buf.len(),
+                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            }
+        };
+        let mut rest = buf.split_off(newline.min(buf.len()));
+        let _ = tx.send(Event::Status(String::from_utf8_lossy(&buf).into_owned()));
         let status = child.wait();
         // Everything that held the pipe is gone now; read what the inner stage wrote after its first line.
         // SAFETY: setting O_NONBLOCK on a descriptor we own.
         unsafe { libc::fcntl(file.as_raw_fd(), libc::F_SETFL, libc::O_NONBLOCK) };
-        let mut rest = Vec::new();
         let _ = file.read_to_end(&mut rest);
         let _ = tx.send(Event::Exited(
             status,

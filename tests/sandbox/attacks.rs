@@ -128,6 +128,8 @@ attempt("mcp_json", lambda: write(".mcp.json"))
 attempt("bashrc", lambda: write(".bashrc", "evil", "a"))
 attempt("rename_hooks", lambda: os.rename(".git/hooks", ".git/hooks-old"))
 attempt("unlink_config", lambda: os.unlink(".git/config"))
+attempt("rename_grandparent", lambda: os.rename(".git", ".git-old"))
+attempt("rmdir_grandparent", lambda: os.rmdir(".git"))
 attempt("control_git_head", lambda: write(".git/HEAD", "ref: refs/heads/x\n"))
 attempt("control_project", lambda: write("src.txt", "code"))
 "##;
@@ -144,11 +146,14 @@ attempt("control_project", lambda: write("src.txt", "code"))
             "bashrc",
             "rename_hooks",
             "unlink_config",
+            "rename_grandparent",
+            "rmdir_grandparent",
         ],
         &["control_git_head", "control_project"],
     );
     assert_eq!(s.host_read(&s.work.join(".git/config")), "[core]\n");
     assert!(!s.work.join(".git/hooks/pre-commit").exists());
+    assert!(!s.work.join(".git-old").exists());
     assert_eq!(s.host_read(&s.work.join(".bashrc")), "# rc\n");
 }
 

@@ -42,6 +42,7 @@ fn probe_profile() -> Profile {
         readable: Vec::new(),
         writable: Vec::new(),
         protected: Vec::new(),
+        pinned: Vec::new(),
         system,
         network: false,
         env: EnvPolicy::Allow {

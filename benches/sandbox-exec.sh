@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Per-exec overhead of the sandbox: `/bin/true` bare, under bwrap alone, and through `loom sandbox run` unconfined
+# (grant "*") and under each tier, measured side by side in one hyperfine run. Not a timed test: it prints a table
+# (and writes benches/results/sandbox-exec.md) for benches/README.md.
+#
+#   benches/sandbox-exec.sh            # debug build of loom (what `cargo build` gives)
+#   LOOM_PROFILE=release benches/sandbox-exec.sh
+#   RUNS=200 benches/sandbox-exec.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+profile=${LOOM_PROFILE:-debug}
+target=${CARGO_TARGET_DIR:-target}
+if [ "$profile" = release ]; then
+  cargo build -q --release -p loom-cli --bin loom
+else
+  cargo build -q -p loom-cli --bin loom
+fi
+loom="$(cd "$target/$profile" && pwd)/loom"
+command -v hyperfine >/dev/null || { echo "sandbox-exec.sh: needs hyperfine (apt-get install hyperfine)" >&2; exit 2; }
+command -v bwrap >/dev/null || { echo "sandbox-exec.sh: needs bubblewrap" >&2; exit 2; }
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+grant="{ commands = \"*\", paths = [\"$work\"] }"
+runs=${RUNS:-100}
+
+cmds=(
+  -n "bare /bin/true" "/bin/true"
+  -n "bwrap alone (userns+pidns+netns, ro /)" "bwrap --unshare-user --unshare-pid --unshare-net --die-with-parent --new-session --ro-bind / / --dev /dev --proc /proc /bin/true"
+  -n "loom, grant \"*\" (unconfined)" "$loom sandbox run --grant '\"*\"' -- /bin/true"
+)
+for tier in a b c; do
+  if "$loom" sandbox run --tier "$tier" --grant "$grant" -- /bin/true 2>/dev/null; then
+    cmds+=(-n "loom tier ${tier^^}" "$loom sandbox run --tier $tier --cwd $work --grant '$grant' -- /bin/true")
+  else
+    echo "sandbox-exec.sh: tier ${tier^^} is not available here; skipped (see loom doctor)" >&2
+  fi
+done
+
+mkdir -p benches/results
+hyperfine -N --warmup 10 --runs "$runs" --export-markdown benches/results/sandbox-exec.md "${cmds[@]}"
+echo
+echo "host: $(nproc) cores, $(uname -r), $(bwrap --version), loom $profile build"
+cat benches/results/sandbox-exec.md
