@@ -1,5 +1,57 @@
 //! # loom-broker
 //!
-//! The command broker: per-command grants that follow their command into pipelines and interpreters. Not built yet
-//! (issue 4); this crate holds its place in the dependency order `runtime -> broker -> sandbox -> kernel`.
-//! It must never run a command that no grant row names, and never run one unsandboxed.
+//! The command broker: per-command grants that follow their command into pipelines and interpreters.
+//!
+//! When a bash capability set has a general row (`commands = "*"`) and rows naming commands (`gcalcli` with the
+//! network), the shell runs under the general row, and a broker runs beside it in the loom process. A read-only
+//! directory of shims (copies of `loom-shim`, one per brokered command) goes first on the shell's PATH; a shim
+//! streams its argv, cwd, environment and stdin over a unix socket to the broker, which asks the kernel for the row
+//! that names the command ([`loom_kernel::decide_brokered`]), resolves the name on the HOST PATH, runs it in a fresh
+//! sandbox built from that row, and streams stdout, stderr and the exit status back. The wire format is in
+//! `broker/PROTOCOL.md`.
+//!
+//! ## What this crate must never do
+//! Run a command no row names (`commands = "*"` never brokers); run a binary found on the caller's PATH; run a
+//! brokered command unsandboxed (no backend means refusal); let the caller's environment load code into the
+//! command (`LD_PRELOAD` and friends never cross); accept a descriptor over the socket.
+//!
+//! ## Example
+//! ```no_run
+//! use loom_broker::{Broker, BrokerConfig, BrokerLimits, shim_next_to_current_exe};
+//! use loom_kernel::PathCtx;
+//!
+//! let grant = loom_sandbox::parse_grant(
+//!     r#"[{ commands = "*", paths = ["./"] }, { commands = ["gcalcli"], network = "*" }]"#,
+//! ).unwrap();
+//! let handle = Broker::start(BrokerConfig {
+//!     tool: "bash".into(),
+//!     grant,
+//!     ctx: PathCtx::new("/work", None),
+//!     home: None,
+//!     host_path: std::env::var_os("PATH").unwrap_or_default(),
+//!     host_env: std::env::vars_os().collect(),
+//!     backend: None, // no backend: every call is refused
+//!     limits: BrokerLimits::default(),
+//!     shim: shim_next_to_current_exe().unwrap(),
+//!     tmp: std::env::temp_dir(),
+//! }).unwrap();
+//! assert_eq!(handle.commands(), ["gcalcli"]);
+//! ```
+#![warn(missing_docs)]
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
+
+mod call;
+mod dir;
+mod error;
+#[allow(dead_code)]
+mod frame;
+mod peer;
+mod server;
+mod shell;
+
+pub use dir::{shim_next_to_current_exe, BrokerDir, SHIM_NAME};
+pub use error::BrokerError;
+pub use frame::{Frame, Request as WireRequest, MAX_PAYLOAD, VERSION};
+pub use peer::{descends_from, peer_cred, PeerCred};
+pub use server::{Backend, Broker, BrokerConfig, BrokerHandle, BrokerLimits};
+pub use shell::{run_with_broker, RunError};

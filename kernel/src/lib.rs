@@ -55,8 +55,8 @@ pub use ceiling::{
 };
 pub use contracts::{builtin_contract, check_contract, Contract, BUILTIN_TOOLS};
 pub use decide::{
-    decide, is_general_row, plain_argv, rowed_commands, Access, Authorization, Decision, Denial, Exec,
-    Request,
+    brokered_commands, decide, decide_brokered, is_general_row, is_injection_var, plain_argv,
+    rowed_commands, Access, Authorization, BrokerDenial, Brokered, Decision, Denial, Exec, Request,
 };
 pub use gate::{ceiling_growth, Growth};
 pub use grant::{Grant, GrantError, Kind, Row};
@@ -69,7 +69,7 @@ pub use manifest::{
     MAX_MANIFEST_BYTES, MAX_NESTING,
 };
 pub use mcp::{bind_schema, ArgBinding, BindError, BoundTool};
-pub use path::{path_within, PathCtx};
+pub use path::{path_within, NormCache, PathCtx};
 pub use rng::Rng;
 pub use rules::{combine, wildcard_match, CallFacts, Permissions, Rule, Verdict};
 pub use subagent::{check_subagents, Excess, ManifestLoader, SubagentVerdict, MAX_DEPTH};

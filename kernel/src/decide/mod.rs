@@ -5,8 +5,10 @@
 //! — the very row the sandbox is then built from — or a denial whose reason teaches the model what it may do instead.
 //! Containment is always asked of the tool's own algebra, so a decision can never disagree with `loom audit`.
 
+mod broker;
 mod shell;
 
+pub use broker::{brokered_commands, decide_brokered, is_injection_var, BrokerDenial, Brokered};
 pub use shell::plain_argv;
 
 use crate::algebra::{Algebra, AlgebraKind};
