@@ -289,7 +289,7 @@ pub fn build_profile(
             }
         }
     }
-    let system = SYSTEM_DIRS
+    let system: Vec<SystemDir> = SYSTEM_DIRS
         .iter()
         .map(PathBuf::from)
         .filter_map(|p| match facts.entry(&p) {
@@ -304,6 +304,25 @@ pub fn build_profile(
             _ => None,
         })
         .collect();
+    let mut system: Vec<SystemDir> = system;
+    if network {
+        // systemd-resolved hosts link /etc/resolv.conf into /run, which the view replaces with a private tmpfs:
+        // expose just the resolver's directory, read-only, so DNS works when the network is granted.
+        let resolv = Path::new("/etc/resolv.conf");
+        if let (Some(Entry::Symlink(_)), Some(target)) =
+            (facts.entry(resolv), facts.canonical(resolv))
+        {
+            if let Some(dir) = target
+                .parent()
+                .filter(|d| d.starts_with("/run") && *d != Path::new("/run"))
+            {
+                system.push(SystemDir {
+                    path: dir.to_path_buf(),
+                    symlink: None,
+                });
+            }
+        }
+    }
     let mut profile = Profile {
         grant,
         readable,
@@ -568,6 +587,28 @@ pub(crate) mod tests {
         );
         refused(r#"{ commands = "*", paths = [1] }"#, "list of path strings");
         refused(r#"{ commands = "*", env = 3 }"#, "env");
+    }
+
+    #[test]
+    fn a_resolver_under_run_is_exposed_only_with_the_network() {
+        let mut f = fs();
+        f.0.insert(
+            "/etc/resolv.conf".into(),
+            Entry::Symlink("/run/systemd/resolve/stub-resolv.conf".into()),
+        );
+        f.0.insert("/run".into(), Entry::Dir);
+        f.0.insert("/run/systemd".into(), Entry::Dir);
+        f.0.insert("/run/systemd/resolve".into(), Entry::Dir);
+        f.0.insert("/run/systemd/resolve/stub-resolv.conf".into(), Entry::File);
+        let with = |src: &str| {
+            build_profile(&row(src), &ctx(), &place(), Limits::default(), &f)
+                .unwrap()
+                .system
+                .iter()
+                .any(|s| s.path == Path::new("/run/systemd/resolve"))
+        };
+        assert!(with(r#"{ commands = "*", network = "*" }"#));
+        assert!(!with(r#"{ commands = "*" }"#));
     }
 
     #[test]
