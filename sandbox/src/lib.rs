@@ -68,5 +68,6 @@ pub use seccomp::{
 };
 pub use select::{parse_grant, select_row, GrantTextError, SelectError, Selected};
 pub use spawn::{
-    check_expressible, open_roots, spawn_sandboxed, spawn_unconfined, Launch, Outcome, SpawnError,
+    check_expressible, kill_tree_on_signals, open_roots, spawn_sandboxed, spawn_unconfined, Launch,
+    Outcome, SpawnError,
 };

@@ -8,6 +8,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -283,6 +284,7 @@ pub fn spawn_sandboxed_io(
     }
     let child = cmd.spawn()?;
     drop(status_w);
+    CURRENT_GROUP.store(i32::try_from(child.id()).unwrap_or(0), Ordering::SeqCst);
     started(child.id());
     // The caller's ends of the streams stay with the caller; ours were moved into `cmd` and close with it.
     drop(cmd);
@@ -299,6 +301,35 @@ fn exit_code(status: std::process::ExitStatus) -> i32 {
         .code()
         .or_else(|| status.signal().map(|s| 128 + s))
         .unwrap_or(1)
+}
+
+/// The process group of the command being supervised (0: none), for [`kill_tree_on_signals`].
+static CURRENT_GROUP: AtomicI32 = AtomicI32::new(0);
+
+extern "C" fn on_cancel(sig: libc::c_int) {
+    let pgid = CURRENT_GROUP.load(Ordering::SeqCst);
+    // SAFETY: kill and _exit are async-signal-safe.
+    unsafe {
+        if pgid > 0 {
+            libc::kill(-pgid, libc::SIGKILL);
+        }
+        libc::_exit(128 + sig);
+    }
+}
+
+/// Makes SIGINT, SIGTERM and SIGHUP (a cancel) kill the supervised command's whole process group before this
+/// process exits with 128 + the signal number. For a front end such as `loom sandbox run`; the sandbox's pid
+/// namespace (tiers A and C) and `PR_SET_PDEATHSIG` take care of the rest of the tree.
+pub fn kill_tree_on_signals() {
+    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        // SAFETY: an all-zero sigaction is valid; the handler only calls async-signal-safe functions.
+        unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = on_cancel as extern "C" fn(libc::c_int) as usize;
+            libc::sigemptyset(&mut sa.sa_mask);
+            libc::sigaction(sig, &sa, std::ptr::null_mut());
+        }
+    }
 }
 
 fn kill_tree(pid: u32) {
@@ -417,6 +448,7 @@ pub fn spawn_unconfined(
         _ => SpawnError::Io(e),
     })?;
     let pid = child.id();
+    CURRENT_GROUP.store(i32::try_from(pid).unwrap_or(0), Ordering::SeqCst);
     let Some(t) = timeout else {
         return Ok(Outcome {
             code: exit_code(child.wait()?),

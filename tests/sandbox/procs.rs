@@ -264,3 +264,39 @@ except OSError as e:
     );
     r.stdout_has("LIMITED EAGAIN").stdout_lacks("UNBOUNDED");
 }
+
+#[test]
+fn cancelling_loom_kills_the_whole_tree() {
+    need_sandbox!();
+    let s = Sbx::new();
+    for grant in [s.grant(), r#""*""#.to_string()] {
+        let mark = marker("cancel");
+        let script = format!("sh -c 'sleep 120' {mark} & sleep 120");
+        let mut loom = Command::new(loom_bin())
+            .args(["sandbox", "run", "--grant", &grant, "--cwd"])
+            .arg(&s.work)
+            .args(["--", "sh", "-c", &script])
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        assert!(wait_for(
+            || !host_procs_with(&mark).is_empty(),
+            Duration::from_secs(5)
+        ));
+        let sent = Command::new("kill")
+            .args(["-INT", &loom.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(sent.success());
+        let status = loom.wait().unwrap();
+        assert_eq!(status.code(), Some(130), "grant {grant}: {status:?}");
+        assert!(
+            wait_for(|| host_procs_with(&mark).is_empty(), Duration::from_secs(3)),
+            "grant {grant}: processes survived the cancel: {:?}",
+            host_procs_with(&mark)
+        );
+    }
+}

@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use loom_kernel::PathCtx;
 use loom_sandbox::{
-    build_env, build_profile, choose_tier, host_support, parse_grant, select_row, spawn_sandboxed,
-    spawn_unconfined, HostFs, Launch, Limits, Place, Selected, Tier,
+    build_env, build_profile, choose_tier, host_support, kill_tree_on_signals, parse_grant,
+    select_row, spawn_sandboxed, spawn_unconfined, HostFs, Launch, Limits, Place, Selected, Tier,
 };
 
 use crate::exit;
@@ -106,6 +106,7 @@ fn run_one(a: RunArgs) -> i32 {
         Err(e) => return fail(exit::FAILED, &format!("--cwd {}: {e}", cwd.display())),
     };
     let timeout = a.timeout_ms.map(Duration::from_millis);
+    kill_tree_on_signals();
     let command_name = a.command[0].to_string_lossy().into_owned();
     let row = match select_row(&grant, &command_name) {
         Ok(Selected::Unrestricted) => {
