@@ -30,6 +30,11 @@ pub fn loom_bin() -> PathBuf {
                 "loom-cli",
                 "--bin",
                 "loom",
+                // The command broker installs loom-shim from next to the loom binary.
+                "-p",
+                "loom-broker",
+                "--bin",
+                "loom-shim",
                 "--target-dir",
             ])
             .arg(&target_dir)

@@ -27,10 +27,24 @@ const REFUSED: u8 = 126;
 /// Exit code for a name that is not a brokered command (or not installed).
 const NOT_FOUND: u8 = 127;
 
-/// Sends an error frame and closes the connection.
+/// Sends an error frame and closes the connection. What the peer already sent is read and discarded first (without
+/// waiting, and never accepting a descriptor), so the close reads as an end of stream rather than a reset.
 pub(crate) fn refuse(stream: &UnixStream, code: u8, message: &str) {
     let mut w = stream;
     let _ = write_frame(&mut w, frame::T_ERROR, &frame::error_payload(code, message));
+    let _ = stream.shutdown(std::net::Shutdown::Write);
+    if stream.set_nonblocking(true).is_ok() {
+        let mut reader = NoFdReader::new(stream);
+        let mut sink = [0u8; 16 << 10];
+        let mut budget = 1usize << 20;
+        while budget > 0 {
+            match reader.read(&mut sink) {
+                Ok(n) if n > 0 => budget = budget.saturating_sub(n),
+                Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {}
+                _ => break,
+            }
+        }
+    }
     let _ = stream.shutdown(std::net::Shutdown::Both);
 }
 
