@@ -48,6 +48,8 @@ mod frame;
 mod peer;
 mod server;
 mod shell;
+#[cfg(test)]
+mod tests;
 
 pub use dir::{shim_next_to_current_exe, BrokerDir, SHIM_NAME};
 pub use error::BrokerError;
