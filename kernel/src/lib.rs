@@ -69,7 +69,7 @@ pub use manifest::{
     MAX_MANIFEST_BYTES, MAX_NESTING,
 };
 pub use mcp::{bind_schema, ArgBinding, BindError, BoundTool};
-pub use path::{path_within, PathCtx};
+pub use path::{path_within, NormCache, PathCtx};
 pub use rng::Rng;
 pub use rules::{combine, wildcard_match, CallFacts, Permissions, Rule, Verdict};
 pub use subagent::{check_subagents, Excess, ManifestLoader, SubagentVerdict, MAX_DEPTH};

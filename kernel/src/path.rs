@@ -26,40 +26,94 @@ impl PathCtx {
     /// slashes. The result is absolute (starts with `/`), or starts with `~` when there is no home to expand to.
     /// `..` never climbs above the root.
     pub fn normalize(&self, raw: &str) -> String {
-        let joined = if raw == "~" || raw.starts_with("~/") {
+        if is_clean_absolute(raw) {
+            return raw.to_string();
+        }
+        let (root, prefix, rest) = if raw == "~" || raw.starts_with("~/") {
             match &self.home {
-                Some(home) => format!("{home}/{}", &raw[1..]),
-                None => raw.to_string(),
+                Some(home) => ("", home.as_str(), &raw[1..]),
+                None => ("~", "", &raw[1..]),
             }
         } else if raw.starts_with('/') {
-            raw.to_string()
+            ("", "", raw)
         } else {
-            format!("{}/{raw}", self.base)
+            ("", self.base.as_str(), raw)
         };
-        let (root, rest) = match joined.strip_prefix('~') {
-            Some(rest) => ("~", rest),
-            None => ("", joined.as_str()),
-        };
-        let mut parts: Vec<&str> = Vec::new();
-        for seg in rest.split('/') {
+        // one allocation: segments are appended as `/seg`, and `..` truncates back to the previous slash
+        let mut out = String::with_capacity(root.len() + prefix.len() + rest.len() + 2);
+        out.push_str(root);
+        for seg in prefix.split('/').chain(rest.split('/')) {
             match seg {
                 "" | "." => {}
                 ".." => {
-                    parts.pop();
+                    if let Some(i) = out.rfind('/') {
+                        out.truncate(i.max(root.len()));
+                    }
                 }
-                s => parts.push(s),
+                s => {
+                    out.push('/');
+                    out.push_str(s);
+                }
             }
         }
-        if root == "~" && parts.is_empty() {
-            return "~".into();
+        if out.len() == root.len() && root.is_empty() {
+            out.push('/');
         }
-        format!("{root}/{}", parts.join("/"))
+        out
     }
 
     /// True when `sub` lies at or below `root`, after normalising both.
     pub fn contains(&self, root: &str, sub: &str) -> bool {
         path_within(&self.normalize(root), &self.normalize(sub))
     }
+}
+
+/// A bounded memo of [`PathCtx::normalize`] for one context. Containment compares the same few grant paths many
+/// times (every row pair of every check), so algebras normalise each distinct string once. Pure: the memo is only an
+/// optimisation and never changes an answer; it is cleared when it reaches [`NormCache::CAPACITY`] entries.
+#[derive(Debug, Default)]
+pub struct NormCache {
+    map: std::sync::Mutex<std::collections::HashMap<String, std::sync::Arc<str>>>,
+}
+
+impl NormCache {
+    /// The most entries kept before the memo starts over.
+    pub const CAPACITY: usize = 4096;
+
+    /// `ctx.normalize(raw)`, memoised.
+    pub fn normalize(&self, ctx: &PathCtx, raw: &str) -> std::sync::Arc<str> {
+        let Ok(mut map) = self.map.lock() else {
+            // a poisoned memo is only a lost optimisation
+            return ctx.normalize(raw).into();
+        };
+        if let Some(hit) = map.get(raw) {
+            return hit.clone();
+        }
+        if map.len() >= Self::CAPACITY {
+            map.clear();
+        }
+        let n: std::sync::Arc<str> = ctx.normalize(raw).into();
+        map.insert(raw.to_string(), n.clone());
+        n
+    }
+}
+
+impl Clone for NormCache {
+    fn clone(&self) -> Self {
+        NormCache::default()
+    }
+}
+
+/// True for an absolute path that normalisation would leave unchanged: no empty, `.` or `..` segment and no
+/// trailing slash (except `/` itself). The common case, so it skips the rebuild.
+pub(crate) fn is_clean_absolute(raw: &str) -> bool {
+    if raw == "/" {
+        return true;
+    }
+    let Some(rest) = raw.strip_prefix('/') else {
+        return false;
+    };
+    rest.split('/').all(|seg| !matches!(seg, "" | "." | ".."))
 }
 
 /// True when normalised path `sub` equals normalised `root` or lies below it. `/` contains every absolute path;

@@ -82,10 +82,15 @@ impl Value {
 
     /// The elements this value stands for as a set: a list's elements, or the scalar itself. `None` for `Star`.
     pub fn elements(&self) -> Option<Vec<&Value>> {
+        self.as_set().map(|s| s.iter().collect())
+    }
+
+    /// Like [`Value::elements`], without allocating: a list's elements, or a one-element slice holding the scalar.
+    pub fn as_set(&self) -> Option<&[Value]> {
         match self {
             Value::Star => None,
-            Value::List(items) => Some(items.iter().collect()),
-            other => Some(vec![other]),
+            Value::List(items) => Some(items),
+            other => Some(std::slice::from_ref(other)),
         }
     }
 

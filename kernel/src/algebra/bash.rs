@@ -1,7 +1,7 @@
 //! The bash tool's algebra: per row over `commands`, `paths`, `read_paths`, `network` and `env`.
 
 use super::default::{sample_rows, value_contains};
-use super::files::{path_kind_contains, sample_paths};
+use super::files::{canonicalize_paths, path_kind_contains, sample_paths, Paths};
 use super::Algebra;
 use crate::grant::{Grant, Row};
 use crate::path::PathCtx;
@@ -32,13 +32,15 @@ pub const ENV_TIER2: [&str; 6] = ["PATH", "PWD", "TMPDIR", "EDITOR", "VISUAL", "
 ///   its names and `PREFIX_*` patterns, `"*"` means all. Tier-1 names are always covered.
 #[derive(Debug, Clone)]
 pub struct BashAlgebra {
-    ctx: PathCtx,
+    paths: Paths,
 }
 
 impl BashAlgebra {
     /// The algebra for grants whose relative paths resolve against `ctx`.
     pub fn new(ctx: PathCtx) -> BashAlgebra {
-        BashAlgebra { ctx }
+        BashAlgebra {
+            paths: Paths::new(ctx),
+        }
     }
 }
 
@@ -56,22 +58,35 @@ fn network_contains(sup: Option<&Value>, sub: &Value) -> bool {
     }
 }
 
-/// The env patterns a value stands for beyond tier 1; `None` means every variable.
-fn env_patterns(v: Option<&Value>) -> Option<Vec<String>> {
+/// The env patterns a value stands for beyond tier 1: `None` means every variable. Absent means tier 2.
+fn env_patterns(v: Option<&Value>) -> Option<EnvSet<'_>> {
     match v {
-        None => Some(ENV_TIER2.iter().map(|s| s.to_string()).collect()),
+        None => Some(EnvSet::Tier2),
         Some(Value::Star) => None,
-        Some(other) => Some(
-            other
-                .elements()
-                .unwrap_or_default()
-                .into_iter()
-                .map(|e| match e {
-                    Value::Str(s) => s.clone(),
-                    other => other.to_toml(),
-                })
-                .collect(),
-        ),
+        Some(other) => Some(EnvSet::Listed(other.as_set().unwrap_or_default())),
+    }
+}
+
+/// A finite env grant, without allocating.
+enum EnvSet<'a> {
+    Tier2,
+    Listed(&'a [Value]),
+}
+
+impl EnvSet<'_> {
+    fn covers(&self, name: &str) -> bool {
+        match self {
+            EnvSet::Tier2 => {
+                ENV_TIER1.contains(&name) || ENV_TIER2.iter().any(|p| env_pattern_covers(p, name))
+            }
+            EnvSet::Listed(items) => {
+                ENV_TIER1.contains(&name)
+                    || items
+                        .iter()
+                        .filter_map(Value::as_str)
+                        .any(|p| env_pattern_covers(p, name))
+            }
+        }
     }
 }
 
@@ -87,12 +102,22 @@ pub fn env_pattern_covers(sup: &str, sub: &str) -> bool {
 }
 
 fn env_contains(sup: Option<&Value>, sub: Option<&Value>) -> bool {
+    if sup == sub {
+        return true;
+    }
     match (env_patterns(sup), env_patterns(sub)) {
         (None, _) => true,
         (Some(_), None) => false,
-        (Some(sups), Some(subs)) => subs
-            .iter()
-            .all(|s| sups.iter().any(|p| env_pattern_covers(p, s))),
+        (Some(sups), Some(subs)) => match subs {
+            EnvSet::Tier2 => ENV_TIER2.iter().all(|s| sups.covers(s)),
+            EnvSet::Listed(items) => {
+                // non-string elements never match a pattern; compare them by equality
+                items.iter().all(|v| match v.as_str() {
+                    Some(s) => sups.covers(s),
+                    None => matches!(&sups, EnvSet::Listed(xs) if xs.contains(v)),
+                })
+            }
+        },
     }
 }
 
@@ -107,7 +132,7 @@ impl Algebra for BashAlgebra {
             return false;
         }
         sub.0.iter().all(|(k, v)| {
-            if let Some(ok) = path_kind_contains(&self.ctx, sup, k, v) {
+            if let Some(ok) = path_kind_contains(&self.paths, sup, k, v) {
                 return ok;
             }
             match k.as_str() {
@@ -116,6 +141,10 @@ impl Algebra for BashAlgebra {
                 _ => sup.get(k).is_some_and(|s| value_contains(s, v)),
             }
         })
+    }
+
+    fn canonicalize(&self, g: &Grant) -> Grant {
+        canonicalize_paths(&self.paths, g)
     }
 
     fn sample(&self, rng: &mut Rng) -> Grant {

@@ -3,7 +3,9 @@
 use super::default::{sample_rows, value_contains};
 use super::Algebra;
 use crate::grant::{Grant, Row};
-use crate::path::PathCtx;
+use std::sync::Arc;
+
+use crate::path::{is_clean_absolute, path_within, NormCache, PathCtx};
 use crate::rng::Rng;
 use crate::value::Value;
 
@@ -11,41 +13,132 @@ use crate::value::Value;
 /// `read_paths` (read-only). Every other kind uses the default value order.
 #[derive(Debug, Clone)]
 pub struct FilesAlgebra {
-    ctx: PathCtx,
+    paths: Paths,
 }
 
 impl FilesAlgebra {
     /// The algebra for grants whose relative paths resolve against `ctx`.
     pub fn new(ctx: PathCtx) -> FilesAlgebra {
-        FilesAlgebra { ctx }
+        FilesAlgebra {
+            paths: Paths::new(ctx),
+        }
+    }
+}
+
+/// A path context with its normalisation memo: what the path kinds of every algebra compare with.
+#[derive(Debug, Clone)]
+pub struct Paths {
+    ctx: PathCtx,
+    cache: NormCache,
+}
+
+impl Paths {
+    /// Paths resolved against `ctx`.
+    pub fn new(ctx: PathCtx) -> Paths {
+        Paths {
+            ctx,
+            cache: NormCache::default(),
+        }
+    }
+
+    fn norm(&self, raw: &str) -> Arc<str> {
+        self.cache.normalize(&self.ctx, raw)
     }
 }
 
 /// Does the path-list value `sup` cover the path-list value `sub`? `"*"` covers any path; a list covers a list when
 /// every path of the smaller lies at or below some root of the larger. Non-string elements compare by equality.
 pub fn paths_value_contains(ctx: &PathCtx, sup: &Value, sub: &Value) -> bool {
+    paths_contains(&Paths::new(ctx.clone()), sup, sub)
+}
+
+fn paths_contains(paths: &Paths, sup: &Value, sub: &Value) -> bool {
     match (sup, sub) {
         (Value::Star, _) => true,
         (_, Value::Star) => false,
-        _ => match (sup.elements(), sub.elements()) {
-            (Some(roots), Some(subs)) => subs
-                .iter()
-                .all(|s| roots.iter().any(|r| path_elem_within(ctx, r, s))),
+        _ => match (sup.as_set(), sub.as_set()) {
+            (Some(roots), Some(subs)) => all_within(paths, roots.iter(), subs),
             _ => false,
         },
     }
 }
 
-fn path_elem_within(ctx: &PathCtx, root: &Value, sub: &Value) -> bool {
-    match (root, sub) {
-        (Value::Str(r), Value::Str(s)) => ctx.contains(r, s),
-        _ => root == sub,
+/// A path element normalised once, so a list-against-list comparison normalises each element once, not per pair.
+/// Clean absolute paths (the canonical form, see [`Algebra::canonicalize`]) are used as they are.
+enum Norm<'a> {
+    Clean(&'a str),
+    Path(Arc<str>),
+    Other(&'a Value),
+}
+
+impl Norm<'_> {
+    fn path(&self) -> Option<&str> {
+        match self {
+            Norm::Clean(s) => Some(s),
+            Norm::Path(s) => Some(s),
+            Norm::Other(_) => None,
+        }
     }
+}
+
+fn norm<'a>(paths: &Paths, v: &'a Value) -> Norm<'a> {
+    match v {
+        Value::Str(s) if is_clean_absolute(s) => Norm::Clean(s),
+        Value::Str(s) => Norm::Path(paths.norm(s)),
+        other => Norm::Other(other),
+    }
+}
+
+fn within(root: &Norm<'_>, sub: &Norm<'_>) -> bool {
+    match (root.path(), sub.path(), root, sub) {
+        (Some(r), Some(s), _, _) => path_within(r, s),
+        (None, None, Norm::Other(r), Norm::Other(s)) => r == s,
+        _ => false,
+    }
+}
+
+/// True when every element of `subs` lies within some element of `roots`.
+fn all_within<'r>(
+    paths: &Paths,
+    roots: impl Iterator<Item = &'r Value> + Clone,
+    subs: &[Value],
+) -> bool {
+    subs.iter().all(|s| {
+        let s = norm(paths, s);
+        roots.clone().any(|r| within(&norm(paths, r), &s))
+    })
+}
+
+/// Rewrites the path kinds of every row to their normalised absolute form (see [`Algebra::canonicalize`]).
+pub(crate) fn canonicalize_paths(paths: &Paths, g: &Grant) -> Grant {
+    let Grant::Set(rows) = g else {
+        return Grant::Unrestricted;
+    };
+    Grant::set(
+        rows.iter()
+            .map(|r| {
+                let mut r = r.clone();
+                for kind in ["paths", "read_paths"] {
+                    if let Some(Value::List(items)) = r.0.get(kind) {
+                        let items = items
+                            .iter()
+                            .map(|v| match v {
+                                Value::Str(s) => Value::Str(paths.norm(s).to_string()),
+                                other => other.clone(),
+                            })
+                            .collect();
+                        r.0.insert(kind.to_string(), Value::list(items));
+                    }
+                }
+                r
+            })
+            .collect(),
+    )
 }
 
 /// Row containment over `paths` and `read_paths`, shared by the file tools and bash. Returns `None` for other kinds.
 pub(crate) fn path_kind_contains(
-    ctx: &PathCtx,
+    paths: &Paths,
     sup: &Row,
     kind: &str,
     sub: &Value,
@@ -53,7 +146,7 @@ pub(crate) fn path_kind_contains(
     match kind {
         "paths" => Some(
             sup.get("paths")
-                .is_some_and(|p| paths_value_contains(ctx, p, sub)),
+                .is_some_and(|p| paths_contains(paths, p, sub)),
         ),
         "read_paths" => {
             let rw = sup.get("paths");
@@ -61,19 +154,15 @@ pub(crate) fn path_kind_contains(
             if matches!(rw, Some(Value::Star)) || matches!(ro, Some(Value::Star)) {
                 return Some(true);
             }
-            let Some(subs) = sub.elements() else {
+            let Some(subs) = sub.as_set() else {
                 return Some(false);
             };
-            let roots: Vec<&Value> = [rw, ro]
+            let roots = [rw, ro]
                 .into_iter()
                 .flatten()
-                .filter_map(Value::elements)
-                .flatten()
-                .collect();
-            Some(
-                subs.iter()
-                    .all(|s| roots.iter().any(|r| path_elem_within(ctx, r, s))),
-            )
+                .filter_map(Value::as_set)
+                .flatten();
+            Some(all_within(paths, roots, subs))
         }
         _ => None,
     }
@@ -87,10 +176,14 @@ impl Algebra for FilesAlgebra {
     fn row_contains(&self, sup: &Row, sub: &Row) -> bool {
         sub.0
             .iter()
-            .all(|(k, v)| match path_kind_contains(&self.ctx, sup, k, v) {
+            .all(|(k, v)| match path_kind_contains(&self.paths, sup, k, v) {
                 Some(ok) => ok,
                 None => sup.get(k).is_some_and(|s| value_contains(s, v)),
             })
+    }
+
+    fn canonicalize(&self, g: &Grant) -> Grant {
+        canonicalize_paths(&self.paths, g)
     }
 
     fn sample(&self, rng: &mut Rng) -> Grant {
@@ -120,12 +213,13 @@ pub(crate) const SAMPLE_PATHS: [&str; 9] = [
     "~/.cfg",
 ];
 
+/// `"*"`, or a list of up to two of [`SAMPLE_PATHS`].
 pub(crate) fn sample_paths(rng: &mut Rng) -> Value {
     if rng.one_in(6) {
-        Value::Star
-    } else {
-        Value::strs(rng.subset(&SAMPLE_PATHS))
+        return Value::Star;
     }
+    let n = rng.below(3);
+    Value::strs((0..n).map(|_| *rng.pick(&SAMPLE_PATHS)))
 }
 
 #[cfg(test)]
