@@ -130,3 +130,44 @@ except OSError as e:
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[test]
+fn setuid_binaries_do_not_escalate() {
+    need_sandbox!();
+    let Some(s) = ready() else { return };
+    // A setuid-root copy of python in the project: outside the sandbox it runs with euid 0 (the control proves the
+    // bit works on this filesystem); inside, no_new_privs keeps the caller's euid.
+    let suid = s.work.join("suid-python");
+    std::fs::copy("/usr/bin/python3", &suid).unwrap();
+    let chown = Command::new("chown")
+        .args(["root:root"])
+        .arg(&suid)
+        .status()
+        .unwrap();
+    assert!(chown.success());
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&suid, std::fs::Permissions::from_mode(0o4755)).unwrap();
+    let probe = "import os; print('euid', os.geteuid())";
+    let outside = Command::new("runuser")
+        .args(["-u", USER, "--"])
+        .arg(&suid)
+        .args(["-c", probe])
+        .output()
+        .unwrap();
+    let outside = String::from_utf8_lossy(&outside.stdout).into_owned();
+    if !outside.contains("euid 0") {
+        eprintln!("SKIPPED: setuid bits are not honoured on this filesystem (nosuid?): {outside}");
+        return;
+    }
+    let out = run_as_user(&s, &[], &[suid.to_str().unwrap(), "-c", probe]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("euid "),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        !stdout.contains("euid 0"),
+        "setuid escalated inside the sandbox: {stdout}"
+    );
+}
