@@ -4,9 +4,7 @@
 //! The handled rights are pinned to [`TARGET_ABI`], so a newer kernel or crate never changes what a profile means;
 //! an older kernel enforces what it can (best effort) and the caller refuses when nothing is enforced.
 
-use std::ffi::CString;
-use std::os::fd::{FromRawFd, OwnedFd};
-use std::os::unix::ffi::OsStrExt;
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 
 use landlock::{
@@ -15,6 +13,7 @@ use landlock::{
 };
 
 use crate::profile::Profile;
+use crate::roots::open_nofollow;
 
 /// The Landlock ABI whose rights loom asks for: filesystem rights incl. truncate and device ioctl, TCP bind/connect,
 /// and abstract-socket and signal scoping.
@@ -170,23 +169,6 @@ pub enum LandlockError {
     Ruleset(String),
 }
 
-fn open_path(path: &Path) -> std::io::Result<OwnedFd> {
-    let c = CString::new(path.as_os_str().as_bytes())
-        .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
-    // SAFETY: `c` is a valid NUL-terminated string; the flags are plain constants.
-    let fd = unsafe {
-        libc::open(
-            c.as_ptr(),
-            libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC,
-        )
-    };
-    if fd < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: `fd` was just returned by open and is owned by nobody else.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-}
-
 fn is_dir(fd: &OwnedFd) -> bool {
     use std::os::fd::AsRawFd;
     // SAFETY: an all-zero stat is a valid out-parameter; fstat only writes into it.
@@ -213,7 +195,7 @@ pub fn apply_landlock(rules: &[LandlockRule], network: bool) -> Result<Enforceme
     }
     let mut created = ruleset.create().map_err(err)?;
     for r in rules {
-        let fd = match open_path(&r.path) {
+        let fd = match open_nofollow(&r.path) {
             Ok(fd) => fd,
             Err(e) if !r.required && e.raw_os_error() == Some(libc::ENOENT) => continue,
             Err(e) if !r.required && e.raw_os_error() == Some(libc::ELOOP) => continue,

@@ -33,6 +33,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 mod bwrap;
+mod cancel;
 mod env;
 mod extra;
 mod facts;
@@ -40,12 +41,14 @@ mod inner;
 mod landlock;
 mod probe;
 mod profile;
+mod roots;
 mod sbpl;
 mod seccomp;
 mod select;
 mod spawn;
 
 pub use bwrap::{build_bwrap_args, BwrapError, BwrapFeatures, PathFds, INNER_EXE_IN_VIEW};
+pub use cancel::kill_tree_on_signals;
 pub use env::{build_env, EnvPolicy};
 pub use extra::{spawn_sandboxed_io, Streams};
 pub use facts::HostFs;
@@ -62,12 +65,12 @@ pub use profile::{
     build_profile, Entry, Facts, Limits, Place, Profile, ProfileError, SystemDir, PROTECTED_NAMES,
     SYSTEM_DIRS,
 };
+pub use roots::open_roots;
 pub use sbpl::build_sbpl;
 pub use seccomp::{
     apply_seccomp, build_abi_guard, build_seccomp_programs, build_seccomp_rules, SeccompError,
 };
 pub use select::{parse_grant, select_row, GrantTextError, SelectError, Selected};
 pub use spawn::{
-    check_expressible, kill_tree_on_signals, open_roots, spawn_sandboxed, spawn_unconfined, Launch,
-    Outcome, SpawnError,
+    check_expressible, spawn_sandboxed, spawn_unconfined, Launch, Outcome, SpawnError,
 };

@@ -1,22 +1,23 @@
 //! Effectful: opening grant roots by descriptor, spawning the confined process tree, waiting with a timeout and
 //! killing the whole tree.
 
-use std::ffi::{CString, OsString};
+use std::ffi::OsString;
 use std::io::Read;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use crate::bwrap::{build_bwrap_args, inner_exe_in_view, BwrapError, BwrapFeatures, PathFds};
+use crate::cancel::CURRENT_GROUP;
 use crate::inner::InnerSpec;
 use crate::landlock::{build_landlock_rules, View};
 use crate::probe::Tier;
 use crate::profile::Profile;
+use crate::roots::open_roots;
 
 /// How to launch one confined command.
 #[derive(Debug, Clone)]
@@ -94,54 +95,6 @@ impl SpawnError {
             _ => 1,
         }
     }
-}
-
-fn open_nofollow(path: &Path) -> std::io::Result<OwnedFd> {
-    let c = CString::new(path.as_os_str().as_bytes())
-        .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
-    // SAFETY: `c` is a valid NUL-terminated string.
-    let fd = unsafe {
-        libc::open(
-            c.as_ptr(),
-            libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC,
-        )
-    };
-    if fd < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: `fd` is freshly opened and owned by nobody else.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-}
-
-/// Opens every grant root and protected path with `O_PATH | O_NOFOLLOW` and checks, through `/proc/self/fd`, that
-/// the descriptor is the path itself (no symlink in any component). bwrap then binds the descriptors, so a symlink
-/// planted after this check cannot redirect a bind.
-pub fn open_roots(profile: &Profile) -> Result<Vec<(PathBuf, OwnedFd)>, SpawnError> {
-    let mut out = Vec::new();
-    let paths = profile
-        .roots()
-        .into_iter()
-        .map(|(p, _)| p.to_path_buf())
-        .chain(profile.protected.iter().cloned())
-        .chain(profile.pinned.iter().cloned());
-    for path in paths {
-        let changed = |why: String| SpawnError::RootChanged {
-            grant: profile.grant.clone(),
-            path: path.clone(),
-            why,
-        };
-        let fd = open_nofollow(&path).map_err(|e| match e.raw_os_error() {
-            Some(libc::ELOOP) => changed("it is now a symlink".into()),
-            _ => changed(e.to_string()),
-        })?;
-        let seen = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))
-            .map_err(|e| changed(e.to_string()))?;
-        if seen != path {
-            return Err(changed(format!("it now resolves to {}", seen.display())));
-        }
-        out.push((path, fd));
-    }
-    Ok(out)
 }
 
 pub(crate) fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
@@ -301,35 +254,6 @@ fn exit_code(status: std::process::ExitStatus) -> i32 {
         .code()
         .or_else(|| status.signal().map(|s| 128 + s))
         .unwrap_or(1)
-}
-
-/// The process group of the command being supervised (0: none), for [`kill_tree_on_signals`].
-static CURRENT_GROUP: AtomicI32 = AtomicI32::new(0);
-
-extern "C" fn on_cancel(sig: libc::c_int) {
-    let pgid = CURRENT_GROUP.load(Ordering::SeqCst);
-    // SAFETY: kill and _exit are async-signal-safe.
-    unsafe {
-        if pgid > 0 {
-            libc::kill(-pgid, libc::SIGKILL);
-        }
-        libc::_exit(128 + sig);
-    }
-}
-
-/// Makes SIGINT, SIGTERM and SIGHUP (a cancel) kill the supervised command's whole process group before this
-/// process exits with 128 + the signal number. For a front end such as `loom sandbox run`; the sandbox's pid
-/// namespace (tiers A and C) and `PR_SET_PDEATHSIG` take care of the rest of the tree.
-pub fn kill_tree_on_signals() {
-    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
-        // SAFETY: an all-zero sigaction is valid; the handler only calls async-signal-safe functions.
-        unsafe {
-            let mut sa: libc::sigaction = std::mem::zeroed();
-            sa.sa_sigaction = on_cancel as extern "C" fn(libc::c_int) as usize;
-            libc::sigemptyset(&mut sa.sa_mask);
-            libc::sigaction(sig, &sa, std::ptr::null_mut());
-        }
-    }
 }
 
 fn kill_tree(pid: u32) {
