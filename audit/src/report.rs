@@ -175,23 +175,38 @@ pub fn build_report(manifest: Manifest, facts: Facts<'_>) -> Report {
             .or_default()
             .push(t.instance.clone());
     }
-    let laws: Vec<LawOutcome> = by_kind
-        .into_iter()
-        .map(|(kind, names)| {
-            let alg = kind.build(&ctx);
-            let result = check_laws(
-                &names.join(", "),
-                alg.as_ref(),
-                DEFAULT_SEED,
-                DEFAULT_TRIALS,
-            );
-            LawOutcome {
-                algebra: kind,
-                tools: names,
-                result,
+    // the algebras are independent, so check them side by side; a check that panics is a failure, never a pass
+    let mut laws: Vec<LawOutcome> = Vec::new();
+    std::thread::scope(|scope| {
+        let jobs: Vec<_> = by_kind
+            .into_iter()
+            .map(|(kind, names)| {
+                let ctx = &ctx;
+                let tools = names.join(", ");
+                let job = scope.spawn(move || {
+                    let alg = kind.build(ctx);
+                    check_laws(&tools, alg.as_ref(), DEFAULT_SEED, DEFAULT_TRIALS)
+                });
+                (kind, names, job)
+            })
+            .collect();
+        for (kind, names, job) in jobs {
+            match job.join() {
+                Ok(result) => laws.push(LawOutcome {
+                    algebra: kind,
+                    tools: names,
+                    result,
+                }),
+                Err(_) => findings.push(Finding {
+                    level: Level::Error,
+                    subject: names.join(", "),
+                    message:
+                        "the property check of this algebra crashed; loom refuses to vouch for it"
+                            .into(),
+                }),
             }
-        })
-        .collect();
+        }
+    });
     for l in &laws {
         if let Err(v) = &l.result {
             findings.push(Finding {
