@@ -4,7 +4,6 @@
 //! The handled rights are pinned to [`TARGET_ABI`], so a newer kernel or crate never changes what a profile means;
 //! an older kernel enforces what it can (best effort) and the caller refuses when nothing is enforced.
 
-use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 
 use landlock::{
@@ -13,7 +12,7 @@ use landlock::{
 };
 
 use crate::profile::Profile;
-use crate::roots::open_nofollow;
+use crate::roots::{file_type, open_nofollow};
 
 /// The Landlock ABI whose rights loom asks for: filesystem rights incl. truncate and device ioctl, TCP bind/connect,
 /// and abstract-socket and signal scoping.
@@ -169,15 +168,6 @@ pub enum LandlockError {
     Ruleset(String),
 }
 
-fn is_dir(fd: &OwnedFd) -> bool {
-    use std::os::fd::AsRawFd;
-    // SAFETY: an all-zero stat is a valid out-parameter; fstat only writes into it.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: `fd` is a live descriptor and `st` a valid stat buffer.
-    let rc = unsafe { libc::fstat(fd.as_raw_fd(), &mut st) };
-    rc == 0 && (st.st_mode & libc::S_IFMT) == libc::S_IFDIR
-}
-
 /// Restricts the calling thread (and what it execs) to `rules`; TCP is denied when `network` is false. Returns how
 /// strongly the kernel enforces the result.
 pub fn apply_landlock(rules: &[LandlockRule], network: bool) -> Result<Enforcement, LandlockError> {
@@ -206,8 +196,18 @@ pub fn apply_landlock(rules: &[LandlockRule], network: bool) -> Result<Enforceme
                 })
             }
         };
+        if file_type(&fd) == Some(libc::S_IFLNK) {
+            // O_PATH | O_NOFOLLOW opened the link itself: never follow it.
+            if r.required {
+                return Err(LandlockError::Root {
+                    path: r.path.clone(),
+                    source: std::io::Error::from_raw_os_error(libc::ELOOP),
+                });
+            }
+            continue;
+        }
         let mut access = access_for(r.access, TARGET_ABI);
-        if !is_dir(&fd) {
+        if file_type(&fd) != Some(libc::S_IFDIR) {
             // Directory-only rights on a file would make the crate report partial enforcement.
             access &= AccessFs::from_file(TARGET_ABI);
         }
