@@ -300,3 +300,20 @@ fn cancelling_loom_kills_the_whole_tree() {
         );
     }
 }
+
+#[test]
+fn file_size_is_bounded() {
+    need_sandbox!();
+    let s = Sbx::new();
+    let code = r#"
+attempt("big_file", lambda: write("big.bin", "x" * 5000))
+attempt("control_small_file", lambda: write("small.bin", "x" * 500))
+"#;
+    let r = s.py(&s.grant(), &["--max-file-size", "1000"], code);
+    r.expect_code(0).stdout_has("big_file: BLOCKED EFBIG");
+    verdicts(&r, &[], &["control_small_file"]);
+    let big = std::fs::metadata(s.work.join("big.bin"))
+        .map(|m| m.len())
+        .unwrap_or(0);
+    assert!(big <= 1000, "wrote {big} bytes past RLIMIT_FSIZE");
+}
