@@ -120,12 +120,15 @@ pub fn decide_brokered(
     })
 }
 
-/// Variables that load code into a process or change which code runs (the dynamic loader's `LD_*`, glibc's module
-/// paths, interpreters' startup and module paths, shell startup files and exported functions). A brokered command
-/// runs with more authority than its caller, so these never cross from the caller's environment into it, whatever
-/// the row's `env` says: they would let the shell's code run with the command's grant.
+/// Variables a caller may never set for a brokered command: those that load code into a process or change which code
+/// runs (the dynamic loader's `LD_*`, glibc's module paths, interpreters' startup and module paths, shell startup
+/// files and exported functions, programs a command launches such as `$PAGER`, `$EDITOR`, `$GIT_SSH`), and those
+/// that redirect where a command reads its configuration or who it is (`HOME`, `XDG_CONFIG_HOME`, `SHELL`, `USER`).
+/// A brokered command runs with more authority than its caller, so these never cross from the caller's environment
+/// into it, whatever the row's `env` says: they would let the shell's code run with the command's grant. (The
+/// command still gets the host's values of those its row allows.)
 pub fn is_injection_var(name: &str) -> bool {
-    const EXACT: [&str; 23] = [
+    const EXACT: [&str; 39] = [
         "GCONV_PATH",
         "GETCONF_DIR",
         "HOSTALIASES",
@@ -149,8 +152,24 @@ pub fn is_injection_var(name: &str) -> bool {
         "RUBYOPT",
         "NODE_OPTIONS",
         "NODE_PATH",
+        "EDITOR",
+        "VISUAL",
+        "PAGER",
+        "MANPAGER",
+        "GIT_PAGER",
+        "GIT_EDITOR",
+        "GIT_EXEC_PATH",
+        "GIT_ASKPASS",
+        "SSH_ASKPASS",
+        "BROWSER",
+        "LESSOPEN",
+        "LESSCLOSE",
+        "HOME",
+        "XDG_CONFIG_HOME",
+        "SHELL",
+        "USER",
     ];
-    const PREFIXES: [&str; 8] = [
+    const PREFIXES: [&str; 10] = [
         "LD_",
         "BASH_FUNC_",
         "PYTHON",
@@ -159,6 +178,8 @@ pub fn is_injection_var(name: &str) -> bool {
         "_JAVA_OPTIONS",
         "GIT_CONFIG",
         "DYLD_",
+        "GIT_SSH",
+        "LOGNAME",
     ];
     EXACT.contains(&name) || PREFIXES.iter().any(|p| name.starts_with(p))
 }
@@ -263,17 +284,13 @@ mod tests {
             "NODE_OPTIONS",
             "GCONV_PATH",
             "IFS",
+            "PAGER",
+            "GIT_SSH_COMMAND",
+            "HOME",
         ] {
             assert!(is_injection_var(v), "{v}");
         }
-        for v in [
-            "HOME",
-            "LANG",
-            "PATH",
-            "GCALCLI_CONFIG",
-            "TERM",
-            "AWS_REGION",
-        ] {
+        for v in ["TZ", "LANG", "PATH", "GCALCLI_CONFIG", "TERM", "AWS_REGION"] {
             assert!(!is_injection_var(v), "{v}");
         }
     }
