@@ -40,7 +40,10 @@ pub(crate) fn refuse(stream: &UnixStream, code: u8, message: &str) {
         while budget > 0 {
             match reader.read(&mut sink) {
                 Ok(n) if n > 0 => budget = budget.saturating_sub(n),
-                Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {}
+                // A descriptor arrived (and was closed): keep draining, but it counts against the budget too.
+                Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+                    budget = budget.saturating_sub(sink.len())
+                }
                 _ => break,
             }
         }
@@ -56,7 +59,7 @@ pub(crate) fn serve(shared: &Arc<Shared>, stream: UnixStream) {
     }
 }
 
-/// A call that passed every check and holds a slot.
+/// A call that passed every check: what to run, under which profile, with which environment.
 struct Prepared {
     name: String,
     profile: Profile,
