@@ -2,8 +2,6 @@
 
 use std::process::Command;
 
-use loom_tests::loom_bin;
-
 use crate::{need_sandbox, verdicts, Sbx};
 
 #[test]
@@ -234,7 +232,7 @@ fn inherited_writable_descriptors_are_closed() {
     let script = r#"exec 5>>"$1"; shift; exec "$@""#;
     let out = Command::new("/bin/sh")
         .args(["-c", script, "sh", target.to_str().unwrap()])
-        .arg(loom_bin())
+        .arg(crate::loom())
         .args(["sandbox", "run", "--grant", &s.grant(), "--cwd"])
         .arg(&s.work)
         .args([

@@ -116,7 +116,7 @@ fn unrestricted_grant_runs_unconfined() {
 #[test]
 fn doctor_reports_the_tier_and_each_kind() {
     let s = Sbx::new();
-    let r = s.scratch.loom(&["doctor"]);
+    let r = s.loom(&["doctor"]);
     if r.code() != 0 {
         r.stdout_has("NONE");
         eprintln!("SKIPPED: no sandbox backend on this host");
@@ -129,7 +129,7 @@ fn doctor_reports_the_tier_and_each_kind() {
         .stdout_has("seccomp")
         .stdout_has("read_paths")
         .stdout_has("network");
-    let j = s.scratch.loom(&["doctor", "--json"]);
+    let j = s.loom(&["doctor", "--json"]);
     j.expect_code(0);
     let v: serde_json::Value = serde_json::from_str(&j.stdout()).unwrap();
     assert_eq!(v["version"], 1);

@@ -15,6 +15,14 @@ use std::process::Command;
 
 use loom_tests::{loom_bin, Run, Scratch};
 
+/// The `loom` binary under test: `$LOOM_BIN` when set (the unprivileged re-run, which cannot run cargo), else the
+/// workspace build.
+pub fn loom() -> PathBuf {
+    std::env::var_os("LOOM_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(loom_bin)
+}
+
 /// The Python prelude every attempt script starts with: `attempt(name, fn)` prints `name: ALLOWED` or
 /// `name: BLOCKED <errno name>`.
 pub const PRELUDE: &str = r#"
@@ -52,7 +60,7 @@ pub struct Sbx {
 pub fn sandbox_available() -> bool {
     static TIER: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
     let tier = TIER.get_or_init(|| {
-        let out = Command::new(loom_bin())
+        let out = Command::new(loom())
             .args(["doctor", "--json"])
             .output()
             .unwrap();
@@ -121,7 +129,7 @@ impl Sbx {
         args.extend_from_slice(extra);
         args.push("--");
         args.extend_from_slice(argv);
-        self.scratch.loom_env(
+        self.loom_env(
             &args,
             &[
                 ("HOME", self.home.to_str().unwrap()),
@@ -129,6 +137,29 @@ impl Sbx {
                 ("SECRET_TOKEN", "hunter2-secret"),
             ],
         )
+    }
+
+    /// Runs `loom args...` in the scratch directory with a clean environment plus `env`.
+    pub fn loom(&self, args: &[&str]) -> Run {
+        self.loom_env(args, &[])
+    }
+
+    fn loom_env(&self, args: &[&str], env: &[(&str, &str)]) -> Run {
+        let mut cmd = Command::new(loom());
+        cmd.args(args).current_dir(self.scratch.path()).env_clear();
+        for key in ["PATH", "HOME", "TMPDIR"] {
+            if let Some(v) = std::env::var_os(key) {
+                cmd.env(key, v);
+            }
+        }
+        cmd.env("LOOM_DATA_HOME", self.scratch.path().join(".loom-data"))
+            .env("NO_COLOR", "1")
+            .envs(env.iter().copied());
+        Run {
+            args: args.iter().map(|s| s.to_string()).collect(),
+            cwd: self.scratch.path().to_path_buf(),
+            output: cmd.output().unwrap(),
+        }
     }
 
     /// Runs a Python script (after [`PRELUDE`]) in the sandbox.

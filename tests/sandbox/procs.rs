@@ -3,8 +3,6 @@
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use loom_tests::loom_bin;
-
 use crate::{host_procs_with, is_root, marker, need_sandbox, verdicts, Sbx};
 
 /// A host process with a secret in its environment and a marker on its command line, killed on drop.
@@ -123,7 +121,7 @@ attempt("control_getpid", lambda: libc.syscall(39))
 }
 
 fn spawn_loom(s: &Sbx, extra: &[&str], argv: &[&str]) -> Child {
-    Command::new(loom_bin())
+    Command::new(crate::loom())
         .args(["sandbox", "run", "--grant", &s.grant(), "--cwd"])
         .arg(&s.work)
         .args(extra)
@@ -154,9 +152,10 @@ fn orphans_do_not_outlive_the_sandbox() {
     need_sandbox!();
     let s = Sbx::new();
     let mark = marker("orphan");
+    let (h, t) = mark.split_at(mark.len() / 2);
     // The command starts a detached grandchild (new session, double fork) and exits after a moment.
     let code = format!(
-        "import os, time\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n        os.execv('/bin/sh', ['/bin/sh', '-c', 'sleep 120', '{mark}'])\n    os._exit(0)\ntime.sleep(1.5)\n"
+        "import os, time\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n        os.execv('/bin/sh', ['/bin/sh', '-c', 'sleep 120; :', '{h}' + '{t}'])\n    os._exit(0)\ntime.sleep(1.5)\n"
     );
     let mut loom = spawn_loom(&s, &[], &["python3", "-c", &code]);
     // Control: while the sandbox runs, the host sees the orphan (so the check below can see it too).
@@ -181,7 +180,9 @@ fn a_timeout_kills_the_whole_tree() {
     need_sandbox!();
     let s = Sbx::new();
     let mark = marker("timeout");
-    let script = format!("sh -c 'sleep 120' {mark} & sleep 120");
+    let (h, t) = mark.split_at(mark.len() / 2);
+    // The marker is assembled inside the sandbox, so only the sandboxed process carries it (not loom's own argv).
+    let script = format!("M={h}; sh -c 'sleep 120; :' \"${{M}}{t}\" & sleep 120");
     let start = Instant::now();
     let mut loom = spawn_loom(&s, &["--timeout-ms", "4000"], &["sh", "-c", &script]);
     assert!(wait_for(
@@ -213,6 +214,7 @@ fn a_fork_bomb_is_bounded() {
     need_sandbox!();
     let s = Sbx::new();
     let mark = marker("bomb");
+    let (h, t) = mark.split_at(mark.len() / 2);
     // Control: the limit is applied.
     s.run(
         &s.grant(),
@@ -231,7 +233,7 @@ fn a_fork_bomb_is_bounded() {
              pid namespace reap a bounded bomb instead (the unprivileged run checks the rlimit itself)"
         );
         let code = format!(
-            "import os, time\nfor i in range(150):\n    if os.fork() == 0:\n        os.execv('/bin/sh', ['/bin/sh', '-c', 'sleep 120', '{mark}'])\ntime.sleep(120)\n"
+            "import os, time\nfor i in range(150):\n    if os.fork() == 0:\n        os.execv('/bin/sh', ['/bin/sh', '-c', 'sleep 120; :', '{h}' + '{t}'])\ntime.sleep(120)\n"
         );
         let r = s.run(
             &s.grant(),
@@ -271,8 +273,9 @@ fn cancelling_loom_kills_the_whole_tree() {
     let s = Sbx::new();
     for grant in [s.grant(), r#""*""#.to_string()] {
         let mark = marker("cancel");
-        let script = format!("sh -c 'sleep 120' {mark} & sleep 120");
-        let mut loom = Command::new(loom_bin())
+        let (h, t) = mark.split_at(mark.len() / 2);
+        let script = format!("M={h}; sh -c 'sleep 120; :' \"${{M}}{t}\" & sleep 120");
+        let mut loom = Command::new(crate::loom())
             .args(["sandbox", "run", "--grant", &grant, "--cwd"])
             .arg(&s.work)
             .args(["--", "sh", "-c", &script])

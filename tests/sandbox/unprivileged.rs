@@ -2,8 +2,6 @@
 
 use std::process::{Command, Output};
 
-use loom_tests::loom_bin;
-
 use crate::{is_root, need_sandbox, Sbx, PRELUDE};
 
 const USER: &str = "loomtest";
@@ -21,7 +19,7 @@ fn run_as_user(s: &Sbx, extra: &[&str], argv: &[&str]) -> Output {
             "SECRET_TOKEN=hunter2-secret",
         ])
         .arg(format!("HOME={}", s.home.display()))
-        .arg(loom_bin())
+        .arg(crate::loom())
         .args(["sandbox", "run", "--grant", &s.grant(), "--cwd"])
         .arg(&s.work)
         .args(extra)
@@ -55,14 +53,14 @@ fn ready() -> Option<Sbx> {
     assert!(chown.success());
     let check = Command::new("runuser")
         .args(["-u", USER, "--"])
-        .arg(loom_bin())
+        .arg(crate::loom())
         .arg("version")
         .output()
         .unwrap();
     if !check.status.success() {
         eprintln!(
             "SKIPPED: {USER} cannot run {} (a parent directory is not world-executable): {}",
-            loom_bin().display(),
+            crate::loom().display(),
             String::from_utf8_lossy(&check.stderr)
         );
         return None;
@@ -170,4 +168,53 @@ fn setuid_binaries_do_not_escalate() {
         !stdout.contains("euid 0"),
         "setuid escalated inside the sandbox: {stdout}"
     );
+}
+
+#[test]
+fn whole_suite_runs_as_an_unprivileged_user() {
+    need_sandbox!();
+    if std::env::var_os("LOOM_BIN").is_some() {
+        return; // already the unprivileged re-run
+    }
+    let Some(_s) = ready() else { return };
+    let exe = std::env::current_exe().unwrap();
+    let can_run = Command::new("runuser")
+        .args(["-u", USER, "--"])
+        .arg(&exe)
+        .arg("--list")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !can_run {
+        eprintln!("SKIPPED: {USER} cannot run the test binary {} (a parent directory is not world-executable)", exe.display());
+        return;
+    }
+    let out = Command::new("runuser")
+        .args([
+            "-u",
+            USER,
+            "--",
+            "env",
+            "-i",
+            "PATH=/usr/local/bin:/usr/bin:/bin",
+            "TMPDIR=/tmp",
+            "HOME=/tmp",
+        ])
+        .arg(format!("LOOM_BIN={}", crate::loom().display()))
+        .arg(&exe)
+        .args(["--skip", "unprivileged::", "--test-threads", "2"])
+        .current_dir("/tmp")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "the sandbox suite failed as {USER}:\n{stdout}\n{stderr}"
+    );
+    assert!(stdout.contains("test result: ok"), "{stdout}");
+    let summary: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.contains("test result"))
+        .collect();
+    eprintln!("unprivileged re-run as {USER}: {summary:?}");
 }
