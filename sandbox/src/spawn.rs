@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use crate::bwrap::{build_bwrap_args, inner_exe_in_view, BwrapError, BwrapFeatures, PathFds};
 use crate::cancel::CURRENT_GROUP;
 use crate::inner::InnerSpec;
-use crate::landlock::{build_landlock_rules, View};
+use crate::landlock::{build_landlock_rules, AccessClass, LandlockRule, View};
 use crate::probe::Tier;
 use crate::profile::Profile;
 use crate::roots::open_roots;
@@ -170,8 +170,23 @@ pub fn spawn_sandboxed_io(
         Tier::A | Tier::C => View::Bwrap,
         Tier::B => View::Host,
     };
+    // Tier B has no private /tmp of its own: give the command a fresh private directory as TMPDIR.
+    let private_tmp = match launch.tier {
+        Tier::B => Some(PrivateTmp::create()?),
+        Tier::A | Tier::C => None,
+    };
     let landlock = match launch.tier {
-        Tier::A | Tier::B => Some(build_landlock_rules(profile, view)),
+        Tier::A | Tier::B => {
+            let mut rules = build_landlock_rules(profile, view);
+            if let Some(t) = &private_tmp {
+                rules.push(LandlockRule {
+                    path: t.0.clone(),
+                    access: AccessClass::Write,
+                    required: true,
+                });
+            }
+            Some(rules)
+        }
         Tier::C => None,
     };
     let spec = InnerSpec {
@@ -217,9 +232,11 @@ pub fn spawn_sandboxed_io(
             c
         }
     };
-    cmd.env_clear()
-        .envs(launch.env.iter().map(|(k, v)| (k, v)))
-        .stdin(streams.stdin)
+    cmd.env_clear().envs(launch.env.iter().map(|(k, v)| (k, v)));
+    if let Some(t) = &private_tmp {
+        cmd.env("TMPDIR", &t.0);
+    }
+    cmd.stdin(streams.stdin)
         .stdout(streams.stdout)
         .stderr(streams.stderr);
     // SAFETY: the closure only calls async-signal-safe functions (setpgid, prctl, fcntl) on integers.
@@ -241,7 +258,33 @@ pub fn spawn_sandboxed_io(
     started(child.id());
     // The caller's ends of the streams stay with the caller; ours were moved into `cmd` and close with it.
     drop(cmd);
-    wait_confined(child, status_r, profile.limits.timeout)
+    let outcome = wait_confined(child, status_r, profile.limits.timeout);
+    drop(private_tmp);
+    outcome
+}
+
+/// A fresh `0700` directory under the host's temp dir, removed (with its contents) on drop.
+struct PrivateTmp(PathBuf);
+
+impl PrivateTmp {
+    fn create() -> Result<PrivateTmp, SpawnError> {
+        use std::os::unix::fs::DirBuilderExt;
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or_default();
+        let dir = std::env::temp_dir().join(format!("loom-sandbox-{}-{nanos}", std::process::id()));
+        // `create` (not `create_dir_all`) fails if anything already sits at the name, symlinks included.
+        std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
+        let dir = std::fs::canonicalize(&dir)?;
+        Ok(PrivateTmp(dir))
+    }
+}
+
+impl Drop for PrivateTmp {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 enum Event {

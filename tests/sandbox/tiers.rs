@@ -24,8 +24,11 @@ attempt("write_outside", lambda: write("{v}"))
 attempt("read_ssh", lambda: open("{k}").read())
 attempt("write_etc", lambda: write("/etc/loom-pwned"))
 attempt("tcp", lambda: socket.create_connection(("127.0.0.1", 9), timeout=2))
+attempt("host_tmp", lambda: os.listdir("/tmp"))
 attempt("control_write", lambda: write("mine.txt"))
 attempt("control_read_outside", lambda: open("{v}").read())
+attempt("control_private_tmpdir", lambda: write(os.environ["TMPDIR"] + "/scratch"))
+print("tmpdir", os.environ["TMPDIR"])
 "#,
         v = v.display(),
         k = s.home.join(".ssh/id_rsa").display()
@@ -34,10 +37,23 @@ attempt("control_read_outside", lambda: open("{v}").read())
     r.expect_code(0).stderr_has("landlock=full");
     verdicts(
         &r,
-        &["write_outside", "read_ssh", "write_etc", "tcp"],
-        &["control_write", "control_read_outside"],
+        &["write_outside", "read_ssh", "write_etc", "tcp", "host_tmp"],
+        &[
+            "control_write",
+            "control_read_outside",
+            "control_private_tmpdir",
+        ],
     );
     assert_eq!(s.host_read(&v), "original");
+    let tmpdir = r
+        .stdout()
+        .lines()
+        .find_map(|l| l.strip_prefix("tmpdir ").map(str::to_string))
+        .unwrap();
+    assert!(
+        !std::path::Path::new(&tmpdir).exists(),
+        "the private TMPDIR {tmpdir} outlived the run"
+    );
 }
 
 #[test]
