@@ -14,7 +14,7 @@ pub fn build_sbpl(profile: &Profile) -> (String, Vec<(String, String)>) {
         name
     };
     let mut text = String::from(
-        "(version 1)\n(deny default)\n(allow process-exec process-fork signal (target same-sandbox))\n\
+        "(version 1)\n(deny default)\n(allow process-exec process-fork)\n(allow signal (target same-sandbox))\n\
          (allow sysctl-read mach-lookup ipc-posix-shm-read-data)\n\
          (allow file-read* (subpath \"/usr\") (subpath \"/bin\") (subpath \"/sbin\") (subpath \"/System\") \
          (subpath \"/Library\") (subpath \"/private/etc\") (subpath \"/dev\") (literal \"/\"))\n\
@@ -49,8 +49,6 @@ pub fn build_sbpl(profile: &Profile) -> (String, Vec<(String, String)>) {
     }
     if profile.network {
         text.push_str("(allow network*)\n");
-    } else {
-        text.push_str("(allow network* (remote unix-socket))\n");
     }
     (text, params)
 }
@@ -80,7 +78,11 @@ mod tests {
             text.contains("(deny file-write* (subpath (param \"PROTECTED_2\"))"),
             "{text}"
         );
-        assert!(!text.contains("(allow network*)"));
+        assert!(
+            !text.contains("network"),
+            "network off: deny default covers sockets: {text}"
+        );
+        assert!(text.contains("(allow signal (target same-sandbox))\n"));
         let deny = text.find("(deny file-write*").unwrap();
         let allow = text.find("(allow file-write* (subpath").unwrap();
         assert!(allow < deny, "the protected deny must come last");
