@@ -22,6 +22,8 @@ enum Command {
     Sandbox(cmd::sandbox::Args),
     /// Report which sandbox tier this host supports and how each grant kind is enforced.
     Doctor(cmd::doctor::Args),
+    /// Send one prompt to an agent and run the turn (text from the argument or stdin).
+    Prompt(cmd::prompt::Args),
     /// Print the installed version.
     Version,
 }
@@ -51,6 +53,7 @@ fn main() {
         Command::Audit(args) => cmd::audit::run(args),
         Command::Sandbox(args) => cmd::sandbox::run(args),
         Command::Doctor(args) => cmd::doctor::run(args),
+        Command::Prompt(args) => cmd::prompt::run(args),
         Command::Version => {
             println!("loom {}", env!("CARGO_PKG_VERSION"));
             exit::OK

@@ -1,16 +1,79 @@
 //! # loom-runtime
 //!
-//! Everything that does I/O to run an agent. Today: loading a manifest from disk (its text, the process env map,
-//! the working and home directories), sub-manifests by path, git baselines for the CI gate, and per-agent storage
-//! paths. It gathers facts and enforces the kernel's answers; it never decides authority on its own.
+//! Everything that does I/O to run an agent: loading a manifest from disk, boot (ceiling, grants, the lattice law
+//! check, harness, session chain, tools, secrets), the turn loop, built-in tools, sessions, updates, per-agent
+//! storage and git baselines for the CI gate. It gathers facts and enforces the kernel's answers; it never decides
+//! authority on its own — every tool call goes through [`loom_kernel::decide`] before it runs.
+//!
+//! ## What this crate must never do
+//! Run a tool the kernel did not authorise; run a bash command outside the sandbox unless its grant is `"*"`; let a
+//! harness run tools; put a secret value into a log, an update or an error; silently drop anything the manifest
+//! names that it does not implement (that is a boot error naming it).
+//!
+//! ## Example
+//! ```
+//! use std::sync::Arc;
+//! use loom_runtime::{Agent, AgentParts, Capacity, Chain, MemoryLayer, TestHarness, TurnStop};
+//!
+//! let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+//! rt.block_on(async {
+//!     let session = Chain::new(vec![Box::new(MemoryLayer::default())]).unwrap();
+//!     let ctx = loom_kernel::PathCtx::new("/", None);
+//!     let agent = Agent::new(AgentParts::new(Arc::new(TestHarness::echo()), session, ctx));
+//!     let out = agent.prompt("hello", tokio_util::sync::CancellationToken::new()).await;
+//!     assert_eq!((out.stop, out.final_text.as_str()), (TurnStop::EndTurn, "hello"));
+//! });
+//! ```
 #![warn(missing_docs)]
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
+mod agent;
 mod baseline;
+mod boot;
+mod bus;
+mod doom;
+mod harness;
 mod load;
+mod model;
+mod prompt;
+mod retry;
+mod secrets;
+mod session;
 mod storage;
+mod tools;
+mod update;
 
+#[cfg(test)]
+mod tests;
+
+pub use agent::{Agent, AgentParts, ToolSlot, TurnOutcome};
 pub use baseline::{git_show, BaselineSpec};
+pub use boot::{boot, BootError, BootOptions, Booted};
+pub use bus::{Bus, Capacity, Subscription, DEFAULT_CAPACITY};
+pub use doom::{DoomGuard, DOOM_LOOP_THRESHOLD};
+pub use harness::{
+    build_harness, parse_retry_after, EventStream, Harness, HarnessConfigError, HarnessError,
+    TestHarness, TestStep, TestTurn, DEFAULT_MAX_TURN_REQUESTS,
+};
 pub use load::{
     env_map, load_manifest, path_ctx, read_text, FsLoader, LoadError, Loaded, MAX_MANIFEST_BYTES,
 };
+pub use model::{
+    ContentBlock, Message, ModelEvent, ModelRequest, Role, StopReason, ToolSpec, Usage,
+};
+pub use prompt::{prompt_blocking, PromptError};
+pub use retry::{RetryPolicy, Sleeper, TokioSleeper, BASE_DELAY, MAX_ATTEMPTS, MAX_DELAY};
+pub use secrets::{env_names, Secret, SecretChain, SecretSource, SecretsFileError};
+pub use session::{
+    build_chain, to_messages, Chain, FileLayer, Layer, MemoryLayer, SessionError, SessionPlace,
+};
 pub use storage::storage_dir;
+pub use tools::{
+    apply_edits, builtin_tool, glob_match, resolve_path, BashTool, EditError, EditFileTool,
+    FindTool, OutputBuffer, PathMode, Prepared, Progress, ProgressFn, ReadFileTool, SandboxEnv,
+    Snapshot, Tool, ToolCtx, ToolEnv, ToolOutput, WriteFileTool, IMPLEMENTED,
+};
+pub use update::{
+    Chunk, Content, Frame, FrameKind, Location, SessionUpdate, ToolCall, ToolCallContent,
+    ToolCallUpdate, ToolKind, ToolStatus, TurnStop, UsageUpdate,
+};

@@ -2,4 +2,5 @@
 
 pub mod audit;
 pub mod doctor;
+pub mod prompt;
 pub mod sandbox;

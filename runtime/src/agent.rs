@@ -1,0 +1,682 @@
+//! The agent and its turn loop (seed 004): the runtime, not the harness, owns the loop.
+//!
+//! One turn: frame `turn_start`; the user message (framed); then requests while the model ends with tool calls.
+//! Each request's start is wrapped in the retry policy; its events become updates as they stream (text and
+//! reasoning chunks, usage); its `message_end` frame is emitted BEFORE any of its tools runs. Calls run one at a
+//! time in stream order: the input is parsed (invalid JSON is an error result), the tool looked up (an unknown or
+//! ungranted tool is an error result), its facts gathered, and the kernel decides first — a denial is fed back with
+//! the kernel's reason; `[permissions]` rules and the doom-loop guard can only narrow an allowed call, and a
+//! headless run treats their `Ask` as a refusal. `maxTurnRequests` bounds the requests of one turn. Cancellation
+//! flows from the turn's root token to a child token per tool; in-flight and not-yet-run calls are marked
+//! interrupted, so history always pairs every call with a result.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex as StdMutex};
+
+use futures::StreamExt;
+use loom_kernel::{combine, decide, AlgebraKind, Decision, Grant, PathCtx, Permissions, Verdict};
+use tokio_util::sync::CancellationToken;
+
+use crate::bus::{Bus, Capacity, Subscription};
+use crate::doom::DoomGuard;
+use crate::harness::{EventStream, Harness, HarnessError};
+use crate::model::{ModelEvent, ModelRequest, Role, StopReason, ToolSpec};
+use crate::retry::{jitter, wait, RetryPolicy, Sleeper, TokioSleeper};
+use crate::session::{to_messages, Chain, SessionError};
+use crate::tools::{Progress, Tool, ToolCtx, ToolOutput};
+use crate::update::{
+    Chunk, Content, Frame, FrameKind, SessionUpdate, ToolCall, ToolCallContent, ToolCallUpdate,
+    ToolKind, ToolStatus, TurnStop, UsageUpdate,
+};
+
+/// A tool with the grant and algebra the kernel decides it under.
+#[derive(Clone)]
+pub struct ToolSlot {
+    /// The tool.
+    pub tool: Arc<dyn Tool>,
+    /// Its algebra.
+    pub algebra: AlgebraKind,
+    /// Its grant.
+    pub grant: Grant,
+}
+
+/// How a turn ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TurnOutcome {
+    /// Why it ended.
+    pub stop: TurnStop,
+    /// The text of the last assistant message.
+    pub final_text: String,
+    /// What failed, when `stop` is `Error` or `MaxTurnRequests`.
+    pub error: Option<String>,
+}
+
+/// The parts an agent is built from (see [`crate::boot`] for building them from a manifest).
+pub struct AgentParts {
+    /// The agent's name.
+    pub name: String,
+    /// The model provider.
+    pub harness: Arc<dyn Harness>,
+    /// `maxTurnRequests`.
+    pub max_turn_requests: u32,
+    /// System prompt sections (the session's sections are appended).
+    pub system: Vec<String>,
+    /// Tools by instance name.
+    pub tools: BTreeMap<String, ToolSlot>,
+    /// How grant paths resolve.
+    pub ctx: PathCtx,
+    /// `[permissions]`.
+    pub permissions: Permissions,
+    /// The session chain.
+    pub session: Chain,
+    /// The retry policy.
+    pub retry: RetryPolicy,
+    /// The clock retries wait on.
+    pub sleeper: Arc<dyn Sleeper>,
+}
+
+impl AgentParts {
+    /// Parts with no tools, no rules, the default retry policy and the tokio clock.
+    pub fn new(harness: Arc<dyn Harness>, session: Chain, ctx: PathCtx) -> AgentParts {
+        AgentParts {
+            name: "agent".into(),
+            harness,
+            max_turn_requests: crate::harness::DEFAULT_MAX_TURN_REQUESTS,
+            system: Vec::new(),
+            tools: BTreeMap::new(),
+            ctx,
+            permissions: Permissions::default(),
+            session,
+            retry: RetryPolicy::default(),
+            sleeper: Arc::new(TokioSleeper),
+        }
+    }
+}
+
+/// A booted agent.
+pub struct Agent {
+    name: String,
+    harness: Arc<dyn Harness>,
+    max_turn_requests: u32,
+    system: Vec<String>,
+    tools: BTreeMap<String, ToolSlot>,
+    ctx: PathCtx,
+    permissions: Permissions,
+    session: tokio::sync::Mutex<Chain>,
+    bus: Arc<Bus>,
+    retry: RetryPolicy,
+    sleeper: Arc<dyn Sleeper>,
+    turns: AtomicU64,
+    steering: StdMutex<Vec<String>>,
+}
+
+struct PendingCall {
+    id: String,
+    name: String,
+    json: String,
+}
+
+/// Why a turn stopped early (internal).
+enum Stop {
+    Cancelled,
+    Failed(String),
+}
+
+impl From<SessionError> for Stop {
+    fn from(e: SessionError) -> Stop {
+        Stop::Failed(format!("session: {e}"))
+    }
+}
+
+const HEADLESS: &str = "this run is headless (no one can approve it), so it is refused";
+
+impl Agent {
+    /// Builds an agent from its parts.
+    pub fn new(parts: AgentParts) -> Agent {
+        Agent {
+            name: parts.name,
+            harness: parts.harness,
+            max_turn_requests: parts.max_turn_requests.max(1),
+            system: parts.system,
+            tools: parts.tools,
+            ctx: parts.ctx,
+            permissions: parts.permissions,
+            session: tokio::sync::Mutex::new(parts.session),
+            bus: Arc::new(Bus::default()),
+            retry: parts.retry,
+            sleeper: parts.sleeper,
+            turns: AtomicU64::new(0),
+            steering: StdMutex::new(Vec::new()),
+        }
+    }
+
+    /// The agent's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The tools the model sees.
+    pub fn tool_specs(&self) -> Vec<ToolSpec> {
+        self.tools.values().map(|s| s.tool.spec()).collect()
+    }
+
+    /// Subscribes to updates (frames, chunks, tool calls, progress).
+    pub fn subscribe(&self, capacity: Capacity) -> Subscription {
+        self.bus.subscribe(capacity)
+    }
+
+    /// Queues user text for the running turn: it enters history after the current tool batch (or at the start of
+    /// the next turn when idle).
+    pub fn steer(&self, text: impl Into<String>) {
+        if let Ok(mut q) = self.steering.lock() {
+            q.push(text.into());
+        }
+    }
+
+    /// Flushes and closes the session and ends every subscription.
+    pub async fn close(&self) -> Result<(), SessionError> {
+        let r = self.session.lock().await.close().await;
+        self.bus.close();
+        r
+    }
+
+    async fn emit(&self, session: &mut Chain, u: SessionUpdate) -> Result<(), SessionError> {
+        self.bus.publish(&u);
+        if !u.is_progress() {
+            session.push(vec![u])?;
+        }
+        Ok(())
+    }
+
+    async fn user_message(
+        &self,
+        session: &mut Chain,
+        id: String,
+        text: String,
+    ) -> Result<(), SessionError> {
+        self.emit(
+            session,
+            SessionUpdate::frame(FrameKind::MessageStart, Some(Role::User), Some(id.clone())),
+        )
+        .await?;
+        self.emit(
+            session,
+            SessionUpdate::UserMessageChunk(Chunk {
+                content: Content::text(text),
+                message_id: Some(id.clone()),
+            }),
+        )
+        .await?;
+        self.emit(
+            session,
+            SessionUpdate::frame(FrameKind::MessageEnd, Some(Role::User), Some(id)),
+        )
+        .await
+    }
+
+    async fn drain_steering(&self, session: &mut Chain, turn: u64) -> Result<(), SessionError> {
+        let queued = self
+            .steering
+            .lock()
+            .map(|mut q| std::mem::take(&mut *q))
+            .unwrap_or_default();
+        for (i, text) in queued.into_iter().enumerate() {
+            self.user_message(session, format!("user-{turn}-steer-{i}"), text)
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// Runs one prompt turn. `cancel` is the turn's root token.
+    pub async fn prompt(&self, text: &str, cancel: CancellationToken) -> TurnOutcome {
+        let mut session = self.session.lock().await;
+        let turn = self.turns.fetch_add(1, Ordering::SeqCst);
+        let mut final_text = String::new();
+        let result = self
+            .turn(&mut session, turn, text, &cancel, &mut final_text)
+            .await;
+        let (stop, error) = match result {
+            Ok(s) => (s, None),
+            Err(Stop::Cancelled) => (TurnStop::Cancelled, None),
+            Err(Stop::Failed(e)) if e.starts_with("maxTurnRequests") => {
+                (TurnStop::MaxTurnRequests, Some(e))
+            }
+            Err(Stop::Failed(e)) => (TurnStop::Error, Some(e)),
+        };
+        let end = SessionUpdate::Frame(Frame {
+            frame: FrameKind::TurnEnd,
+            role: None,
+            message_id: None,
+            stop_reason: Some(stop),
+        });
+        // a failing store must not hide the outcome: the frame still reaches subscribers
+        let _ = self.emit(&mut session, end).await;
+        TurnOutcome {
+            stop,
+            final_text,
+            error,
+        }
+    }
+
+    async fn turn(
+        &self,
+        session: &mut Chain,
+        turn: u64,
+        text: &str,
+        cancel: &CancellationToken,
+        final_text: &mut String,
+    ) -> Result<TurnStop, Stop> {
+        self.emit(
+            session,
+            SessionUpdate::frame(FrameKind::TurnStart, None, None),
+        )
+        .await?;
+        self.drain_steering(session, turn).await?;
+        self.user_message(session, format!("user-{turn}"), text.to_string())
+            .await?;
+        session.prepare_turn().await?;
+        let mut system = self.system.clone();
+        system.extend(session.system_prompt_sections());
+        let specs = self.tool_specs();
+        let mut doom = DoomGuard::default();
+        for request_in_turn in 0u32.. {
+            if cancel.is_cancelled() {
+                return Err(Stop::Cancelled);
+            }
+            if request_in_turn >= self.max_turn_requests {
+                return Err(Stop::Failed(format!(
+                    "maxTurnRequests ({}) reached: the model kept calling tools; raise [harness] maxTurnRequests or \
+                     ask for a smaller step",
+                    self.max_turn_requests
+                )));
+            }
+            let request = ModelRequest {
+                system: system.clone(),
+                messages: to_messages(&session.pull()?),
+                tools: specs.clone(),
+                turn,
+                request_in_turn,
+            };
+            let (mut stream, first) = match self.start(request, cancel).await {
+                Ok(s) => s,
+                Err(HarnessError::Cancelled) => return Err(Stop::Cancelled),
+                Err(e) => return Err(Stop::Failed(format!("{}: {e}", self.harness.name()))),
+            };
+            let mut next = Some(first);
+            let mut message_id = format!("assistant-{turn}-{request_in_turn}");
+            let mut started = false;
+            let mut calls: Vec<PendingCall> = Vec::new();
+            let mut text_now = String::new();
+            let stop_reason = loop {
+                let event = match next.take() {
+                    Some(e) => e,
+                    None => {
+                        let item = tokio::select! {
+                            item = stream.next() => item,
+                            _ = cancel.cancelled() => None,
+                        };
+                        if cancel.is_cancelled() {
+                            if started {
+                                self.emit(
+                                    session,
+                                    SessionUpdate::frame(
+                                        FrameKind::MessageEnd,
+                                        Some(Role::Assistant),
+                                        Some(message_id.clone()),
+                                    ),
+                                )
+                                .await?;
+                            }
+                            return Err(Stop::Cancelled);
+                        }
+                        match item {
+                            Some(Ok(e)) => e,
+                            Some(Err(e)) => {
+                                if started {
+                                    self.emit(
+                                        session,
+                                        SessionUpdate::frame(
+                                            FrameKind::MessageEnd,
+                                            Some(Role::Assistant),
+                                            Some(message_id.clone()),
+                                        ),
+                                    )
+                                    .await?;
+                                }
+                                return Err(Stop::Failed(format!("{}: {e}", self.harness.name())));
+                            }
+                            None => {
+                                if started {
+                                    self.emit(
+                                        session,
+                                        SessionUpdate::frame(
+                                            FrameKind::MessageEnd,
+                                            Some(Role::Assistant),
+                                            Some(message_id.clone()),
+                                        ),
+                                    )
+                                    .await?;
+                                }
+                                return Err(Stop::Failed(format!(
+                                    "{}: the response ended before the message was complete",
+                                    self.harness.name()
+                                )));
+                            }
+                        }
+                    }
+                };
+                if !started {
+                    started = true;
+                    if let ModelEvent::MessageStart { message_id: id } = &event {
+                        message_id = id.clone();
+                    }
+                    self.emit(
+                        session,
+                        SessionUpdate::frame(
+                            FrameKind::MessageStart,
+                            Some(Role::Assistant),
+                            Some(message_id.clone()),
+                        ),
+                    )
+                    .await?;
+                }
+                match event {
+                    ModelEvent::MessageStart { .. } | ModelEvent::ThinkingSignature(_) => {}
+                    ModelEvent::TextDelta(t) => {
+                        text_now.push_str(&t);
+                        self.emit(
+                            session,
+                            SessionUpdate::AgentMessageChunk(Chunk {
+                                content: Content::text(t),
+                                message_id: Some(message_id.clone()),
+                            }),
+                        )
+                        .await?;
+                    }
+                    ModelEvent::ThinkingDelta(t) => {
+                        self.emit(
+                            session,
+                            SessionUpdate::AgentThoughtChunk(Chunk {
+                                content: Content::text(t),
+                                message_id: Some(message_id.clone()),
+                            }),
+                        )
+                        .await?;
+                    }
+                    ModelEvent::ToolUseStart { id, name } => calls.push(PendingCall {
+                        id,
+                        name,
+                        json: String::new(),
+                    }),
+                    ModelEvent::ToolUseInputDelta { id, partial_json } => {
+                        if let Some(c) = calls.iter_mut().rev().find(|c| c.id == id) {
+                            c.json.push_str(&partial_json);
+                        }
+                    }
+                    ModelEvent::ToolUseEnd { .. } => {}
+                    ModelEvent::Usage(u) => {
+                        self.emit(
+                            session,
+                            SessionUpdate::UsageUpdate(UsageUpdate {
+                                used: u.input_tokens + u.output_tokens,
+                            }),
+                        )
+                        .await?;
+                    }
+                    ModelEvent::MessageEnd { stop_reason: r } => break r,
+                }
+            };
+            // the barrier: the assistant message is complete before any of its tools runs
+            self.emit(
+                session,
+                SessionUpdate::frame(
+                    FrameKind::MessageEnd,
+                    Some(Role::Assistant),
+                    Some(message_id.clone()),
+                ),
+            )
+            .await?;
+            *final_text = text_now;
+            if calls.is_empty() {
+                return Ok(match stop_reason {
+                    StopReason::MaxTokens => TurnStop::MaxTokens,
+                    StopReason::Refusal => TurnStop::Refusal,
+                    _ => TurnStop::EndTurn,
+                });
+            }
+            for call in calls {
+                if cancel.is_cancelled() {
+                    self.announce(
+                        session,
+                        &call,
+                        &serde_json::Value::Null,
+                        ToolKind::Other,
+                        vec![],
+                    )
+                    .await?;
+                    self.finish(
+                        session,
+                        &call.id,
+                        ToolOutput::interrupted("not started: the turn was cancelled"),
+                    )
+                    .await?;
+                    continue;
+                }
+                self.call(session, call, &mut doom, cancel).await?;
+            }
+            if cancel.is_cancelled() {
+                return Err(Stop::Cancelled);
+            }
+            self.drain_steering(session, turn).await?;
+        }
+        Err(Stop::Failed("the turn loop ended unexpectedly".into()))
+    }
+
+    /// Starts a request, retrying its start (up to and including the first event) under the retry policy.
+    async fn start(
+        &self,
+        request: ModelRequest,
+        cancel: &CancellationToken,
+    ) -> Result<(EventStream, ModelEvent), HarnessError> {
+        let mut retry = 0u32;
+        loop {
+            let attempt = async {
+                let mut s = self
+                    .harness
+                    .stream(request.clone(), cancel.child_token())
+                    .await?;
+                match s.next().await {
+                    Some(Ok(first)) => Ok((s, first)),
+                    Some(Err(e)) => Err(e),
+                    None => Err(HarnessError::Protocol {
+                        message: "the response ended before its first event".into(),
+                    }),
+                }
+            };
+            let err = tokio::select! {
+                r = attempt => match r {
+                    Ok(ok) => return Ok(ok),
+                    Err(e) => e,
+                },
+                _ = cancel.cancelled() => return Err(HarnessError::Cancelled),
+            };
+            let Some(delay) = self.retry.delay(&err, retry, jitter()) else {
+                return Err(err);
+            };
+            if !wait(self.sleeper.as_ref(), delay, cancel).await {
+                return Err(HarnessError::Cancelled);
+            }
+            retry += 1;
+        }
+    }
+
+    async fn announce(
+        &self,
+        session: &mut Chain,
+        call: &PendingCall,
+        raw_input: &serde_json::Value,
+        kind: ToolKind,
+        locations: Vec<crate::update::Location>,
+    ) -> Result<(), SessionError> {
+        self.emit(
+            session,
+            SessionUpdate::ToolCall(ToolCall {
+                tool_call_id: call.id.clone(),
+                title: call.name.clone(),
+                kind,
+                status: ToolStatus::Pending,
+                raw_input: raw_input.clone(),
+                content: vec![],
+                locations,
+            }),
+        )
+        .await
+    }
+
+    async fn finish(
+        &self,
+        session: &mut Chain,
+        id: &str,
+        out: ToolOutput,
+    ) -> Result<(), SessionError> {
+        let mut content = vec![ToolCallContent::Content {
+            content: Content::text(out.text),
+        }];
+        content.extend(out.content);
+        self.emit(
+            session,
+            SessionUpdate::ToolCallUpdate(ToolCallUpdate {
+                tool_call_id: id.to_string(),
+                status: Some(if out.is_error {
+                    ToolStatus::Failed
+                } else {
+                    ToolStatus::Completed
+                }),
+                content: Some(content),
+                raw_output: out.raw_output,
+            }),
+        )
+        .await
+    }
+
+    /// Runs one call: parse, look up, gather facts, decide, then (only when allowed) run.
+    async fn call(
+        &self,
+        session: &mut Chain,
+        call: PendingCall,
+        doom: &mut DoomGuard,
+        cancel: &CancellationToken,
+    ) -> Result<(), SessionError> {
+        let text = if call.json.trim().is_empty() {
+            "{}"
+        } else {
+            call.json.as_str()
+        };
+        let parsed: Result<serde_json::Value, _> = serde_json::from_str(text);
+        let slot = self.tools.get(&call.name);
+        let kind = slot.map_or(ToolKind::Other, |s| s.tool.kind());
+        let input = match parsed {
+            Ok(v) => v,
+            Err(e) => {
+                self.announce(
+                    session,
+                    &call,
+                    &serde_json::Value::String(call.json.clone()),
+                    kind,
+                    vec![],
+                )
+                .await?;
+                let out = ToolOutput::error(format!(
+                    "{}: the input is not valid JSON ({e}); send the arguments as one JSON object",
+                    call.name
+                ));
+                return self.finish(session, &call.id, out).await;
+            }
+        };
+        let Some(slot) = slot else {
+            self.announce(session, &call, &input, kind, vec![]).await?;
+            let names: Vec<&str> = self.tools.keys().map(String::as_str).collect();
+            let out = ToolOutput::error(format!(
+                "there is no tool named {:?} in this agent; the tools are: {}",
+                call.name,
+                if names.is_empty() {
+                    "(none)".to_string()
+                } else {
+                    names.join(", ")
+                }
+            ));
+            return self.finish(session, &call.id, out).await;
+        };
+        let prepared = match slot.tool.prepare(&input) {
+            Ok(p) => p,
+            Err(e) => {
+                self.announce(session, &call, &input, kind, vec![]).await?;
+                return self.finish(session, &call.id, ToolOutput::error(e)).await;
+            }
+        };
+        self.announce(session, &call, &input, kind, prepared.locations.clone())
+            .await?;
+        let decision = decide(
+            &call.name,
+            slot.algebra,
+            &self.ctx,
+            &slot.grant,
+            &prepared.request,
+        );
+        let rules = self.permissions.evaluate(&prepared.facts, Verdict::Allow);
+        let stuck = doom.check(&call.name, &input);
+        let verdict = combine(&decision, rules, &[stuck]);
+        let auth = match (decision, verdict) {
+            (Decision::Deny(d), _) => {
+                return self
+                    .finish(session, &call.id, ToolOutput::error(d.reason))
+                    .await
+            }
+            (Decision::Allow(_), Verdict::Deny) => {
+                let out = ToolOutput::error(format!(
+                    "{}: refused by a [permissions] deny rule",
+                    call.name
+                ));
+                return self.finish(session, &call.id, out).await;
+            }
+            (Decision::Allow(_), Verdict::Ask) => {
+                let why = if stuck == Verdict::Ask {
+                    format!(
+                        "{}: this is the same call with the same input {} times in a row — the model appears stuck \
+                         repeating it; it needs the user's approval and {HEADLESS}. Try a different approach",
+                        call.name,
+                        crate::doom::DOOM_LOOP_THRESHOLD
+                    )
+                } else {
+                    format!("{}: a [permissions] ask rule needs the user's approval for this call; {HEADLESS}", call.name)
+                };
+                return self.finish(session, &call.id, ToolOutput::error(why)).await;
+            }
+            (Decision::Allow(a), Verdict::Allow) => a,
+        };
+        let bus = self.bus.clone();
+        let id = call.id.clone();
+        let ctx = ToolCtx {
+            cancel: cancel.child_token(),
+            progress: Arc::new(move |p: Progress| {
+                bus.publish(&SessionUpdate::ToolCallUpdate(ToolCallUpdate {
+                    tool_call_id: id.clone(),
+                    status: Some(ToolStatus::InProgress),
+                    content: Some(vec![ToolCallContent::Content {
+                        content: Content::text(p.content),
+                    }]),
+                    raw_output: p.raw_output,
+                }));
+            }),
+        };
+        // tools honour ctx.cancel themselves (bash kills its process tree), so the call is never dropped mid-way
+        let mut out = (prepared.run)(auth, ctx).await;
+        if cancel.is_cancelled() && !out.interrupted {
+            out.interrupted = true;
+            out.is_error = true;
+            out.text = format!("interrupted\n{}", out.text);
+        }
+        self.finish(session, &call.id, out).await
+    }
+}

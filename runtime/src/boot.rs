@@ -1,0 +1,264 @@
+//! Boot: from `agent.toml` to a running [`Agent`]. Load the manifest, compute the effective ceiling and each tool's
+//! grant, check the lattice laws of every algebra in use (a violation refuses to boot), then build the harness, the
+//! session chain and the tools. Anything the manifest names that this build does not implement yet is a boot error
+//! naming it — never silently dropped.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use loom_kernel::{
+    check_laws, tool_grants, LawViolation, ProviderRef, SystemPrompt, DEFAULT_SEED, DEFAULT_TRIALS,
+};
+
+use crate::agent::{Agent, AgentParts, ToolSlot};
+use crate::harness::{build_harness, HarnessConfigError};
+use crate::load::{env_map, load_manifest, path_ctx, LoadError};
+use crate::retry::{RetryPolicy, Sleeper, TokioSleeper};
+use crate::secrets::{Secret, SecretChain};
+use crate::session::{build_chain, SessionError, SessionPlace};
+use crate::storage::storage_dir;
+use crate::tools::{builtin_tool, SandboxEnv, ToolEnv, IMPLEMENTED};
+
+/// What boot needs besides the manifest.
+#[derive(Clone, Default)]
+pub struct BootOptions {
+    /// The working directory (default: the process's).
+    pub cwd: Option<PathBuf>,
+    /// The caller's secret store (first in the chain).
+    pub secrets: BTreeMap<String, Secret>,
+    /// Where the sandbox machinery lives.
+    pub sandbox: SandboxEnv,
+    /// The clock retries wait on (default: tokio's).
+    pub sleeper: Option<Arc<dyn Sleeper>>,
+}
+
+/// A booted agent and what boot wants the user to know.
+pub struct Booted {
+    /// The agent.
+    pub agent: Agent,
+    /// Notes for stderr (a layer running reduced, a torn session line skipped).
+    pub notes: Vec<String>,
+}
+
+/// Why an agent could not boot. Messages name the file, the key and the fix; they never hold a secret value.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BootError {
+    /// The manifest could not be loaded.
+    #[error(transparent)]
+    Load(#[from] LoadError),
+    /// The working directory is unusable.
+    #[error("cannot use the working directory {path}: {source}")]
+    Cwd {
+        /// The directory.
+        path: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// A tool cannot be provided.
+    #[error("{file}: tools.{tool}: {message}")]
+    Tool {
+        /// The manifest.
+        file: String,
+        /// The tool instance.
+        tool: String,
+        /// What is wrong and how to fix it.
+        message: String,
+    },
+    /// An algebra in use breaks a lattice law.
+    #[error("refusing to boot: {0}")]
+    Laws(#[from] LawViolation),
+    /// The harness cannot be built.
+    #[error("{file}: {source}")]
+    Harness {
+        /// The manifest.
+        file: String,
+        /// Why.
+        source: HarnessConfigError,
+    },
+    /// The session chain cannot be built.
+    #[error("{file}: {source}")]
+    Session {
+        /// The manifest.
+        file: String,
+        /// Why.
+        source: SessionError,
+    },
+    /// Secrets are missing or a secrets file is malformed.
+    #[error("{file}: {message}")]
+    Secrets {
+        /// The manifest.
+        file: String,
+        /// Why (never a value).
+        message: String,
+    },
+    /// The system prompt file cannot be read.
+    #[error("{file}: agent.system_prompt: {message}")]
+    SystemPrompt {
+        /// The manifest.
+        file: String,
+        /// Why.
+        message: String,
+    },
+}
+
+/// Boots the agent at `manifest`.
+pub fn boot(manifest: &Path, opts: BootOptions) -> Result<Booted, BootError> {
+    let loaded = load_manifest(manifest)?;
+    let file = loaded.path.display().to_string();
+    let m = &loaded.manifest;
+    let cwd_raw = match &opts.cwd {
+        Some(c) => c.clone(),
+        None => std::env::current_dir().map_err(|source| BootError::Cwd {
+            path: ".".into(),
+            source,
+        })?,
+    };
+    let cwd = std::fs::canonicalize(&cwd_raw).map_err(|source| BootError::Cwd {
+        path: cwd_raw.display().to_string(),
+        source,
+    })?;
+    let ctx = path_ctx(&cwd);
+    let env = env_map();
+    let mut notes = Vec::new();
+
+    // tools and their grants, decided by the kernel
+    let ceiling = m.effective_ceiling(&ctx);
+    let grants = tool_grants(m, &ceiling);
+    let tool_err = |tool: &str, message: String| BootError::Tool {
+        file: file.clone(),
+        tool: tool.to_string(),
+        message,
+    };
+    let mut tools = BTreeMap::new();
+    let mut algebras = BTreeSet::new();
+    for g in &grants {
+        if !g.problems.is_empty() {
+            return Err(tool_err(&g.instance, g.problems.join("; ")));
+        }
+        let what = match &g.provider {
+            ProviderRef::Builtin if IMPLEMENTED.contains(&g.underlying.as_str()) => None,
+            ProviderRef::Builtin if loom_kernel::BUILTIN_TOOLS.contains(&g.underlying.as_str()) => {
+                Some(format!("the built-in tool {:?}", g.underlying))
+            }
+            ProviderRef::Builtin => {
+                return Err(tool_err(
+                    &g.instance,
+                    format!(
+                        "there is no built-in tool named {:?} (built-ins: {})",
+                        g.underlying,
+                        IMPLEMENTED.join(", ")
+                    ),
+                ))
+            }
+            ProviderRef::Session => {
+                Some("tools provided by the session (provider = \"session\")".to_string())
+            }
+            ProviderRef::Harness(h) => Some(format!("harness server tools (provider = {h:?})")),
+            ProviderRef::Handle(h) => Some(format!(
+                "tools from [providers].{h} (MCP servers and external providers)"
+            )),
+            ProviderRef::Shipped(s) => Some(format!("tools from shipped providers ({})", s.label)),
+            ProviderRef::Host => Some("contributed grant rows".to_string()),
+        };
+        if let Some(what) = what {
+            return Err(tool_err(
+                &g.instance,
+                format!(
+                    "{what} are not supported yet by this build of loom; remove tools.{} for now",
+                    g.instance
+                ),
+            ));
+        }
+        let tool_env = ToolEnv {
+            instance: g.instance.clone(),
+            grant: g.grant.clone(),
+            ctx: ctx.clone(),
+            cwd: cwd.clone(),
+        };
+        let Some(tool) = builtin_tool(&g.underlying, tool_env, &opts.sandbox) else {
+            return Err(tool_err(
+                &g.instance,
+                "not supported yet by this build of loom".into(),
+            ));
+        };
+        if algebras.insert(g.algebra) {
+            check_laws(
+                &g.instance,
+                g.algebra.build(&ctx).as_ref(),
+                DEFAULT_SEED,
+                DEFAULT_TRIALS,
+            )?;
+        }
+        tools.insert(
+            g.instance.clone(),
+            ToolSlot {
+                tool,
+                algebra: g.algebra,
+                grant: g.grant.clone(),
+            },
+        );
+    }
+
+    let (harness, max_turn_requests) =
+        build_harness(m.harness.as_ref()).map_err(|source| BootError::Harness {
+            file: file.clone(),
+            source,
+        })?;
+
+    let place = SessionPlace {
+        manifest_dir: loaded.dir.clone(),
+        storage: storage_dir(m, &env),
+    };
+    let (session, session_notes) =
+        build_chain(&m.session, &place).map_err(|source| BootError::Session {
+            file: file.clone(),
+            source,
+        })?;
+    notes.extend(session_notes);
+
+    let chain =
+        SecretChain::standard(opts.secrets.clone(), &loaded.dir, &cwd, &env).map_err(|e| {
+            BootError::Secrets {
+                file: file.clone(),
+                message: e.to_string(),
+            }
+        })?;
+    chain
+        .resolve(&m.agent.secrets)
+        .map_err(|message| BootError::Secrets {
+            file: file.clone(),
+            message,
+        })?;
+
+    let mut system = Vec::new();
+    match &m.agent.system_prompt {
+        None => {}
+        Some(SystemPrompt::Text(t)) => system.push(t.clone()),
+        Some(SystemPrompt::Path(p)) => {
+            let path = loaded.dir.join(p);
+            let text = crate::load::read_text(&path).map_err(|e| BootError::SystemPrompt {
+                file: file.clone(),
+                message: e.to_string(),
+            })?;
+            system.push(text);
+        }
+    }
+
+    let mut parts = AgentParts::new(harness, session, ctx);
+    parts.name = m.agent.name.clone();
+    parts.max_turn_requests = max_turn_requests;
+    parts.system = system;
+    parts.tools = tools;
+    parts.permissions = m.permissions.clone();
+    parts.retry = RetryPolicy::default();
+    parts.sleeper = opts
+        .sleeper
+        .clone()
+        .unwrap_or_else(|| Arc::new(TokioSleeper));
+    Ok(Booted {
+        agent: Agent::new(parts),
+        notes,
+    })
+}

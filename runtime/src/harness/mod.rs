@@ -1,0 +1,246 @@
+//! Harnesses: model provider adapters that stream the events of ONE request. The runtime owns the turn loop (see
+//! [`crate::Agent`]); a harness never runs a tool, never retries on its own and never decides authority.
+//!
+//! ## Adding a provider
+//! An HTTP harness (the Anthropic Messages SSE stream, the OpenAI Responses stream, Chat Completions for
+//! `openai-chat`) is one more module here implementing [`Harness`]: map [`ModelRequest`] onto the wire, map the
+//! stream back onto [`ModelEvent`]s, classify failures as [`HarnessError`] (rate limits and overloads carry the
+//! provider's `retry-after-ms` / `retry-after`; an error that arrives after HTTP 200 is still classified), and end
+//! the stream promptly when the cancellation token fires. Register it in [`build_harness`]. Nothing in the loop
+//! changes.
+
+mod test;
+
+use std::pin::Pin;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use futures::Stream;
+use tokio_util::sync::CancellationToken;
+
+use crate::model::{ModelEvent, ModelRequest};
+
+pub use test::{TestHarness, TestStep, TestTurn};
+
+/// The events of one response. The stream ends after `MessageEnd` (or an error).
+pub type EventStream = Pin<Box<dyn Stream<Item = Result<ModelEvent, HarnessError>> + Send>>;
+
+/// A model provider.
+pub trait Harness: Send + Sync {
+    /// The provider name (`anthropic`, `test`, …), for messages.
+    fn name(&self) -> &str;
+
+    /// Starts one request. The returned future resolves once the provider accepted the request (for HTTP: the
+    /// response headers arrived); errors before that point are what the retry policy may retry. `cancel` ends the
+    /// request and its stream.
+    fn stream(
+        &self,
+        request: ModelRequest,
+        cancel: CancellationToken,
+    ) -> BoxFuture<'_, Result<EventStream, HarnessError>>;
+}
+
+/// Why a request failed, classified for the retry policy. Messages never hold secrets.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum HarnessError {
+    /// 429: too many requests.
+    #[error("rate limited: {message}")]
+    RateLimited {
+        /// What the provider said.
+        message: String,
+        /// The provider's `retry-after-ms` / `retry-after`, when sent.
+        retry_after: Option<Duration>,
+    },
+    /// 529 or an `overloaded_error`.
+    #[error("the provider is overloaded: {message}")]
+    Overloaded {
+        /// What the provider said.
+        message: String,
+        /// The provider's retry hint, when sent.
+        retry_after: Option<Duration>,
+    },
+    /// The connection failed or dropped.
+    #[error("network error: {message}")]
+    Network {
+        /// What failed.
+        message: String,
+    },
+    /// Another HTTP error status.
+    #[error("HTTP {status}: {message}")]
+    Http {
+        /// The status code.
+        status: u16,
+        /// What the provider said.
+        message: String,
+        /// The provider's retry hint, when sent.
+        retry_after: Option<Duration>,
+    },
+    /// 401/403: the credentials were refused. Never retried.
+    #[error("authentication failed: {message}; check the API key in your secret store")]
+    Auth {
+        /// What the provider said.
+        message: String,
+    },
+    /// The prompt does not fit the context window. Never retried.
+    #[error("the conversation no longer fits the model's context window: {message}; start a new session")]
+    ContextOverflow {
+        /// What the provider said.
+        message: String,
+    },
+    /// The provider sent something this harness cannot read, or the harness is misconfigured.
+    #[error("protocol error: {message}")]
+    Protocol {
+        /// What was wrong.
+        message: String,
+    },
+    /// The request was cancelled.
+    #[error("cancelled")]
+    Cancelled,
+}
+
+impl HarnessError {
+    /// True for the failures the retry policy may retry: rate limits, overloads, network errors and 5xx.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            HarnessError::RateLimited { .. }
+            | HarnessError::Overloaded { .. }
+            | HarnessError::Network { .. } => true,
+            HarnessError::Http { status, .. } => (500..600).contains(status),
+            HarnessError::Auth { .. }
+            | HarnessError::ContextOverflow { .. }
+            | HarnessError::Protocol { .. }
+            | HarnessError::Cancelled => false,
+        }
+    }
+
+    /// The provider's retry hint, when it sent one.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            HarnessError::RateLimited { retry_after, .. }
+            | HarnessError::Overloaded { retry_after, .. }
+            | HarnessError::Http { retry_after, .. } => *retry_after,
+            _ => None,
+        }
+    }
+}
+
+/// Parses the retry hint of an HTTP response: `retry-after-ms` (milliseconds) wins over `retry-after` (seconds;
+/// an HTTP date is not supported and reads as no hint).
+pub fn parse_retry_after(
+    retry_after_ms: Option<&str>,
+    retry_after: Option<&str>,
+) -> Option<Duration> {
+    if let Some(ms) = retry_after_ms.and_then(|v| v.trim().parse::<f64>().ok()) {
+        if ms.is_finite() && ms >= 0.0 {
+            return Some(Duration::from_millis(ms as u64));
+        }
+    }
+    let secs = retry_after.and_then(|v| v.trim().parse::<f64>().ok())?;
+    (secs.is_finite() && secs >= 0.0).then(|| Duration::from_millis((secs * 1000.0) as u64))
+}
+
+/// Why a harness could not be built from `[harness]`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum HarnessConfigError {
+    /// The manifest has no `[harness]`.
+    #[error("the manifest has no [harness]; add one, e.g. [harness] provider = \"anthropic\"")]
+    Missing,
+    /// The provider is known but this build does not implement it yet.
+    #[error("[harness] provider = {0:?} is not supported yet by this build of loom (supported: \"test\")")]
+    NotSupported(String),
+    /// The config is wrong.
+    #[error("[harness]: {0}")]
+    Invalid(String),
+}
+
+/// The default `maxTurnRequests`.
+pub const DEFAULT_MAX_TURN_REQUESTS: u32 = 16;
+
+/// Builds the harness `[harness]` names, with its `maxTurnRequests`.
+pub fn build_harness(
+    harness: Option<&loom_kernel::Harness>,
+) -> Result<(std::sync::Arc<dyn Harness>, u32), HarnessConfigError> {
+    let h = harness.ok_or(HarnessConfigError::Missing)?;
+    let max = match h.config.get("maxTurnRequests") {
+        None => DEFAULT_MAX_TURN_REQUESTS,
+        Some(v) => v
+            .as_integer()
+            .and_then(|n| u32::try_from(n).ok())
+            .filter(|n| *n > 0)
+            .ok_or_else(|| {
+                HarnessConfigError::Invalid("maxTurnRequests must be a positive integer".into())
+            })?,
+    };
+    match h.provider.as_str() {
+        "test" => Ok((
+            std::sync::Arc::new(TestHarness::from_config(&h.config)?),
+            max,
+        )),
+        other => Err(HarnessConfigError::NotSupported(other.to_string())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_after_ms_wins_over_seconds() {
+        assert_eq!(
+            parse_retry_after(Some("1500"), Some("9")),
+            Some(Duration::from_millis(1500))
+        );
+        assert_eq!(
+            parse_retry_after(None, Some("2")),
+            Some(Duration::from_secs(2))
+        );
+        assert_eq!(
+            parse_retry_after(None, Some("Wed, 21 Oct 2015 07:28:00 GMT")),
+            None
+        );
+        assert_eq!(parse_retry_after(Some("-1"), None), None);
+    }
+
+    #[test]
+    fn classification() {
+        assert!(HarnessError::Http {
+            status: 503,
+            message: String::new(),
+            retry_after: None
+        }
+        .is_retryable());
+        assert!(!HarnessError::Http {
+            status: 400,
+            message: String::new(),
+            retry_after: None
+        }
+        .is_retryable());
+        assert!(!HarnessError::Auth {
+            message: String::new()
+        }
+        .is_retryable());
+        assert!(!HarnessError::ContextOverflow {
+            message: String::new()
+        }
+        .is_retryable());
+    }
+
+    #[test]
+    fn unsupported_providers_are_named() {
+        let h = loom_kernel::Harness {
+            provider: "anthropic".into(),
+            config: toml::Table::new(),
+        };
+        let err = build_harness(Some(&h))
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(err.contains("\"anthropic\" is not supported yet"), "{err}");
+        assert!(matches!(
+            build_harness(None),
+            Err(HarnessConfigError::Missing)
+        ));
+    }
+}

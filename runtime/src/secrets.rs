@@ -1,0 +1,306 @@
+//! Secrets: a chain of stores, most local first — the caller's store, `.loom-secrets` next to the manifest,
+//! `.loom-secrets` in the working directory, the environment (`NAME`, `LOOM_NAME`, and the upper-cased `-`/`.` → `_`
+//! forms), then `$XDG_CONFIG_HOME/loom/secrets.toml`. The first hit wins. A [`Secret`] never prints its value
+//! (`Debug` and `Display` are redacted), so it cannot reach a log, an update or an error by accident.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// A secret value. Read it with [`Secret::expose`] only where it is sent.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    /// Wraps a value.
+    pub fn new(v: impl Into<String>) -> Secret {
+        Secret(v.into())
+    }
+
+    /// The value itself.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(<redacted>)")
+    }
+}
+
+impl std::fmt::Display for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+/// Where a secret was found (for diagnostics; never the value).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SecretSource {
+    /// The caller's store.
+    Caller,
+    /// A `.loom-secrets` file or the XDG file.
+    File(PathBuf),
+    /// An environment variable (its name).
+    Env(String),
+}
+
+/// The chain.
+#[derive(Debug, Clone, Default)]
+pub struct SecretChain {
+    caller: BTreeMap<String, Secret>,
+    files: Vec<(PathBuf, BTreeMap<String, Secret>)>,
+    env: BTreeMap<String, String>,
+    xdg: Option<(PathBuf, BTreeMap<String, Secret>)>,
+}
+
+/// Why a secrets file could not be read.
+#[derive(Debug, thiserror::Error)]
+#[error("{path}: {reason}")]
+pub struct SecretsFileError {
+    /// The file.
+    pub path: String,
+    /// What was wrong (never a value).
+    pub reason: String,
+}
+
+/// The name variants looked up in the environment for `name`.
+pub fn env_names(name: &str) -> Vec<String> {
+    let upper: String = name
+        .chars()
+        .map(|c| {
+            if c == '-' || c == '.' {
+                '_'
+            } else {
+                c.to_ascii_uppercase()
+            }
+        })
+        .collect();
+    let mut out = vec![
+        name.to_string(),
+        format!("LOOM_{name}"),
+        upper.clone(),
+        format!("LOOM_{upper}"),
+    ];
+    out.dedup();
+    let mut seen = std::collections::BTreeSet::new();
+    out.retain(|n| seen.insert(n.clone()));
+    out
+}
+
+impl SecretChain {
+    /// The standard chain for a manifest in `manifest_dir` run from `cwd`, with `caller`'s secrets first and `env`
+    /// as the process environment.
+    pub fn standard(
+        caller: BTreeMap<String, Secret>,
+        manifest_dir: &Path,
+        cwd: &Path,
+        env: &BTreeMap<String, String>,
+    ) -> Result<SecretChain, SecretsFileError> {
+        let mut files = Vec::new();
+        let mut dirs = vec![manifest_dir.to_path_buf()];
+        if cwd != manifest_dir {
+            dirs.push(cwd.to_path_buf());
+        }
+        for d in dirs {
+            let p = d.join(".loom-secrets");
+            if let Some(text) = read_optional(&p)? {
+                files.push((p.clone(), parse_dotfile(&p, &text)?));
+            }
+        }
+        let xdg_dir = env
+            .get("XDG_CONFIG_HOME")
+            .filter(|d| d.starts_with('/'))
+            .map(PathBuf::from)
+            .or_else(|| {
+                env.get("HOME")
+                    .filter(|h| h.starts_with('/'))
+                    .map(|h| Path::new(h).join(".config"))
+            });
+        let mut xdg = None;
+        if let Some(dir) = xdg_dir {
+            let p = dir.join("loom/secrets.toml");
+            if let Some(text) = read_optional(&p)? {
+                xdg = Some((p.clone(), parse_toml_file(&p, &text)?));
+            }
+        }
+        Ok(SecretChain {
+            caller,
+            files,
+            env: env.clone(),
+            xdg,
+        })
+    }
+
+    /// Looks `name` up, most local store first.
+    pub fn get(&self, name: &str) -> Option<(Secret, SecretSource)> {
+        if let Some(s) = self.caller.get(name) {
+            return Some((s.clone(), SecretSource::Caller));
+        }
+        for (p, m) in &self.files {
+            if let Some(s) = m.get(name) {
+                return Some((s.clone(), SecretSource::File(p.clone())));
+            }
+        }
+        for n in env_names(name) {
+            if let Some(v) = self.env.get(&n).filter(|v| !v.is_empty()) {
+                return Some((Secret::new(v.clone()), SecretSource::Env(n)));
+            }
+        }
+        let (p, m) = self.xdg.as_ref()?;
+        m.get(name)
+            .map(|s| (s.clone(), SecretSource::File(p.clone())))
+    }
+
+    /// Resolves every name in `names`; the error lists the missing names and where to put them (never a value).
+    pub fn resolve(&self, names: &[String]) -> Result<BTreeMap<String, Secret>, String> {
+        let mut out = BTreeMap::new();
+        let mut missing = Vec::new();
+        for n in names {
+            match self.get(n) {
+                Some((s, _)) => {
+                    out.insert(n.clone(), s);
+                }
+                None => missing.push(n.clone()),
+            }
+        }
+        if missing.is_empty() {
+            return Ok(out);
+        }
+        Err(format!(
+            "secret{} {} not set; add {} to .loom-secrets next to the manifest (KEY=value lines), export {}, or put \
+             it in $XDG_CONFIG_HOME/loom/secrets.toml",
+            if missing.len() > 1 { "s" } else { "" },
+            missing.join(", "),
+            if missing.len() > 1 { "them" } else { "it" },
+            missing.iter().map(|m| format!("LOOM_{m}")).collect::<Vec<_>>().join(" / ")
+        ))
+    }
+}
+
+fn read_optional(p: &Path) -> Result<Option<String>, SecretsFileError> {
+    match std::fs::read_to_string(p) {
+        Ok(t) => Ok(Some(t)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(SecretsFileError {
+            path: p.display().to_string(),
+            reason: e.to_string(),
+        }),
+    }
+}
+
+/// Parses a `.loom-secrets` file: `KEY=value` lines (`#` comments, optional `export `, optional quotes) or a JSON
+/// object of strings.
+fn parse_dotfile(p: &Path, text: &str) -> Result<BTreeMap<String, Secret>, SecretsFileError> {
+    let err = |reason: String| SecretsFileError {
+        path: p.display().to_string(),
+        reason,
+    };
+    if text.trim_start().starts_with('{') {
+        let v: BTreeMap<String, serde_json::Value> =
+            serde_json::from_str(text).map_err(|_| err("not a JSON object of strings".into()))?;
+        return v
+            .into_iter()
+            .map(|(k, v)| match v {
+                serde_json::Value::String(s) => Ok((k, Secret::new(s))),
+                _ => Err(err(format!("{k}: the value must be a string"))),
+            })
+            .collect();
+    }
+    let mut out = BTreeMap::new();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let line = line.strip_prefix("export ").unwrap_or(line);
+        let Some((k, v)) = line.split_once('=') else {
+            // the line may hold a value: never echo it
+            return Err(err(format!("line {}: expected KEY=value", i + 1)));
+        };
+        let v = v.trim();
+        let v = v
+            .strip_prefix('"')
+            .and_then(|x| x.strip_suffix('"'))
+            .or_else(|| v.strip_prefix('\'').and_then(|x| x.strip_suffix('\'')))
+            .unwrap_or(v);
+        out.insert(k.trim().to_string(), Secret::new(v));
+    }
+    Ok(out)
+}
+
+fn parse_toml_file(p: &Path, text: &str) -> Result<BTreeMap<String, Secret>, SecretsFileError> {
+    let err = |reason: String| SecretsFileError {
+        path: p.display().to_string(),
+        reason,
+    };
+    let t: toml::Table =
+        toml::from_str(text).map_err(|_| err("not valid TOML (KEY = \"value\" lines)".into()))?;
+    t.into_iter()
+        .map(|(k, v)| match v {
+            toml::Value::String(s) => Ok((k, Secret::new(s))),
+            _ => Err(err(format!("{k}: the value must be a string"))),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn most_local_wins_and_values_never_print() {
+        let m = tempfile::tempdir().unwrap();
+        let c = tempfile::tempdir().unwrap();
+        let x = tempfile::tempdir().unwrap();
+        std::fs::write(
+            m.path().join(".loom-secrets"),
+            "# comment\nexport A=manifest\n",
+        )
+        .unwrap();
+        std::fs::write(
+            c.path().join(".loom-secrets"),
+            r#"{"A": "cwd", "B": "cwd"}"#,
+        )
+        .unwrap();
+        std::fs::create_dir_all(x.path().join("loom")).unwrap();
+        std::fs::write(
+            x.path().join("loom/secrets.toml"),
+            "D = \"xdg\"\nC = \"xdg\"\n",
+        )
+        .unwrap();
+        let env = BTreeMap::from([
+            ("LOOM_C".to_string(), "env".to_string()),
+            ("MY_KEY".to_string(), "dashed".to_string()),
+            (
+                "XDG_CONFIG_HOME".to_string(),
+                x.path().display().to_string(),
+            ),
+        ]);
+        let caller = BTreeMap::from([("Z".to_string(), Secret::new("caller"))]);
+        let chain = SecretChain::standard(caller, m.path(), c.path(), &env).unwrap();
+        let v = |n: &str| chain.get(n).map(|(s, _)| s.expose().to_string());
+        assert_eq!(v("A").as_deref(), Some("manifest"));
+        assert_eq!(v("B").as_deref(), Some("cwd"));
+        assert_eq!(v("C").as_deref(), Some("env"));
+        assert_eq!(v("my-key").as_deref(), Some("dashed"));
+        assert_eq!(v("D").as_deref(), Some("xdg"));
+        assert_eq!(v("Z").as_deref(), Some("caller"));
+        let (s, _) = chain.get("A").unwrap();
+        assert_eq!(format!("{s} {s:?}"), "<redacted> Secret(<redacted>)");
+        let err = chain.resolve(&["NOPE".into()]).unwrap_err();
+        assert!(
+            err.contains("NOPE") && err.contains(".loom-secrets"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_malformed_line_is_reported_without_its_value() {
+        let m = tempfile::tempdir().unwrap();
+        std::fs::write(m.path().join(".loom-secrets"), "sk-live-abcdef\n").unwrap();
+        let err = SecretChain::standard(BTreeMap::new(), m.path(), m.path(), &BTreeMap::new())
+            .unwrap_err();
+        assert!(!err.to_string().contains("sk-live"), "{err}");
+    }
+}

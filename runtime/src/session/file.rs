@@ -1,0 +1,283 @@
+//! `file`: a JSONL append log, one [`SessionUpdate`] per line.
+//!
+//! Consecutive chunks of the same kind (and message) are coalesced in memory and written as one line when their run
+//! ends (an event of another kind, any frame, or close); every line is written whole and flushed at once. Crash
+//! safety: a last line without its newline is a torn write — on open it is detected, skipped and cut off, so the next
+//! append starts on a clean line and earlier history is never touched. A bad line anywhere else (a hand edit) is an
+//! error naming the line, never silently dropped.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use super::{Layer, SessionError};
+use crate::update::{Chunk, SessionUpdate};
+
+/// The file storage layer.
+#[derive(Debug)]
+pub struct FileLayer {
+    path: PathBuf,
+    file: File,
+    events: Vec<SessionUpdate>,
+    pending: Option<SessionUpdate>,
+}
+
+fn io(path: &Path) -> impl Fn(std::io::Error) -> SessionError + '_ {
+    move |source| SessionError::Io {
+        path: path.display().to_string(),
+        source,
+    }
+}
+
+impl FileLayer {
+    /// Opens (creating it and its directory when missing) the log at `path` and loads its history. The note says
+    /// when a torn last line was skipped.
+    pub fn open(path: &Path) -> Result<(FileLayer, Option<String>), SessionError> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(io(dir))?;
+        }
+        let file = OpenOptions::new()
+            .create(true)
+            .read(true)
+            .append(true)
+            .open(path)
+            .map_err(io(path))?;
+        let bytes = std::fs::read(path).map_err(io(path))?;
+        let (events, good_len, torn) = parse_log(path, &bytes)?;
+        let mut note = None;
+        if torn {
+            file.set_len(good_len as u64).map_err(io(path))?;
+            note = Some(format!(
+                "{}: the last line was cut short (the process was killed while writing it); it was skipped and \
+                 earlier history is intact",
+                path.display()
+            ));
+        }
+        Ok((
+            FileLayer {
+                path: path.to_path_buf(),
+                file,
+                events,
+                pending: None,
+            },
+            note,
+        ))
+    }
+
+    fn write(&mut self, e: &SessionUpdate) -> Result<(), SessionError> {
+        let mut line = serde_json::to_string(e).map_err(|e| SessionError::Io {
+            path: self.path.display().to_string(),
+            source: std::io::Error::other(e),
+        })?;
+        line.push('\n');
+        self.file
+            .write_all(line.as_bytes())
+            .map_err(io(&self.path))?;
+        self.file.flush().map_err(io(&self.path))?;
+        self.events.push(e.clone());
+        Ok(())
+    }
+
+    fn flush_pending(&mut self) -> Result<(), SessionError> {
+        if let Some(p) = self.pending.take() {
+            self.write(&p)?;
+        }
+        Ok(())
+    }
+}
+
+/// Parses a log: the events, the length of the well-formed prefix, and whether a torn last line was found.
+fn parse_log(path: &Path, bytes: &[u8]) -> Result<(Vec<SessionUpdate>, usize, bool), SessionError> {
+    let mut events = Vec::new();
+    let mut offset = 0;
+    let mut line_no = 0;
+    while offset < bytes.len() {
+        line_no += 1;
+        let rest = &bytes[offset..];
+        let (line, complete) = match rest.iter().position(|b| *b == b'\n') {
+            Some(i) => (&rest[..i], true),
+            None => (rest, false),
+        };
+        let parsed = std::str::from_utf8(line)
+            .map_err(|e| e.to_string())
+            .and_then(|s| {
+                if s.trim().is_empty() {
+                    Ok(None)
+                } else {
+                    serde_json::from_str::<SessionUpdate>(s)
+                        .map(Some)
+                        .map_err(|e| e.to_string())
+                }
+            });
+        match (parsed, complete) {
+            (Ok(e), true) => {
+                events.extend(e);
+                offset += line.len() + 1;
+            }
+            (Err(reason), true) => {
+                return Err(SessionError::Corrupt {
+                    path: path.display().to_string(),
+                    line: line_no,
+                    reason,
+                })
+            }
+            // no newline: the write was torn, even when the fragment happens to parse
+            (_, false) => return Ok((events, offset, true)),
+        }
+    }
+    Ok((events, offset, false))
+}
+
+fn same_run(a: &SessionUpdate, b: &SessionUpdate) -> bool {
+    let same = |x: &Chunk, y: &Chunk| x.message_id == y.message_id;
+    match (a, b) {
+        (SessionUpdate::UserMessageChunk(x), SessionUpdate::UserMessageChunk(y))
+        | (SessionUpdate::AgentMessageChunk(x), SessionUpdate::AgentMessageChunk(y))
+        | (SessionUpdate::AgentThoughtChunk(x), SessionUpdate::AgentThoughtChunk(y)) => same(x, y),
+        _ => false,
+    }
+}
+
+fn chunk_mut(e: &mut SessionUpdate) -> Option<&mut Chunk> {
+    match e {
+        SessionUpdate::UserMessageChunk(c)
+        | SessionUpdate::AgentMessageChunk(c)
+        | SessionUpdate::AgentThoughtChunk(c) => Some(c),
+        _ => None,
+    }
+}
+
+impl Layer for FileLayer {
+    fn name(&self) -> &str {
+        "file"
+    }
+
+    fn stores(&self) -> bool {
+        true
+    }
+
+    fn push(&mut self, events: Vec<SessionUpdate>) -> Result<Vec<SessionUpdate>, SessionError> {
+        for e in &events {
+            if e.is_progress() {
+                continue;
+            }
+            if e.is_frame() {
+                self.flush_pending()?;
+                continue;
+            }
+            let mut e = e.clone();
+            if let Some(p) = self.pending.as_mut().filter(|p| same_run(p, &e)) {
+                if let (Some(pc), Some(ec)) = (chunk_mut(p), chunk_mut(&mut e)) {
+                    let crate::update::Content::Text { text } = &mut pc.content;
+                    text.push_str(ec.content.as_text());
+                }
+                continue;
+            }
+            self.flush_pending()?;
+            if chunk_mut(&mut e).is_some() {
+                self.pending = Some(e);
+            } else {
+                self.write(&e)?;
+            }
+        }
+        Ok(events)
+    }
+
+    fn pull(&self, mut below: Vec<SessionUpdate>) -> Result<Vec<SessionUpdate>, SessionError> {
+        below.extend(self.events.iter().cloned());
+        below.extend(self.pending.iter().cloned());
+        Ok(below)
+    }
+
+    fn close(&mut self) -> futures::future::BoxFuture<'_, Result<(), SessionError>> {
+        Box::pin(async move {
+            self.flush_pending()?;
+            self.file.sync_data().map_err(io(&self.path))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Role;
+    use crate::update::{Content, FrameKind};
+
+    fn agent(t: &str) -> SessionUpdate {
+        SessionUpdate::AgentMessageChunk(Chunk {
+            content: Content::text(t),
+            message_id: Some("m".into()),
+        })
+    }
+    fn user(t: &str) -> SessionUpdate {
+        SessionUpdate::UserMessageChunk(Chunk {
+            content: Content::text(t),
+            message_id: None,
+        })
+    }
+
+    #[tokio::test]
+    async fn coalesces_runs_and_reloads() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s/session.jsonl");
+        let (mut l, note) = FileLayer::open(&path).unwrap();
+        assert!(note.is_none());
+        l.push(vec![user("hi"), agent("a"), agent("b")]).unwrap();
+        l.push(vec![SessionUpdate::frame(
+            FrameKind::MessageEnd,
+            Some(Role::Assistant),
+            None,
+        )])
+        .unwrap();
+        l.close().await.unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(text.lines().count(), 2, "{text}");
+        assert!(!text.contains("frame"));
+        let (l2, _) = FileLayer::open(&path).unwrap();
+        assert_eq!(l2.pull(vec![]).unwrap(), vec![user("hi"), agent("ab")]);
+    }
+
+    #[tokio::test]
+    async fn a_torn_last_line_is_skipped_and_cut_off() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("session.jsonl");
+        let good = format!(
+            "{}\n{}\n",
+            serde_json::to_string(&user("one")).unwrap(),
+            serde_json::to_string(&agent("two")).unwrap()
+        );
+        // a kill in the middle of the third write
+        std::fs::write(&path, format!("{good}{{\"sessionUpdate\":\"agent_mess")).unwrap();
+        let (mut l, note) = FileLayer::open(&path).unwrap();
+        assert!(note.unwrap().contains("cut short"));
+        assert_eq!(l.pull(vec![]).unwrap(), vec![user("one"), agent("two")]);
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), good);
+        // the next append starts on a clean line
+        l.push(vec![user("three")]).unwrap();
+        l.close().await.unwrap();
+        let (l2, note) = FileLayer::open(&path).unwrap();
+        assert!(note.is_none());
+        assert_eq!(
+            l2.pull(vec![]).unwrap(),
+            vec![user("one"), agent("two"), user("three")]
+        );
+    }
+
+    #[test]
+    fn a_bad_middle_line_is_an_error_naming_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("session.jsonl");
+        let one = serde_json::to_string(&user("one")).unwrap();
+        std::fs::write(&path, format!("{one}\nnot json\n{one}\n")).unwrap();
+        let err = FileLayer::open(&path).unwrap_err().to_string();
+        assert!(
+            err.contains("session.jsonl:2: not a session event"),
+            "{err}"
+        );
+        // nothing was changed
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            format!("{one}\nnot json\n{one}\n")
+        );
+    }
+}

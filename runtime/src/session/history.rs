@@ -1,0 +1,198 @@
+//! Stored events to the conversation a harness sends.
+
+use crate::model::{ContentBlock, Message, Role};
+use crate::update::{SessionUpdate, ToolStatus};
+
+/// The result text given to a call whose result was never recorded (the process died mid-tool).
+pub const LOST_RESULT: &str = "interrupted: no result was recorded for this call";
+
+/// Turns stored events into messages: user chunks into user text, agent chunks and tool calls into assistant
+/// messages, final tool call updates into tool results. A tool call without a recorded result gets an error result
+/// ([`LOST_RESULT`]) so the conversation stays well-formed. Frames, progress and usage are skipped.
+pub fn to_messages(events: &[SessionUpdate]) -> Vec<Message> {
+    let mut b = Builder::default();
+    for e in events {
+        match e {
+            SessionUpdate::UserMessageChunk(c) => {
+                b.settle();
+                b.text(Role::User, c.content.as_text(), false);
+            }
+            SessionUpdate::AgentMessageChunk(c) => {
+                b.settle();
+                b.text(Role::Assistant, c.content.as_text(), false);
+            }
+            SessionUpdate::AgentThoughtChunk(c) => {
+                b.settle();
+                b.text(Role::Assistant, c.content.as_text(), true);
+            }
+            SessionUpdate::ToolCall(call) => {
+                if b.last_role() != Some(Role::Assistant) {
+                    b.settle();
+                }
+                b.block(
+                    Role::Assistant,
+                    ContentBlock::ToolUse {
+                        id: call.tool_call_id.clone(),
+                        name: call.title.clone(),
+                        input: call.raw_input.clone(),
+                    },
+                );
+                b.pending.push(call.tool_call_id.clone());
+            }
+            SessionUpdate::ToolCallUpdate(u) => {
+                let is_error = match u.status {
+                    Some(ToolStatus::Completed) => false,
+                    Some(ToolStatus::Failed) => true,
+                    _ => continue,
+                };
+                let Some(pos) = b.pending.iter().position(|id| *id == u.tool_call_id) else {
+                    continue;
+                };
+                b.pending.remove(pos);
+                b.result(u.tool_call_id.clone(), u.text(), is_error);
+            }
+            SessionUpdate::UsageUpdate(_) | SessionUpdate::Frame(_) => {}
+        }
+    }
+    b.settle();
+    b.msgs
+}
+
+#[derive(Default)]
+struct Builder {
+    msgs: Vec<Message>,
+    pending: Vec<String>,
+}
+
+impl Builder {
+    fn last_role(&self) -> Option<Role> {
+        self.msgs.last().map(|m| m.role)
+    }
+
+    /// Gives every call still waiting for a result an error result.
+    fn settle(&mut self) {
+        for id in std::mem::take(&mut self.pending) {
+            self.result(id, LOST_RESULT.to_string(), true);
+        }
+    }
+
+    fn block(&mut self, role: Role, block: ContentBlock) {
+        match self.msgs.last_mut() {
+            Some(m) if m.role == role => m.content.push(block),
+            _ => self.msgs.push(Message {
+                role,
+                content: vec![block],
+            }),
+        }
+    }
+
+    fn text(&mut self, role: Role, text: &str, thinking: bool) {
+        if let Some(m) = self.msgs.last_mut().filter(|m| m.role == role) {
+            match (m.content.last_mut(), thinking) {
+                (Some(ContentBlock::Text { text: t }), false)
+                | (Some(ContentBlock::Thinking { text: t, .. }), true) => {
+                    t.push_str(text);
+                    return;
+                }
+                _ => {}
+            }
+        }
+        let block = if thinking {
+            ContentBlock::Thinking {
+                text: text.to_string(),
+                signature: None,
+            }
+        } else {
+            ContentBlock::Text {
+                text: text.to_string(),
+            }
+        };
+        self.block(role, block);
+    }
+
+    fn result(&mut self, tool_use_id: String, content: String, is_error: bool) {
+        self.block(
+            Role::User,
+            ContentBlock::ToolResult {
+                tool_use_id,
+                content,
+                is_error,
+            },
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::update::{Chunk, Content, ToolCall, ToolCallContent, ToolCallUpdate, ToolKind};
+
+    fn user(t: &str) -> SessionUpdate {
+        SessionUpdate::UserMessageChunk(Chunk {
+            content: Content::text(t),
+            message_id: None,
+        })
+    }
+    fn agent(t: &str) -> SessionUpdate {
+        SessionUpdate::AgentMessageChunk(Chunk {
+            content: Content::text(t),
+            message_id: None,
+        })
+    }
+    fn call(id: &str) -> SessionUpdate {
+        SessionUpdate::ToolCall(ToolCall {
+            tool_call_id: id.into(),
+            title: "bash".into(),
+            kind: ToolKind::Execute,
+            status: ToolStatus::Pending,
+            raw_input: serde_json::json!({}),
+            content: vec![],
+            locations: vec![],
+        })
+    }
+    fn done(id: &str, text: &str) -> SessionUpdate {
+        SessionUpdate::ToolCallUpdate(ToolCallUpdate {
+            tool_call_id: id.into(),
+            status: Some(ToolStatus::Completed),
+            content: Some(vec![ToolCallContent::Content {
+                content: Content::text(text),
+            }]),
+            raw_output: None,
+        })
+    }
+
+    #[test]
+    fn events_become_alternating_messages() {
+        let m = to_messages(&[
+            user("hi"),
+            user(" there"),
+            agent("a"),
+            call("c1"),
+            done("c1", "out"),
+            agent("b"),
+        ]);
+        assert_eq!(m.len(), 4);
+        assert_eq!(m[0].text(), "hi there");
+        assert_eq!(m[1].role, Role::Assistant);
+        assert!(matches!(&m[1].content[1], ContentBlock::ToolUse { id, .. } if id == "c1"));
+        assert_eq!(
+            m[2].content,
+            vec![ContentBlock::ToolResult {
+                tool_use_id: "c1".into(),
+                content: "out".into(),
+                is_error: false
+            }]
+        );
+        assert_eq!(m[3].text(), "b");
+    }
+
+    #[test]
+    fn a_call_without_a_result_gets_an_error_result() {
+        let m = to_messages(&[user("hi"), call("c1"), user("again")]);
+        assert_eq!(m.len(), 3);
+        assert!(
+            matches!(&m[2].content[0], ContentBlock::ToolResult { is_error: true, content, .. } if content == LOST_RESULT)
+        );
+        assert_eq!(m[2].text(), "again");
+    }
+}

@@ -1,0 +1,260 @@
+//! Sessions are layers. Push flows top to bottom (each layer may transform, drop or fan out an event; storage layers
+//! retain what reaches them), pull flows bottom to top (each layer may rewrite the history below it; the top's
+//! result is what the model sees), and the other hooks (system prompt sections, `prepare_turn`, `close`) aggregate
+//! across layers.
+//!
+//! The history is a list of [`SessionUpdate`]s (the same ACP shapes hosts see); [`to_messages`] turns it into the
+//! conversation a harness sends. Frames are pushed (layers may observe them) but never stored; tool progress never
+//! reaches the session.
+
+mod file;
+mod history;
+mod memory;
+
+use std::path::{Path, PathBuf};
+
+use futures::future::BoxFuture;
+
+use crate::update::SessionUpdate;
+
+pub use file::FileLayer;
+pub use history::to_messages;
+pub use memory::MemoryLayer;
+
+/// Why a session operation failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SessionError {
+    /// Reading or writing the session file failed.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// A stored line is not a session event (hand-edited or corrupted), other than a torn last line.
+    #[error("{path}:{line}: not a session event ({reason}); fix or remove that line (earlier history is intact)")]
+    Corrupt {
+        /// The file.
+        path: String,
+        /// 1-based line number.
+        line: usize,
+        /// The parse error.
+        reason: String,
+    },
+    /// The chain cannot be built.
+    #[error("{0}")]
+    Config(String),
+}
+
+/// One layer of a session chain.
+pub trait Layer: Send {
+    /// The layer's provider name (`in-memory`, `file`, …).
+    fn name(&self) -> &str;
+
+    /// True for storage layers (they retain events); false for pass-through layers.
+    fn stores(&self) -> bool;
+
+    /// Takes events flowing down and returns what flows on to the layer below. Storage layers retain non-frame
+    /// events and pass everything on.
+    fn push(&mut self, events: Vec<SessionUpdate>) -> Result<Vec<SessionUpdate>, SessionError>;
+
+    /// Takes the history the layers below produced and returns it, possibly rewritten or extended with what this
+    /// layer stores.
+    fn pull(&self, below: Vec<SessionUpdate>) -> Result<Vec<SessionUpdate>, SessionError>;
+
+    /// A system prompt section this layer contributes.
+    fn system_prompt_section(&self) -> Option<String> {
+        None
+    }
+
+    /// Runs before each turn (compaction and skill rescans hook in here).
+    fn prepare_turn(&mut self) -> BoxFuture<'_, Result<(), SessionError>> {
+        Box::pin(async { Ok(()) })
+    }
+
+    /// Flushes and releases what the layer holds.
+    fn close(&mut self) -> BoxFuture<'_, Result<(), SessionError>> {
+        Box::pin(async { Ok(()) })
+    }
+}
+
+/// A chain of layers, top first.
+pub struct Chain {
+    layers: Vec<Box<dyn Layer>>,
+}
+
+impl std::fmt::Debug for Chain {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list()
+            .entries(self.layers.iter().map(|l| l.name()))
+            .finish()
+    }
+}
+
+impl Chain {
+    /// A chain of `layers` (top first). Refused when no layer stores: every turn would see an empty history.
+    pub fn new(layers: Vec<Box<dyn Layer>>) -> Result<Chain, SessionError> {
+        if !layers.iter().any(|l| l.stores()) {
+            return Err(SessionError::Config(format!(
+                "session: no layer stores events ({}); every turn would see an empty history — end the chain with \
+                 a storage layer such as \"in-memory\" or \"file\"",
+                layers.iter().map(|l| l.name()).collect::<Vec<_>>().join(" -> ")
+            )));
+        }
+        Ok(Chain { layers })
+    }
+
+    /// Pushes events down the chain.
+    pub fn push(&mut self, events: Vec<SessionUpdate>) -> Result<(), SessionError> {
+        let mut flowing = events;
+        for layer in self.layers.iter_mut() {
+            flowing = layer.push(flowing)?;
+            if flowing.is_empty() {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// Pulls the history up the chain.
+    pub fn pull(&self) -> Result<Vec<SessionUpdate>, SessionError> {
+        let mut history = Vec::new();
+        for layer in self.layers.iter().rev() {
+            history = layer.pull(history)?;
+        }
+        Ok(history)
+    }
+
+    /// Every layer's system prompt section, top first.
+    pub fn system_prompt_sections(&self) -> Vec<String> {
+        self.layers
+            .iter()
+            .filter_map(|l| l.system_prompt_section())
+            .collect()
+    }
+
+    /// Runs every layer's `prepare_turn`, bottom first.
+    pub async fn prepare_turn(&mut self) -> Result<(), SessionError> {
+        for layer in self.layers.iter_mut().rev() {
+            layer.prepare_turn().await?;
+        }
+        Ok(())
+    }
+
+    /// Closes every layer, top first; the first error is returned after all were closed.
+    pub async fn close(&mut self) -> Result<(), SessionError> {
+        let mut first = None;
+        for layer in self.layers.iter_mut() {
+            if let Err(e) = layer.close().await {
+                first.get_or_insert(e);
+            }
+        }
+        first.map_or(Ok(()), Err)
+    }
+}
+
+/// Where the chain's files go.
+#[derive(Debug, Clone)]
+pub struct SessionPlace {
+    /// The manifest's directory (relative `path`s resolve here).
+    pub manifest_dir: PathBuf,
+    /// The agent's storage directory (created when a layer needs it).
+    pub storage: PathBuf,
+}
+
+/// Builds the chain `[session]` declares. Layers not implemented yet are refused by name, never dropped. The
+/// default chain (`[session]` absent: skills -> compacting -> in-memory) runs as in-memory alone for now; the
+/// returned notes say so.
+pub fn build_chain(
+    session: &loom_kernel::Session,
+    place: &SessionPlace,
+) -> Result<(Chain, Vec<String>), SessionError> {
+    let mut notes = Vec::new();
+    if session.defaulted {
+        notes.push(
+            "session: [session] is absent; the default chain's skills and compacting layers are not supported yet, \
+             so the session is in-memory alone"
+                .to_string(),
+        );
+        return Ok((Chain::new(vec![Box::new(MemoryLayer::default())])?, notes));
+    }
+    let mut layers: Vec<Box<dyn Layer>> = Vec::new();
+    for spec in &session.layers {
+        let layer: Box<dyn Layer> = match spec.provider.as_str() {
+            "in-memory" => Box::new(MemoryLayer::default()),
+            "file" => {
+                let path = match spec.config.get("path").and_then(toml::Value::as_str) {
+                    Some(p) if Path::new(p).is_absolute() => PathBuf::from(p),
+                    Some(p) => place.manifest_dir.join(p),
+                    None => place.storage.join("session.jsonl"),
+                };
+                let (layer, note) = FileLayer::open(&path)?;
+                notes.extend(note);
+                Box::new(layer)
+            }
+            other => {
+                return Err(SessionError::Config(format!(
+                    "session: the {other:?} layer is not supported yet by this build of loom (supported: \
+                     \"in-memory\", \"file\"); remove it from [session] for now"
+                )))
+            }
+        };
+        layers.push(layer);
+    }
+    Ok((Chain::new(layers)?, notes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct PassThrough;
+    impl Layer for PassThrough {
+        fn name(&self) -> &str {
+            "pass"
+        }
+        fn stores(&self) -> bool {
+            false
+        }
+        fn push(&mut self, e: Vec<SessionUpdate>) -> Result<Vec<SessionUpdate>, SessionError> {
+            Ok(e)
+        }
+        fn pull(&self, below: Vec<SessionUpdate>) -> Result<Vec<SessionUpdate>, SessionError> {
+            Ok(below)
+        }
+    }
+
+    #[test]
+    fn a_chain_without_storage_is_refused() {
+        let err = Chain::new(vec![Box::new(PassThrough)])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("no layer stores"), "{err}");
+        assert!(Chain::new(vec![
+            Box::new(PassThrough),
+            Box::new(MemoryLayer::default())
+        ])
+        .is_ok());
+    }
+
+    #[test]
+    fn unsupported_layers_are_named() {
+        let m = loom_kernel::parse_manifest(
+            "[agent]\nname = \"a\"\n[session]\nlayers = [\"compacting\", \"in-memory\"]\n",
+            "agent.toml",
+            &Default::default(),
+        )
+        .unwrap();
+        let place = SessionPlace {
+            manifest_dir: "/nonexistent".into(),
+            storage: "/nonexistent".into(),
+        };
+        let err = build_chain(&m.session, &place).unwrap_err().to_string();
+        assert!(
+            err.contains("\"compacting\" layer is not supported yet"),
+            "{err}"
+        );
+    }
+}

@@ -1,0 +1,530 @@
+//! Turn-loop tests: the scripted harness drives real tools through the kernel; a fake harness and an injected clock
+//! drive the retry policy without sleeping.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use loom_kernel::{AlgebraKind, Grant, PathCtx};
+use tokio_util::sync::CancellationToken;
+
+use crate::agent::{Agent, AgentParts, ToolSlot, TurnOutcome};
+use crate::bus::{Capacity, Subscription};
+use crate::harness::{EventStream, Harness, HarnessError, TestHarness};
+use crate::model::{ModelEvent, ModelRequest, StopReason};
+use crate::retry::Sleeper;
+use crate::session::{Chain, MemoryLayer};
+use crate::tools::{builtin_tool, SandboxEnv, ToolEnv};
+use crate::update::{FrameKind, SessionUpdate, ToolStatus, TurnStop};
+
+struct Fixture {
+    dir: tempfile::TempDir,
+    agent: Agent,
+    updates: Subscription,
+    slept: Arc<Mutex<Vec<Duration>>>,
+}
+
+struct Recorder(Arc<Mutex<Vec<Duration>>>);
+
+impl Sleeper for Recorder {
+    fn sleep(&self, d: Duration) -> BoxFuture<'static, ()> {
+        self.0.lock().unwrap().push(d);
+        Box::pin(async {})
+    }
+}
+
+fn grant(text: &str) -> Grant {
+    let t: toml::Table = toml::from_str(&format!("g = {text}")).unwrap();
+    Grant::from_toml(&t["g"]).unwrap()
+}
+
+/// An agent over a fresh directory with `tools` (instance, underlying, grant TOML) and `harness`.
+fn fixture(harness: Arc<dyn Harness>, tools: &[(&str, &str, &str)], max: u32) -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let cwd = std::fs::canonicalize(dir.path()).unwrap();
+    let ctx = PathCtx::new(cwd.to_string_lossy().into_owned(), None);
+    let mut slots = BTreeMap::new();
+    for (instance, underlying, g) in tools {
+        let env = ToolEnv {
+            instance: instance.to_string(),
+            grant: grant(g),
+            ctx: ctx.clone(),
+            cwd: cwd.clone(),
+        };
+        slots.insert(
+            instance.to_string(),
+            ToolSlot {
+                tool: builtin_tool(underlying, env, &SandboxEnv::default()).unwrap(),
+                algebra: AlgebraKind::for_builtin(underlying),
+                grant: grant(g),
+            },
+        );
+    }
+    let slept = Arc::new(Mutex::new(Vec::new()));
+    let mut parts = AgentParts::new(
+        harness,
+        Chain::new(vec![Box::new(MemoryLayer::default())]).unwrap(),
+        ctx,
+    );
+    parts.tools = slots;
+    parts.max_turn_requests = max;
+    parts.sleeper = Arc::new(Recorder(slept.clone()));
+    let agent = Agent::new(parts);
+    let updates = agent.subscribe(Capacity::Unbounded);
+    Fixture {
+        dir,
+        agent,
+        updates,
+        slept,
+    }
+}
+
+fn scripted(script: &str) -> Arc<dyn Harness> {
+    let t: toml::Table = toml::from_str(&format!("script = {script}")).unwrap();
+    Arc::new(TestHarness::from_config(&t).unwrap())
+}
+
+fn drain(s: &Subscription) -> Vec<SessionUpdate> {
+    std::iter::from_fn(|| s.try_recv()).collect()
+}
+
+/// Final tool results, in order: (status, text).
+fn results(updates: &[SessionUpdate]) -> Vec<(ToolStatus, String)> {
+    updates
+        .iter()
+        .filter_map(|u| match u {
+            SessionUpdate::ToolCallUpdate(t) if t.status != Some(ToolStatus::InProgress) => {
+                Some((t.status.unwrap(), t.text()))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+async fn prompt(f: &Fixture, text: &str) -> TurnOutcome {
+    f.agent.prompt(text, CancellationToken::new()).await
+}
+
+#[tokio::test]
+async fn a_multi_step_script_runs_tools_in_order_and_frames_each_message() {
+    let f = fixture(
+        scripted(
+            r#"[[{ say = "looking" }, { call = { tool = "read_file", input = { path = "a.txt" } } },
+                 { think = "got it" }, { say = "it says hi" }]]"#,
+        ),
+        &[("read_file", "read_file", r#"{ paths = ["./"] }"#)],
+        16,
+    );
+    std::fs::write(f.dir.path().join("a.txt"), "hi").unwrap();
+    let out = prompt(&f, "read a.txt").await;
+    assert_eq!(
+        out,
+        TurnOutcome {
+            stop: TurnStop::EndTurn,
+            final_text: "it says hi".into(),
+            error: None
+        }
+    );
+    let ups = drain(&f.updates);
+    assert_eq!(
+        results(&ups),
+        vec![(ToolStatus::Completed, "hi".to_string())]
+    );
+    let kinds: Vec<String> = ups
+        .iter()
+        .map(|u| match u {
+            SessionUpdate::Frame(fr) => format!("{:?}:{:?}", fr.frame, fr.role),
+            other => serde_json::to_value(other).unwrap()["sessionUpdate"]
+                .as_str()
+                .unwrap()
+                .to_string(),
+        })
+        .filter(|k| k != "usage_update")
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "TurnStart:None",
+            "MessageStart:Some(User)",
+            "user_message_chunk",
+            "MessageEnd:Some(User)",
+            "MessageStart:Some(Assistant)",
+            "agent_message_chunk",
+            "MessageEnd:Some(Assistant)",
+            "tool_call",
+            "tool_call_update",
+            "MessageStart:Some(Assistant)",
+            "agent_thought_chunk",
+            "agent_message_chunk",
+            "MessageEnd:Some(Assistant)",
+            "TurnEnd:None",
+        ]
+    );
+    // the second turn sees the whole first turn as history and gets its own script turn (none left: an error)
+    let again = prompt(&f, "more").await;
+    assert_eq!(again.stop, TurnStop::Error);
+    assert!(again.error.unwrap().contains("no script for turn 2"));
+}
+
+#[tokio::test]
+async fn a_denial_is_fed_back_with_the_kernels_reason_and_the_turn_goes_on() {
+    let f = fixture(
+        scripted(
+            r#"[[{ call = { tool = "write_file", input = { path = "/etc/loom-evil", content = "x" } } }, { say = "ok, I may not" }]]"#,
+        ),
+        &[("write_file", "write_file", r#"{ paths = ["./"] }"#)],
+        16,
+    );
+    let out = prompt(&f, "write").await;
+    assert_eq!(
+        (out.stop, out.final_text.as_str()),
+        (TurnStop::EndTurn, "ok, I may not")
+    );
+    let r = results(&drain(&f.updates));
+    assert_eq!(r[0].0, ToolStatus::Failed);
+    assert!(
+        r[0].1.contains("may not write /etc/loom-evil")
+            && r[0].1.contains("outside this tool's grant"),
+        "{}",
+        r[0].1
+    );
+    assert!(!std::path::Path::new("/etc/loom-evil").exists());
+}
+
+#[tokio::test]
+async fn unknown_ungranted_and_malformed_calls_are_error_results() {
+    let f = fixture(
+        scripted(
+            r#"[[{ call = { tool = "nope", input = {} } }, { call = { tool = "read_file", raw = "{not json" } },
+                 { call = { tool = "web_search", input = { query = "x" } } }, { call = { tool = "read_file", raw = "[1]" } },
+                 { say = "recovered" }]]"#,
+        ),
+        &[("read_file", "read_file", r#"{ paths = ["./"] }"#)],
+        16,
+    );
+    let out = prompt(&f, "go").await;
+    assert_eq!(
+        (out.stop, out.final_text.as_str()),
+        (TurnStop::EndTurn, "recovered")
+    );
+    let r = results(&drain(&f.updates));
+    assert_eq!(r.len(), 4);
+    assert!(r.iter().all(|(s, _)| *s == ToolStatus::Failed));
+    assert!(
+        r[0].1.contains("no tool named \"nope\"") && r[0].1.contains("read_file"),
+        "{}",
+        r[0].1
+    );
+    assert!(r[1].1.contains("not valid JSON"), "{}", r[1].1);
+    assert!(
+        r[2].1.contains("no tool named \"web_search\""),
+        "{}",
+        r[2].1
+    );
+    assert!(r[3].1.contains("must be a JSON object"), "{}", r[3].1);
+}
+
+#[tokio::test]
+async fn max_turn_requests_bounds_a_turn() {
+    let f = fixture(
+        scripted(
+            r#"[[{ call = { tool = "read_file", input = { path = "." } } }, { call = { tool = "read_file", input = { path = "x" } } },
+                 { call = { tool = "read_file", input = { path = "y" } } }, { say = "never" }]]"#,
+        ),
+        &[("read_file", "read_file", r#"{ paths = ["./"] }"#)],
+        2,
+    );
+    let out = prompt(&f, "loop").await;
+    assert_eq!(out.stop, TurnStop::MaxTurnRequests);
+    assert!(out.error.unwrap().contains("maxTurnRequests (2)"));
+    assert_eq!(results(&drain(&f.updates)).len(), 2);
+}
+
+#[tokio::test]
+async fn the_third_identical_call_is_refused_headless() {
+    let call = r#"{ call = { tool = "read_file", input = { path = "a.txt" } } }"#;
+    let f = fixture(
+        scripted(&format!(
+            "[[{call}, {call}, {call}, {{ say = \"stopped\" }}]]"
+        )),
+        &[("read_file", "read_file", r#"{ paths = ["./"] }"#)],
+        16,
+    );
+    std::fs::write(f.dir.path().join("a.txt"), "same").unwrap();
+    let out = prompt(&f, "go").await;
+    assert_eq!(out.final_text, "stopped");
+    let r = results(&drain(&f.updates));
+    assert_eq!(r[0], (ToolStatus::Completed, "same".into()));
+    assert_eq!(r[1], (ToolStatus::Completed, "same".into()));
+    assert_eq!(r[2].0, ToolStatus::Failed);
+    assert!(
+        r[2].1.contains("appears stuck") && r[2].1.contains("headless"),
+        "{}",
+        r[2].1
+    );
+}
+
+/// One scripted attempt: a failure at the start, or the events of the response.
+type Attempt = Result<Vec<Result<ModelEvent, HarnessError>>, HarnessError>;
+
+/// A harness whose attempts are scripted.
+struct Fake {
+    attempts: Mutex<VecDeque<Attempt>>,
+    calls: Mutex<u32>,
+}
+
+impl Fake {
+    fn new(a: Vec<Attempt>) -> Arc<Fake> {
+        Arc::new(Fake {
+            attempts: Mutex::new(a.into()),
+            calls: Mutex::new(0),
+        })
+    }
+}
+
+impl Harness for Fake {
+    fn name(&self) -> &str {
+        "fake"
+    }
+    fn stream(
+        &self,
+        _r: ModelRequest,
+        _c: CancellationToken,
+    ) -> BoxFuture<'_, Result<EventStream, HarnessError>> {
+        *self.calls.lock().unwrap() += 1;
+        let next = self.attempts.lock().unwrap().pop_front();
+        Box::pin(async move {
+            match next {
+                Some(Ok(events)) => Ok(Box::pin(futures::stream::iter(events)) as EventStream),
+                Some(Err(e)) => Err(e),
+                None => Err(HarnessError::Protocol {
+                    message: "no more attempts".into(),
+                }),
+            }
+        })
+    }
+}
+
+fn answer(text: &str) -> Attempt {
+    Ok(vec![
+        Ok(ModelEvent::MessageStart {
+            message_id: "m".into(),
+        }),
+        Ok(ModelEvent::TextDelta(text.into())),
+        Ok(ModelEvent::MessageEnd {
+            stop_reason: StopReason::EndTurn,
+        }),
+    ])
+}
+
+fn limited(ms: Option<u64>) -> HarnessError {
+    HarnessError::RateLimited {
+        message: "slow down".into(),
+        retry_after: ms.map(Duration::from_millis),
+    }
+}
+
+#[tokio::test]
+async fn retry_honours_retry_after_and_backs_off_otherwise() {
+    let fake = Fake::new(vec![
+        Err(limited(Some(1500))),
+        Err(HarnessError::Overloaded {
+            message: "busy".into(),
+            retry_after: None,
+        }),
+        Err(HarnessError::Http {
+            status: 503,
+            message: "down".into(),
+            retry_after: None,
+        }),
+        // an error as the first event is still before anything was consumed: retried
+        Ok(vec![Err(HarnessError::Network {
+            message: "reset".into(),
+        })]),
+        answer("finally"),
+    ]);
+    let f = fixture(fake.clone(), &[], 16);
+    let out = prompt(&f, "hi").await;
+    assert_eq!(
+        (out.stop, out.final_text.as_str()),
+        (TurnStop::EndTurn, "finally")
+    );
+    let slept = f.slept.lock().unwrap().clone();
+    assert_eq!(slept[0], Duration::from_millis(1500));
+    let within = |d: Duration, base: u64| {
+        d >= Duration::from_secs(base) && d <= Duration::from_millis(base * 1200)
+    };
+    assert!(
+        within(slept[1], 4) && within(slept[2], 8) && within(slept[3], 16),
+        "{slept:?}"
+    );
+    assert_eq!(*fake.calls.lock().unwrap(), 5);
+}
+
+#[tokio::test]
+async fn auth_and_context_overflow_are_never_retried() {
+    for err in [
+        HarnessError::Auth {
+            message: "bad key".into(),
+        },
+        HarnessError::ContextOverflow {
+            message: "too long".into(),
+        },
+    ] {
+        let fake = Fake::new(vec![Err(err), answer("unreachable")]);
+        let f = fixture(fake.clone(), &[], 16);
+        let out = prompt(&f, "hi").await;
+        assert_eq!(out.stop, TurnStop::Error);
+        assert!(f.slept.lock().unwrap().is_empty());
+        assert_eq!(*fake.calls.lock().unwrap(), 1);
+    }
+}
+
+#[tokio::test]
+async fn at_most_eight_attempts_and_nothing_after_the_first_event() {
+    let fake = Fake::new((0..10).map(|_| Err(limited(None))).collect());
+    let f = fixture(fake.clone(), &[], 16);
+    let out = prompt(&f, "hi").await;
+    assert_eq!(out.stop, TurnStop::Error);
+    assert!(out.error.unwrap().contains("rate limited"));
+    assert_eq!(*fake.calls.lock().unwrap(), 8);
+    assert_eq!(f.slept.lock().unwrap().len(), 7);
+    assert!(f
+        .slept
+        .lock()
+        .unwrap()
+        .iter()
+        .all(|d| *d <= Duration::from_secs(30)));
+
+    // a failure after the first event was consumed is surfaced, not retried
+    let fake = Fake::new(vec![
+        Ok(vec![
+            Ok(ModelEvent::MessageStart {
+                message_id: "m".into(),
+            }),
+            Ok(ModelEvent::TextDelta("part".into())),
+            Err(limited(Some(10))),
+        ]),
+        answer("unreachable"),
+    ]);
+    let f = fixture(fake.clone(), &[], 16);
+    let out = prompt(&f, "hi").await;
+    assert_eq!(out.stop, TurnStop::Error);
+    assert_eq!(*fake.calls.lock().unwrap(), 1);
+    assert!(f.slept.lock().unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn a_retry_wait_races_cancellation() {
+    struct Never;
+    impl Sleeper for Never {
+        fn sleep(&self, _d: Duration) -> BoxFuture<'static, ()> {
+            Box::pin(futures::future::pending())
+        }
+    }
+    let fake = Fake::new(vec![Err(limited(Some(60_000))), answer("unreachable")]);
+    let session = Chain::new(vec![Box::new(MemoryLayer::default())]).unwrap();
+    let mut parts = AgentParts::new(fake, session, PathCtx::new("/", None));
+    parts.sleeper = Arc::new(Never);
+    let agent = Agent::new(parts);
+    let cancel = CancellationToken::new();
+    let c2 = cancel.clone();
+    tokio::spawn(async move {
+        tokio::task::yield_now().await;
+        c2.cancel();
+    });
+    assert_eq!(agent.prompt("hi", cancel).await.stop, TurnStop::Cancelled);
+}
+
+#[tokio::test]
+async fn cancelling_mid_tool_kills_it_and_marks_calls_interrupted() {
+    let f = fixture(
+        scripted(
+            r#"[[{ call = { tool = "bash", input = { command = "echo started; sleep 60" } } },
+                 { call = { tool = "bash", input = { command = "echo never" } } }],
+                [{ say = "next turn" }]]"#,
+        ),
+        &[("bash", "bash", "\"*\"")],
+        16,
+    );
+    let cancel = CancellationToken::new();
+    let c2 = cancel.clone();
+    let watcher = f.agent.subscribe(Capacity::Unbounded);
+    tokio::spawn(async move {
+        // cancel once the tool has shown progress
+        while let Some(u) = watcher.recv().await {
+            if u.is_progress() {
+                c2.cancel();
+                break;
+            }
+        }
+    });
+    let out = f.agent.prompt("run", cancel).await;
+    assert_eq!(out.stop, TurnStop::Cancelled);
+    let ups = drain(&f.updates);
+    let r = results(&ups);
+    assert_eq!(r.len(), 1, "{r:?}");
+    assert_eq!(r[0].0, ToolStatus::Failed);
+    assert!(
+        r[0].1.starts_with("interrupted") && r[0].1.contains("started"),
+        "{}",
+        r[0].1
+    );
+    assert!(
+        matches!(ups.last(), Some(SessionUpdate::Frame(fr)) if fr.frame == FrameKind::TurnEnd && fr.stop_reason == Some(TurnStop::Cancelled))
+    );
+    // the next turn still works and history pairs every call with a result
+    let next = prompt(&f, "again").await;
+    assert_eq!(
+        (next.stop, next.final_text.as_str()),
+        (TurnStop::EndTurn, "next turn")
+    );
+}
+
+#[tokio::test]
+async fn an_ask_rule_is_a_refusal_when_headless() {
+    let h = scripted(
+        r#"[[{ call = { tool = "read_file", input = { path = "a.txt" } } }, { say = "done" }]]"#,
+    );
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("a.txt"), "x").unwrap();
+    let cwd = std::fs::canonicalize(dir.path()).unwrap();
+    let m = loom_kernel::parse_manifest(
+        "[agent]\nname = \"a\"\n[[permissions.ask_rules]]\ntool = \"read_file\"\n",
+        "agent.toml",
+        &Default::default(),
+    )
+    .unwrap();
+    let ctx = PathCtx::new(cwd.to_string_lossy().into_owned(), None);
+    let env = ToolEnv {
+        instance: "read_file".into(),
+        grant: grant(r#"{ paths = ["./"] }"#),
+        ctx: ctx.clone(),
+        cwd,
+    };
+    let mut parts = AgentParts::new(
+        h,
+        Chain::new(vec![Box::new(MemoryLayer::default())]).unwrap(),
+        ctx,
+    );
+    parts.permissions = m.permissions;
+    parts.tools.insert(
+        "read_file".into(),
+        ToolSlot {
+            tool: builtin_tool("read_file", env, &SandboxEnv::default()).unwrap(),
+            algebra: AlgebraKind::Files,
+            grant: grant(r#"{ paths = ["./"] }"#),
+        },
+    );
+    let agent = Agent::new(parts);
+    let sub = agent.subscribe(Capacity::Unbounded);
+    agent.prompt("go", CancellationToken::new()).await;
+    let r = results(&drain(&sub));
+    assert_eq!(r[0].0, ToolStatus::Failed);
+    assert!(
+        r[0].1.contains("ask rule") && r[0].1.contains("headless"),
+        "{}",
+        r[0].1
+    );
+}

@@ -1,0 +1,636 @@
+//! `bash`: run a command line (or, in argv mode, a command with arguments) under the row the kernel picked, confined
+//! by loom-sandbox exactly as `loom sandbox run` confines it, with the command broker beside the shell when the
+//! grant has per-command rows. Output is bounded (the tail is kept, the total counted, the whole spilled to a file
+//! when truncated), streamed as progress at most every 100 ms, and the process tree is killed on timeout or cancel.
+
+use std::ffi::OsString;
+use std::io::Read;
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use loom_broker::{Backend, Broker, BrokerConfig, BrokerLimits};
+use loom_kernel::{brokered_commands, Authorization, CallFacts, Exec, Request, Row};
+use loom_sandbox::{
+    build_env, build_profile, choose_tier, host_support, spawn_sandboxed_io, HostFs, Launch,
+    Limits, Place, Streams,
+};
+use serde_json::{json, Value};
+
+use super::output::{OutputBuffer, DEFAULT_TAIL_BYTES};
+use super::{
+    check_fields, resolve_path, str_field, PathMode, Prepared, Progress, Tool, ToolCtx, ToolEnv,
+    ToolOutput,
+};
+use crate::model::ToolSpec;
+use crate::update::ToolKind;
+
+/// The default timeout (30 s).
+pub const DEFAULT_TIMEOUT_MS: u64 = 30_000;
+/// The longest timeout a call may ask for (1 h).
+pub const MAX_TIMEOUT_MS: u64 = 3_600_000;
+/// Progress is published at most this often.
+pub const PROGRESS_EVERY: Duration = Duration::from_millis(100);
+
+/// Where the sandbox machinery lives.
+#[derive(Debug, Clone, Default)]
+pub struct SandboxEnv {
+    /// The executable that runs the sandbox's inner stage (the `loom` binary); `None`: the current executable.
+    pub inner_exe: Option<PathBuf>,
+    /// The `loom-shim` binary for the broker; `None`: next to the current executable.
+    pub shim: Option<PathBuf>,
+    /// Where spill files go; `None`: the temp directory.
+    pub spill_dir: Option<PathBuf>,
+    /// The in-memory output bound; 0: the default.
+    pub tail_bytes: usize,
+}
+
+/// The `bash` tool.
+#[derive(Debug)]
+pub struct BashTool {
+    env: ToolEnv,
+    sandbox: SandboxEnv,
+}
+
+impl BashTool {
+    /// The tool for `env`.
+    pub fn new(env: ToolEnv, sandbox: SandboxEnv) -> BashTool {
+        BashTool { env, sandbox }
+    }
+}
+
+impl Tool for BashTool {
+    fn name(&self) -> &str {
+        &self.env.instance
+    }
+
+    fn kind(&self) -> ToolKind {
+        ToolKind::Execute
+    }
+
+    fn spec(&self) -> ToolSpec {
+        let mut rowed = Vec::new();
+        if let loom_kernel::Grant::Set(rows) = &self.env.grant {
+            for r in rows {
+                if let Some(cmds) = loom_kernel::rowed_commands(r) {
+                    rowed.push(format!("{} ({})", cmds.join(", "), r.to_toml()));
+                }
+            }
+        }
+        let mut description = format!(
+            "Run a shell command via /bin/bash -c in {} (or `cwd`, which must be inside the grant). Output is the \
+             combined stdout and stderr, tail-truncated when long. This tool's grant: {}.",
+            self.env.cwd.display(),
+            self.env.grant
+        );
+        if !rowed.is_empty() {
+            description.push_str(&format!(
+                " These commands carry their own grants wherever they run: {}. For a command listed only there, \
+                 pass it as `command` with its arguments in `args` to run it directly.",
+                rowed.join("; ")
+            ));
+        }
+        ToolSpec {
+            name: self.env.instance.clone(),
+            description,
+            input_schema: json!({
+                "type": "object",
+                "properties": {
+                    "command": { "type": "string", "description": "The command line (or, with args, the command)." },
+                    "args": { "type": "array", "items": { "type": "string" }, "description": "Arguments: runs `command` directly, without a shell." },
+                    "cwd": { "type": "string", "description": "Working directory; must be inside an allowed path." },
+                    "timeout_ms": { "type": "integer", "minimum": 1, "description": "Default 30000." },
+                },
+                "required": ["command"],
+            }),
+        }
+    }
+
+    fn prepare(&self, input: &Value) -> Result<Prepared, String> {
+        let name = self.env.instance.clone();
+        check_fields(input, &name, &["command", "args", "cwd", "timeout_ms"])?;
+        let command = str_field(input, &name, "command")?.to_string();
+        if command.trim().is_empty() {
+            return Err(format!("{name}: command is empty"));
+        }
+        let args = match input.get("args") {
+            None | Some(Value::Null) => None,
+            Some(Value::Array(a)) => Some(
+                a.iter()
+                    .map(|v| v.as_str().map(str::to_string))
+                    .collect::<Option<Vec<_>>>()
+                    .ok_or_else(|| format!("{name}: args must be an array of strings"))?,
+            ),
+            Some(_) => return Err(format!("{name}: args must be an array of strings")),
+        };
+        let cwd = match input.get("cwd") {
+            None | Some(Value::Null) => self.env.cwd.clone(),
+            Some(_) => {
+                let c = resolve_path(
+                    &self.env.cwd,
+                    str_field(input, &name, "cwd")?,
+                    PathMode::Existing,
+                )
+                .map_err(|e| format!("{name}: cwd {e}"))?;
+                if !c.is_dir() {
+                    return Err(format!("{name}: cwd {} is not a directory", c.display()));
+                }
+                c
+            }
+        };
+        let timeout_ms = match input.get("timeout_ms") {
+            None | Some(Value::Null) => DEFAULT_TIMEOUT_MS,
+            Some(v) => v
+                .as_u64()
+                .filter(|n| (1..=MAX_TIMEOUT_MS).contains(n))
+                .ok_or_else(|| {
+                    format!("{name}: timeout_ms must be an integer from 1 to {MAX_TIMEOUT_MS}")
+                })?,
+        };
+        let cwd_s = cwd.display().to_string();
+        let (request, line, argv) = match args {
+            None => (
+                Request::Bash {
+                    command: command.clone(),
+                    cwd: cwd_s.clone(),
+                },
+                command.clone(),
+                None,
+            ),
+            Some(a) => {
+                let mut argv = vec![command.clone()];
+                argv.extend(a);
+                (
+                    Request::BashArgv {
+                        argv: argv.clone(),
+                        cwd: cwd_s.clone(),
+                    },
+                    argv.join(" "),
+                    Some(argv),
+                )
+            }
+        };
+        let env = self.env.clone();
+        let sandbox = self.sandbox.clone();
+        Ok(Prepared {
+            request,
+            facts: CallFacts {
+                tool: name,
+                path: Some(cwd_s),
+                command: Some(line),
+                ..CallFacts::default()
+            },
+            locations: vec![],
+            run: Box::new(move |auth, ctx| {
+                Box::pin(async move {
+                    let call = Call {
+                        env,
+                        sandbox,
+                        command,
+                        argv,
+                        cwd,
+                        timeout: Duration::from_millis(timeout_ms),
+                    };
+                    call.run(auth, ctx).await
+                })
+            }),
+        })
+    }
+}
+
+struct Call {
+    env: ToolEnv,
+    sandbox: SandboxEnv,
+    command: String,
+    argv: Option<Vec<String>>,
+    cwd: PathBuf,
+    timeout: Duration,
+}
+
+/// How the process will be started.
+enum Plan {
+    Unconfined(Vec<OsString>),
+    Sandboxed {
+        row: Row,
+        argv: Vec<OsString>,
+        broker: bool,
+    },
+}
+
+static SPILL_SEQ: AtomicU64 = AtomicU64::new(0);
+
+fn kill_group(pid: i32) {
+    if pid > 0 {
+        // SAFETY: signalling the process group (and leader) this call started.
+        unsafe {
+            libc::kill(-pid, libc::SIGKILL);
+            libc::kill(pid, libc::SIGKILL);
+        }
+    }
+}
+
+impl Call {
+    fn plan(&self, auth: Authorization) -> Result<Plan, String> {
+        let shell = || -> Vec<OsString> {
+            vec!["/bin/bash".into(), "-c".into(), self.command.clone().into()]
+        };
+        let given: Option<Vec<OsString>> = self
+            .argv
+            .as_ref()
+            .map(|a| a.iter().map(OsString::from).collect());
+        match (auth.exec, auth.row) {
+            (Exec::Unconfined, _) => Ok(Plan::Unconfined(given.unwrap_or_else(shell))),
+            (Exec::Shell, Some((_, row))) => Ok(Plan::Sandboxed {
+                row,
+                argv: shell(),
+                broker: !brokered_commands(&self.env.grant).is_empty(),
+            }),
+            (Exec::Argv(v), Some((_, row))) => Ok(Plan::Sandboxed {
+                row,
+                argv: v.into_iter().map(OsString::from).collect(),
+                broker: false,
+            }),
+            (exec, _) => Err(format!(
+                "bash: the kernel's authorisation ({exec:?}) names no sandbox row"
+            )),
+        }
+    }
+
+    async fn run(self, auth: Authorization, ctx: ToolCtx) -> ToolOutput {
+        let plan = match self.plan(auth) {
+            Ok(p) => p,
+            Err(e) => return ToolOutput::error(e),
+        };
+        let spill = self
+            .sandbox
+            .spill_dir
+            .clone()
+            .unwrap_or_else(std::env::temp_dir)
+            .join(format!(
+                "loom-bash-{}-{}.log",
+                std::process::id(),
+                SPILL_SEQ.fetch_add(1, Ordering::Relaxed)
+            ));
+        let cap = if self.sandbox.tail_bytes == 0 {
+            DEFAULT_TAIL_BYTES
+        } else {
+            self.sandbox.tail_bytes
+        };
+        let mut buf = OutputBuffer::new(cap, Some(spill));
+        let (reader, writer) = match std::io::pipe() {
+            Ok(p) => p,
+            Err(e) => return ToolOutput::error(format!("bash: cannot create a pipe: {e}")),
+        };
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Vec<u8>>();
+        std::thread::spawn(move || {
+            let mut reader = reader;
+            let mut chunk = vec![0u8; 16 * 1024];
+            loop {
+                match reader.read(&mut chunk) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => {
+                        if tx.send(chunk[..n].to_vec()).is_err() {
+                            break;
+                        }
+                    }
+                }
+            }
+        });
+        let pid = Arc::new(AtomicI32::new(0));
+        let started = Instant::now();
+        let job = {
+            let pid = pid.clone();
+            let timeout = self.timeout;
+            let cwd = self.cwd.clone();
+            let env = self.env.clone();
+            let sandbox = self.sandbox.clone();
+            tokio::task::spawn_blocking(move || {
+                start(plan, &cwd, &env, &sandbox, timeout, writer, &pid)
+            })
+        };
+        tokio::pin!(job);
+        let deadline = tokio::time::sleep(self.timeout);
+        tokio::pin!(deadline);
+        let mut last_progress: Option<tokio::time::Instant> = None;
+        let (mut killed, mut timed_out, mut cancelled) = (false, false, false);
+        let result = loop {
+            tokio::select! {
+                r = &mut job => break r,
+                Some(chunk) = rx.recv() => {
+                    buf.append(&chunk);
+                    let now = tokio::time::Instant::now();
+                    if last_progress.is_none_or(|t| now.duration_since(t) >= PROGRESS_EVERY) {
+                        last_progress = Some(now);
+                        let s = buf.snapshot();
+                        (ctx.progress)(Progress {
+                            content: s.text,
+                            raw_output: Some(json!({ "totalBytes": s.total_bytes })),
+                        });
+                    }
+                }
+                _ = ctx.cancel.cancelled(), if !killed => {
+                    cancelled = true;
+                    killed = true;
+                    kill_group(pid.load(Ordering::SeqCst));
+                }
+                _ = &mut deadline, if !killed => {
+                    timed_out = true;
+                    killed = true;
+                    kill_group(pid.load(Ordering::SeqCst));
+                }
+            }
+        };
+        // the last bytes may still be in the pipe; anything that outlives the command (a background child holding
+        // the pipe) gets a short grace, then is left behind
+        let _ = tokio::time::timeout(Duration::from_millis(250), async {
+            while let Some(chunk) = rx.recv().await {
+                buf.append(&chunk);
+            }
+        })
+        .await;
+        let snap = buf.finalize();
+        let mut text = snap.text.clone();
+        if snap.truncated {
+            text = format!(
+                "[output truncated: showing the last {} of {} bytes{}]\n{text}",
+                text.len(),
+                snap.total_bytes,
+                snap.full_output_path
+                    .as_ref()
+                    .map(|p| format!("; the full output is in {}", p.display()))
+                    .unwrap_or_default()
+            );
+        }
+        let mut raw = json!({
+            "totalBytes": snap.total_bytes,
+            "durationMs": u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+        });
+        if let Some(p) = &snap.full_output_path {
+            raw["fullOutputPath"] = json!(p.display().to_string());
+        }
+        if cancelled {
+            let mut out = ToolOutput::interrupted(&text);
+            raw["interrupted"] = json!(true);
+            out.raw_output = Some(raw);
+            return out;
+        }
+        let code = match result {
+            Ok(Ok((code, sandbox_timed_out))) => {
+                timed_out |= sandbox_timed_out;
+                code
+            }
+            Ok(Err(e)) => {
+                return ToolOutput::error(format!(
+                    "{text}{}bash: {e}",
+                    if text.is_empty() { "" } else { "\n" }
+                ))
+            }
+            Err(e) => return ToolOutput::error(format!("bash: the command runner failed: {e}")),
+        };
+        raw["exitCode"] = json!(code);
+        if timed_out {
+            raw["timedOut"] = json!(true);
+            text.push_str(&format!(
+                "\n[timed out after {} ms; the process tree was killed]",
+                self.timeout.as_millis()
+            ));
+        } else if code != 0 {
+            text.push_str(&format!("\n[exit code {code}]"));
+        }
+        ToolOutput {
+            text,
+            is_error: timed_out || code != 0,
+            raw_output: Some(raw),
+            ..ToolOutput::default()
+        }
+    }
+}
+
+/// Starts the process (blocking until it ends) and returns its exit code and whether the sandbox's own timeout
+/// fired. The pid (a process-group leader) is stored as soon as it exists so the caller can kill the tree.
+fn start(
+    plan: Plan,
+    cwd: &std::path::Path,
+    env: &ToolEnv,
+    sandbox: &SandboxEnv,
+    timeout: Duration,
+    writer: std::io::PipeWriter,
+    pid: &AtomicI32,
+) -> Result<(i32, bool), String> {
+    let err_writer = writer.try_clone().map_err(|e| e.to_string())?;
+    match plan {
+        Plan::Unconfined(argv) => {
+            let Some((prog, args)) = argv.split_first() else {
+                return Err("no command".into());
+            };
+            let mut cmd = std::process::Command::new(prog);
+            cmd.args(args)
+                .current_dir(cwd)
+                .stdin(Stdio::null())
+                .stdout(Stdio::from(writer))
+                .stderr(Stdio::from(err_writer))
+                .process_group(0);
+            let mut child = cmd
+                .spawn()
+                .map_err(|e| format!("{}: {e}", prog.to_string_lossy()))?;
+            drop(cmd);
+            pid.store(i32::try_from(child.id()).unwrap_or(0), Ordering::SeqCst);
+            let status = child.wait().map_err(|e| e.to_string())?;
+            use std::os::unix::process::ExitStatusExt;
+            Ok((
+                status
+                    .code()
+                    .or_else(|| status.signal().map(|s| 128 + s))
+                    .unwrap_or(1),
+                false,
+            ))
+        }
+        Plan::Sandboxed { row, argv, broker } => {
+            let home = std::env::var_os("HOME")
+                .map(PathBuf::from)
+                .filter(|h| h.is_absolute());
+            let place = Place {
+                cwd: cwd.to_path_buf(),
+                home: home.clone(),
+            };
+            let limits = Limits {
+                timeout: Some(timeout),
+                ..Limits::default()
+            };
+            let profile = build_profile(&row, &env.ctx, &place, limits.clone(), &HostFs)
+                .map_err(|e| e.to_string())?;
+            let support = host_support();
+            let tier = choose_tier(support, None).map_err(|e| e.to_string())?;
+            let inner_exe = match &sandbox.inner_exe {
+                Some(p) => p.clone(),
+                None => std::env::current_exe()
+                    .map_err(|e| format!("cannot locate the loom binary: {e}"))?,
+            };
+            let mut vars = build_env(&profile.env, std::env::vars_os());
+            for (k, v) in vars.iter_mut() {
+                if k == "PWD" {
+                    *v = profile.cwd.clone().into_os_string();
+                }
+            }
+            let streams = Streams {
+                stdin: Stdio::null(),
+                stdout: Stdio::from(writer),
+                stderr: Stdio::from(err_writer),
+            };
+            let store = |p: u32| pid.store(i32::try_from(p).unwrap_or(0), Ordering::SeqCst);
+            if !broker {
+                let launch = Launch {
+                    profile: &profile,
+                    tier,
+                    bwrap: support.bwrap.as_deref(),
+                    bwrap_features: support.bwrap_features,
+                    inner_exe: &inner_exe,
+                    argv: &argv,
+                    env: vars,
+                };
+                let o = spawn_sandboxed_io(&launch, streams, &mut |p| store(p))
+                    .map_err(|e| e.to_string())?;
+                return Ok((o.code, o.timed_out));
+            }
+            let shim = match &sandbox.shim {
+                Some(s) => s.clone(),
+                None => loom_broker::shim_next_to_current_exe().map_err(|e| e.to_string())?,
+            };
+            let handle = Broker::start(BrokerConfig {
+                tool: env.instance.clone(),
+                grant: env.grant.clone(),
+                ctx: env.ctx.clone(),
+                home,
+                host_path: std::env::var_os("PATH").unwrap_or_default(),
+                host_env: std::env::vars_os().collect(),
+                backend: Some(Backend {
+                    tier,
+                    bwrap: support.bwrap.clone(),
+                    bwrap_features: support.bwrap_features,
+                    inner_exe: inner_exe.clone(),
+                    limits,
+                }),
+                limits: BrokerLimits::default(),
+                shim,
+                tmp: std::env::temp_dir(),
+            })
+            .map_err(|e| format!("the command broker could not start: {e}"))?;
+            let mut profile = profile;
+            handle.add_to_profile(&mut profile);
+            handle.add_to_env(&mut vars);
+            let launch = Launch {
+                profile: &profile,
+                tier,
+                bwrap: support.bwrap.as_deref(),
+                bwrap_features: support.bwrap_features,
+                inner_exe: &inner_exe,
+                argv: &argv,
+                env: vars,
+            };
+            let o = spawn_sandboxed_io(&launch, streams, &mut |p| {
+                handle.set_sandbox_root(p);
+                store(p);
+            });
+            handle.shutdown();
+            let o = o.map_err(|e| e.to_string())?;
+            Ok((o.code, o.timed_out))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tools::testutil::{call, env};
+    use loom_kernel::AlgebraKind;
+    use std::sync::Mutex;
+
+    #[tokio::test]
+    async fn unconfined_runs_bounds_output_and_reports_exit_codes() {
+        let work = tempfile::tempdir().unwrap();
+        let e = env("bash", work.path(), "\"*\"");
+        let spill = tempfile::tempdir().unwrap();
+        let t = BashTool::new(
+            e.clone(),
+            SandboxEnv {
+                tail_bytes: 64,
+                spill_dir: Some(spill.path().into()),
+                ..SandboxEnv::default()
+            },
+        );
+        let ok = call(
+            &t,
+            AlgebraKind::Bash,
+            &e,
+            json!({"command": "echo hi; echo err >&2"}),
+        )
+        .await;
+        assert!(!ok.is_error, "{}", ok.text);
+        assert!(ok.text.contains("hi") && ok.text.contains("err"));
+        let fail = call(&t, AlgebraKind::Bash, &e, json!({"command": "exit 3"})).await;
+        assert!(fail.is_error && fail.text.contains("[exit code 3]"));
+        let long = call(&t, AlgebraKind::Bash, &e, json!({"command": "seq 1 1000"})).await;
+        assert!(
+            long.text.contains("output truncated") && long.text.ends_with("1000\n"),
+            "{}",
+            long.text
+        );
+        let path = long.raw_output.as_ref().unwrap()["fullOutputPath"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert!(std::fs::read_to_string(path).unwrap().starts_with("1\n2\n"));
+        let slow = call(
+            &t,
+            AlgebraKind::Bash,
+            &e,
+            json!({"command": "sleep 30", "timeout_ms": 50}),
+        )
+        .await;
+        assert!(
+            slow.is_error && slow.text.contains("timed out"),
+            "{}",
+            slow.text
+        );
+    }
+
+    #[tokio::test]
+    async fn cancel_kills_the_tree_and_marks_the_call_interrupted() {
+        let work = tempfile::tempdir().unwrap();
+        let e = env("bash", work.path(), "\"*\"");
+        let t = BashTool::new(e.clone(), SandboxEnv::default());
+        let p = t
+            .prepare(&json!({"command": "echo started; sleep 60"}))
+            .unwrap();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let cancel = tokio_util::sync::CancellationToken::new();
+        let s2 = seen.clone();
+        let c2 = cancel.clone();
+        let ctx = ToolCtx {
+            cancel: cancel.clone(),
+            progress: Arc::new(move |p: Progress| {
+                s2.lock().unwrap().push(p.content);
+                c2.cancel();
+            }),
+        };
+        let auth = Authorization {
+            row: None,
+            exec: Exec::Unconfined,
+        };
+        let out = (p.run)(auth, ctx).await;
+        assert!(out.interrupted && out.is_error, "{out:?}");
+        assert!(seen.lock().unwrap()[0].contains("started"));
+    }
+
+    #[tokio::test]
+    async fn a_command_outside_the_grant_is_refused_by_the_kernel() {
+        let work = tempfile::tempdir().unwrap();
+        let e = env("bash", work.path(), r#"{ commands = ["ls"] }"#);
+        let t = BashTool::new(e.clone(), SandboxEnv::default());
+        let out = call(&t, AlgebraKind::Bash, &e, json!({"command": "rm -rf /"})).await;
+        assert!(out.is_error && out.text.contains("rm"), "{}", out.text);
+    }
+}

@@ -1,0 +1,241 @@
+//! Built-in tools. A tool never decides authority: [`Tool::prepare`] parses the input and gathers facts (the
+//! canonical path a file tool would touch — symlinks resolved first —, the command line and working directory of a
+//! bash call) into a kernel [`Request`]; the turn loop asks the kernel; only an authorised call's
+//! [`Prepared::run`] is executed, with the kernel's [`Authorization`].
+
+mod bash;
+mod edit_file;
+mod find;
+mod output;
+mod paths;
+mod read_file;
+mod write_file;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use loom_kernel::{Authorization, CallFacts, Grant, PathCtx, Request};
+use tokio_util::sync::CancellationToken;
+
+use crate::model::ToolSpec;
+use crate::update::{Location, ToolCallContent, ToolKind};
+
+pub use bash::{BashTool, SandboxEnv};
+pub use edit_file::{apply_edits, EditError, EditFileTool};
+pub use find::{glob_match, FindTool};
+pub use output::{OutputBuffer, Snapshot};
+pub use paths::{resolve_path, PathMode};
+pub use read_file::ReadFileTool;
+pub use write_file::WriteFileTool;
+
+/// The built-in tools this build implements, by underlying name.
+pub const IMPLEMENTED: &[&str] = &["bash", "read_file", "write_file", "edit_file", "find"];
+
+/// Interim output of a running call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Progress {
+    /// The cumulative tail of the output (not a delta).
+    pub content: String,
+    /// Structured detail.
+    pub raw_output: Option<serde_json::Value>,
+}
+
+/// Publishes progress of one call.
+pub type ProgressFn = Arc<dyn Fn(Progress) + Send + Sync>;
+
+/// What a running call gets.
+#[derive(Clone)]
+pub struct ToolCtx {
+    /// Fires when the turn is cancelled (a child of the turn's token).
+    pub cancel: CancellationToken,
+    /// Publishes progress to subscribers (never to the session).
+    pub progress: ProgressFn,
+}
+
+/// How a call ended.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ToolOutput {
+    /// The result text the model sees.
+    pub text: String,
+    /// True when the call failed.
+    pub is_error: bool,
+    /// Structured output for hosts (exit code, spill path, …).
+    pub raw_output: Option<serde_json::Value>,
+    /// Rich content for hosts (diffs).
+    pub content: Vec<ToolCallContent>,
+    /// True when the call was cut short by cancellation.
+    pub interrupted: bool,
+}
+
+impl ToolOutput {
+    /// A successful result.
+    pub fn ok(text: impl Into<String>) -> ToolOutput {
+        ToolOutput {
+            text: text.into(),
+            ..ToolOutput::default()
+        }
+    }
+
+    /// A failed result.
+    pub fn error(text: impl Into<String>) -> ToolOutput {
+        ToolOutput {
+            text: text.into(),
+            is_error: true,
+            ..ToolOutput::default()
+        }
+    }
+
+    /// An interrupted call.
+    pub fn interrupted(detail: &str) -> ToolOutput {
+        ToolOutput {
+            text: if detail.is_empty() {
+                "interrupted".to_string()
+            } else {
+                format!("interrupted\n{detail}")
+            },
+            is_error: true,
+            raw_output: Some(serde_json::json!({ "interrupted": true })),
+            interrupted: true,
+            ..ToolOutput::default()
+        }
+    }
+}
+
+/// The deferred effect of an authorised call.
+pub type Run = Box<dyn FnOnce(Authorization, ToolCtx) -> BoxFuture<'static, ToolOutput> + Send>;
+
+/// A parsed call with its facts, waiting for the kernel's decision.
+pub struct Prepared {
+    /// What the kernel decides on.
+    pub request: Request,
+    /// What permission rules match against.
+    pub facts: CallFacts,
+    /// Files it touches, for hosts.
+    pub locations: Vec<Location>,
+    /// Runs the call once authorised.
+    pub run: Run,
+}
+
+/// Where a tool instance runs and under which grant.
+#[derive(Debug, Clone)]
+pub struct ToolEnv {
+    /// The instance name the model calls.
+    pub instance: String,
+    /// The grant it runs under.
+    pub grant: Grant,
+    /// How relative grant paths resolve.
+    pub ctx: PathCtx,
+    /// The agent's working directory (canonical).
+    pub cwd: PathBuf,
+}
+
+/// A tool the model may call.
+pub trait Tool: Send + Sync {
+    /// The instance name.
+    fn name(&self) -> &str;
+    /// Its ACP kind.
+    fn kind(&self) -> ToolKind;
+    /// How the model sees it.
+    fn spec(&self) -> ToolSpec;
+    /// Parses `input` and gathers the facts the kernel decides on. An error is fed back to the model.
+    fn prepare(&self, input: &serde_json::Value) -> Result<Prepared, String>;
+}
+
+/// Reads a required string field.
+pub(crate) fn str_field<'a>(
+    input: &'a serde_json::Value,
+    tool: &str,
+    key: &str,
+) -> Result<&'a str, String> {
+    match input.get(key) {
+        Some(serde_json::Value::String(s)) => Ok(s),
+        Some(_) => Err(format!("{tool}: {key} must be a string")),
+        None => Err(format!("{tool}: missing required field {key:?}")),
+    }
+}
+
+/// Reads an optional boolean field.
+pub(crate) fn bool_field(input: &serde_json::Value, tool: &str, key: &str) -> Result<bool, String> {
+    match input.get(key) {
+        None | Some(serde_json::Value::Null) => Ok(false),
+        Some(serde_json::Value::Bool(b)) => Ok(*b),
+        Some(_) => Err(format!("{tool}: {key} must be true or false")),
+    }
+}
+
+/// Refuses an input that is not an object or has unknown fields.
+pub(crate) fn check_fields(
+    input: &serde_json::Value,
+    tool: &str,
+    known: &[&str],
+) -> Result<(), String> {
+    let obj = input.as_object().ok_or_else(|| {
+        format!(
+            "{tool}: the input must be a JSON object with fields {}",
+            known.join(", ")
+        )
+    })?;
+    for k in obj.keys() {
+        if !known.contains(&k.as_str()) {
+            return Err(format!(
+                "{tool}: unknown field {k:?} (expected {})",
+                known.join(", ")
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Builds the tool for one granted built-in instance.
+pub fn builtin_tool(underlying: &str, env: ToolEnv, sandbox: &SandboxEnv) -> Option<Arc<dyn Tool>> {
+    Some(match underlying {
+        "read_file" => Arc::new(ReadFileTool { env }),
+        "write_file" => Arc::new(WriteFileTool { env }),
+        "edit_file" => Arc::new(EditFileTool { env }),
+        "find" => Arc::new(FindTool { env }),
+        "bash" => Arc::new(BashTool::new(env, sandbox.clone())),
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+pub(crate) mod testutil {
+    use super::*;
+    use loom_kernel::{decide, AlgebraKind, Decision};
+
+    /// Prepares, decides (under the Files or Bash algebra) and runs one call.
+    pub async fn call(
+        tool: &dyn Tool,
+        kind: AlgebraKind,
+        env: &ToolEnv,
+        input: serde_json::Value,
+    ) -> ToolOutput {
+        let p = match tool.prepare(&input) {
+            Ok(p) => p,
+            Err(e) => return ToolOutput::error(e),
+        };
+        match decide(&env.instance, kind, &env.ctx, &env.grant, &p.request) {
+            Decision::Allow(a) => {
+                let ctx = ToolCtx {
+                    cancel: CancellationToken::new(),
+                    progress: Arc::new(|_| {}),
+                };
+                (p.run)(a, ctx).await
+            }
+            Decision::Deny(d) => ToolOutput::error(d.reason),
+        }
+    }
+
+    /// A tool env over `dir` with `grant` (TOML text of the grant value).
+    pub fn env(instance: &str, dir: &std::path::Path, grant: &str) -> ToolEnv {
+        let t: toml::Table = toml::from_str(&format!("g = {grant}")).unwrap();
+        let cwd = std::fs::canonicalize(dir).unwrap();
+        ToolEnv {
+            instance: instance.into(),
+            grant: Grant::from_toml(&t["g"]).unwrap(),
+            ctx: PathCtx::new(cwd.to_string_lossy().into_owned(), None),
+            cwd,
+        }
+    }
+}

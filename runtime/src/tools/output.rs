@@ -1,0 +1,141 @@
+//! A bounded output buffer: keeps the tail in memory, counts everything, and (optionally) streams the complete
+//! output to a spill file that is removed again when nothing was dropped.
+
+use std::collections::VecDeque;
+use std::io::Write;
+use std::path::PathBuf;
+
+/// The default in-memory bound (the tail the model sees): 30 000 bytes.
+pub const DEFAULT_TAIL_BYTES: usize = 30_000;
+
+/// A view of the buffer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Snapshot {
+    /// The retained tail (lossy UTF-8).
+    pub text: String,
+    /// Bytes seen in total.
+    pub total_bytes: u64,
+    /// True when the head was dropped.
+    pub truncated: bool,
+    /// The spill file holding everything, when the output was truncated and spilling was on.
+    pub full_output_path: Option<PathBuf>,
+}
+
+/// The buffer.
+#[derive(Debug)]
+pub struct OutputBuffer {
+    tail: VecDeque<u8>,
+    cap: usize,
+    total: u64,
+    spill_path: Option<PathBuf>,
+    spill: Option<std::fs::File>,
+    spill_failed: bool,
+}
+
+impl OutputBuffer {
+    /// A buffer keeping `cap` bytes; with `spill_path`, everything is also written there.
+    pub fn new(cap: usize, spill_path: Option<PathBuf>) -> OutputBuffer {
+        OutputBuffer {
+            tail: VecDeque::new(),
+            cap: cap.max(1),
+            total: 0,
+            spill_path,
+            spill: None,
+            spill_failed: false,
+        }
+    }
+
+    /// Appends bytes in arrival order.
+    pub fn append(&mut self, bytes: &[u8]) {
+        self.total += bytes.len() as u64;
+        if let (Some(path), false) = (&self.spill_path, self.spill_failed) {
+            if self.spill.is_none() {
+                match std::fs::OpenOptions::new()
+                    .create_new(true)
+                    .write(true)
+                    .open(path)
+                {
+                    Ok(f) => self.spill = Some(f),
+                    Err(_) => self.spill_failed = true,
+                }
+            }
+            if let Some(f) = self.spill.as_mut() {
+                if f.write_all(bytes).is_err() {
+                    self.spill_failed = true;
+                }
+            }
+        }
+        self.tail.extend(bytes);
+        let excess = self.tail.len().saturating_sub(self.cap);
+        self.tail.drain(..excess);
+    }
+
+    /// The tail as text, tail-biased: a truncated view starts at a line boundary when one is near.
+    pub fn snapshot(&self) -> Snapshot {
+        let truncated = self.total > self.tail.len() as u64;
+        let bytes: Vec<u8> = self.tail.iter().copied().collect();
+        let mut text = String::from_utf8_lossy(&bytes).into_owned();
+        if truncated {
+            if let Some(i) = text.find('\n').filter(|i| *i < 200) {
+                text = text[i + 1..].to_string();
+            }
+        }
+        Snapshot {
+            text,
+            total_bytes: self.total,
+            truncated,
+            full_output_path: None,
+        }
+    }
+
+    /// Closes the spill file (removing it when nothing was dropped) and returns the final view.
+    pub fn finalize(mut self) -> Snapshot {
+        let mut snap = self.snapshot();
+        if let Some(f) = self.spill.take() {
+            let _ = f.sync_data();
+            drop(f);
+            if let Some(p) = self.spill_path.take() {
+                if snap.truncated && !self.spill_failed {
+                    snap.full_output_path = Some(p);
+                } else {
+                    let _ = std::fs::remove_file(p);
+                }
+            }
+        }
+        snap
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keeps_the_tail_and_spills_everything() {
+        let dir = tempfile::tempdir().unwrap();
+        let spill = dir.path().join("out.log");
+        let mut b = OutputBuffer::new(10, Some(spill.clone()));
+        b.append(b"0123456789");
+        b.append(b"abcdef");
+        let s = b.finalize();
+        assert_eq!(s.text, "6789abcdef");
+        assert_eq!(s.total_bytes, 16);
+        assert!(s.truncated);
+        assert_eq!(s.full_output_path.as_deref(), Some(spill.as_path()));
+        assert_eq!(std::fs::read_to_string(&spill).unwrap(), "0123456789abcdef");
+    }
+
+    #[test]
+    fn the_spill_file_is_removed_when_nothing_was_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let spill = dir.path().join("out.log");
+        let mut b = OutputBuffer::new(100, Some(spill.clone()));
+        b.append(b"short");
+        let s = b.finalize();
+        assert_eq!(
+            (s.text.as_str(), s.truncated, s.full_output_path),
+            ("short", false, None)
+        );
+        assert!(!spill.exists());
+    }
+}

@@ -1,0 +1,103 @@
+//! Resolving a path the model named into the canonical path the kernel decides on: relative to the agent's working
+//! directory, every symlink resolved BEFORE containment is checked.
+
+use std::path::{Component, Path, PathBuf};
+
+/// What the tool will do with the path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PathMode {
+    /// It must exist.
+    Existing,
+    /// It may be created: the nearest existing ancestor is canonicalised and the rest appended.
+    MayCreate,
+}
+
+/// Resolves `input` against `cwd`. For a path that does not exist yet ([`PathMode::MayCreate`]), the nearest
+/// existing ancestor is canonicalised and the missing components appended; `..` among missing components and a
+/// dangling symlink as the final component are refused (either could land outside what the kernel was shown).
+pub fn resolve_path(cwd: &Path, input: &str, mode: PathMode) -> Result<PathBuf, String> {
+    if input.is_empty() {
+        return Err("the path is empty".into());
+    }
+    if input.contains('\0') {
+        return Err("the path contains a NUL byte".into());
+    }
+    let joined = if Path::new(input).is_absolute() {
+        PathBuf::from(input)
+    } else {
+        cwd.join(input)
+    };
+    match std::fs::canonicalize(&joined) {
+        Ok(p) => return Ok(p),
+        Err(e) if mode == PathMode::Existing => return Err(format!("{input}: {e}")),
+        Err(_) => {}
+    }
+    if std::fs::symlink_metadata(&joined).is_ok_and(|m| m.file_type().is_symlink()) {
+        return Err(format!(
+            "{input}: is a symlink whose target does not exist; write to the target path itself"
+        ));
+    }
+    let mut missing: Vec<std::ffi::OsString> = Vec::new();
+    let mut cur = joined.as_path();
+    loop {
+        match std::fs::canonicalize(cur) {
+            Ok(base) => {
+                let mut out = base;
+                for c in missing.iter().rev() {
+                    out.push(c);
+                }
+                return Ok(out);
+            }
+            Err(_) => {
+                let name = match cur.components().next_back() {
+                    Some(Component::Normal(n)) => n.to_os_string(),
+                    Some(Component::CurDir) => std::ffi::OsString::new(),
+                    _ => {
+                        return Err(format!(
+                        "{input}: `..` through a directory that does not exist cannot be resolved"
+                    ))
+                    }
+                };
+                if !name.is_empty() {
+                    missing.push(name);
+                }
+                cur = cur
+                    .parent()
+                    .ok_or_else(|| format!("{input}: no existing ancestor directory"))?;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn symlinks_resolve_before_anything_else() {
+        let d = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(d.path()).unwrap();
+        let out = tempfile::tempdir().unwrap();
+        let out_c = std::fs::canonicalize(out.path()).unwrap();
+        std::os::unix::fs::symlink(&out_c, root.join("link")).unwrap();
+        std::fs::write(out_c.join("f"), "x").unwrap();
+        assert_eq!(
+            resolve_path(&root, "link/f", PathMode::Existing).unwrap(),
+            out_c.join("f")
+        );
+        assert_eq!(
+            resolve_path(&root, "link/new/g", PathMode::MayCreate).unwrap(),
+            out_c.join("new/g")
+        );
+        assert_eq!(
+            resolve_path(&root, "a/b/c", PathMode::MayCreate).unwrap(),
+            root.join("a/b/c")
+        );
+        assert!(resolve_path(&root, "missing", PathMode::Existing).is_err());
+        assert!(resolve_path(&root, "nope/../../x", PathMode::MayCreate).is_err());
+        std::os::unix::fs::symlink(out_c.join("ghost"), root.join("dangling")).unwrap();
+        assert!(resolve_path(&root, "dangling", PathMode::MayCreate)
+            .unwrap_err()
+            .contains("symlink"));
+    }
+}

@@ -1,0 +1,137 @@
+//! `read_file`: read a UTF-8 file.
+
+use std::io::Read;
+use std::os::unix::fs::OpenOptionsExt;
+
+use loom_kernel::{Access, CallFacts, Request};
+use serde_json::{json, Value};
+
+use super::{check_fields, resolve_path, str_field, PathMode, Prepared, Tool, ToolEnv, ToolOutput};
+use crate::model::ToolSpec;
+use crate::update::{Location, ToolKind};
+
+/// The largest file `read_file` returns (1 MiB).
+pub const MAX_READ_BYTES: u64 = 1024 * 1024;
+
+/// The `read_file` tool.
+#[derive(Debug)]
+pub struct ReadFileTool {
+    /// Where and under which grant it runs.
+    pub env: ToolEnv,
+}
+
+impl Tool for ReadFileTool {
+    fn name(&self) -> &str {
+        &self.env.instance
+    }
+
+    fn kind(&self) -> ToolKind {
+        ToolKind::Read
+    }
+
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: self.env.instance.clone(),
+            description: format!(
+                "Read a UTF-8 text file. `path` is resolved against {} unless absolute and must be inside this \
+                 tool's grant ({}).",
+                self.env.cwd.display(),
+                self.env.grant
+            ),
+            input_schema: json!({
+                "type": "object",
+                "properties": { "path": { "type": "string", "description": "The file to read." } },
+                "required": ["path"],
+            }),
+        }
+    }
+
+    fn prepare(&self, input: &Value) -> Result<Prepared, String> {
+        let name = &self.env.instance;
+        check_fields(input, name, &["path"])?;
+        let raw = str_field(input, name, "path")?;
+        let path = resolve_path(&self.env.cwd, raw, PathMode::Existing)
+            .map_err(|e| format!("{name}: {e}"))?;
+        let shown = path.display().to_string();
+        Ok(Prepared {
+            request: Request::File {
+                path: shown.clone(),
+                access: Access::Read,
+            },
+            facts: CallFacts {
+                tool: name.clone(),
+                path: Some(shown.clone()),
+                ..CallFacts::default()
+            },
+            locations: vec![Location {
+                path: shown.clone(),
+            }],
+            run: Box::new(move |_auth, _ctx| {
+                Box::pin(async move {
+                    match tokio::task::spawn_blocking(move || read(&path)).await {
+                        Ok(Ok(text)) => ToolOutput::ok(text),
+                        Ok(Err(e)) => ToolOutput::error(format!("{shown}: {e}")),
+                        Err(e) => ToolOutput::error(format!("{shown}: {e}")),
+                    }
+                })
+            }),
+        })
+    }
+}
+
+fn read(path: &std::path::Path) -> Result<String, String> {
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+        .map_err(|e| e.to_string())?;
+    let meta = f.metadata().map_err(|e| e.to_string())?;
+    if meta.is_dir() {
+        return Err("is a directory; use find to list it".into());
+    }
+    if meta.len() > MAX_READ_BYTES {
+        return Err(format!(
+            "the file is {} bytes; read_file returns at most {MAX_READ_BYTES} — use bash (head, sed -n) for a part",
+            meta.len()
+        ));
+    }
+    let mut bytes = Vec::new();
+    f.by_ref()
+        .take(MAX_READ_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| e.to_string())?;
+    String::from_utf8(bytes).map_err(|_| "not UTF-8 text".to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tools::testutil::{call, env};
+    use loom_kernel::AlgebraKind;
+
+    #[tokio::test]
+    async fn reads_inside_and_refuses_outside_and_via_symlinks() {
+        let work = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(work.path().join("in.txt"), "inside").unwrap();
+        std::fs::write(outside.path().join("secret"), "s3cret").unwrap();
+        std::os::unix::fs::symlink(outside.path().join("secret"), work.path().join("link"))
+            .unwrap();
+        let e = env("read_file", work.path(), r#"{ paths = ["./"] }"#);
+        let t = ReadFileTool { env: e.clone() };
+        let ok = call(&t, AlgebraKind::Files, &e, json!({"path": "in.txt"})).await;
+        assert_eq!((ok.text.as_str(), ok.is_error), ("inside", false));
+        let abs = outside.path().join("secret").display().to_string();
+        for p in [abs.as_str(), "link", "../"] {
+            let out = call(&t, AlgebraKind::Files, &e, json!({ "path": p })).await;
+            assert!(
+                out.is_error && out.text.contains("outside this tool's grant"),
+                "{p}: {}",
+                out.text
+            );
+            assert!(!out.text.contains("s3cret"));
+        }
+        let bad = call(&t, AlgebraKind::Files, &e, json!({"path": 3})).await;
+        assert!(bad.is_error && bad.text.contains("path must be a string"));
+    }
+}

@@ -1,0 +1,319 @@
+//! Updates: what an agent tells its host, shaped as ACP `session/update` payloads (`sessionUpdate` discriminator,
+//! camelCase fields), plus non-wire lifecycle frames.
+//!
+//! Frames (`{"sessionUpdate":"frame","frame":"turn_start"}` …) bracket each turn and each message; an assistant
+//! `message_end` always precedes the execution of any tool that message called, so hosts can use it as a barrier.
+//! Frames flow through the session chain (layers may observe them) but storage layers do not persist them. Tool
+//! progress (`tool_call_update` with status `in_progress`) goes to subscribers only, never to the session.
+
+use serde::{Deserialize, Serialize};
+
+use crate::model::Role;
+
+/// An ACP content block (text only, for now).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Content {
+    /// Text.
+    Text {
+        /// The text.
+        text: String,
+    },
+}
+
+impl Content {
+    /// A text block.
+    pub fn text(t: impl Into<String>) -> Content {
+        Content::Text { text: t.into() }
+    }
+
+    /// Its text.
+    pub fn as_text(&self) -> &str {
+        match self {
+            Content::Text { text } => text,
+        }
+    }
+}
+
+/// A message chunk.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Chunk {
+    /// The content.
+    pub content: Content,
+    /// The message it belongs to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message_id: Option<String>,
+}
+
+/// ACP tool kinds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolKind {
+    /// Reading files.
+    Read,
+    /// Writing or editing files.
+    Edit,
+    /// Searching.
+    Search,
+    /// Running commands.
+    Execute,
+    /// Anything else.
+    Other,
+}
+
+/// ACP tool call status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolStatus {
+    /// Announced, not started.
+    Pending,
+    /// Running (progress updates carry this).
+    InProgress,
+    /// Finished successfully.
+    Completed,
+    /// Failed, refused or interrupted.
+    Failed,
+}
+
+/// Rich content of a tool call.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ToolCallContent {
+    /// A content block.
+    Content {
+        /// The block.
+        content: Content,
+    },
+    /// A file diff.
+    Diff {
+        /// The file.
+        path: String,
+        /// The text before (absent for a new file).
+        #[serde(rename = "oldText", default, skip_serializing_if = "Option::is_none")]
+        old_text: Option<String>,
+        /// The text after.
+        #[serde(rename = "newText")]
+        new_text: String,
+    },
+}
+
+/// A file a tool call touches.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Location {
+    /// Its path.
+    pub path: String,
+}
+
+/// `tool_call`: a call the model made, announced before it runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolCall {
+    /// The call id.
+    pub tool_call_id: String,
+    /// A human title (the tool name).
+    pub title: String,
+    /// Its kind.
+    pub kind: ToolKind,
+    /// Its status (`pending`).
+    pub status: ToolStatus,
+    /// The arguments as the model sent them (a string when they were not valid JSON).
+    pub raw_input: serde_json::Value,
+    /// Content (none yet).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub content: Vec<ToolCallContent>,
+    /// Files it touches.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub locations: Vec<Location>,
+}
+
+/// `tool_call_update`: progress or the final result of a call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolCallUpdate {
+    /// The call id.
+    pub tool_call_id: String,
+    /// The new status.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<ToolStatus>,
+    /// The content so far (progress: the cumulative tail) or the result.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content: Option<Vec<ToolCallContent>>,
+    /// Structured output (exit code, spill path, `interrupted`, …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub raw_output: Option<serde_json::Value>,
+}
+
+impl ToolCallUpdate {
+    /// The text of its content blocks.
+    pub fn text(&self) -> String {
+        let mut out = String::new();
+        for c in self.content.iter().flatten() {
+            if let ToolCallContent::Content { content } = c {
+                out.push_str(content.as_text());
+            }
+        }
+        out
+    }
+}
+
+/// Lifecycle frame kinds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FrameKind {
+    /// A prompt turn begins.
+    TurnStart,
+    /// It ended (see `stopReason`).
+    TurnEnd,
+    /// A message begins.
+    MessageStart,
+    /// It is complete.
+    MessageEnd,
+}
+
+/// Why a turn ended (ACP `StopReason`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TurnStop {
+    /// The model gave its final answer.
+    EndTurn,
+    /// The output cap was hit.
+    MaxTokens,
+    /// `maxTurnRequests` was reached.
+    MaxTurnRequests,
+    /// The model refused.
+    Refusal,
+    /// The turn was cancelled.
+    Cancelled,
+    /// The provider failed (see the error).
+    Error,
+}
+
+/// A lifecycle frame.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Frame {
+    /// Which frame.
+    pub frame: FrameKind,
+    /// The message's author (message frames).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<Role>,
+    /// The message id (message frames).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message_id: Option<String>,
+    /// Why the turn ended (`turn_end`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_reason: Option<TurnStop>,
+}
+
+/// Token usage of the context.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UsageUpdate {
+    /// Tokens used by the last request (input + output).
+    pub used: u64,
+}
+
+/// One update.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "sessionUpdate", rename_all = "snake_case")]
+pub enum SessionUpdate {
+    /// User text.
+    UserMessageChunk(Chunk),
+    /// Model text.
+    AgentMessageChunk(Chunk),
+    /// Model reasoning.
+    AgentThoughtChunk(Chunk),
+    /// A tool call, announced.
+    ToolCall(ToolCall),
+    /// A tool call's progress or result.
+    ToolCallUpdate(ToolCallUpdate),
+    /// Token usage.
+    UsageUpdate(UsageUpdate),
+    /// A lifecycle frame (not on the ACP wire, not persisted).
+    Frame(Frame),
+}
+
+impl SessionUpdate {
+    /// A frame.
+    pub fn frame(
+        frame: FrameKind,
+        role: Option<Role>,
+        message_id: Option<String>,
+    ) -> SessionUpdate {
+        SessionUpdate::Frame(Frame {
+            frame,
+            role,
+            message_id,
+            stop_reason: None,
+        })
+    }
+
+    /// True for frames.
+    pub fn is_frame(&self) -> bool {
+        matches!(self, SessionUpdate::Frame(_))
+    }
+
+    /// True for tool progress (ephemeral).
+    pub fn is_progress(&self) -> bool {
+        matches!(self, SessionUpdate::ToolCallUpdate(u) if u.status == Some(ToolStatus::InProgress))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn acp_shapes() {
+        let chunk = SessionUpdate::AgentMessageChunk(Chunk {
+            content: Content::text("hi"),
+            message_id: Some("m1".into()),
+        });
+        assert_eq!(
+            serde_json::to_value(&chunk).unwrap(),
+            json!({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "hi"}, "messageId": "m1"})
+        );
+        let call = SessionUpdate::ToolCall(ToolCall {
+            tool_call_id: "c1".into(),
+            title: "bash".into(),
+            kind: ToolKind::Execute,
+            status: ToolStatus::Pending,
+            raw_input: json!({"command": "ls"}),
+            content: vec![],
+            locations: vec![],
+        });
+        assert_eq!(
+            serde_json::to_value(&call).unwrap(),
+            json!({"sessionUpdate": "tool_call", "toolCallId": "c1", "title": "bash", "kind": "execute",
+                   "status": "pending", "rawInput": {"command": "ls"}})
+        );
+        let upd = SessionUpdate::ToolCallUpdate(ToolCallUpdate {
+            tool_call_id: "c1".into(),
+            status: Some(ToolStatus::Completed),
+            content: Some(vec![ToolCallContent::Content {
+                content: Content::text("ok"),
+            }]),
+            raw_output: None,
+        });
+        assert_eq!(
+            serde_json::to_value(&upd).unwrap(),
+            json!({"sessionUpdate": "tool_call_update", "toolCallId": "c1", "status": "completed",
+                   "content": [{"type": "content", "content": {"type": "text", "text": "ok"}}]})
+        );
+        let frame = SessionUpdate::frame(
+            FrameKind::MessageEnd,
+            Some(Role::Assistant),
+            Some("m1".into()),
+        );
+        assert_eq!(
+            serde_json::to_value(&frame).unwrap(),
+            json!({"sessionUpdate": "frame", "frame": "message_end", "role": "assistant", "messageId": "m1"})
+        );
+        for u in [chunk, call, upd, frame] {
+            let back: SessionUpdate =
+                serde_json::from_value(serde_json::to_value(&u).unwrap()).unwrap();
+            assert_eq!(back, u);
+        }
+    }
+}
