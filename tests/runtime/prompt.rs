@@ -1,0 +1,174 @@
+//! `loom prompt` with the scripted harness.
+
+use loom_tests::Scratch;
+
+use super::{label, prompt_stdin, read_until, results, sandbox_available, spawn, updates};
+
+const GRANTS: &str = r#"
+[session]
+provider = "in-memory"
+
+[capabilities]
+bash = { commands = "*", paths = ["./"] }
+read_file = { paths = ["./"] }
+
+[tools]
+bash = "builtin"
+read_file = "builtin"
+"#;
+
+fn manifest(script: &str) -> String {
+    format!(
+        "[agent]\nname = \"e2e\"\n\n[harness]\nprovider = \"test\"\nscript = {script}\n{GRANTS}"
+    )
+}
+
+#[test]
+fn bash_is_sandboxed_and_tools_run_after_their_message_ends() {
+    if !sandbox_available() {
+        return;
+    }
+    let s = Scratch::new();
+    s.write(
+        "agent.toml",
+        &manifest(
+            r#"[[
+  { say = "working" },
+  { call = { tool = "bash", input = { command = "echo hello > inside.txt && cat inside.txt" } } },
+  { call = { tool = "bash", input = { command = "echo bad > /etc/loom-e2e-outside" } } },
+  { call = { tool = "read_file", input = { path = "inside.txt" } } },
+  { call = { tool = "read_file", input = { path = "/etc/hostname" } } },
+  { say = "all done" },
+]]"#,
+        ),
+    );
+    let run = s.loom(&["prompt", "agent.toml", "go", "--format", "jsonl"]);
+    run.expect_code(0);
+    let ups = updates(&run);
+    let labels: Vec<String> = ups
+        .iter()
+        .map(label)
+        .filter(|l| l != "usage_update")
+        .collect();
+    // every tool_call comes right after the assistant message_end of the message that made it
+    for (i, l) in labels.iter().enumerate() {
+        if l == "tool_call" {
+            assert_eq!(labels[i - 1], "frame:message_end:assistant", "{labels:#?}");
+        }
+    }
+    assert_eq!(
+        labels.first().map(String::as_str),
+        Some("frame:turn_start:")
+    );
+    assert_eq!(labels.last().map(String::as_str), Some("frame:turn_end:"));
+    assert_eq!(labels.iter().filter(|l| *l == "tool_call").count(), 4);
+    let r = results(&ups);
+    assert_eq!(
+        r[0],
+        ("completed".to_string(), "hello\n".to_string()),
+        "{r:#?}"
+    );
+    assert_eq!(
+        r[1].0, "failed",
+        "writing outside the workspace must fail: {r:#?}"
+    );
+    assert!(r[1].1.contains("[exit code"), "{r:#?}");
+    assert_eq!(r[2], ("completed".to_string(), "hello\n".to_string()));
+    assert_eq!(r[3].0, "failed");
+    assert!(r[3].1.contains("outside this tool's grant"), "{r:#?}");
+    assert_eq!(
+        std::fs::read_to_string(s.path().join("inside.txt")).unwrap(),
+        "hello\n"
+    );
+    assert!(!std::path::Path::new("/etc/loom-e2e-outside").exists());
+    let end = ups.last().unwrap();
+    assert_eq!(end["stopReason"], "end_turn");
+}
+
+#[test]
+fn text_format_prints_the_final_message_and_reads_stdin() {
+    let s = Scratch::new();
+    s.write("agent.toml", "[agent]\nname = \"echo\"\n[harness]\nprovider = \"test\"\necho = true\n[session]\nprovider = \"in-memory\"\n");
+    s.loom(&["prompt", "agent.toml", "hello there"])
+        .expect_code(0)
+        .stdout_has("hello there\n");
+    let run = prompt_stdin(&s, &["prompt", "agent.toml"], "from stdin");
+    run.expect_code(0).stdout_has("from stdin");
+    let empty = prompt_stdin(&s, &["prompt", "agent.toml"], "  \n");
+    empty.expect_code(2).stderr_has("the prompt is empty");
+}
+
+#[test]
+fn unknown_and_malformed_calls_are_fed_back() {
+    let s = Scratch::new();
+    s.write(
+        "agent.toml",
+        &manifest(
+            r#"[[{ call = { tool = "spawn_subagent", input = {} } }, { call = { tool = "read_file", raw = "{oops" } }, { say = "ok" }]]"#,
+        ),
+    );
+    let run = s.loom(&["prompt", "agent.toml", "go", "--format", "jsonl"]);
+    run.expect_code(0);
+    let r = results(&updates(&run));
+    assert!(
+        r[0].0 == "failed" && r[0].1.contains("no tool named \"spawn_subagent\""),
+        "{r:#?}"
+    );
+    assert!(
+        r[1].0 == "failed" && r[1].1.contains("not valid JSON"),
+        "{r:#?}"
+    );
+}
+
+#[test]
+fn boot_refuses_what_it_does_not_implement_by_name() {
+    let s = Scratch::new();
+    for (text, want) in [
+        ("[agent]\nname = \"a\"\n[harness]\nprovider = \"anthropic\"\n", "provider = \"anthropic\" is not supported yet"),
+        (
+            "[agent]\nname = \"a\"\n[harness]\nprovider = \"test\"\necho = true\n[session]\nlayers = [\"compacting\", \"in-memory\"]\n",
+            "\"compacting\" layer is not supported yet",
+        ),
+        (
+            "[agent]\nname = \"a\"\n[harness]\nprovider = \"test\"\necho = true\n[session]\nprovider = \"in-memory\"\n[capabilities]\nweb_search = \"*\"\n[tools]\nweb_search = \"builtin\"\n",
+            "tools.web_search",
+        ),
+        ("[agent]\nname = \"a\"\n", "no [harness]"),
+        (
+            "[agent]\nname = \"a\"\nsecrets = [\"LOOM_E2E_MISSING_KEY\"]\n[harness]\nprovider = \"test\"\necho = true\n[session]\nprovider = \"in-memory\"\n",
+            "LOOM_E2E_MISSING_KEY not set",
+        ),
+    ] {
+        s.write("agent.toml", text);
+        s.loom(&["prompt", "agent.toml", "hi"]).expect_code(1).stderr_has(want);
+    }
+}
+
+#[test]
+fn ctrl_c_cancels_the_turn_and_exits_130() {
+    if !sandbox_available() {
+        return;
+    }
+    let s = Scratch::new();
+    s.write(
+        "agent.toml",
+        &manifest(r#"[[{ call = { tool = "bash", input = { command = "echo started; sleep 60" } } }, { say = "never" }]]"#),
+    );
+    let (mut child, mut out) = spawn(&s, &["prompt", "agent.toml", "go", "--format", "jsonl"]);
+    read_until(&mut out, |l| l.contains("\"in_progress\""));
+    let pid = child.id().to_string();
+    assert!(std::process::Command::new("kill")
+        .args(["-INT", &pid])
+        .status()
+        .unwrap()
+        .success());
+    let rest = read_until(&mut out, |l| l.contains("turn_end"));
+    assert!(rest.last().unwrap().contains("\"cancelled\""), "{rest:#?}");
+    assert!(
+        rest.iter()
+            .any(|l| l.contains("\"failed\"") && l.contains("interrupted")),
+        "{rest:#?}"
+    );
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130));
+}
