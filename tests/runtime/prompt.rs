@@ -172,3 +172,63 @@ fn ctrl_c_cancels_the_turn_and_exits_130() {
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(130));
 }
+
+#[test]
+fn a_rowed_command_keeps_its_own_grant_inside_a_pipeline() {
+    if !sandbox_available() {
+        return;
+    }
+    let s = Scratch::new();
+    let outside = tempfile::tempdir().unwrap();
+    let outside = std::fs::canonicalize(outside.path()).unwrap();
+    std::fs::write(outside.join("f.txt"), "rowed data\n").unwrap();
+    let o = outside.display();
+    s.write(
+        "agent.toml",
+        &format!(
+            r#"[agent]
+name = "broker"
+
+[harness]
+provider = "test"
+script = [[
+  {{ call = {{ tool = "bash", input = {{ command = "cat {o}/f.txt | tr a-z A-Z" }} }} }},
+  {{ call = {{ tool = "bash", input = {{ command = "cat", args = ["f.txt"], cwd = "{o}" }} }} }},
+  {{ call = {{ tool = "bash", input = {{ command = "head -c 100 {o}/f.txt" }} }} }},
+  {{ say = "done" }},
+]]
+
+[session]
+provider = "in-memory"
+
+[capabilities]
+bash = [
+  {{ commands = "*", paths = ["./"] }},
+  {{ commands = ["cat"], read_paths = ["{o}"] }},
+]
+
+[tools]
+bash = "builtin"
+"#
+        ),
+    );
+    let run = s.loom(&["prompt", "agent.toml", "go", "--format", "jsonl"]);
+    run.expect_code(0);
+    let r = results(&updates(&run));
+    // through the shim and the broker, under cat's own row
+    assert_eq!(
+        r[0],
+        ("completed".to_string(), "ROWED DATA\n".to_string()),
+        "{r:#?}\n{}",
+        run.stderr()
+    );
+    // argv mode: a direct exec under cat's row
+    assert_eq!(
+        r[1],
+        ("completed".to_string(), "rowed data\n".to_string()),
+        "{r:#?}"
+    );
+    // the general row cannot see the directory
+    assert_eq!(r[2].0, "failed", "{r:#?}");
+    assert!(!r[2].1.contains("rowed data"), "{r:#?}");
+}
