@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::Arc;
 
 use crate::value::{write_inline_table, Float, Value, STAR_IN_LIST};
 
@@ -9,13 +10,21 @@ use crate::value::{write_inline_table, Float, Value, STAR_IN_LIST};
 pub type Kind = String;
 
 /// One grant row: an independent box of authority, kind -> value. A kind absent from a row is not granted.
+///
+/// The map is shared (`Arc`), so cloning a row — which merges and decisions do constantly — is a reference-count
+/// increment. Change a row with [`Row::insert`] (copy-on-write).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Default)]
-pub struct Row(pub BTreeMap<Kind, Value>);
+pub struct Row(pub Arc<BTreeMap<Kind, Value>>);
 
 impl Row {
     /// The value granted for `kind`, if any.
     pub fn get(&self, kind: &str) -> Option<&Value> {
         self.0.get(kind)
+    }
+
+    /// Sets the value of `kind` (copying the shared map first if another row shares it).
+    pub fn insert(&mut self, kind: impl Into<Kind>, value: Value) {
+        Arc::make_mut(&mut self.0).insert(kind.into(), value);
     }
 
     /// True when the row grants no kind at all.
@@ -29,7 +38,9 @@ impl Row {
         I: IntoIterator<Item = (K, Value)>,
         K: Into<String>,
     {
-        Row(pairs.into_iter().map(|(k, v)| (k.into(), v)).collect())
+        Row(Arc::new(
+            pairs.into_iter().map(|(k, v)| (k.into(), v)).collect(),
+        ))
     }
 
     /// Renders the row as an inline TOML table.
@@ -47,6 +58,12 @@ impl Row {
                 .map(|(k, v)| (k.clone(), v.to_json()))
                 .collect(),
         )
+    }
+}
+
+impl From<BTreeMap<Kind, Value>> for Row {
+    fn from(map: BTreeMap<Kind, Value>) -> Row {
+        Row(Arc::new(map))
     }
 }
 
@@ -237,7 +254,7 @@ fn row_from_toml(table: &toml::Table) -> Result<Row, GrantError> {
         })?;
         row.insert(kind.clone(), value);
     }
-    Ok(Row(row))
+    Ok(Row(Arc::new(row)))
 }
 
 fn row_from_json(map: &serde_json::Map<String, serde_json::Value>) -> Result<Row, GrantError> {
@@ -250,7 +267,7 @@ fn row_from_json(map: &serde_json::Map<String, serde_json::Value>) -> Result<Row
         })?;
         row.insert(kind.clone(), value);
     }
-    Ok(Row(row))
+    Ok(Row(Arc::new(row)))
 }
 
 /// Converts a TOML value into a grant value. `"*"` is `Star` only where `top` is true.

@@ -272,12 +272,12 @@ mod tests {
                 (Grant::Set(x), Grant::Set(y)) => {
                     let mut row = Row::default();
                     for r in x.iter().chain(y) {
-                        for (k, v) in &r.0 {
+                        for (k, v) in r.0.iter() {
                             let merged = match row.0.get(k) {
                                 Some(old) if old != v => Value::Star,
                                 _ => v.clone(),
                             };
-                            row.0.insert(k.clone(), merged);
+                            row.insert(k.clone(), merged);
                         }
                     }
                     Grant::row(row)

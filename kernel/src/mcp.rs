@@ -79,7 +79,7 @@ pub fn bind_schema(tool: &str, schema: &Json, grant: &Grant) -> Result<BoundTool
                 bindings: None,
             })
         }
-        Grant::Set(rows) if rows.is_empty() => &Row(Default::default()),
+        Grant::Set(rows) if rows.is_empty() => &Row::default(),
         Grant::Set(rows) if rows.len() == 1 => &rows[0],
         Grant::Set(rows) => {
             return Err(BindError::NotOneRow {
@@ -122,7 +122,7 @@ pub fn bind_schema(tool: &str, schema: &Json, grant: &Grant) -> Result<BoundTool
     }
     let mut visible = Map::new();
     let mut bindings = Vec::new();
-    for (arg, value) in &row.0 {
+    for (arg, value) in row.0.iter() {
         let binding = match value {
             Value::Star => ArgBinding::Open,
             Value::List(items) => ArgBinding::OneOf(items.iter().map(Value::to_json).collect()),

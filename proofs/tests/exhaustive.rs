@@ -159,17 +159,14 @@ fn rows_never_combine() {
     });
 }
 
-/// KNOWN VIOLATION (reported to the lead; kernel/src/algebra/bash.rs `network_contains`): a `network` value that is
-/// neither on (`"*"`, `true`) nor off (absent, `false`, `[]`) falls back to the default value order, which breaks
-/// transitivity. Minimal counterexamples:
+/// Regression: a `network` value that is neither on (`"*"`, `true`) nor off (absent, `false`, `[]`) used to fall back
+/// to the default value order, which broke transitivity. Minimal counterexamples it found:
 /// - a = `{ commands = "*" }`, b = `{ commands = "*", network = false }`, c = `{ commands = "*", network = [false] }`:
 ///   a ⊇ b (off fits everything) and b ⊇ c (`[false]` ⊆ `false` as sets), but not a ⊇ c;
 /// - a = `{ network = true }`, b = `{ network = "*" }`, c = `{ network = "x" }`: a ⊇ b (both on) and b ⊇ c (`"*"`
 ///   contains every value), but not a ⊇ c.
-///
-/// Un-ignore once the kernel normalises `network` (or refuses other spellings).
+/// Fixed in the kernel by reading `network` as a level: off < any other spelling < on.
 #[test]
-#[ignore = "known bash network transitivity violation, see the doc comment and proofs/README.md"]
 fn transitive_bash_network_spellings() {
     let c = Checked::new(bash_network_spellings_domain());
     let m = Matrix::build(c.alg.as_ref(), &c.domain.grants);

@@ -107,12 +107,12 @@ fn narrow(g: &Grant, rng: &mut Rng) -> Grant {
             continue;
         }
         let mut row = Row::default();
-        for (k, v) in r.0 {
+        for (k, v) in r.0.iter() {
             if k != "env" && rng.one_in(5) {
                 continue;
             }
-            let v = narrow_value(&k, &v, rng);
-            row.0.insert(k, v);
+            let v = narrow_value(k, v, rng);
+            row.insert(k.clone(), v);
         }
         out.push(row);
     }
@@ -283,7 +283,7 @@ fn default_row() -> impl Strategy<Value = Row> {
         default_value(),
         0..5,
     )
-    .prop_map(Row)
+    .prop_map(Row::from)
 }
 
 /// `"*"` now and then; otherwise a capability set of up to `max_rows` rows.
@@ -524,12 +524,12 @@ impl Algebra for BoundingBox {
         };
         let mut row = Row::default();
         for r in x.iter().chain(y) {
-            for (k, v) in &r.0 {
+            for (k, v) in r.0.iter() {
                 let merged = match row.0.get(k) {
                     Some(old) if old != v => Value::Star,
                     _ => v.clone(),
                 };
-                row.0.insert(k.clone(), merged);
+                row.insert(k.clone(), merged);
             }
         }
         Grant::row(row)

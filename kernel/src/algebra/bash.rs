@@ -49,12 +49,29 @@ pub fn network_on(v: Option<&Value>) -> bool {
     matches!(v, Some(Value::Star) | Some(Value::Bool(true)))
 }
 
+/// A `network` value read as a level: off (absent, `false`, `[]`) below any other spelling, which is below on
+/// (`"*"`, `true`). Other spellings (a host list, a string) contain only themselves: the sandbox refuses them, but
+/// the order stays a partial order whatever a manifest writes.
+enum Net<'a> {
+    Off,
+    Other(&'a Value),
+    On,
+}
+
+fn net(v: Option<&Value>) -> Net<'_> {
+    match v {
+        None | Some(Value::Bool(false)) => Net::Off,
+        Some(Value::List(items)) if items.is_empty() => Net::Off,
+        Some(Value::Star) | Some(Value::Bool(true)) => Net::On,
+        Some(other) => Net::Other(other),
+    }
+}
+
 fn network_contains(sup: Option<&Value>, sub: &Value) -> bool {
-    match sub {
-        Value::List(items) if items.is_empty() => true,
-        Value::Bool(false) => true,
-        Value::Star | Value::Bool(true) => network_on(sup),
-        other => sup.is_some_and(|s| value_contains(s, other)),
+    match (net(sup), net(Some(sub))) {
+        (_, Net::Off) | (Net::On, _) => true,
+        (Net::Other(a), Net::Other(b)) => a == b,
+        _ => false,
     }
 }
 
@@ -263,6 +280,34 @@ mod tests {
         contains(
             "{ commands = \"*\", network = [] }",
             "{ commands = \"*\", network = \"*\" }",
+            false,
+        );
+    }
+
+    #[test]
+    fn network_spellings_stay_transitive() {
+        // found by proofs/: off < any other spelling < on, and other spellings contain only themselves
+        contains(
+            "{ commands = \"*\" }",
+            "{ commands = \"*\", network = false }",
+            true,
+        );
+        contains(
+            "{ commands = \"*\", network = false }",
+            "{ commands = \"*\", network = [false] }",
+            false,
+        );
+        contains("{ network = true }", "{ network = \"*\" }", true);
+        contains("{ network = \"*\" }", "{ network = \"x\" }", true);
+        contains("{ network = \"x\" }", "{ network = \"*\" }", false);
+        contains(
+            "{ network = [\"a.com\"] }",
+            "{ network = [\"a.com\"] }",
+            true,
+        );
+        contains(
+            "{ network = [\"a.com\", \"b.com\"] }",
+            "{ network = [\"a.com\"] }",
             false,
         );
     }

@@ -127,7 +127,7 @@ pub(crate) fn canonicalize_paths(paths: &Paths, g: &Grant) -> Grant {
                                 other => other.clone(),
                             })
                             .collect();
-                        r.0.insert(kind.to_string(), Value::list(items));
+                        r.insert(kind, Value::list(items));
                     }
                 }
                 r
