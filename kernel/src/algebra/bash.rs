@@ -44,11 +44,6 @@ impl BashAlgebra {
     }
 }
 
-/// True when the `network` value grants the network (`"*"`; `true` is read the same way).
-pub fn network_on(v: Option<&Value>) -> bool {
-    matches!(v, Some(Value::Star) | Some(Value::Bool(true)))
-}
-
 /// A `network` value read as a level: off (absent, `false`, `[]`) below any other spelling, which is below on
 /// (`"*"`, `true`). Other spellings (a host list, a string) contain only themselves: the sandbox refuses them, but
 /// the order stays a partial order whatever a manifest writes.
