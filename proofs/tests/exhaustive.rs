@@ -165,6 +165,7 @@ fn rows_never_combine() {
 ///   a ⊇ b (off fits everything) and b ⊇ c (`[false]` ⊆ `false` as sets), but not a ⊇ c;
 /// - a = `{ network = true }`, b = `{ network = "*" }`, c = `{ network = "x" }`: a ⊇ b (both on) and b ⊇ c (`"*"`
 ///   contains every value), but not a ⊇ c.
+///
 /// Fixed in the kernel by reading `network` as a level: off < any other spelling < on.
 #[test]
 fn transitive_bash_network_spellings() {
