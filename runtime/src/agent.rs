@@ -52,6 +52,18 @@ pub struct TurnOutcome {
     pub error: Option<String>,
 }
 
+/// What the model is about to see (`loom prompt --emit-preamble`).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Preamble {
+    /// System prompt sections, in order.
+    pub system_prompt: Vec<String>,
+    /// The history, ending with the prompt.
+    pub events: Vec<SessionUpdate>,
+    /// The tools.
+    pub tools: Vec<ToolSpec>,
+}
+
 /// The parts an agent is built from (see [`crate::boot`] for building them from a manifest).
 pub struct AgentParts {
     /// The agent's name.
@@ -172,6 +184,24 @@ impl Agent {
         if let Ok(mut q) = self.steering.lock() {
             q.push(text.into());
         }
+    }
+
+    /// What the model would see if `text` were prompted now: the system prompt sections (the agent's, then the
+    /// session's), the history events with the prompt appended, and the tools.
+    pub async fn preamble(&self, text: &str) -> Result<Preamble, SessionError> {
+        let session = self.session.lock().await;
+        let mut system_prompt = self.system.clone();
+        system_prompt.extend(session.system_prompt_sections());
+        let mut events = session.pull()?;
+        events.push(SessionUpdate::UserMessageChunk(Chunk {
+            content: Content::text(text),
+            message_id: None,
+        }));
+        Ok(Preamble {
+            system_prompt,
+            events,
+            tools: self.tool_specs(),
+        })
     }
 
     /// Flushes and closes the session and ends every subscription.

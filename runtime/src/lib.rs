@@ -46,7 +46,7 @@ mod update;
 #[cfg(test)]
 mod tests;
 
-pub use agent::{Agent, AgentParts, ToolSlot, TurnOutcome};
+pub use agent::{Agent, AgentParts, Preamble, ToolSlot, TurnOutcome};
 pub use baseline::{git_show, BaselineSpec};
 pub use boot::{boot, BootError, BootOptions, Booted};
 pub use bus::{Bus, Capacity, Subscription, DEFAULT_CAPACITY};
@@ -61,7 +61,7 @@ pub use load::{
 pub use model::{
     ContentBlock, Message, ModelEvent, ModelRequest, Role, StopReason, ToolSpec, Usage,
 };
-pub use prompt::{prompt_blocking, PromptError};
+pub use prompt::{prompt_blocking, PromptError, PromptSink};
 pub use retry::{RetryPolicy, Sleeper, TokioSleeper, BASE_DELAY, MAX_ATTEMPTS, MAX_DELAY};
 pub use secrets::{env_names, Secret, SecretChain, SecretSource, SecretsFileError};
 pub use session::{

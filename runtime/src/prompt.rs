@@ -5,7 +5,7 @@ use std::path::Path;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::agent::TurnOutcome;
+use crate::agent::{Preamble, TurnOutcome};
 use crate::boot::{boot, BootError, BootOptions};
 use crate::bus::Capacity;
 use crate::update::SessionUpdate;
@@ -22,14 +22,27 @@ pub enum PromptError {
     Runtime(std::io::Error),
 }
 
-/// Boots `manifest`, runs one turn with `text`, and calls `on_update` for every update (losslessly, in order) and
-/// `on_note` for boot notes. Ctrl-C (SIGINT) cancels the turn, which then ends with `TurnStop::Cancelled`.
+/// Where a one-shot prompt reports.
+pub trait PromptSink: Send {
+    /// A boot note (a layer running reduced, a torn session line skipped).
+    fn note(&mut self, note: &str);
+    /// Called before the turn when [`PromptSink::wants_preamble`] is true.
+    fn preamble(&mut self, _preamble: &Preamble) {}
+    /// True to receive the preamble.
+    fn wants_preamble(&self) -> bool {
+        false
+    }
+    /// Every update, losslessly and in order.
+    fn update(&mut self, update: &SessionUpdate);
+}
+
+/// Boots `manifest`, runs one turn with `text`, and reports to `sink`. Ctrl-C (SIGINT) cancels the turn, which then
+/// ends with `TurnStop::Cancelled`.
 pub fn prompt_blocking(
     manifest: &Path,
     text: &str,
     opts: BootOptions,
-    on_note: &mut dyn FnMut(&str),
-    on_update: &mut (dyn FnMut(&SessionUpdate) + Send),
+    sink: &mut dyn PromptSink,
 ) -> Result<TurnOutcome, PromptError> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -39,9 +52,15 @@ pub fn prompt_blocking(
     rt.block_on(async {
         let booted = boot(manifest, opts)?;
         for n in &booted.notes {
-            on_note(n);
+            sink.note(n);
         }
         let agent = booted.agent;
+        if sink.wants_preamble() {
+            match agent.preamble(text).await {
+                Ok(p) => sink.preamble(&p),
+                Err(e) => sink.note(&format!("cannot build the preamble: {e}")),
+            }
+        }
         let updates = agent.subscribe(Capacity::Unbounded);
         let cancel = CancellationToken::new();
         let sigint = cancel.clone();
@@ -55,13 +74,13 @@ pub fn prompt_blocking(
         let outcome = loop {
             tokio::select! {
                 biased;
-                Some(u) = updates.recv() => on_update(&u),
+                Some(u) = updates.recv() => sink.update(&u),
                 o = &mut turn => break o,
             }
         };
         let closed = agent.close().await;
         while let Some(u) = updates.recv().await {
-            on_update(&u);
+            sink.update(&u);
         }
         watcher.abort();
         let mut outcome = outcome;

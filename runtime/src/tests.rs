@@ -528,3 +528,27 @@ async fn an_ask_rule_is_a_refusal_when_headless() {
         r[0].1
     );
 }
+
+#[tokio::test]
+async fn steering_enters_history_after_the_tool_batch_or_at_the_next_turn() {
+    let f = fixture(
+        scripted(
+            r#"[[{ call = { tool = "read_file", input = { path = "a.txt" } } }, { say = "seen" }], [{ say = "two" }]]"#,
+        ),
+        &[("read_file", "read_file", r#"{ paths = ["./"] }"#)],
+        16,
+    );
+    std::fs::write(f.dir.path().join("a.txt"), "x").unwrap();
+    // queued while idle: enters at the start of the next turn, before its prompt
+    f.agent.steer("early note");
+    let out = prompt(&f, "go").await;
+    assert_eq!(out.final_text, "seen");
+    let users: Vec<String> = drain(&f.updates)
+        .into_iter()
+        .filter_map(|u| match u {
+            SessionUpdate::UserMessageChunk(c) => Some(c.content.as_text().to_string()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(users, ["early note", "go"]);
+}

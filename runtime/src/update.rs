@@ -111,7 +111,8 @@ pub struct Location {
 pub struct ToolCall {
     /// The call id.
     pub tool_call_id: String,
-    /// A human title (the tool name).
+    /// The tool instance name the model called (loom uses it as the title, and history replays it as the tool's
+    /// name, so it is never decorated).
     pub title: String,
     /// Its kind.
     pub kind: ToolKind,

@@ -232,3 +232,43 @@ bash = "builtin"
     assert_eq!(r[2].0, "failed", "{r:#?}");
     assert!(!r[2].1.contains("rowed data"), "{r:#?}");
 }
+
+#[test]
+fn trace_and_preamble() {
+    let s = Scratch::new();
+    s.write("note.txt", "a note\n");
+    s.write(
+        "agent.toml",
+        &manifest(r#"[[{ think = "hm" }, { call = { tool = "read_file", input = { path = "note.txt" } } }, { say = "read it" }]]"#)
+            .replace("[agent]\nname = \"e2e\"\n", "[agent]\nname = \"e2e\"\nsystem_prompt = \"Be brief.\"\n"),
+    );
+    let run = s.loom(&["prompt", "agent.toml", "go", "--format", "trace"]);
+    run.expect_code(0)
+        .stdout_has("user: go\n")
+        .stdout_has("thinking: hm\n")
+        .stdout_has("read_file {\"path\":\"note.txt\"}\n")
+        .stdout_has("ok] a note\n")
+        .stdout_has("agent: read it\n[stop] end_turn\n");
+    let run = s.loom(&[
+        "prompt",
+        "agent.toml",
+        "go",
+        "--format",
+        "jsonl",
+        "--emit-preamble",
+    ]);
+    run.expect_code(0);
+    let first = &updates(&run)[0]["preamble"];
+    assert_eq!(first["systemPrompt"], serde_json::json!(["Be brief."]));
+    assert_eq!(first["events"][0]["content"]["text"], "go");
+    let tools: Vec<&str> = first["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(tools, ["bash", "read_file"]);
+    s.loom(&["prompt", "agent.toml", "go", "--emit-preamble"])
+        .expect_code(2)
+        .stderr_has("needs --format jsonl");
+}

@@ -1,14 +1,20 @@
-//! `loom prompt <agent.toml> [text] [--format text|jsonl]`: boot the agent, run one turn, print the result.
+//! `loom prompt <agent.toml> [text] [--format text|trace|jsonl] [--emit-preamble]`: boot the agent, run one turn,
+//! print the result.
 //!
-//! `text` (the default) prints only the final agent message, pipe-friendly; `jsonl` prints every update (ACP
-//! `SessionUpdate`s and lifecycle frames) as one JSON object per line, as it happens. The prompt is the `text`
-//! argument, or standard input when it is absent. Exit codes: 0 when the turn ended normally, 130 when it was
-//! cancelled (Ctrl-C), 1 otherwise (boot failed, the provider failed, `maxTurnRequests` was reached).
+//! `text` (the default) prints only the final agent message, pipe-friendly; `trace` prints a coalesced, labelled view
+//! (messages, tool calls and results, the stop reason) as it happens; `jsonl` prints every update (ACP
+//! `SessionUpdate`s and lifecycle frames) as one JSON object per line, as it happens. `--emit-preamble` (jsonl only)
+//! first prints one `{"preamble": {systemPrompt, events, tools}}` line: exactly what the model is about to see. The
+//! prompt is the `text` argument, or standard input when it is absent. Exit codes: 0 when the turn ended normally,
+//! 130 when it was cancelled (Ctrl-C), 1 otherwise (boot failed, the provider failed, `maxTurnRequests` was
+//! reached), 2 for usage errors.
 
 use std::io::Read;
 use std::path::PathBuf;
 
-use loom_runtime::{prompt_blocking, BootOptions, SessionUpdate, TurnStop};
+use loom_runtime::{
+    prompt_blocking, BootOptions, Preamble, PromptSink, SessionUpdate, ToolStatus, TurnStop,
+};
 
 use crate::exit;
 use crate::output::{emit, fail};
@@ -18,6 +24,8 @@ use crate::output::{emit, fail};
 pub enum Format {
     /// The final agent message only.
     Text,
+    /// A coalesced, labelled view of the turn.
+    Trace,
     /// One update per line, as JSON.
     Jsonl,
 }
@@ -32,10 +40,112 @@ pub struct Args {
     /// Output format.
     #[arg(long, value_enum, default_value = "text")]
     format: Format,
+    /// Print what the model is about to see first (jsonl only).
+    #[arg(long)]
+    emit_preamble: bool,
+}
+
+struct Sink {
+    format: Format,
+    preamble: bool,
+    open: bool,
+    /// The label of the chunk run being printed (trace).
+    run: Option<&'static str>,
+}
+
+impl Sink {
+    fn out(&mut self, text: &str) {
+        if self.open {
+            self.open = emit(text);
+        }
+    }
+
+    fn trace(&mut self, u: &SessionUpdate) {
+        let chunk = |label: &'static str, text: &str, s: &mut Sink| {
+            if s.run != Some(label) {
+                let sep = if s.run.is_some() { "\n" } else { "" };
+                s.out(&format!("{sep}{label}: "));
+                s.run = Some(label);
+            }
+            s.out(text);
+        };
+        match u {
+            SessionUpdate::UserMessageChunk(c) => chunk("user", c.content.as_text(), self),
+            SessionUpdate::AgentMessageChunk(c) => chunk("agent", c.content.as_text(), self),
+            SessionUpdate::AgentThoughtChunk(c) => chunk("thinking", c.content.as_text(), self),
+            SessionUpdate::ToolCall(c) => {
+                self.end_run();
+                self.out(&format!(
+                    "[tool {}] {} {}\n",
+                    c.tool_call_id, c.title, c.raw_input
+                ));
+            }
+            SessionUpdate::ToolCallUpdate(t) if t.status != Some(ToolStatus::InProgress) => {
+                self.end_run();
+                let status = if t.status == Some(ToolStatus::Completed) {
+                    "ok"
+                } else {
+                    "failed"
+                };
+                let mut text = t.text();
+                if !text.ends_with('\n') {
+                    text.push('\n');
+                }
+                self.out(&format!("[result {} {status}] {text}", t.tool_call_id));
+            }
+            SessionUpdate::Frame(f) => {
+                if let Some(stop) = f.stop_reason {
+                    self.end_run();
+                    let stop = serde_json::to_value(stop)
+                        .ok()
+                        .and_then(|v| v.as_str().map(str::to_string));
+                    self.out(&format!("[stop] {}\n", stop.unwrap_or_default()));
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn end_run(&mut self) {
+        if self.run.take().is_some() {
+            self.out("\n");
+        }
+    }
+}
+
+impl PromptSink for Sink {
+    fn note(&mut self, note: &str) {
+        eprintln!("loom: note: {note}");
+    }
+
+    fn wants_preamble(&self) -> bool {
+        self.preamble
+    }
+
+    fn preamble(&mut self, p: &Preamble) {
+        if let Ok(line) = serde_json::to_string(&serde_json::json!({ "preamble": p })) {
+            self.out(&format!("{line}\n"));
+        }
+    }
+
+    fn update(&mut self, u: &SessionUpdate) {
+        match self.format {
+            Format::Text => {}
+            Format::Trace => self.trace(u),
+            Format::Jsonl => {
+                if let Ok(line) = serde_json::to_string(u) {
+                    self.out(&format!("{line}\n"));
+                }
+            }
+        }
+    }
 }
 
 /// Runs `loom prompt`.
 pub fn run(args: Args) -> i32 {
+    if args.emit_preamble && args.format != Format::Jsonl {
+        return fail(exit::USAGE, "--emit-preamble needs --format jsonl");
+    }
     let text = match args.text {
         Some(t) => t,
         None => {
@@ -55,32 +165,22 @@ pub fn run(args: Args) -> i32 {
             "the prompt is empty; pass it as an argument or on standard input",
         );
     }
-    let jsonl = args.format == Format::Jsonl;
-    let mut pipe_open = true;
-    let mut on_update = |u: &SessionUpdate| {
-        if jsonl && pipe_open {
-            if let Ok(line) = serde_json::to_string(u) {
-                pipe_open = emit(&format!("{line}\n"));
-            }
-        }
+    let mut sink = Sink {
+        format: args.format,
+        preamble: args.emit_preamble,
+        open: true,
+        run: None,
     };
-    let mut on_note = |n: &str| eprintln!("loom: note: {n}");
-    let outcome = match prompt_blocking(
-        &args.manifest,
-        &text,
-        BootOptions::default(),
-        &mut on_note,
-        &mut on_update,
-    ) {
+    let outcome = match prompt_blocking(&args.manifest, &text, BootOptions::default(), &mut sink) {
         Ok(o) => o,
         Err(e) => return fail(exit::FAILED, &e.to_string()),
     };
-    if !jsonl && !outcome.final_text.is_empty() {
+    if args.format == Format::Text && !outcome.final_text.is_empty() {
         let mut t = outcome.final_text.clone();
         if !t.ends_with('\n') {
             t.push('\n');
         }
-        emit(&t);
+        sink.out(&t);
     }
     match outcome.stop {
         TurnStop::Cancelled => {
