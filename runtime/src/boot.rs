@@ -217,6 +217,17 @@ pub fn boot(manifest: &Path, opts: BootOptions) -> Result<Booted, BootError> {
             source,
         })?;
     notes.extend(session_notes);
+    // contributed tool groups need judging against the ceiling and resolution through the chain: a later slice
+    if let Some((layer, group)) = session.tool_groups().into_iter().next() {
+        return Err(BootError::Session {
+            file: file.clone(),
+            source: SessionError::Config(format!(
+                "session: the {layer:?} layer contributes tool group {:?}; session tool groups are not supported yet \
+                 by this build of loom",
+                group.label
+            )),
+        });
+    }
 
     let chain =
         SecretChain::standard(opts.secrets.clone(), &loaded.dir, &cwd, &env).map_err(|e| {

@@ -552,3 +552,61 @@ async fn steering_enters_history_after_the_tool_batch_or_at_the_next_turn() {
         .collect();
     assert_eq!(users, ["early note", "go"]);
 }
+
+#[tokio::test]
+async fn cancelling_a_hanging_stream_ends_the_message_and_the_turn() {
+    struct Hang;
+    impl Harness for Hang {
+        fn name(&self) -> &str {
+            "hang"
+        }
+        fn stream(
+            &self,
+            _r: ModelRequest,
+            _c: CancellationToken,
+        ) -> BoxFuture<'_, Result<EventStream, HarnessError>> {
+            Box::pin(async {
+                let first = futures::stream::iter(vec![
+                    Ok(ModelEvent::MessageStart {
+                        message_id: "m".into(),
+                    }),
+                    Ok(ModelEvent::TextDelta("partial".into())),
+                ]);
+                Ok(Box::pin(first.chain(futures::stream::pending())) as EventStream)
+            })
+        }
+    }
+    use futures::StreamExt;
+    let f = fixture(Arc::new(Hang), &[], 16);
+    let cancel = CancellationToken::new();
+    let c2 = cancel.clone();
+    let watcher = f.agent.subscribe(Capacity::Unbounded);
+    tokio::spawn(async move {
+        while let Some(u) = watcher.recv().await {
+            if matches!(u, SessionUpdate::AgentMessageChunk(_)) {
+                c2.cancel();
+            }
+        }
+    });
+    let out = f.agent.prompt("hi", cancel).await;
+    assert_eq!(out.stop, TurnStop::Cancelled);
+    let ups = drain(&f.updates);
+    let frames: Vec<FrameKind> = ups
+        .iter()
+        .filter_map(|u| match u {
+            SessionUpdate::Frame(fr) => Some(fr.frame),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        frames,
+        [
+            FrameKind::TurnStart,
+            FrameKind::MessageStart,
+            FrameKind::MessageEnd,
+            FrameKind::MessageStart,
+            FrameKind::MessageEnd,
+            FrameKind::TurnEnd
+        ]
+    );
+}

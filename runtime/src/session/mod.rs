@@ -69,6 +69,11 @@ pub trait Layer: Send {
         None
     }
 
+    /// Labeled tool groups this layer contributes (`[tools]`-shaped, judged against the effective ceiling at boot).
+    fn tools(&self) -> Vec<loom_kernel::ToolGroup> {
+        Vec::new()
+    }
+
     /// Runs before each turn (compaction and skill rescans hook in here).
     fn prepare_turn(&mut self) -> BoxFuture<'_, Result<(), SessionError>> {
         Box::pin(async { Ok(()) })
@@ -132,6 +137,14 @@ impl Chain {
         self.layers
             .iter()
             .filter_map(|l| l.system_prompt_section())
+            .collect()
+    }
+
+    /// Every layer's tool groups, top first, with the layer's name.
+    pub fn tool_groups(&self) -> Vec<(String, loom_kernel::ToolGroup)> {
+        self.layers
+            .iter()
+            .flat_map(|l| l.tools().into_iter().map(|g| (l.name().to_string(), g)))
             .collect()
     }
 

@@ -8,7 +8,7 @@ use std::io::Read;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::Stdio;
-use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -242,7 +242,10 @@ impl Call {
             .as_ref()
             .map(|a| a.iter().map(OsString::from).collect());
         match (auth.exec, auth.row) {
-            (Exec::Unconfined, _) => Ok(Plan::Unconfined(given.unwrap_or_else(shell))),
+            // defence in depth: only the grant "*" ever runs without a sandbox
+            (Exec::Unconfined, _) if self.env.grant == loom_kernel::Grant::Unrestricted => {
+                Ok(Plan::Unconfined(given.unwrap_or_else(shell)))
+            }
             (Exec::Shell, Some((_, row))) => Ok(Plan::Sandboxed {
                 row,
                 argv: shell(),
@@ -299,16 +302,26 @@ impl Call {
                 }
             }
         });
+        // The kill may be requested before the process exists: whichever side comes second (storing the pid, or
+        // requesting the kill) does the kill.
         let pid = Arc::new(AtomicI32::new(0));
+        let kill_req = Arc::new(AtomicBool::new(false));
+        let kill = || {
+            kill_req.store(true, Ordering::SeqCst);
+            kill_group(pid.load(Ordering::SeqCst));
+        };
         let started = Instant::now();
         let job = {
-            let pid = pid.clone();
+            let slot = Slot {
+                pid: pid.clone(),
+                kill_req: kill_req.clone(),
+            };
             let timeout = self.timeout;
             let cwd = self.cwd.clone();
             let env = self.env.clone();
             let sandbox = self.sandbox.clone();
             tokio::task::spawn_blocking(move || {
-                start(plan, &cwd, &env, &sandbox, timeout, writer, &pid)
+                start(plan, &cwd, &env, &sandbox, timeout, writer, &slot)
             })
         };
         tokio::pin!(job);
@@ -334,12 +347,12 @@ impl Call {
                 _ = ctx.cancel.cancelled(), if !killed => {
                     cancelled = true;
                     killed = true;
-                    kill_group(pid.load(Ordering::SeqCst));
+                    kill();
                 }
                 _ = &mut deadline, if !killed => {
                     timed_out = true;
                     killed = true;
-                    kill_group(pid.load(Ordering::SeqCst));
+                    kill();
                 }
             }
         };
@@ -409,6 +422,22 @@ impl Call {
     }
 }
 
+/// Where the running process's group id goes, and whether a kill was already requested.
+struct Slot {
+    pid: Arc<AtomicI32>,
+    kill_req: Arc<AtomicBool>,
+}
+
+impl Slot {
+    fn store(&self, p: u32) {
+        let p = i32::try_from(p).unwrap_or(0);
+        self.pid.store(p, Ordering::SeqCst);
+        if self.kill_req.load(Ordering::SeqCst) {
+            kill_group(p);
+        }
+    }
+}
+
 /// Starts the process (blocking until it ends) and returns its exit code and whether the sandbox's own timeout
 /// fired. The pid (a process-group leader) is stored as soon as it exists so the caller can kill the tree.
 fn start(
@@ -418,7 +447,7 @@ fn start(
     sandbox: &SandboxEnv,
     timeout: Duration,
     writer: std::io::PipeWriter,
-    pid: &AtomicI32,
+    slot: &Slot,
 ) -> Result<(i32, bool), String> {
     let err_writer = writer.try_clone().map_err(|e| e.to_string())?;
     match plan {
@@ -437,7 +466,7 @@ fn start(
                 .spawn()
                 .map_err(|e| format!("{}: {e}", prog.to_string_lossy()))?;
             drop(cmd);
-            pid.store(i32::try_from(child.id()).unwrap_or(0), Ordering::SeqCst);
+            slot.store(child.id());
             let status = child.wait().map_err(|e| e.to_string())?;
             use std::os::unix::process::ExitStatusExt;
             Ok((
@@ -480,7 +509,7 @@ fn start(
                 stdout: Stdio::from(writer),
                 stderr: Stdio::from(err_writer),
             };
-            let store = |p: u32| pid.store(i32::try_from(p).unwrap_or(0), Ordering::SeqCst);
+            let store = |p: u32| slot.store(p);
             if !broker {
                 let launch = Launch {
                     profile: &profile,
