@@ -17,7 +17,7 @@ use crate::load::{env_map, load_manifest, path_ctx, LoadError};
 use crate::retry::{RetryPolicy, Sleeper, TokioSleeper};
 use crate::secrets::{Secret, SecretChain};
 use crate::session::{build_chain, SessionError, SessionPlace};
-use crate::storage::storage_dir;
+use crate::storage::{ensure_storage, storage_dir};
 use crate::tools::{builtin_tool, SandboxEnv, ToolEnv, IMPLEMENTED};
 
 /// What boot needs besides the manifest.
@@ -207,9 +207,17 @@ pub fn boot(manifest: &Path, opts: BootOptions) -> Result<Booted, BootError> {
             source,
         })?;
 
+    let storage = storage_dir(m, &env);
+    match ensure_storage(&storage, &loaded.path) {
+        Ok(warning) => notes.extend(warning),
+        Err(e) => notes.push(format!(
+            "cannot create the agent's storage {}: {e}",
+            storage.display()
+        )),
+    }
     let place = SessionPlace {
         manifest_dir: loaded.dir.clone(),
-        storage: storage_dir(m, &env),
+        storage,
     };
     let (session, session_notes) =
         build_chain(&m.session, &place).map_err(|source| BootError::Session {

@@ -67,7 +67,7 @@ pub use secrets::{env_names, Secret, SecretChain, SecretSource, SecretsFileError
 pub use session::{
     build_chain, to_messages, Chain, FileLayer, Layer, MemoryLayer, SessionError, SessionPlace,
 };
-pub use storage::storage_dir;
+pub use storage::{ensure_storage, storage_dir, OWNER_FILE};
 pub use tools::{
     apply_edits, builtin_tool, glob_match, resolve_path, BashTool, EditError, EditFileTool,
     FindTool, OutputBuffer, PathMode, Prepared, Progress, ProgressFn, ReadFileTool, SandboxEnv,

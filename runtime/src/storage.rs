@@ -27,3 +27,58 @@ pub fn storage_dir(manifest: &Manifest, env: &BTreeMap<String, String>) -> PathB
     };
     root.join("agents").join(id)
 }
+
+/// The file in a storage directory naming the manifest that owns it.
+pub const OWNER_FILE: &str = ".loom-manifest";
+
+/// Creates the storage directory `dir` for the manifest at `manifest` (canonical path) and records its owner. Returns
+/// a collision warning when another manifest file already owns the directory (two manifests sharing a `storage_id`
+/// from different places: legitimate, but worth flagging).
+pub fn ensure_storage(
+    dir: &std::path::Path,
+    manifest: &std::path::Path,
+) -> std::io::Result<Option<String>> {
+    std::fs::create_dir_all(dir)?;
+    let owner = dir.join(OWNER_FILE);
+    let me = manifest.display().to_string();
+    match std::fs::read_to_string(&owner) {
+        Ok(prev) if prev.trim() == me => Ok(None),
+        Ok(prev) => Ok(Some(format!(
+            "storage {} is shared with another manifest ({}); set [agent].storage_id to keep their state apart",
+            dir.display(),
+            prev.trim()
+        ))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            std::fs::write(&owner, format!("{me}\n"))?;
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn storage_is_created_and_a_second_owner_is_flagged() {
+        let d = tempfile::tempdir().unwrap();
+        let dir = d.path().join("agents/a");
+        assert_eq!(
+            ensure_storage(&dir, std::path::Path::new("/x/agent.toml")).unwrap(),
+            None
+        );
+        assert!(dir.is_dir());
+        assert_eq!(
+            ensure_storage(&dir, std::path::Path::new("/x/agent.toml")).unwrap(),
+            None
+        );
+        let w = ensure_storage(&dir, std::path::Path::new("/y/agent.toml"))
+            .unwrap()
+            .unwrap();
+        assert!(
+            w.contains("/x/agent.toml") && w.contains("storage_id"),
+            "{w}"
+        );
+    }
+}

@@ -1,7 +1,7 @@
 //! Stored events to the conversation a harness sends.
 
 use crate::model::{ContentBlock, Message, Role};
-use crate::update::{SessionUpdate, ToolStatus};
+use crate::update::{Chunk, SessionUpdate, ToolStatus};
 
 /// The result text given to a call whose result was never recorded (the process died mid-tool).
 pub const LOST_RESULT: &str = "interrupted: no result was recorded for this call";
@@ -15,15 +15,15 @@ pub fn to_messages(events: &[SessionUpdate]) -> Vec<Message> {
         match e {
             SessionUpdate::UserMessageChunk(c) => {
                 b.settle();
-                b.text(Role::User, c.content.as_text(), false);
+                b.text(Role::User, c, false);
             }
             SessionUpdate::AgentMessageChunk(c) => {
                 b.settle();
-                b.text(Role::Assistant, c.content.as_text(), false);
+                b.text(Role::Assistant, c, false);
             }
             SessionUpdate::AgentThoughtChunk(c) => {
                 b.settle();
-                b.text(Role::Assistant, c.content.as_text(), true);
+                b.text(Role::Assistant, c, true);
             }
             SessionUpdate::ToolCall(call) => {
                 if b.last_role() != Some(Role::Assistant) {
@@ -62,6 +62,9 @@ pub fn to_messages(events: &[SessionUpdate]) -> Vec<Message> {
 struct Builder {
     msgs: Vec<Message>,
     pending: Vec<String>,
+    /// The message id of the last chunk appended: a chunk of another message starts a new block, so two prompts
+    /// in a row (a turn that failed before the model answered) never run together.
+    last_id: Option<Option<String>>,
 }
 
 impl Builder {
@@ -77,6 +80,12 @@ impl Builder {
     }
 
     fn block(&mut self, role: Role, block: ContentBlock) {
+        if !matches!(
+            block,
+            ContentBlock::Text { .. } | ContentBlock::Thinking { .. }
+        ) {
+            self.last_id = None;
+        }
         match self.msgs.last_mut() {
             Some(m) if m.role == role => m.content.push(block),
             _ => self.msgs.push(Message {
@@ -86,8 +95,15 @@ impl Builder {
         }
     }
 
-    fn text(&mut self, role: Role, text: &str, thinking: bool) {
-        if let Some(m) = self.msgs.last_mut().filter(|m| m.role == role) {
+    fn text(&mut self, role: Role, chunk: &Chunk, thinking: bool) {
+        let text = chunk.content.as_text();
+        let same_message = self.last_id.as_ref() == Some(&chunk.message_id);
+        self.last_id = Some(chunk.message_id.clone());
+        if let Some(m) = self
+            .msgs
+            .last_mut()
+            .filter(|m| m.role == role && same_message)
+        {
             match (m.content.last_mut(), thinking) {
                 (Some(ContentBlock::Text { text: t }), false)
                 | (Some(ContentBlock::Thinking { text: t, .. }), true) => {
@@ -184,6 +200,33 @@ mod tests {
             }]
         );
         assert_eq!(m[3].text(), "b");
+    }
+
+    #[test]
+    fn chunks_of_different_messages_never_run_together() {
+        let u = |t: &str, id: &str| {
+            SessionUpdate::UserMessageChunk(Chunk {
+                content: Content::text(t),
+                message_id: Some(id.into()),
+            })
+        };
+        let m = to_messages(&[
+            u("first", "user-0"),
+            u(" prompt", "user-0"),
+            u("second", "user-1"),
+        ]);
+        assert_eq!(m.len(), 1);
+        assert_eq!(
+            m[0].content,
+            vec![
+                ContentBlock::Text {
+                    text: "first prompt".into()
+                },
+                ContentBlock::Text {
+                    text: "second".into()
+                }
+            ]
+        );
     }
 
     #[test]

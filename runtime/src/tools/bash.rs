@@ -404,6 +404,9 @@ impl Call {
             Err(e) => return ToolOutput::error(format!("bash: the command runner failed: {e}")),
         };
         raw["exitCode"] = json!(code);
+        if text.is_empty() && code == 0 && !timed_out {
+            text = "(no output)".to_string();
+        }
         if timed_out {
             raw["timedOut"] = json!(true);
             text.push_str(&format!(
