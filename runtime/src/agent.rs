@@ -121,6 +121,8 @@ pub struct Agent {
     sleeper: Arc<dyn Sleeper>,
     turns: AtomicU64,
     steering: StdMutex<Vec<String>>,
+    /// Distinguishes this agent instance's message ids from those of earlier runs stored in the same session.
+    nonce: String,
 }
 
 struct PendingCall {
@@ -139,6 +141,17 @@ impl From<SessionError> for Stop {
     fn from(e: SessionError) -> Stop {
         Stop::Failed(format!("session: {e}"))
     }
+}
+
+/// A per-instance value: the clock's nanoseconds mixed with the process id.
+fn nonce() -> u32 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    let mixed =
+        (nanos as u64 ^ (u64::from(std::process::id()) << 32)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    (mixed >> 32) as u32
 }
 
 const HEADLESS: &str = "this run is headless (no one can approve it), so it is refused";
@@ -160,6 +173,7 @@ impl Agent {
             sleeper: parts.sleeper,
             turns: AtomicU64::new(0),
             steering: StdMutex::new(Vec::new()),
+            nonce: format!("{:x}", nonce()),
         }
     }
 
@@ -252,8 +266,12 @@ impl Agent {
             .map(|mut q| std::mem::take(&mut *q))
             .unwrap_or_default();
         for (i, text) in queued.into_iter().enumerate() {
-            self.user_message(session, format!("user-{turn}-steer-{i}"), text)
-                .await?;
+            self.user_message(
+                session,
+                format!("user-{}-{turn}-steer-{i}", self.nonce),
+                text,
+            )
+            .await?;
         }
         Ok(())
     }
@@ -303,8 +321,12 @@ impl Agent {
         )
         .await?;
         self.drain_steering(session, turn).await?;
-        self.user_message(session, format!("user-{turn}"), text.to_string())
-            .await?;
+        self.user_message(
+            session,
+            format!("user-{}-{turn}", self.nonce),
+            text.to_string(),
+        )
+        .await?;
         session.prepare_turn().await?;
         let mut system = self.system.clone();
         system.extend(session.system_prompt_sections());
@@ -334,7 +356,7 @@ impl Agent {
                 Err(e) => return Err(Stop::Failed(format!("{}: {e}", self.harness.name()))),
             };
             let mut next = Some(first);
-            let mut message_id = format!("assistant-{turn}-{request_in_turn}");
+            let mut message_id = format!("assistant-{}-{turn}-{request_in_turn}", self.nonce);
             let mut started = false;
             let mut calls: Vec<PendingCall> = Vec::new();
             let mut text_now = String::new();

@@ -5,6 +5,20 @@
 //! storage and git baselines for the CI gate. It gathers facts and enforces the kernel's answers; it never decides
 //! authority on its own — every tool call goes through [`loom_kernel::decide`] before it runs.
 //!
+//! ## Layout (one concept per module) and the seams later work plugs into
+//! - `model`: provider-neutral messages, [`ModelRequest`], streamed [`ModelEvent`]s.
+//! - `harness`: the [`Harness`] trait (one streamed request; object-safe; takes a cancellation token),
+//!   [`HarnessError`] classified for retry, [`build_harness`] (the registry of providers), and the scripted
+//!   [`TestHarness`]. HTTP providers are new modules here; the loop does not change.
+//! - `agent`: [`Agent`] and the turn loop; `retry` (policy + injectable [`Sleeper`]); `doom` (the doom-loop guard).
+//! - `update` + `bus`: ACP-shaped [`SessionUpdate`]s with lifecycle frames, and bounded / lossless subscriptions.
+//! - `session`: the [`Layer`] trait, the [`Chain`], [`to_messages`] (stored events -> conversation), and the
+//!   `in-memory` / `file` layers. New layers (compacting, skills, fork-of-parent) implement [`Layer`] and register
+//!   in [`build_chain`].
+//! - `tools`: the [`Tool`] trait (prepare = parse + gather facts; the loop asks the kernel; run = the effect) and
+//!   the built-ins; `secrets`: the [`SecretChain`]; `boot`: manifest -> [`Agent`]; `prompt`: `loom prompt`'s
+//!   blocking entry point.
+//!
 //! ## What this crate must never do
 //! Run a tool the kernel did not authorise; run a bash command outside the sandbox unless its grant is `"*"`; let a
 //! harness run tools; put a secret value into a log, an update or an error; silently drop anything the manifest

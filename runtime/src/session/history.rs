@@ -8,7 +8,7 @@ pub const LOST_RESULT: &str = "interrupted: no result was recorded for this call
 
 /// Turns stored events into messages: user chunks into user text, agent chunks and tool calls into assistant
 /// messages, final tool call updates into tool results. A tool call without a recorded result gets an error result
-/// ([`LOST_RESULT`]) so the conversation stays well-formed. Frames, progress and usage are skipped.
+/// (`LOST_RESULT`) so the conversation stays well-formed. Frames, progress and usage are skipped.
 pub fn to_messages(events: &[SessionUpdate]) -> Vec<Message> {
     let mut b = Builder::default();
     for e in events {
