@@ -143,6 +143,13 @@ impl From<SessionError> for Stop {
     }
 }
 
+impl Drop for Agent {
+    fn drop(&mut self) {
+        // subscribers must not wait forever on an agent that is gone
+        self.bus.close();
+    }
+}
+
 /// A per-instance value: the clock's nanoseconds mixed with the process id.
 fn nonce() -> u32 {
     let nanos = std::time::SystemTime::now()

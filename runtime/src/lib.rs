@@ -66,8 +66,8 @@ pub use boot::{boot, BootError, BootOptions, Booted};
 pub use bus::{Bus, Capacity, Subscription, DEFAULT_CAPACITY};
 pub use doom::{DoomGuard, DOOM_LOOP_THRESHOLD};
 pub use harness::{
-    build_harness, parse_retry_after, EventStream, Harness, HarnessConfigError, HarnessError,
-    TestHarness, TestStep, TestTurn, DEFAULT_MAX_TURN_REQUESTS,
+    build_harness, classify_http, parse_retry_after, EventStream, Harness, HarnessConfigError,
+    HarnessError, SseEvent, SseParser, TestHarness, TestStep, TestTurn, DEFAULT_MAX_TURN_REQUESTS,
 };
 pub use load::{
     env_map, load_manifest, path_ctx, read_text, FsLoader, LoadError, Loaded, MAX_MANIFEST_BYTES,

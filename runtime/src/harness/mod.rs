@@ -7,8 +7,10 @@
 //! stream back onto [`ModelEvent`]s, classify failures as [`HarnessError`] (rate limits and overloads carry the
 //! provider's `retry-after-ms` / `retry-after`; an error that arrives after HTTP 200 is still classified), and end
 //! the stream promptly when the cancellation token fires. Register it in [`build_harness`]. Nothing in the loop
-//! changes.
+//! changes. [`classify_http`] and [`SseParser`] are the shared pure pieces (status/body -> error class; bytes ->
+//! events).
 
+mod http;
 mod test;
 
 use std::pin::Pin;
@@ -20,6 +22,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::model::{ModelEvent, ModelRequest};
 
+pub use http::{classify_http, SseEvent, SseParser, MAX_SSE_LINE};
 pub use test::{TestHarness, TestStep, TestTurn};
 
 /// The events of one response. The stream ends after `MessageEnd` (or an error).
