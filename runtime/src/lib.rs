@@ -68,6 +68,7 @@ pub use doom::{DoomGuard, DOOM_LOOP_THRESHOLD};
 pub use harness::{
     build_harness, classify_http, parse_retry_after, EventStream, Harness, HarnessConfigError,
     HarnessError, SseEvent, SseParser, TestHarness, TestStep, TestTurn, DEFAULT_MAX_TURN_REQUESTS,
+    MAX_SSE_LINE,
 };
 pub use load::{
     env_map, load_manifest, path_ctx, read_text, FsLoader, LoadError, Loaded, MAX_MANIFEST_BYTES,
