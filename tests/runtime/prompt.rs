@@ -272,3 +272,49 @@ fn trace_and_preamble() {
         .expect_code(2)
         .stderr_has("needs --format jsonl");
 }
+
+#[test]
+fn the_default_tools_write_edit_and_read_under_the_default_ceiling() {
+    let s = Scratch::new();
+    s.write(
+        "agent.toml",
+        r#"[agent]
+name = "defaults"
+
+[harness]
+provider = "test"
+script = [[
+  { call = { tool = "write_file", input = { path = "notes/a.md", content = "one two three\n", create_dirs = true } } },
+  { call = { tool = "edit_file", input = { path = "notes/a.md", edits = [{ old_text = "one", new_text = "1" }, { old_text = "three", new_text = "3" }] } } },
+  { call = { tool = "edit_file", input = { path = "notes/a.md", edits = [{ old_text = "1 two", new_text = "x" }, { old_text = "two 3", new_text = "y" }] } } },
+  { call = { tool = "read_file", input = { path = "notes/a.md" } } },
+  { call = { tool = "write_file", input = { path = "../escape.txt", content = "x" } } },
+  { say = "done" },
+]]
+
+[session]
+provider = "in-memory"
+"#,
+    );
+    let run = s.loom(&["prompt", "agent.toml", "go", "--format", "jsonl"]);
+    run.expect_code(0);
+    let ups = updates(&run);
+    let r = results(&ups);
+    assert_eq!(r[0].0, "completed", "{r:#?}");
+    assert_eq!(r[1].0, "completed", "{r:#?}");
+    assert!(r[2].0 == "failed" && r[2].1.contains("overlap"), "{r:#?}");
+    assert_eq!(r[3], ("completed".to_string(), "1 two 3\n".to_string()));
+    assert!(
+        r[4].0 == "failed" && r[4].1.contains("outside this tool's grant"),
+        "{r:#?}"
+    );
+    assert!(!s.path().parent().unwrap().join("escape.txt").exists());
+    // the edit carries an ACP diff for IDE clients
+    let diff = ups
+        .iter()
+        .find(|u| u["sessionUpdate"] == "tool_call_update" && u["toolCallId"] == "call_0_1")
+        .unwrap();
+    assert_eq!(diff["content"][1]["type"], "diff");
+    assert_eq!(diff["content"][1]["oldText"], "one two three\n");
+    assert_eq!(diff["content"][1]["newText"], "1 two 3\n");
+}
