@@ -134,6 +134,7 @@ struct PendingCall {
 /// Why a turn stopped early (internal).
 enum Stop {
     Cancelled,
+    MaxTurnRequests(String),
     Failed(String),
 }
 
@@ -240,6 +241,15 @@ impl Agent {
         Ok(())
     }
 
+    async fn end_message(&self, session: &mut Chain, id: &str) -> Result<(), SessionError> {
+        let frame = SessionUpdate::frame(
+            FrameKind::MessageEnd,
+            Some(Role::Assistant),
+            Some(id.to_string()),
+        );
+        self.emit(session, frame).await
+    }
+
     async fn user_message(
         &self,
         session: &mut Chain,
@@ -294,9 +304,7 @@ impl Agent {
         let (stop, error) = match result {
             Ok(s) => (s, None),
             Err(Stop::Cancelled) => (TurnStop::Cancelled, None),
-            Err(Stop::Failed(e)) if e.starts_with("maxTurnRequests") => {
-                (TurnStop::MaxTurnRequests, Some(e))
-            }
+            Err(Stop::MaxTurnRequests(e)) => (TurnStop::MaxTurnRequests, Some(e)),
             Err(Stop::Failed(e)) => (TurnStop::Error, Some(e)),
         };
         let end = SessionUpdate::Frame(Frame {
@@ -344,7 +352,7 @@ impl Agent {
                 return Err(Stop::Cancelled);
             }
             if request_in_turn >= self.max_turn_requests {
-                return Err(Stop::Failed(format!(
+                return Err(Stop::MaxTurnRequests(format!(
                     "maxTurnRequests ({}) reached: the model kept calling tools; raise [harness] maxTurnRequests or \
                      ask for a smaller step",
                     self.max_turn_requests
@@ -377,15 +385,7 @@ impl Agent {
                         };
                         if cancel.is_cancelled() {
                             if started {
-                                self.emit(
-                                    session,
-                                    SessionUpdate::frame(
-                                        FrameKind::MessageEnd,
-                                        Some(Role::Assistant),
-                                        Some(message_id.clone()),
-                                    ),
-                                )
-                                .await?;
+                                self.end_message(session, &message_id).await?;
                             }
                             return Err(Stop::Cancelled);
                         }
@@ -393,29 +393,13 @@ impl Agent {
                             Some(Ok(e)) => e,
                             Some(Err(e)) => {
                                 if started {
-                                    self.emit(
-                                        session,
-                                        SessionUpdate::frame(
-                                            FrameKind::MessageEnd,
-                                            Some(Role::Assistant),
-                                            Some(message_id.clone()),
-                                        ),
-                                    )
-                                    .await?;
+                                    self.end_message(session, &message_id).await?;
                                 }
                                 return Err(Stop::Failed(format!("{}: {e}", self.harness.name())));
                             }
                             None => {
                                 if started {
-                                    self.emit(
-                                        session,
-                                        SessionUpdate::frame(
-                                            FrameKind::MessageEnd,
-                                            Some(Role::Assistant),
-                                            Some(message_id.clone()),
-                                        ),
-                                    )
-                                    .await?;
+                                    self.end_message(session, &message_id).await?;
                                 }
                                 return Err(Stop::Failed(format!(
                                     "{}: the response ended before the message was complete",
@@ -487,15 +471,7 @@ impl Agent {
                 }
             };
             // the barrier: the assistant message is complete before any of its tools runs
-            self.emit(
-                session,
-                SessionUpdate::frame(
-                    FrameKind::MessageEnd,
-                    Some(Role::Assistant),
-                    Some(message_id.clone()),
-                ),
-            )
-            .await?;
+            self.end_message(session, &message_id).await?;
             *final_text = text_now;
             if calls.is_empty() {
                 return Ok(match stop_reason {
