@@ -239,6 +239,60 @@ mod tests {
         }
     }
 
+    /// Drops agent chunks on push; upper-cases user text on pull.
+    struct Rewrite;
+    impl Layer for Rewrite {
+        fn name(&self) -> &str {
+            "rewrite"
+        }
+        fn stores(&self) -> bool {
+            false
+        }
+        fn push(&mut self, e: Vec<SessionUpdate>) -> Result<Vec<SessionUpdate>, SessionError> {
+            Ok(e.into_iter()
+                .filter(|u| !matches!(u, SessionUpdate::AgentMessageChunk(_)))
+                .collect())
+        }
+        fn pull(&self, below: Vec<SessionUpdate>) -> Result<Vec<SessionUpdate>, SessionError> {
+            Ok(below
+                .into_iter()
+                .map(|u| match u {
+                    SessionUpdate::UserMessageChunk(mut c) => {
+                        c.content =
+                            crate::update::Content::text(c.content.as_text().to_uppercase());
+                        SessionUpdate::UserMessageChunk(c)
+                    }
+                    other => other,
+                })
+                .collect())
+        }
+        fn system_prompt_section(&self) -> Option<String> {
+            Some("from rewrite".into())
+        }
+    }
+
+    #[test]
+    fn push_flows_down_and_pull_flows_up() {
+        use crate::update::{Chunk, Content};
+        let chunk = |t: &str| Chunk {
+            content: Content::text(t),
+            message_id: None,
+        };
+        let mut chain =
+            Chain::new(vec![Box::new(Rewrite), Box::new(MemoryLayer::default())]).unwrap();
+        chain
+            .push(vec![
+                SessionUpdate::UserMessageChunk(chunk("hi")),
+                SessionUpdate::AgentMessageChunk(chunk("dropped above storage")),
+            ])
+            .unwrap();
+        assert_eq!(
+            chain.pull().unwrap(),
+            vec![SessionUpdate::UserMessageChunk(chunk("HI"))]
+        );
+        assert_eq!(chain.system_prompt_sections(), ["from rewrite"]);
+    }
+
     #[test]
     fn a_chain_without_storage_is_refused() {
         let err = Chain::new(vec![Box::new(PassThrough)])
