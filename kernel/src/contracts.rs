@@ -118,10 +118,7 @@ pub fn check_contract(instance: &str, contract: &Contract, grant: &Grant) -> Vec
 mod tests {
     use super::*;
 
-    fn g(src: &str) -> Grant {
-        let t: toml::Table = toml::from_str(&format!("g = {src}")).unwrap();
-        Grant::from_toml(&t["g"]).unwrap()
-    }
+    use crate::grant::test_grant as g;
 
     #[test]
     fn bash_requires_commands_and_knows_its_kinds() {

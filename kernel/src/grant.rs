@@ -198,6 +198,13 @@ impl fmt::Display for Grant {
     }
 }
 
+/// Parses a grant written as it would follow `key = ` in TOML. For tests across the crate.
+#[cfg(test)]
+pub(crate) fn test_grant(src: &str) -> Grant {
+    let t: toml::Table = toml::from_str(&format!("g = {src}")).unwrap();
+    Grant::from_toml(&t["g"]).unwrap()
+}
+
 /// Why a grant could not be parsed. Messages are lowercase and say how to fix the grant.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]

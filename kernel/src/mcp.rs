@@ -205,10 +205,7 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn g(src: &str) -> Grant {
-        let t: toml::Table = toml::from_str(&format!("g = {src}")).unwrap();
-        Grant::from_toml(&t["g"]).unwrap()
-    }
+    use crate::grant::test_grant as g;
 
     fn schema() -> Json {
         json!({

@@ -95,10 +95,7 @@ pub(crate) fn sample_scalarish(rng: &mut Rng) -> Value {
 mod tests {
     use super::*;
 
-    fn g(src: &str) -> Grant {
-        let t: toml::Table = toml::from_str(&format!("g = {src}")).unwrap();
-        Grant::from_toml(&t["g"]).unwrap()
-    }
+    use crate::grant::test_grant as g;
 
     #[track_caller]
     fn contains(sup: &str, sub: &str, want: bool) {

@@ -298,10 +298,7 @@ fn decide_bash(
 mod tests {
     use super::*;
 
-    fn g(src: &str) -> Grant {
-        let t: toml::Table = toml::from_str(&format!("g = {src}")).unwrap();
-        Grant::from_toml(&t["g"]).unwrap()
-    }
+    use crate::grant::test_grant as g;
 
     fn ctx() -> PathCtx {
         PathCtx::new("/w", Some("/home/u".into()))
