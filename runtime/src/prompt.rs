@@ -36,8 +36,9 @@ pub trait PromptSink: Send {
     fn update(&mut self, update: &SessionUpdate);
 }
 
-/// Boots `manifest`, runs one turn with `text`, and reports to `sink`. Ctrl-C (SIGINT) cancels the turn, which then
-/// ends with `TurnStop::Cancelled`.
+/// Boots `manifest`, runs one turn with `text`, and reports to `sink`. Ctrl-C (SIGINT), SIGTERM or SIGHUP cancels
+/// the turn, which then ends with `TurnStop::Cancelled`; a second signal while it winds down exits the process with
+/// status 130.
 pub fn prompt_blocking(
     manifest: &Path,
     text: &str,
@@ -63,10 +64,27 @@ pub fn prompt_blocking(
         }
         let updates = agent.subscribe(Capacity::Unbounded);
         let cancel = CancellationToken::new();
-        let sigint = cancel.clone();
+        let on_signal = cancel.clone();
         let watcher = tokio::spawn(async move {
-            if tokio::signal::ctrl_c().await.is_ok() {
-                sigint.cancel();
+            use tokio::signal::unix::{signal, SignalKind};
+            let (Ok(mut int), Ok(mut term), Ok(mut hup)) = (
+                signal(SignalKind::interrupt()),
+                signal(SignalKind::terminate()),
+                signal(SignalKind::hangup()),
+            ) else {
+                return;
+            };
+            loop {
+                tokio::select! {
+                    _ = int.recv() => {}
+                    _ = term.recv() => {}
+                    _ = hup.recv() => {}
+                }
+                if on_signal.is_cancelled() {
+                    // a second signal while the turn winds down: leave now (sandboxed children die with us)
+                    std::process::exit(130);
+                }
+                on_signal.cancel();
             }
         });
         let turn = agent.prompt(text, cancel);
