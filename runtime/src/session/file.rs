@@ -264,6 +264,40 @@ mod tests {
     }
 
     #[test]
+    fn a_kill_at_any_byte_keeps_every_complete_line() {
+        let events = vec![user("one"), agent("two"), user("thr\u{e9}e")];
+        let full: String = events
+            .iter()
+            .map(|e| serde_json::to_string(e).unwrap() + "\n")
+            .collect();
+        let ends: Vec<usize> = full.match_indices('\n').map(|(i, _)| i + 1).collect();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("session.jsonl");
+        for cut in 0..=full.len() {
+            std::fs::write(&path, &full.as_bytes()[..cut]).unwrap();
+            let (l, note) = FileLayer::open(&path).unwrap();
+            let complete = ends.iter().filter(|e| **e <= cut).count();
+            assert_eq!(
+                l.pull(vec![]).unwrap(),
+                events[..complete].to_vec(),
+                "cut at {cut}"
+            );
+            assert_eq!(
+                note.is_some(),
+                !ends.contains(&cut) && cut > 0,
+                "cut at {cut}"
+            );
+            // what remains on disk is exactly the complete lines
+            let kept = if complete == 0 { 0 } else { ends[complete - 1] };
+            assert_eq!(
+                std::fs::read(&path).unwrap(),
+                full.as_bytes()[..kept].to_vec(),
+                "cut at {cut}"
+            );
+        }
+    }
+
+    #[test]
     fn a_bad_middle_line_is_an_error_naming_it() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("session.jsonl");
