@@ -265,7 +265,7 @@ mod tests {
 
     #[test]
     fn a_kill_at_any_byte_keeps_every_complete_line() {
-        let events = vec![user("one"), agent("two"), user("thr\u{e9}e")];
+        let events = [user("one"), agent("two"), user("thr\u{e9}e")];
         let full: String = events
             .iter()
             .map(|e| serde_json::to_string(e).unwrap() + "\n")
