@@ -35,6 +35,32 @@ pub const MAX_TIMEOUT_MS: u64 = 3_600_000;
 /// Progress is published at most this often.
 pub const PROGRESS_EVERY: Duration = Duration::from_millis(100);
 
+/// Lets an event through at most once per `every` (the first one at once).
+#[derive(Debug, Clone, Copy)]
+pub struct Throttle {
+    every: Duration,
+    last: Option<Instant>,
+}
+
+impl Throttle {
+    /// A throttle with period `every`.
+    pub fn new(every: Duration) -> Throttle {
+        Throttle { every, last: None }
+    }
+
+    /// True (and the period restarts) when an event at `now` may pass.
+    pub fn ready(&mut self, now: Instant) -> bool {
+        if self
+            .last
+            .is_some_and(|t| now.saturating_duration_since(t) < self.every)
+        {
+            return false;
+        }
+        self.last = Some(now);
+        true
+    }
+}
+
 /// Where the sandbox machinery lives.
 #[derive(Debug, Clone, Default)]
 pub struct SandboxEnv {
@@ -327,7 +353,7 @@ impl Call {
         tokio::pin!(job);
         let deadline = tokio::time::sleep(self.timeout);
         tokio::pin!(deadline);
-        let mut last_progress: Option<tokio::time::Instant> = None;
+        let mut throttle = Throttle::new(PROGRESS_EVERY);
         let (mut killed, mut timed_out, mut cancelled) = (false, false, false);
         let result = loop {
             tokio::select! {
@@ -335,8 +361,7 @@ impl Call {
                 Some(chunk) = rx.recv() => {
                     buf.append(&chunk);
                     let now = tokio::time::Instant::now();
-                    if last_progress.is_none_or(|t| now.duration_since(t) >= PROGRESS_EVERY) {
-                        last_progress = Some(now);
+                    if throttle.ready(now.into_std()) {
                         let s = buf.snapshot();
                         (ctx.progress)(Progress {
                             content: s.text,
@@ -579,6 +604,18 @@ mod tests {
     use crate::tools::testutil::{call, env};
     use loom_kernel::AlgebraKind;
     use std::sync::Mutex;
+
+    #[test]
+    fn progress_is_throttled_to_one_per_period() {
+        let mut t = Throttle::new(PROGRESS_EVERY);
+        let t0 = Instant::now();
+        let at = |ms| t0 + Duration::from_millis(ms);
+        let passed: Vec<u64> = [0, 10, 99, 100, 150, 199, 250, 420]
+            .into_iter()
+            .filter(|ms| t.ready(at(*ms)))
+            .collect();
+        assert_eq!(passed, [0, 100, 250, 420]);
+    }
 
     #[tokio::test]
     async fn unconfined_runs_bounds_output_and_reports_exit_codes() {
