@@ -37,7 +37,7 @@ fn bash_is_sandboxed_and_tools_run_after_their_message_ends() {
   { call = { tool = "bash", input = { command = "echo hello > inside.txt && cat inside.txt" } } },
   { call = { tool = "bash", input = { command = "echo bad > /etc/loom-e2e-outside" } } },
   { call = { tool = "read_file", input = { path = "inside.txt" } } },
-  { call = { tool = "read_file", input = { path = "/etc/hostname" } } },
+  { call = { tool = "read_file", input = { path = "/etc/passwd" } } },
   { say = "all done" },
 ]]"#,
         ),
