@@ -201,8 +201,22 @@ pub fn boot(manifest: &Path, opts: BootOptions) -> Result<Booted, BootError> {
         );
     }
 
+    let chain =
+        SecretChain::standard(opts.secrets.clone(), &loaded.dir, &cwd, &env).map_err(|e| {
+            BootError::Secrets {
+                file: file.clone(),
+                message: e.to_string(),
+            }
+        })?;
+    chain
+        .resolve(&m.agent.secrets)
+        .map_err(|message| BootError::Secrets {
+            file: file.clone(),
+            message,
+        })?;
+
     let (harness, max_turn_requests) =
-        build_harness(m.harness.as_ref()).map_err(|source| BootError::Harness {
+        build_harness(m.harness.as_ref(), &chain).map_err(|source| BootError::Harness {
             file: file.clone(),
             source,
         })?;
@@ -236,20 +250,6 @@ pub fn boot(manifest: &Path, opts: BootOptions) -> Result<Booted, BootError> {
             )),
         });
     }
-
-    let chain =
-        SecretChain::standard(opts.secrets.clone(), &loaded.dir, &cwd, &env).map_err(|e| {
-            BootError::Secrets {
-                file: file.clone(),
-                message: e.to_string(),
-            }
-        })?;
-    chain
-        .resolve(&m.agent.secrets)
-        .map_err(|message| BootError::Secrets {
-            file: file.clone(),
-            message,
-        })?;
 
     let mut system = Vec::new();
     match &m.agent.system_prompt {

@@ -161,9 +161,11 @@ pub enum HarnessConfigError {
 /// The default `maxTurnRequests`.
 pub const DEFAULT_MAX_TURN_REQUESTS: u32 = 16;
 
-/// Builds the harness `[harness]` names, with its `maxTurnRequests`.
+/// Builds the harness `[harness]` names, with its `maxTurnRequests`. API keys come only from `secrets` (the
+/// standard chain); a harness never reads the environment for them itself.
 pub fn build_harness(
     harness: Option<&loom_kernel::Harness>,
+    _secrets: &crate::secrets::SecretChain,
 ) -> Result<(std::sync::Arc<dyn Harness>, u32), HarnessConfigError> {
     let h = harness.ok_or(HarnessConfigError::Missing)?;
     let max = match h.config.get("maxTurnRequests") {
@@ -236,13 +238,13 @@ mod tests {
             provider: "anthropic".into(),
             config: toml::Table::new(),
         };
-        let err = build_harness(Some(&h))
+        let err = build_harness(Some(&h), &crate::secrets::SecretChain::default())
             .err()
             .map(|e| e.to_string())
             .unwrap_or_default();
         assert!(err.contains("\"anthropic\" is not supported yet"), "{err}");
         assert!(matches!(
-            build_harness(None),
+            build_harness(None, &crate::secrets::SecretChain::default()),
             Err(HarnessConfigError::Missing)
         ));
     }
