@@ -40,7 +40,11 @@ pub(crate) fn builtin_harness_schema(provider: &str) -> Option<&'static [(&'stat
             ("stream", Ty::Bool),
         ],
         "small-model-of-parent" => &[("model", Ty::Str)],
-        "test" => &[("echo", Ty::Bool), ("script", Ty::Array)],
+        "test" => &[
+            ("echo", Ty::Bool),
+            ("script", Ty::Array),
+            ("maxTurnRequests", Ty::Count),
+        ],
         "local" => &[
             ("model", Ty::Str),
             ("threads", Ty::Count),
