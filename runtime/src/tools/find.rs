@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use loom_kernel::{Access, CallFacts, Request};
+use loom_kernel::{wildcard_match, Access, CallFacts, Request};
 use serde_json::{json, Value};
 
 use super::{check_fields, resolve_path, str_field, PathMode, Prepared, Tool, ToolEnv, ToolOutput};
@@ -30,31 +30,9 @@ fn segments(p: &[&str], t: &[&str]) -> bool {
     match p.split_first() {
         None => t.is_empty(),
         Some((&"**", rest)) => (0..=t.len()).any(|k| segments(rest, &t[k..])),
-        Some((seg, rest)) => !t.is_empty() && segment(seg, t[0]) && segments(rest, &t[1..]),
+        // within one segment there is no `/`, so the kernel's `*`/`?` matcher is exactly a segment glob
+        Some((seg, rest)) => !t.is_empty() && wildcard_match(seg, t[0]) && segments(rest, &t[1..]),
     }
-}
-
-fn segment(pattern: &str, text: &str) -> bool {
-    let p: Vec<char> = pattern.chars().collect();
-    let t: Vec<char> = text.chars().collect();
-    let (mut pi, mut ti) = (0, 0);
-    let mut star: Option<(usize, usize)> = None;
-    while ti < t.len() {
-        if pi < p.len() && (p[pi] == '?' || p[pi] == t[ti]) {
-            pi += 1;
-            ti += 1;
-        } else if pi < p.len() && p[pi] == '*' {
-            star = Some((pi, ti));
-            pi += 1;
-        } else if let Some((sp, st)) = star {
-            pi = sp + 1;
-            ti = st + 1;
-            star = Some((sp, st + 1));
-        } else {
-            return false;
-        }
-    }
-    p[pi..].iter().all(|&c| c == '*')
 }
 
 /// The `find` tool.
