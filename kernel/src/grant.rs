@@ -284,6 +284,9 @@ pub(crate) fn value_from_toml(v: &toml::Value, top: bool) -> Result<Value, Strin
         toml::Value::String(s) if s == "*" => return Err(STAR_IN_LIST.into()),
         toml::Value::String(s) => Value::Str(s.clone()),
         toml::Value::Integer(i) => Value::Int(*i),
+        toml::Value::Float(f) if !f.is_finite() => {
+            return Err(format!("{f} is not a grant value: write a finite number"))
+        }
         toml::Value::Float(f) => Value::Float(Float(*f)),
         toml::Value::Boolean(b) => Value::Bool(*b),
         toml::Value::Datetime(d) => Value::Str(d.to_string()),
@@ -356,6 +359,26 @@ mod tests {
     fn non_table_rows_are_refused() {
         let err = parse("[\"*\"]").unwrap_err().to_string();
         assert!(err.contains("row 0"), "{err}");
+    }
+
+    #[test]
+    fn non_finite_floats_are_refused() {
+        for src in ["{ a = nan }", "{ a = inf }", "{ a = [-inf] }"] {
+            let err = parse(src).unwrap_err().to_string();
+            assert!(err.contains("finite"), "{src}: {err}");
+        }
+    }
+
+    #[test]
+    fn floats_round_trip_through_toml_and_json_text() {
+        // found by fuzzing: without serde_json's float_roundtrip this came back as ...78.0
+        let g = parse("{ a = 7777877777777777.0, b = 0.1 }").unwrap();
+        assert_eq!(parse(&g.to_toml()).unwrap(), g);
+        let text = serde_json::to_string(&g.to_json()).unwrap();
+        assert_eq!(
+            Grant::from_json(&serde_json::from_str(&text).unwrap()).unwrap(),
+            g
+        );
     }
 
     #[test]

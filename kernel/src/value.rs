@@ -122,9 +122,10 @@ impl Value {
         Ok(match json {
             serde_json::Value::Null => return Err("null is not a grant value".into()),
             serde_json::Value::Bool(b) => Value::Bool(*b),
-            serde_json::Value::Number(n) => match n.as_i64() {
-                Some(i) => Value::Int(i),
-                None => Value::Float(Float(n.as_f64().unwrap_or(f64::NAN))),
+            serde_json::Value::Number(n) => match (n.as_i64(), n.as_f64()) {
+                (Some(i), _) => Value::Int(i),
+                (None, Some(f)) if f.is_finite() => Value::Float(Float(f)),
+                _ => return Err(format!("{n} is not a grant value: write a finite number")),
             },
             serde_json::Value::String(s) if s == "*" && top => Value::Star,
             serde_json::Value::String(s) if s == "*" => return Err(STAR_IN_LIST.into()),
@@ -158,6 +159,11 @@ impl Value {
             }
             Value::Int(i) => {
                 let _ = write!(out, "{i}");
+            }
+            // TOML spells the non-finite floats nan / inf / -inf (the parser refuses them in grants anyway)
+            Value::Float(f) if f.0.is_nan() => out.push_str("nan"),
+            Value::Float(f) if f.0.is_infinite() => {
+                out.push_str(if f.0 > 0.0 { "inf" } else { "-inf" })
             }
             Value::Float(f) => {
                 let _ = write!(out, "{:?}", f.0);
