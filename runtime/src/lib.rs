@@ -66,6 +66,11 @@ pub use boot::{boot, BootError, BootOptions, Booted};
 pub use bus::{Bus, Capacity, Subscription, DEFAULT_CAPACITY};
 pub use doom::{DoomGuard, DOOM_LOOP_THRESHOLD};
 pub use harness::{
+    anthropic_request_body, AnthropicConfig, AnthropicDecoder, AnthropicHarness, ANTHROPIC_API_KEY,
+    ANTHROPIC_DEFAULT_API_BASE, ANTHROPIC_DEFAULT_MAX_TOKENS, ANTHROPIC_DEFAULT_MODEL,
+    ANTHROPIC_VERSION,
+};
+pub use harness::{
     build_harness, classify_http, parse_retry_after, EventStream, Harness, HarnessConfigError,
     HarnessError, SseEvent, SseParser, TestHarness, TestStep, TestTurn, DEFAULT_MAX_TURN_REQUESTS,
     MAX_SSE_LINE,

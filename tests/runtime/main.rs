@@ -3,6 +3,7 @@
 //! sandboxed bash and the file tools, the update/frame order of `--format jsonl`, boot refusals, the file session
 //! across runs (including a torn last line), and Ctrl-C.
 
+mod anthropic;
 mod prompt;
 mod session;
 

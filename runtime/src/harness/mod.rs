@@ -10,6 +10,10 @@
 //! changes. [`classify_http`] and [`SseParser`] are the shared pure pieces (status/body -> error class; bytes ->
 //! events).
 
+mod anthropic;
+mod client;
+#[cfg(test)]
+mod fake_server;
 mod http;
 mod test;
 
@@ -22,6 +26,11 @@ use tokio_util::sync::CancellationToken;
 
 use crate::model::{ModelEvent, ModelRequest};
 
+pub use anthropic::{
+    request_body as anthropic_request_body, AnthropicConfig, AnthropicDecoder, AnthropicHarness,
+    ANTHROPIC_API_KEY, ANTHROPIC_DEFAULT_API_BASE, ANTHROPIC_DEFAULT_MAX_TOKENS,
+    ANTHROPIC_DEFAULT_MODEL, ANTHROPIC_VERSION,
+};
 pub use http::{classify_http, SseEvent, SseParser, MAX_SSE_LINE};
 pub use test::{TestHarness, TestStep, TestTurn};
 
@@ -151,8 +160,11 @@ pub enum HarnessConfigError {
     #[error("the manifest has no [harness]; add one, e.g. [harness] provider = \"anthropic\"")]
     Missing,
     /// The provider is known but this build does not implement it yet.
-    #[error("[harness] provider = {0:?} is not supported yet by this build of loom (supported: \"test\")")]
+    #[error("[harness] provider = {0:?} is not supported yet by this build of loom (supported: \"anthropic\", \"test\")")]
     NotSupported(String),
+    /// The provider needs a secret the chain does not hold.
+    #[error("[harness] needs the secret {0}: set it in the environment ({0}=… or LOOM_{0}=…), a .loom-secrets file next to the manifest, or your secrets.toml")]
+    MissingSecret(String),
     /// The config is wrong.
     #[error("[harness]: {0}")]
     Invalid(String),
@@ -165,7 +177,7 @@ pub const DEFAULT_MAX_TURN_REQUESTS: u32 = 16;
 /// standard chain); a harness never reads the environment for them itself.
 pub fn build_harness(
     harness: Option<&loom_kernel::Harness>,
-    _secrets: &crate::secrets::SecretChain,
+    secrets: &crate::secrets::SecretChain,
 ) -> Result<(std::sync::Arc<dyn Harness>, u32), HarnessConfigError> {
     let h = harness.ok_or(HarnessConfigError::Missing)?;
     let max = match h.config.get("maxTurnRequests") {
@@ -181,6 +193,10 @@ pub fn build_harness(
     match h.provider.as_str() {
         "test" => Ok((
             std::sync::Arc::new(TestHarness::from_config(&h.config)?),
+            max,
+        )),
+        "anthropic" => Ok((
+            std::sync::Arc::new(AnthropicHarness::from_config(&h.config, secrets)?),
             max,
         )),
         other => Err(HarnessConfigError::NotSupported(other.to_string())),
@@ -235,14 +251,17 @@ mod tests {
     #[test]
     fn unsupported_providers_are_named() {
         let h = loom_kernel::Harness {
-            provider: "anthropic".into(),
+            provider: "small-model-of-parent".into(),
             config: toml::Table::new(),
         };
         let err = build_harness(Some(&h), &crate::secrets::SecretChain::default())
             .err()
             .map(|e| e.to_string())
             .unwrap_or_default();
-        assert!(err.contains("\"anthropic\" is not supported yet"), "{err}");
+        assert!(
+            err.contains("\"small-model-of-parent\" is not supported yet"),
+            "{err}"
+        );
         assert!(matches!(
             build_harness(None, &crate::secrets::SecretChain::default()),
             Err(HarnessConfigError::Missing)

@@ -1,0 +1,696 @@
+//! The `anthropic` harness: the pure config/body/decoder pieces, then the real HTTP path against a fake Messages API
+//! on loopback that replays the API's event sequences verbatim — asserting what loom parsed and what it sent.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use futures::StreamExt;
+use loom_kernel::{AlgebraKind, Grant, PathCtx};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use super::*;
+use crate::agent::{Agent, AgentParts, ToolSlot};
+use crate::harness::fake_server::{FakeServer, Reply};
+use crate::harness::SseParser;
+use crate::model::{Message, ToolSpec};
+use crate::retry::Sleeper;
+use crate::session::{Chain, MemoryLayer};
+use crate::tools::{builtin_tool, SandboxEnv, ToolEnv};
+use crate::update::TurnStop;
+
+const KEY: &str = "sk-ant-test-0123456789-secret";
+
+/// A plain text answer, as the API streams it (ping included).
+const TEXT_STREAM: &str = r#"event: message_start
+data: {"type":"message_start","message":{"id":"msg_01XFDUDYJgAACzvnptvVoYEL","type":"message","role":"assistant","content":[],"model":"claude-sonnet-4-5-20250929","stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":25,"output_tokens":1}}}
+
+event: content_block_start
+data: {"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}
+
+event: ping
+data: {"type": "ping"}
+
+event: content_block_delta
+data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hello"}}
+
+event: content_block_delta
+data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"!"}}
+
+event: content_block_stop
+data: {"type":"content_block_stop","index":0}
+
+event: message_delta
+data: {"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":15}}
+
+event: message_stop
+data: {"type":"message_stop"}
+
+"#;
+
+/// Thinking with a signature, some text, then a tool_use whose input arrives in several fragments.
+const TOOL_STREAM: &str = r#"event: message_start
+data: {"type":"message_start","message":{"id":"msg_014p7gG3wDgGV9EUtLvnow3U","type":"message","role":"assistant","model":"claude-sonnet-4-5-20250929","stop_sequence":null,"usage":{"input_tokens":472,"output_tokens":2},"content":[],"stop_reason":null}}
+
+event: content_block_start
+data: {"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":""}}
+
+event: content_block_delta
+data: {"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"I should read "}}
+
+event: content_block_delta
+data: {"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"the file."}}
+
+event: content_block_delta
+data: {"type":"content_block_delta","index":0,"delta":{"type":"signature_delta","signature":"EqQBCgIYAhIM1gbcDa9GJwZA2b3hGgxBdjrkzLoky3dl1pkiMOYds"}}
+
+event: content_block_stop
+data: {"type":"content_block_stop","index":0}
+
+event: content_block_start
+data: {"type":"content_block_start","index":1,"content_block":{"type":"text","text":""}}
+
+event: content_block_delta
+data: {"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"Let me look."}}
+
+event: content_block_stop
+data: {"type":"content_block_stop","index":1}
+
+event: content_block_start
+data: {"type":"content_block_start","index":2,"content_block":{"type":"tool_use","id":"toolu_01T1x1fJ34qAmk2tNTrN7Up6","name":"read_file","input":{}}}
+
+event: content_block_delta
+data: {"type":"content_block_delta","index":2,"delta":{"type":"input_json_delta","partial_json":""}}
+
+event: content_block_delta
+data: {"type":"content_block_delta","index":2,"delta":{"type":"input_json_delta","partial_json":"{\"pa"}}
+
+event: content_block_delta
+data: {"type":"content_block_delta","index":2,"delta":{"type":"input_json_delta","partial_json":"th\": \"not"}}
+
+event: content_block_delta
+data: {"type":"content_block_delta","index":2,"delta":{"type":"input_json_delta","partial_json":"es.txt\"}"}}
+
+event: content_block_stop
+data: {"type":"content_block_stop","index":2}
+
+event: message_delta
+data: {"type":"message_delta","delta":{"stop_reason":"tool_use","stop_sequence":null},"usage":{"output_tokens":89}}
+
+event: message_stop
+data: {"type":"message_stop"}
+
+"#;
+
+fn config(base: &str) -> AnthropicConfig {
+    let t: toml::Table =
+        toml::from_str(&format!("model = \"claude-test\"\napiBase = \"{base}\"")).unwrap();
+    AnthropicConfig::from_config(&t).unwrap()
+}
+
+fn harness(base: &str) -> Arc<AnthropicHarness> {
+    Arc::new(AnthropicHarness::new(config(base), Secret::new(KEY)).unwrap())
+}
+
+fn decode_all(text: &str) -> Vec<Result<ModelEvent, HarnessError>> {
+    let mut p = SseParser::default();
+    let mut d = AnthropicDecoder::default();
+    p.feed(text.as_bytes())
+        .unwrap()
+        .into_iter()
+        .flat_map(|e| d.decode(&e))
+        .collect()
+}
+
+async fn collect(h: &AnthropicHarness, req: ModelRequest) -> Vec<Result<ModelEvent, HarnessError>> {
+    let s = h.stream(req, CancellationToken::new()).await.unwrap();
+    s.collect().await
+}
+
+fn hello() -> ModelRequest {
+    ModelRequest {
+        system: vec!["You are terse.".into(), "Project notes.".into()],
+        messages: vec![Message::user_text("hi")],
+        tools: vec![ToolSpec {
+            name: "read_file".into(),
+            description: "Reads a file.".into(),
+            input_schema: json!({"type": "object", "properties": {"path": {"type": "string"}}}),
+        }],
+        ..ModelRequest::default()
+    }
+}
+
+#[test]
+fn config_defaults_follow_the_seed_and_bad_values_are_named() {
+    let c = AnthropicConfig::from_config(&toml::Table::new()).unwrap();
+    assert_eq!(
+        c,
+        AnthropicConfig {
+            model: "claude-sonnet-4-5-latest".into(),
+            api_base: "https://api.anthropic.com".into(),
+            max_tokens: 4096,
+            stream: true,
+        }
+    );
+    for (text, needle) in [
+        ("maxTokens = 0", "maxTokens must be a positive integer"),
+        ("stream = \"yes\"", "stream must be true or false"),
+        (
+            "apiBase = \"api.anthropic.com\"",
+            "must start with https://",
+        ),
+        ("modle = \"x\"", "unknown key \"modle\""),
+    ] {
+        let t: toml::Table = toml::from_str(text).unwrap();
+        let err = AnthropicConfig::from_config(&t).unwrap_err().to_string();
+        assert!(err.contains(needle), "{text}: {err}");
+    }
+    let t: toml::Table = toml::from_str("apiBase = \"http://127.0.0.1:9/\"").unwrap();
+    assert_eq!(
+        AnthropicConfig::from_config(&t).unwrap().api_base,
+        "http://127.0.0.1:9"
+    );
+}
+
+#[test]
+fn a_missing_key_names_the_secret_and_how_to_set_it() {
+    let h = loom_kernel::Harness {
+        provider: "anthropic".into(),
+        config: toml::Table::new(),
+    };
+    let err = crate::harness::build_harness(Some(&h), &SecretChain::default())
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(err.contains("ANTHROPIC_API_KEY"), "{err}");
+    let chain = SecretChain::standard(
+        BTreeMap::from([(ANTHROPIC_API_KEY.to_string(), Secret::new(KEY))]),
+        std::path::Path::new("/nonexistent"),
+        std::path::Path::new("/nonexistent"),
+        &BTreeMap::new(),
+    )
+    .unwrap();
+    let (h, max) = crate::harness::build_harness(Some(&h), &chain).unwrap();
+    assert_eq!((h.name(), max), ("anthropic", 16));
+    assert!(!format!("{:?}", harness("http://x")).contains(KEY));
+}
+
+#[test]
+fn the_body_maps_every_block_kind() {
+    let mut req = hello();
+    req.messages = vec![
+        Message::user_text("read notes.txt"),
+        Message {
+            role: Role::Assistant,
+            content: vec![
+                ContentBlock::Thinking {
+                    text: "hmm".into(),
+                    signature: Some("sig".into()),
+                },
+                ContentBlock::Thinking {
+                    text: "unsigned thoughts cannot be replayed".into(),
+                    signature: None,
+                },
+                ContentBlock::Text {
+                    text: String::new(),
+                },
+                ContentBlock::Text {
+                    text: "Let me look.".into(),
+                },
+                ContentBlock::ToolUse {
+                    id: "t1".into(),
+                    name: "read_file".into(),
+                    input: json!({"path": "notes.txt"}),
+                },
+                ContentBlock::ToolUse {
+                    id: "t2".into(),
+                    name: "read_file".into(),
+                    input: json!("{\"path\": "),
+                },
+            ],
+        },
+        Message {
+            role: Role::User,
+            content: vec![
+                ContentBlock::ToolResult {
+                    tool_use_id: "t1".into(),
+                    content: "hi".into(),
+                    is_error: false,
+                },
+                ContentBlock::ToolResult {
+                    tool_use_id: "t2".into(),
+                    content: "invalid JSON".into(),
+                    is_error: true,
+                },
+            ],
+        },
+        Message {
+            role: Role::Assistant,
+            content: vec![ContentBlock::Text {
+                text: String::new(),
+            }],
+        },
+    ];
+    let body = request_body(&req, &config("http://x"));
+    assert_eq!(
+        body,
+        json!({
+            "model": "claude-test",
+            "max_tokens": 4096,
+            "messages": [
+                {"role": "user", "content": [{"type": "text", "text": "read notes.txt"}]},
+                {"role": "assistant", "content": [
+                    {"type": "thinking", "thinking": "hmm", "signature": "sig"},
+                    {"type": "text", "text": "Let me look."},
+                    {"type": "tool_use", "id": "t1", "name": "read_file", "input": {"path": "notes.txt"}},
+                    {"type": "tool_use", "id": "t2", "name": "read_file", "input": {"_raw": "{\"path\": "}},
+                ]},
+                {"role": "user", "content": [
+                    {"type": "tool_result", "tool_use_id": "t1", "content": "hi", "is_error": false},
+                    {"type": "tool_result", "tool_use_id": "t2", "content": "invalid JSON", "is_error": true},
+                ]},
+            ],
+            "system": [{"type": "text", "text": "You are terse."}, {"type": "text", "text": "Project notes."}],
+            "tools": [{"name": "read_file", "description": "Reads a file.",
+                       "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}}}],
+            "stream": true,
+        })
+    );
+}
+
+#[test]
+fn the_tool_stream_decodes_at_every_split_point() {
+    let whole = decode_all(TOOL_STREAM);
+    let expected = vec![
+        ModelEvent::MessageStart {
+            message_id: "msg_014p7gG3wDgGV9EUtLvnow3U".into(),
+        },
+        ModelEvent::Usage(Usage {
+            input_tokens: 472,
+            output_tokens: 2,
+        }),
+        ModelEvent::ThinkingDelta("I should read ".into()),
+        ModelEvent::ThinkingDelta("the file.".into()),
+        ModelEvent::ThinkingSignature(
+            "EqQBCgIYAhIM1gbcDa9GJwZA2b3hGgxBdjrkzLoky3dl1pkiMOYds".into(),
+        ),
+        ModelEvent::TextDelta("Let me look.".into()),
+        ModelEvent::ToolUseStart {
+            id: "toolu_01T1x1fJ34qAmk2tNTrN7Up6".into(),
+            name: "read_file".into(),
+        },
+        ModelEvent::ToolUseInputDelta {
+            id: "toolu_01T1x1fJ34qAmk2tNTrN7Up6".into(),
+            partial_json: String::new(),
+        },
+        ModelEvent::ToolUseInputDelta {
+            id: "toolu_01T1x1fJ34qAmk2tNTrN7Up6".into(),
+            partial_json: "{\"pa".into(),
+        },
+        ModelEvent::ToolUseInputDelta {
+            id: "toolu_01T1x1fJ34qAmk2tNTrN7Up6".into(),
+            partial_json: "th\": \"not".into(),
+        },
+        ModelEvent::ToolUseInputDelta {
+            id: "toolu_01T1x1fJ34qAmk2tNTrN7Up6".into(),
+            partial_json: "es.txt\"}".into(),
+        },
+        ModelEvent::ToolUseEnd {
+            id: "toolu_01T1x1fJ34qAmk2tNTrN7Up6".into(),
+        },
+        ModelEvent::Usage(Usage {
+            input_tokens: 472,
+            output_tokens: 89,
+        }),
+        ModelEvent::MessageEnd {
+            stop_reason: StopReason::ToolUse,
+        },
+    ];
+    assert_eq!(
+        whole.into_iter().collect::<Result<Vec<_>, _>>().unwrap(),
+        expected
+    );
+    let bytes = TOOL_STREAM.as_bytes();
+    for split in (0..bytes.len()).step_by(7) {
+        let mut p = SseParser::default();
+        let mut d = AnthropicDecoder::default();
+        let mut got = Vec::new();
+        for part in [&bytes[..split], &bytes[split..]] {
+            for e in p.feed(part).unwrap() {
+                got.extend(d.decode(&e).into_iter().map(Result::unwrap));
+            }
+        }
+        assert_eq!(got, expected, "split at {split}");
+        assert!(d.done() && d.finish().is_none());
+    }
+}
+
+#[test]
+fn a_complete_message_decodes_like_its_stream() {
+    let msg = json!({
+        "id": "msg_1", "type": "message", "role": "assistant", "model": "claude-test",
+        "content": [
+            {"type": "text", "text": "Reading."},
+            {"type": "tool_use", "id": "toolu_1", "name": "read_file", "input": {"path": "a"}},
+        ],
+        "stop_reason": "tool_use", "stop_sequence": null,
+        "usage": {"input_tokens": 10, "output_tokens": 5},
+    });
+    let got: Vec<ModelEvent> = AnthropicDecoder::default()
+        .decode_message(&msg)
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    assert!(got.contains(&ModelEvent::TextDelta("Reading.".into())));
+    assert!(got.contains(&ModelEvent::ToolUseInputDelta {
+        id: "toolu_1".into(),
+        partial_json: "{\"path\":\"a\"}".into()
+    }));
+    assert_eq!(
+        got.last(),
+        Some(&ModelEvent::MessageEnd {
+            stop_reason: StopReason::ToolUse
+        })
+    );
+}
+
+#[tokio::test]
+async fn text_streams_and_the_request_carries_key_version_and_body() {
+    let server = FakeServer::start(vec![Reply::sse(TEXT_STREAM)]).await;
+    let h = harness(&server.base);
+    let events: Vec<ModelEvent> = collect(&h, hello())
+        .await
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    let text: String = events
+        .iter()
+        .filter_map(|e| match e {
+            ModelEvent::TextDelta(t) => Some(t.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(text, "Hello!");
+    assert_eq!(
+        events.last(),
+        Some(&ModelEvent::MessageEnd {
+            stop_reason: StopReason::EndTurn
+        })
+    );
+    assert!(events.contains(&ModelEvent::Usage(Usage {
+        input_tokens: 25,
+        output_tokens: 15
+    })));
+    let reqs = server.requests();
+    assert_eq!(reqs.len(), 1);
+    let r = &reqs[0];
+    assert_eq!(
+        (r.method.as_str(), r.path.as_str()),
+        ("POST", "/v1/messages")
+    );
+    assert_eq!(r.header("x-api-key"), Some(KEY));
+    assert_eq!(r.header("anthropic-version"), Some("2023-06-01"));
+    assert_eq!(r.header("content-type"), Some("application/json"));
+    assert_eq!(r.body, request_body(&hello(), &config("http://x")));
+    assert_eq!(r.body["stream"], json!(true));
+    assert_eq!(r.body["max_tokens"], json!(4096));
+}
+
+#[tokio::test]
+async fn http_failures_are_classified_and_never_echo_the_key() {
+    let server = FakeServer::start(vec![
+        Reply::json(
+            529,
+            &[],
+            r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#,
+        ),
+        Reply::json(
+            401,
+            &[],
+            r#"{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key"}}"#,
+        ),
+        Reply::json(
+            400,
+            &[],
+            r#"{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 210000 tokens > 200000 maximum"}}"#,
+        ),
+        Reply::json(
+            429,
+            &[("retry-after", "7")],
+            r#"{"type":"error","error":{"type":"rate_limit_error","message":"slow down"}}"#,
+        ),
+        Reply::json(500, &[], r#"{"type":"error","error":{"type":"api_error"}}"#),
+    ])
+    .await;
+    let h = harness(&server.base);
+    let mut errs = Vec::new();
+    for _ in 0..5 {
+        match h.stream(hello(), CancellationToken::new()).await {
+            Err(e) => errs.push(e),
+            Ok(_) => panic!("expected an error"),
+        }
+    }
+    assert!(
+        matches!(errs[0], HarnessError::Overloaded { .. }),
+        "{errs:?}"
+    );
+    assert!(matches!(errs[1], HarnessError::Auth { .. }), "{errs:?}");
+    assert!(
+        matches!(errs[2], HarnessError::ContextOverflow { .. }),
+        "{errs:?}"
+    );
+    assert_eq!(errs[3].retry_after(), Some(Duration::from_secs(7)));
+    assert!(matches!(errs[3], HarnessError::RateLimited { .. }));
+    assert!(matches!(errs[4], HarnessError::Http { status: 500, .. }));
+    assert!(errs[4].is_retryable() && !errs[1].is_retryable());
+    for e in &errs {
+        assert!(!e.to_string().contains(KEY) && !format!("{e:?}").contains(KEY));
+    }
+    // nothing listens: a network error, retryable, without the key
+    let dead = harness("http://127.0.0.1:9");
+    let err = dead
+        .stream(hello(), CancellationToken::new())
+        .await
+        .err()
+        .unwrap();
+    assert!(matches!(err, HarnessError::Network { .. }), "{err:?}");
+    assert!(!err.to_string().contains(KEY));
+}
+
+#[tokio::test]
+async fn an_error_event_after_200_is_classified_and_ends_the_stream() {
+    let mid = TEXT_STREAM.split("event: content_block_stop").next().unwrap().to_string()
+        + "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n"
+        + "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n";
+    let server = FakeServer::start(vec![Reply::sse(&mid)]).await;
+    let got = collect(&harness(&server.base), hello()).await;
+    assert!(matches!(got[0], Ok(ModelEvent::MessageStart { .. })));
+    assert!(got.contains(&Ok(ModelEvent::TextDelta("Hello".into()))));
+    assert!(
+        matches!(got.last(), Some(Err(HarnessError::Overloaded { .. }))),
+        "{got:?}"
+    );
+    assert_eq!(got.iter().filter(|e| e.is_err()).count(), 1);
+}
+
+#[tokio::test]
+async fn a_stream_cut_mid_message_and_garbage_are_clear_errors() {
+    let cut = TOOL_STREAM
+        .split("event: content_block_stop")
+        .take(3)
+        .collect::<Vec<_>>()
+        .join("event: content_block_stop");
+    let server = FakeServer::start(vec![
+        Reply::sse(&cut),
+        Reply::raw(b"\x00\x01garbage \xff\xfe not an event stream\n\n"),
+        Reply::raw(b"data: {not json\n\n"),
+        Reply::raw(b"<html>502 Bad Gateway</html>"),
+        Reply::sse("event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"x\"}}\n\n"),
+    ])
+    .await;
+    let h = harness(&server.base);
+    let got = collect(&h, hello()).await;
+    assert!(got
+        .iter()
+        .any(|e| matches!(e, Ok(ModelEvent::ToolUseStart { .. }))));
+    match got.last() {
+        Some(Err(HarnessError::Network { message })) => {
+            assert!(message.contains("closed mid-message"), "{message}")
+        }
+        other => panic!("expected a network error, got {other:?}"),
+    }
+    for _ in 0..4 {
+        let got = collect(&h, hello()).await;
+        assert_eq!(got.len(), 1, "{got:?}");
+        assert!(
+            matches!(got[0], Err(HarnessError::Protocol { .. })),
+            "{got:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn cancel_ends_a_stalled_stream() {
+    let head = TEXT_STREAM.split("event: ping").next().unwrap();
+    let mut reply = Reply::sse(head);
+    reply.hang = true;
+    let server = FakeServer::start(vec![reply]).await;
+    let h = harness(&server.base);
+    let cancel = CancellationToken::new();
+    let mut s = h.stream(hello(), cancel.clone()).await.unwrap();
+    assert!(matches!(
+        s.next().await,
+        Some(Ok(ModelEvent::MessageStart { .. }))
+    ));
+    assert!(matches!(s.next().await, Some(Ok(ModelEvent::Usage(_)))));
+    cancel.cancel();
+    assert_eq!(s.next().await, Some(Err(HarnessError::Cancelled)));
+    assert_eq!(s.next().await, None);
+}
+
+struct Recorder(Arc<Mutex<Vec<Duration>>>);
+
+impl Sleeper for Recorder {
+    fn sleep(&self, d: Duration) -> BoxFuture<'static, ()> {
+        self.0.lock().unwrap().push(d);
+        Box::pin(async {})
+    }
+}
+
+/// An agent over `dir` with a `read_file` tool granted `./`, the harness, and a recording clock.
+fn agent(dir: &std::path::Path, h: Arc<dyn Harness>) -> (Agent, Arc<Mutex<Vec<Duration>>>) {
+    let cwd = std::fs::canonicalize(dir).unwrap();
+    let ctx = PathCtx::new(cwd.to_string_lossy().into_owned(), None);
+    let t: toml::Table = toml::from_str("g = { paths = [\"./\"] }").unwrap();
+    let g = Grant::from_toml(&t["g"]).unwrap();
+    let env = ToolEnv {
+        instance: "read_file".into(),
+        grant: g.clone(),
+        ctx: ctx.clone(),
+        cwd,
+    };
+    let mut parts = AgentParts::new(
+        h,
+        Chain::new(vec![Box::new(MemoryLayer::default())]).unwrap(),
+        ctx,
+    );
+    parts.tools.insert(
+        "read_file".into(),
+        ToolSlot {
+            tool: builtin_tool("read_file", env, &SandboxEnv::default()).unwrap(),
+            algebra: AlgebraKind::for_builtin("read_file"),
+            grant: g,
+        },
+    );
+    let slept = Arc::new(Mutex::new(Vec::new()));
+    parts.sleeper = Arc::new(Recorder(slept.clone()));
+    (Agent::new(parts), slept)
+}
+
+#[tokio::test]
+async fn a_tool_call_runs_through_the_kernel_and_its_result_goes_back() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("notes.txt"), "the notes say hi").unwrap();
+    let server = FakeServer::start(vec![Reply::sse(TOOL_STREAM), Reply::sse(TEXT_STREAM)]).await;
+    let (agent, _) = agent(dir.path(), harness(&server.base));
+    let out = agent
+        .prompt("read notes.txt", CancellationToken::new())
+        .await;
+    assert_eq!(
+        (out.stop, out.final_text.as_str()),
+        (TurnStop::EndTurn, "Hello!"),
+        "{out:?}"
+    );
+    let reqs = server.requests();
+    assert_eq!(reqs.len(), 2);
+    assert_eq!(
+        reqs[0].body["messages"],
+        json!([{"role": "user", "content": [{"type": "text", "text": "read notes.txt"}]}])
+    );
+    assert_eq!(reqs[0].body["tools"][0]["name"], json!("read_file"));
+    let msgs = reqs[1].body["messages"].as_array().unwrap();
+    assert_eq!(msgs.len(), 3, "{msgs:#?}");
+    let assistant = &msgs[1];
+    assert_eq!(assistant["role"], json!("assistant"));
+    let tool_use = assistant["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["type"] == "tool_use")
+        .unwrap();
+    assert_eq!(
+        tool_use,
+        &json!({"type": "tool_use", "id": "toolu_01T1x1fJ34qAmk2tNTrN7Up6", "name": "read_file",
+                "input": {"path": "notes.txt"}})
+    );
+    assert!(assistant["content"]
+        .as_array()
+        .unwrap()
+        .contains(&json!({"type": "text", "text": "Let me look."})));
+    assert_eq!(
+        msgs[2],
+        json!({"role": "user", "content": [{"type": "tool_result",
+            "tool_use_id": "toolu_01T1x1fJ34qAmk2tNTrN7Up6", "content": "the notes say hi", "is_error": false}]})
+    );
+}
+
+#[tokio::test]
+async fn invalid_tool_json_is_an_error_result_not_a_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = TOOL_STREAM.replace(r#"es.txt\"}"#, r#"es.txt"#);
+    let server = FakeServer::start(vec![Reply::sse(&bad), Reply::sse(TEXT_STREAM)]).await;
+    let (agent, _) = agent(dir.path(), harness(&server.base));
+    let out = agent
+        .prompt("read notes.txt", CancellationToken::new())
+        .await;
+    assert_eq!(out.stop, TurnStop::EndTurn, "{out:?}");
+    let reqs = server.requests();
+    let result = &reqs[1].body["messages"][2]["content"][0];
+    assert_eq!(result["type"], json!("tool_result"));
+    assert_eq!(result["is_error"], json!(true), "{result}");
+    let tool_use = reqs[1].body["messages"][1]["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["type"] == "tool_use")
+        .cloned()
+        .unwrap();
+    assert!(tool_use["input"].is_object(), "{tool_use}");
+}
+
+#[tokio::test]
+async fn a_429_waits_the_providers_hint_on_the_injected_clock_then_succeeds() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = FakeServer::start(vec![
+        Reply::json(
+            429,
+            &[("retry-after", "3")],
+            r#"{"type":"error","error":{"type":"rate_limit_error","message":"Number of request tokens has exceeded your per-minute rate limit"}}"#,
+        ),
+        Reply::json(
+            529,
+            &[("retry-after-ms", "250")],
+            r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#,
+        ),
+        Reply::sse(TEXT_STREAM),
+    ])
+    .await;
+    let (agent, slept) = agent(dir.path(), harness(&server.base));
+    let out = agent.prompt("hi", CancellationToken::new()).await;
+    assert_eq!(
+        (out.stop, out.final_text.as_str()),
+        (TurnStop::EndTurn, "Hello!")
+    );
+    assert_eq!(
+        *slept.lock().unwrap(),
+        vec![Duration::from_secs(3), Duration::from_millis(250)]
+    );
+    let reqs = server.requests();
+    assert_eq!(reqs.len(), 3);
+    assert_eq!(
+        reqs[0].body, reqs[2].body,
+        "a retry resends the same request"
+    );
+}
