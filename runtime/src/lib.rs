@@ -75,6 +75,10 @@ pub use harness::{
     HarnessError, SseEvent, SseParser, TestHarness, TestStep, TestTurn, DEFAULT_MAX_TURN_REQUESTS,
     MAX_SSE_LINE,
 };
+pub use harness::{
+    chat_request_body, ChatDecoder, OpenAiChatConfig, OpenAiChatHarness, OPENAI_API_KEY,
+    OPENAI_DEFAULT_API_BASE, OPENAI_DEFAULT_MODEL,
+};
 pub use load::{
     env_map, load_manifest, path_ctx, read_text, FsLoader, LoadError, Loaded, MAX_MANIFEST_BYTES,
 };

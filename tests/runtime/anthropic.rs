@@ -58,10 +58,10 @@ data: {"type":"message_stop"}
 "#;
 
 /// (headers lower-cased, JSON body) of each request.
-type Seen = Arc<Mutex<Vec<(Vec<(String, String)>, serde_json::Value)>>>;
+pub type Seen = Arc<Mutex<Vec<(Vec<(String, String)>, serde_json::Value)>>>;
 
 /// Serves `replies` (event streams), one per connection, on a background thread; returns the base URL.
-fn serve(replies: Vec<&'static str>) -> (String, Seen) {
+pub fn serve(replies: Vec<&'static str>) -> (String, Seen) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     let seen: Seen = Arc::new(Mutex::new(Vec::new()));

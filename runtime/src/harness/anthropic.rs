@@ -338,13 +338,15 @@ impl AnthropicDecoder {
                         t @ ("text_delta" | "thinking_delta" | "signature_delta"
                         | "input_json_delta"),
                         b,
-                    ) => return Err(protocol(format!(
+                    ) => {
+                        return Err(protocol(format!(
                         "the Anthropic stream sent a {t} for content block {index}, which is {}",
                         match b {
                             None => "not open".to_string(),
                             Some(b) => format!("a {b:?} block"),
                         }
-                    ))),
+                    )))
+                    }
                     // newer delta kinds (citations, …) carry nothing this runtime shows
                     _ => {}
                 }
@@ -432,18 +434,20 @@ impl Decoder for AnthropicDecoder {
         self.finished
     }
 
-    fn finish(&mut self) -> Option<HarnessError> {
+    fn finish(&mut self) -> Vec<Result<ModelEvent, HarnessError>> {
         if self.finished {
-            None
-        } else if !self.started {
-            Some(protocol(
-                "the provider closed the response without sending a message; is apiBase an Anthropic Messages API endpoint?",
-            ))
-        } else {
-            Some(HarnessError::Network {
-                message: "the connection closed mid-message (no message_stop)".into(),
-            })
+            return Vec::new();
         }
+        let err = if !self.started {
+            protocol(
+                "the provider closed the response without sending a message; is apiBase an Anthropic Messages API endpoint?",
+            )
+        } else {
+            HarnessError::Network {
+                message: "the connection closed mid-message (no message_stop)".into(),
+            }
+        };
+        vec![Err(err)]
     }
 }
 

@@ -27,8 +27,9 @@ pub(crate) trait Decoder: Send + 'static {
     fn event(&mut self, event: SseEvent) -> Vec<Result<ModelEvent, HarnessError>>;
     /// True once the message is complete: nothing after this point is read.
     fn done(&self) -> bool;
-    /// The body ended; the error to report when the message was not complete.
-    fn finish(&mut self) -> Option<HarnessError>;
+    /// The body ended: the last events (a provider may end a message by closing the stream), or the error to
+    /// report when the message was not complete.
+    fn finish(&mut self) -> Vec<Result<ModelEvent, HarnessError>>;
 }
 
 /// A client for provider APIs: rustls, a connect timeout, no overall timeout (streams may be long).
@@ -194,8 +195,10 @@ pub(crate) fn sse_stream<D: Decoder>(
             };
             match next {
                 None => {
+                    // the body ended: what the decoder still has is drained above, then the stream ends
+                    let last = st.decoder.finish();
+                    st.pending.extend(last);
                     st.closed = true;
-                    return st.decoder.finish().map(|e| (Err(e), st));
                 }
                 Some(Err(e)) => {
                     st.closed = true;

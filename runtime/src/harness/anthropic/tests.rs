@@ -343,7 +343,7 @@ fn the_tool_stream_decodes_at_every_split_point() {
             }
         }
         assert_eq!(got, expected, "split at {split}");
-        assert!(d.done() && d.finish().is_none());
+        assert!(d.done() && d.finish().is_empty());
     }
 }
 
