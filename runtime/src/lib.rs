@@ -79,6 +79,7 @@ pub use harness::{
     chat_request_body, ChatDecoder, OpenAiChatConfig, OpenAiChatHarness, OPENAI_API_KEY,
     OPENAI_DEFAULT_API_BASE, OPENAI_DEFAULT_MODEL,
 };
+pub use harness::{responses_request_body, OpenAiConfig, OpenAiHarness, ResponsesDecoder};
 pub use load::{
     env_map, load_manifest, path_ctx, read_text, FsLoader, LoadError, Loaded, MAX_MANIFEST_BYTES,
 };

@@ -15,6 +15,7 @@ mod client;
 #[cfg(test)]
 mod fake_server;
 mod http;
+mod openai;
 mod openai_chat;
 mod test;
 
@@ -33,6 +34,7 @@ pub use anthropic::{
     ANTHROPIC_DEFAULT_MODEL, ANTHROPIC_VERSION,
 };
 pub use http::{classify_http, SseEvent, SseParser, MAX_SSE_LINE};
+pub use openai::{responses_request_body, OpenAiConfig, OpenAiHarness, ResponsesDecoder};
 pub use openai_chat::{
     chat_request_body, ChatDecoder, OpenAiChatConfig, OpenAiChatHarness, OPENAI_API_KEY,
     OPENAI_DEFAULT_API_BASE, OPENAI_DEFAULT_MODEL,
@@ -165,7 +167,7 @@ pub enum HarnessConfigError {
     #[error("the manifest has no [harness]; add one, e.g. [harness] provider = \"anthropic\"")]
     Missing,
     /// The provider is known but this build does not implement it yet.
-    #[error("[harness] provider = {0:?} is not supported yet by this build of loom (supported: \"anthropic\", \"openai-chat\", \"test\")")]
+    #[error("[harness] provider = {0:?} is not supported yet by this build of loom (supported: \"anthropic\", \"openai\", \"openai-chat\", \"test\")")]
     NotSupported(String),
     /// The provider needs a secret the chain does not hold.
     #[error("[harness] needs the secret {0}: set it in the environment ({0}=… or LOOM_{0}=…), a .loom-secrets file next to the manifest, or your secrets.toml")]
@@ -202,6 +204,10 @@ pub fn build_harness(
         )),
         "anthropic" => Ok((
             std::sync::Arc::new(AnthropicHarness::from_config(&h.config, secrets)?),
+            max,
+        )),
+        "openai" => Ok((
+            std::sync::Arc::new(OpenAiHarness::from_config(&h.config, secrets)?),
             max,
         )),
         "openai-chat" => Ok((
