@@ -124,7 +124,10 @@ fn unknown_and_malformed_calls_are_fed_back() {
 fn boot_refuses_what_it_does_not_implement_by_name() {
     let s = Scratch::new();
     for (text, want) in [
-        ("[agent]\nname = \"a\"\n[harness]\nprovider = \"anthropic\"\n", "provider = \"anthropic\" is not supported yet"),
+        (
+            "[agent]\nname = \"a\"\n[harness]\nprovider = \"small-model-of-parent\"\n",
+            "provider = \"small-model-of-parent\" is not supported yet",
+        ),
         (
             "[agent]\nname = \"a\"\n[harness]\nprovider = \"test\"\necho = true\n[session]\nlayers = [\"compacting\", \"in-memory\"]\n",
             "\"compacting\" layer is not supported yet",
