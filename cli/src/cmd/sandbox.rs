@@ -3,6 +3,10 @@
 //! Exit codes: the command's own status (signal death: 128 + signal number; a timeout kills the tree with SIGKILL,
 //! so 137); 1 when the grant is refused or the sandbox cannot be built (nothing ran); 2 for usage errors (including
 //! a grant that is not TOML); 127 when the command does not exist inside the sandbox.
+//!
+//! When the command runs under a general row (`commands = "*"`) of a capability set that also names commands, the
+//! command broker starts beside it exactly as the bash tool starts it: each named command, invoked by name anywhere
+//! inside (a pipeline, `bash -c`, an interpreter), runs under its own row (see loom-broker and broker/PROTOCOL.md).
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -54,6 +58,18 @@ struct RunArgs {
     /// Print the tier and what was enforced to stderr.
     #[arg(long, short)]
     verbose: bool,
+    /// Broker: calls running at once (default 8).
+    #[arg(long, value_name = "N", hide = true)]
+    broker_max_calls: Option<usize>,
+    /// Broker: calls waiting for a slot (default 64).
+    #[arg(long, value_name = "N", hide = true)]
+    broker_max_waiting: Option<usize>,
+    /// Broker: bytes of stdout + stderr per call (default 256 MiB).
+    #[arg(long, value_name = "BYTES", hide = true)]
+    broker_max_output: Option<u64>,
+    /// Broker: wall-clock limit per call, in milliseconds.
+    #[arg(long, value_name = "MS", hide = true)]
+    broker_timeout_ms: Option<u64>,
     /// The command and its arguments (after --).
     #[arg(
         required = true,
@@ -143,7 +159,7 @@ fn run_one(a: RunArgs) -> i32 {
         cwd: cwd.clone(),
         home,
     };
-    let profile = match build_profile(row, &ctx, &place, limits, &HostFs) {
+    let profile = match build_profile(row, &ctx, &place, limits.clone(), &HostFs) {
         Ok(p) => p,
         Err(e) => return fail(exit::FAILED, &e.to_string()),
     };
@@ -171,7 +187,22 @@ fn run_one(a: RunArgs) -> i32 {
         argv: &a.command,
         env,
     };
-    match spawn_sandboxed(&launch) {
+    let result =
+        if loom_kernel::is_general_row(row) && !loom_kernel::brokered_commands(&grant).is_empty() {
+            let config =
+                match broker_config(&a, &grant, &ctx, &place, tier, support, &inner_exe, &limits) {
+                    Ok(c) => c,
+                    Err(e) => return fail(exit::FAILED, &e),
+                };
+            match loom_broker::run_with_broker(config, &launch) {
+                Ok(o) => Ok(o),
+                Err(loom_broker::RunError::Spawn(e)) => Err(e),
+                Err(e) => return fail(exit::FAILED, &e.to_string()),
+            }
+        } else {
+            spawn_sandboxed(&launch)
+        };
+    match result {
         Ok(o) => {
             if a.verbose {
                 eprintln!(
@@ -192,4 +223,51 @@ fn run_one(a: RunArgs) -> i32 {
         }
         Err(e) => fail(e.exit_code(), &e.to_string()),
     }
+}
+
+/// The broker for a capability set whose general row runs the shell: per-command rows follow their commands into
+/// it (see loom-broker).
+#[allow(clippy::too_many_arguments)]
+fn broker_config(
+    a: &RunArgs,
+    grant: &loom_kernel::Grant,
+    ctx: &PathCtx,
+    place: &Place,
+    tier: Tier,
+    support: &loom_sandbox::HostSupport,
+    inner_exe: &std::path::Path,
+    limits: &Limits,
+) -> Result<loom_broker::BrokerConfig, String> {
+    let shim = loom_broker::shim_next_to_current_exe().map_err(|e| e.to_string())?;
+    let defaults = loom_broker::BrokerLimits::default();
+    Ok(loom_broker::BrokerConfig {
+        tool: "bash".into(),
+        grant: grant.clone(),
+        ctx: ctx.clone(),
+        home: place.home.clone(),
+        host_path: std::env::var_os("PATH").unwrap_or_default(),
+        host_env: std::env::vars_os().collect(),
+        backend: Some(loom_broker::Backend {
+            tier,
+            bwrap: support.bwrap.clone(),
+            bwrap_features: support.bwrap_features,
+            inner_exe: inner_exe.to_path_buf(),
+            limits: Limits {
+                timeout: None,
+                ..limits.clone()
+            },
+        }),
+        limits: loom_broker::BrokerLimits {
+            max_concurrent: a.broker_max_calls.unwrap_or(defaults.max_concurrent).max(1),
+            max_waiting: a.broker_max_waiting.unwrap_or(defaults.max_waiting),
+            max_output: a.broker_max_output.unwrap_or(defaults.max_output),
+            call_timeout: a
+                .broker_timeout_ms
+                .map(Duration::from_millis)
+                .or(limits.timeout),
+            ..defaults
+        },
+        shim,
+        tmp: std::env::temp_dir(),
+    })
 }
