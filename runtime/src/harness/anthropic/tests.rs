@@ -694,3 +694,54 @@ async fn a_429_waits_the_providers_hint_on_the_injected_clock_then_succeeds() {
         "a retry resends the same request"
     );
 }
+
+#[tokio::test]
+async fn stream_false_reads_one_json_message() {
+    let message = r#"{"id":"msg_01","type":"message","role":"assistant","model":"claude-test","content":[{"type":"text","text":"Whole answer."}],"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":12,"output_tokens":4}}"#;
+    let server = FakeServer::start(vec![Reply::json(200, &[], message)]).await;
+    let mut c = config(&server.base);
+    c.stream = false;
+    let h = AnthropicHarness::new(c, Secret::new(KEY)).unwrap();
+    let got: Vec<ModelEvent> = collect(&h, hello())
+        .await
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    assert!(got.contains(&ModelEvent::TextDelta("Whole answer.".into())));
+    assert_eq!(
+        got.last(),
+        Some(&ModelEvent::MessageEnd {
+            stop_reason: StopReason::EndTurn
+        })
+    );
+    assert_eq!(server.requests()[0].body.get("stream"), None);
+}
+
+#[tokio::test]
+async fn cancelling_a_turn_mid_stream_ends_it_as_cancelled() {
+    let dir = tempfile::tempdir().unwrap();
+    let head = TEXT_STREAM
+        .split("event: content_block_stop")
+        .next()
+        .unwrap();
+    let mut reply = Reply::sse(head);
+    reply.hang = true;
+    let server = FakeServer::start(vec![reply]).await;
+    let (agent, _) = agent(dir.path(), harness(&server.base));
+    let updates = agent.subscribe(crate::bus::Capacity::Unbounded);
+    let cancel = CancellationToken::new();
+    let c2 = cancel.clone();
+    // cancel once the first text chunk reached the subscribers: the stream is then stalled on the socket
+    tokio::spawn(async move {
+        loop {
+            match updates.try_recv() {
+                Some(crate::update::SessionUpdate::AgentMessageChunk(_)) => break,
+                Some(_) => {}
+                None => tokio::task::yield_now().await,
+            }
+        }
+        c2.cancel();
+    });
+    let out = agent.prompt("hi", cancel).await;
+    assert_eq!(out.stop, TurnStop::Cancelled, "{out:?}");
+}
