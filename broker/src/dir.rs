@@ -127,13 +127,20 @@ impl BrokerDir {
     }
 }
 
-impl Drop for BrokerDir {
-    fn drop(&mut self) {
+impl BrokerDir {
+    /// Removes the directory and everything in it (idempotent; errors are ignored).
+    pub fn remove(&self) {
         // The read-only subdirectories must become writable again before their entries can go.
         for sub in [self.bin(), self.neutral_cwd()] {
             let _ = std::fs::set_permissions(&sub, std::fs::Permissions::from_mode(0o700));
         }
         let _ = std::fs::remove_dir_all(&self.root);
+    }
+}
+
+impl Drop for BrokerDir {
+    fn drop(&mut self) {
+        self.remove();
     }
 }
 

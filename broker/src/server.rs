@@ -313,6 +313,9 @@ impl BrokerHandle {
         }
         // A call that registered just before the flag was set.
         self.shared.kill_all();
+        // Remove the directory now: connection threads still finishing hold the shared state, and the process may
+        // exit before they drop it.
+        self.shared.dir.remove();
     }
 }
 
