@@ -6,7 +6,6 @@
 //! general row never brokers, a path never brokers, a name no row lists never brokers.
 
 use super::{cwd_fits, is_general_row, rowed_commands};
-use crate::algebra::AlgebraKind;
 use crate::grant::{Grant, Row};
 use crate::path::PathCtx;
 
@@ -110,9 +109,8 @@ pub fn decide_brokered(
         });
     };
     let row = rows[*index].clone();
-    let alg = AlgebraKind::Bash.build(ctx);
     let cwd = ctx.normalize(cwd);
-    let cwd = (cwd.starts_with('/') && cwd_fits(alg.as_ref(), &row, &cwd)).then_some(cwd);
+    let cwd = (cwd.starts_with('/') && cwd_fits(ctx, &row, &cwd)).then_some(cwd);
     Ok(Brokered {
         index: *index,
         row,

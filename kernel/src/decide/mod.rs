@@ -113,13 +113,13 @@ pub fn decide(
     let alg = kind.build(ctx);
     match request {
         Request::Bash { command, cwd } => {
-            decide_bash(tool, ctx, alg.as_ref(), grant, plain_argv(command), Fallback::Shell, cwd)
+            decide_bash(tool, ctx, grant, plain_argv(command), Fallback::Shell, cwd)
         }
         Request::BashArgv { argv, cwd } => {
             if argv.is_empty() {
                 return deny(tool, format!("{tool}: an empty command line runs nothing"));
             }
-            decide_bash(tool, ctx, alg.as_ref(), grant, Some(argv.clone()), Fallback::Argv, cwd)
+            decide_bash(tool, ctx, grant, Some(argv.clone()), Fallback::Argv, cwd)
         }
         Request::File { path, access } => {
             let kind_name = match access {
@@ -193,11 +193,15 @@ pub fn is_general_row(row: &Row) -> bool {
 }
 
 /// Does `row` let a command run with working directory `cwd`? Rows with path kinds must contain it.
-fn cwd_fits(alg: &dyn Algebra, row: &Row, cwd: &str) -> bool {
+///
+/// Only the path kinds are compared: asking the bash algebra itself would also compare `env`, whose absence in the
+/// probe row means "tier 2", and wrongly refuse rows with an explicit `env`.
+fn cwd_fits(ctx: &PathCtx, row: &Row, cwd: &str) -> bool {
     if row.get("paths").is_none() && row.get("read_paths").is_none() {
         return true;
     }
-    alg.row_contains(row, &Row::from_pairs([("read_paths", Value::strs([cwd]))]))
+    let probe = Row::from_pairs([("read_paths", Value::strs([cwd]))]);
+    AlgebraKind::Files.build(ctx).row_contains(row, &probe)
 }
 
 /// How a bash call that no per-command row claims runs under a general row.
@@ -212,7 +216,6 @@ enum Fallback {
 fn decide_bash(
     tool: &str,
     ctx: &PathCtx,
-    alg: &dyn Algebra,
     grant: &Grant,
     argv: Option<Vec<String>>,
     fallback: Fallback,
@@ -236,7 +239,7 @@ fn decide_bash(
                 .enumerate()
                 .find(|(_, r)| rowed_commands(r).is_some_and(|cmds| cmds.contains(&name)));
             if let Some((i, row)) = rowed {
-                if !cwd_fits(alg, row, &cwd) {
+                if !cwd_fits(ctx, row, &cwd) {
                     return deny(tool, format!(
                         "{tool}: `{name}` may run only inside its own paths ({}), not in {cwd}; pass a cwd inside them",
                         row.to_toml()
@@ -254,7 +257,7 @@ fn decide_bash(
         .enumerate()
         .filter(|(_, r)| is_general_row(r))
         .collect();
-    if let Some((i, row)) = general.iter().find(|(_, r)| cwd_fits(alg, r, &cwd)) {
+    if let Some((i, row)) = general.iter().find(|(_, r)| cwd_fits(ctx, r, &cwd)) {
         let exec = match (fallback, &argv) {
             (Fallback::Argv, Some(argv)) => Exec::Argv(argv.clone()),
             _ => Exec::Shell,
@@ -276,7 +279,10 @@ fn decide_bash(
     if allowed.is_empty() {
         return deny(
             tool,
-            format!("{tool}: this grant runs no commands ({grant})"),
+            format!(
+                "{tool}: the grant {grant} grants nothing, so no command may run; grant a row such as \
+                 {{ commands = [\"ls\"], paths = [\"./\"] }}"
+            ),
         );
     }
     let list = allowed.join(", ");
@@ -423,6 +429,18 @@ mod tests {
         };
         assert!(d.reason.contains("is a path"), "{}", d.reason);
         assert!(!decide("bash", AlgebraKind::Bash, &ctx(), &only, &req(&[], "/w")).is_allowed());
+    }
+
+    #[test]
+    fn an_explicit_env_does_not_hide_the_cwd() {
+        // regression: the cwd probe must compare paths only, not the row's env
+        let grant = "[{ commands = \"*\", paths = [\"/w\"], env = [] }, { commands = [\"env\"], paths = [\"/w\"], env = [\"SECRET_*\"] }]";
+        assert!(bash(grant, "ls", "/w").is_allowed());
+        assert!(bash(grant, "env", "/w").is_allowed());
+        let Decision::Deny(d) = bash("{}", "ls", "/w") else {
+            panic!()
+        };
+        assert!(d.reason.contains("grants nothing"), "{}", d.reason);
     }
 
     #[test]
