@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-/// Why [`crate::Broker::start`] (or [`crate::run_with_broker`]) refused.
+/// Why [`crate::Broker::start`] (or [`crate::run_row`]) refused.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum BrokerError {

@@ -56,4 +56,4 @@ pub use error::BrokerError;
 pub use frame::{Frame, Request as WireRequest, MAX_PAYLOAD, VERSION};
 pub use peer::{descends_from, peer_cred, PeerCred};
 pub use server::{Backend, Broker, BrokerConfig, BrokerHandle, BrokerLimits};
-pub use shell::{run_with_broker, RunError};
+pub use shell::{run_row, RowRun, RunError};

@@ -19,13 +19,18 @@
 //! ## Example
 //! ```
 //! use loom_kernel::{Grant, PathCtx};
-//! use loom_sandbox::{build_profile, select_row, Limits, Place, HostFs, Selected};
+//! use loom_kernel::{decide, AlgebraKind, Authorization, Decision, Request};
+//! use loom_sandbox::{build_profile, Limits, Place, HostFs};
 //!
 //! let t: toml::Table = toml::from_str(r#"g = { commands = ["ls"], read_paths = ["/usr"] }"#).unwrap();
 //! let grant = Grant::from_toml(&t["g"]).unwrap();
-//! let Selected::Row(row) = select_row(&grant, "ls").unwrap() else { unreachable!() };
-//! let place = Place { cwd: "/".into(), home: None };
-//! let profile = build_profile(row, &PathCtx::new("/", None), &place, Limits::default(), &HostFs).unwrap();
+//! let ctx = PathCtx::new("/", None);
+//! let request = Request::BashArgv { argv: vec!["ls".into()], cwd: "/usr".into() };
+//! // the kernel picks the row; the sandbox only turns it into a profile
+//! let Decision::Allow(Authorization { row: Some((_, row)), .. }) =
+//!     decide("bash", AlgebraKind::Bash, &ctx, &grant, &request) else { unreachable!() };
+//! let place = Place { cwd: "/usr".into(), home: None };
+//! let profile = build_profile(&row, &ctx, &place, Limits::default(), &HostFs).unwrap();
 //! assert_eq!(profile.readable, vec![std::path::PathBuf::from("/usr")]);
 //! assert!(!profile.network);
 //! ```
@@ -70,7 +75,7 @@ pub use sbpl::build_sbpl;
 pub use seccomp::{
     apply_seccomp, build_abi_guard, build_seccomp_programs, build_seccomp_rules, SeccompError,
 };
-pub use select::{parse_grant, select_row, GrantTextError, SelectError, Selected};
+pub use select::{parse_grant, GrantTextError};
 pub use spawn::{
     check_expressible, spawn_sandboxed, spawn_unconfined, Launch, Outcome, SpawnError,
 };

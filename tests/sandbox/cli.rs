@@ -42,7 +42,7 @@ fn the_row_naming_the_command_wins() {
     );
     s.run(&named_only, &[], &["cat", "notes.txt"])
         .expect_code(1)
-        .stderr_has("no row names `cat`");
+        .stderr_has("`cat` is not a command this tool may run");
     s.run(&named_only, &[], &["ls"])
         .expect_code(0)
         .stdout_has("notes.txt");
@@ -59,7 +59,8 @@ fn bad_input_is_refused_and_nothing_runs() {
         ("{ commands = ".to_string(), 2, "not a TOML value"),
         ("{}".to_string(), 1, "grants nothing"),
         (
-            format!(r#"{{ commands = "*", paths = ["{w}/missing"] }}"#),
+            // the cwd fits the first root, so the kernel allows the row and the profile refuses the missing one
+            format!(r#"{{ commands = "*", paths = ["{w}", "{w}/missing"] }}"#),
             1,
             "does not exist",
         ),
@@ -81,7 +82,7 @@ fn bad_input_is_refused_and_nothing_runs() {
     // A grant root that is a symlink is refused with an explanation.
     std::os::unix::fs::symlink(&s.outside, s.work.join("link")).unwrap();
     s.run(
-        &format!(r#"{{ commands = "*", paths = ["{w}/link"] }}"#),
+        &format!(r#"{{ commands = "*", paths = ["{w}", "{w}/link"] }}"#),
         &[],
         &["sh", "-c", &touch],
     )

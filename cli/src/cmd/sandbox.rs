@@ -12,11 +12,9 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use loom_kernel::PathCtx;
-use loom_sandbox::{
-    build_env, build_profile, choose_tier, host_support, kill_tree_on_signals, parse_grant,
-    select_row, spawn_sandboxed, spawn_unconfined, HostFs, Launch, Limits, Place, Selected, Tier,
-};
+use loom_broker::{run_row, BrokerLimits, RowRun};
+use loom_kernel::{decide, AlgebraKind, Authorization, Decision, PathCtx, Request};
+use loom_sandbox::{kill_tree_on_signals, parse_grant, spawn_unconfined, Limits, Streams, Tier};
 
 use crate::exit;
 
@@ -123,9 +121,26 @@ fn run_one(a: RunArgs) -> i32 {
     };
     let timeout = a.timeout_ms.map(Duration::from_millis);
     kill_tree_on_signals();
-    let command_name = a.command[0].to_string_lossy().into_owned();
-    let row = match select_row(&grant, &command_name) {
-        Ok(Selected::Unrestricted) => {
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .filter(|h| h.is_absolute());
+    let ctx = PathCtx::new(
+        cwd.to_string_lossy().into_owned(),
+        home.as_ref().map(|h| h.to_string_lossy().into_owned()),
+    );
+    // the kernel picks the row, exactly as it does for the bash tool
+    let argv: Vec<String> = a
+        .command
+        .iter()
+        .map(|s| s.to_string_lossy().into_owned())
+        .collect();
+    let request = Request::BashArgv {
+        argv,
+        cwd: ctx.base.clone(),
+    };
+    let row = match decide("bash", AlgebraKind::Bash, &ctx, &grant, &request) {
+        Decision::Deny(d) => return fail(exit::FAILED, &d.reason),
+        Decision::Allow(Authorization { row: None, .. }) => {
             if a.verbose {
                 eprintln!("loom: sandbox: grant \"*\" is unrestricted: running without a sandbox");
             }
@@ -139,79 +154,35 @@ fn run_one(a: RunArgs) -> i32 {
                 Err(e) => fail(e.exit_code(), &e.to_string()),
             };
         }
-        Ok(Selected::Row(r)) => r,
-        Err(e) => return fail(exit::FAILED, &e.to_string()),
+        Decision::Allow(Authorization {
+            row: Some((_, row)),
+            ..
+        }) => row,
     };
-    let home = std::env::var_os("HOME")
-        .map(PathBuf::from)
-        .filter(|h| h.is_absolute());
-    let ctx = PathCtx::new(
-        cwd.to_string_lossy().into_owned(),
-        home.as_ref().map(|h| h.to_string_lossy().into_owned()),
-    );
     let defaults = Limits::default();
     let limits = Limits {
         max_procs: a.max_procs.or(defaults.max_procs),
         max_file_size: a.max_file_size.or(defaults.max_file_size),
         timeout,
     };
-    let place = Place {
-        cwd: cwd.clone(),
+    let run = RowRun {
+        tool: "bash",
+        grant: &grant,
+        row: &row,
+        ctx: &ctx,
+        cwd: &cwd,
         home,
-    };
-    let profile = match build_profile(row, &ctx, &place, limits.clone(), &HostFs) {
-        Ok(p) => p,
-        Err(e) => return fail(exit::FAILED, &e.to_string()),
-    };
-    let support = host_support();
-    let tier = match choose_tier(support, requested) {
-        Ok(t) => t,
-        Err(e) => return fail(exit::FAILED, &e.to_string()),
-    };
-    let inner_exe = match std::env::current_exe() {
-        Ok(p) => p,
-        Err(e) => return fail(exit::FAILED, &format!("cannot locate the loom binary: {e}")),
-    };
-    let mut env = build_env(&profile.env, std::env::vars_os());
-    for (k, v) in env.iter_mut() {
-        if k == "PWD" {
-            *v = profile.cwd.clone().into_os_string();
-        }
-    }
-    let launch = Launch {
-        profile: &profile,
-        tier,
-        bwrap: support.bwrap.as_deref(),
-        bwrap_features: support.bwrap_features,
-        inner_exe: &inner_exe,
         argv: &a.command,
-        env,
+        limits,
+        tier: requested,
+        inner_exe: None,
+        shim: None,
+        broker: broker_limits(&a),
     };
-    let result =
-        if loom_kernel::is_general_row(row) && !loom_kernel::brokered_commands(&grant).is_empty() {
-            let config =
-                match broker_config(&a, &grant, &ctx, &place, tier, support, &inner_exe, &limits) {
-                    Ok(c) => c,
-                    Err(e) => return fail(exit::FAILED, &e),
-                };
-            match loom_broker::run_with_broker(config, &launch) {
-                Ok(o) => Ok(o),
-                Err(loom_broker::RunError::Spawn(e)) => Err(e),
-                Err(e) => return fail(exit::FAILED, &e.to_string()),
-            }
-        } else {
-            spawn_sandboxed(&launch)
-        };
-    match result {
+    match run_row(run, Streams::inherit(), &mut |_| {}) {
         Ok(o) => {
             if a.verbose {
-                eprintln!(
-                    "loom: sandbox: tier {} ({}): {}; exit {}",
-                    tier.name(),
-                    tier.describe(),
-                    o.enforced,
-                    o.code
-                );
+                eprintln!("loom: sandbox: {}; exit {}", o.enforced, o.code);
             }
             if o.timed_out {
                 eprintln!(
@@ -225,49 +196,14 @@ fn run_one(a: RunArgs) -> i32 {
     }
 }
 
-/// The broker for a capability set whose general row runs the shell: per-command rows follow their commands into
-/// it (see loom-broker).
-#[allow(clippy::too_many_arguments)]
-fn broker_config(
-    a: &RunArgs,
-    grant: &loom_kernel::Grant,
-    ctx: &PathCtx,
-    place: &Place,
-    tier: Tier,
-    support: &loom_sandbox::HostSupport,
-    inner_exe: &std::path::Path,
-    limits: &Limits,
-) -> Result<loom_broker::BrokerConfig, String> {
-    let shim = loom_broker::shim_next_to_current_exe().map_err(|e| e.to_string())?;
-    let defaults = loom_broker::BrokerLimits::default();
-    Ok(loom_broker::BrokerConfig {
-        tool: "bash".into(),
-        grant: grant.clone(),
-        ctx: ctx.clone(),
-        home: place.home.clone(),
-        host_path: std::env::var_os("PATH").unwrap_or_default(),
-        host_env: std::env::vars_os().collect(),
-        backend: Some(loom_broker::Backend {
-            tier,
-            bwrap: support.bwrap.clone(),
-            bwrap_features: support.bwrap_features,
-            inner_exe: inner_exe.to_path_buf(),
-            limits: Limits {
-                timeout: None,
-                ..limits.clone()
-            },
-        }),
-        limits: loom_broker::BrokerLimits {
-            max_concurrent: a.broker_max_calls.unwrap_or(defaults.max_concurrent).max(1),
-            max_waiting: a.broker_max_waiting.unwrap_or(defaults.max_waiting),
-            max_output: a.broker_max_output.unwrap_or(defaults.max_output),
-            call_timeout: a
-                .broker_timeout_ms
-                .map(Duration::from_millis)
-                .or(limits.timeout),
-            ..defaults
-        },
-        shim,
-        tmp: std::env::temp_dir(),
-    })
+/// The broker's bounds from the hidden `--broker-*` flags (tests use them to make floods and limits cheap).
+fn broker_limits(a: &RunArgs) -> BrokerLimits {
+    let defaults = BrokerLimits::default();
+    BrokerLimits {
+        max_concurrent: a.broker_max_calls.unwrap_or(defaults.max_concurrent).max(1),
+        max_waiting: a.broker_max_waiting.unwrap_or(defaults.max_waiting),
+        max_output: a.broker_max_output.unwrap_or(defaults.max_output),
+        call_timeout: a.broker_timeout_ms.map(Duration::from_millis),
+        ..defaults
+    }
 }

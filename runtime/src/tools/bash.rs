@@ -12,12 +12,9 @@ use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use loom_broker::{Backend, Broker, BrokerConfig, BrokerLimits};
-use loom_kernel::{brokered_commands, Authorization, CallFacts, Exec, Request, Row};
-use loom_sandbox::{
-    build_env, build_profile, choose_tier, host_support, spawn_sandboxed_io, HostFs, Launch,
-    Limits, Place, Streams,
-};
+use loom_broker::{run_row, BrokerLimits, RowRun};
+use loom_kernel::{Authorization, CallFacts, Exec, Request, Row};
+use loom_sandbox::{Limits, Streams};
 use serde_json::{json, Value};
 
 use super::output::{OutputBuffer, DEFAULT_TAIL_BYTES};
@@ -239,11 +236,7 @@ struct Call {
 /// How the process will be started.
 enum Plan {
     Unconfined(Vec<OsString>),
-    Sandboxed {
-        row: Row,
-        argv: Vec<OsString>,
-        broker: bool,
-    },
+    Sandboxed { row: Row, argv: Vec<OsString> },
 }
 
 static SPILL_SEQ: AtomicU64 = AtomicU64::new(0);
@@ -272,15 +265,10 @@ impl Call {
             (Exec::Unconfined, _) if self.env.grant == loom_kernel::Grant::Unrestricted => {
                 Ok(Plan::Unconfined(given.unwrap_or_else(shell)))
             }
-            (Exec::Shell, Some((_, row))) => Ok(Plan::Sandboxed {
-                row,
-                argv: shell(),
-                broker: !brokered_commands(&self.env.grant).is_empty(),
-            }),
+            (Exec::Shell, Some((_, row))) => Ok(Plan::Sandboxed { row, argv: shell() }),
             (Exec::Argv(v), Some((_, row))) => Ok(Plan::Sandboxed {
                 row,
                 argv: v.into_iter().map(OsString::from).collect(),
-                broker: false,
             }),
             (exec, _) => Err(format!(
                 "bash: the kernel's authorisation ({exec:?}) names no sandbox row"
@@ -505,94 +493,33 @@ fn start(
                 false,
             ))
         }
-        Plan::Sandboxed { row, argv, broker } => {
-            let home = std::env::var_os("HOME")
-                .map(PathBuf::from)
-                .filter(|h| h.is_absolute());
-            let place = Place {
-                cwd: cwd.to_path_buf(),
-                home: home.clone(),
+        Plan::Sandboxed { row, argv } => {
+            // the one path shared with `loom sandbox run`: profile, backend, and the broker for a general row
+            let run = RowRun {
+                tool: &env.instance,
+                grant: &env.grant,
+                row: &row,
+                ctx: &env.ctx,
+                cwd,
+                home: std::env::var_os("HOME")
+                    .map(PathBuf::from)
+                    .filter(|h| h.is_absolute()),
+                argv: &argv,
+                limits: Limits {
+                    timeout: Some(timeout),
+                    ..Limits::default()
+                },
+                tier: None,
+                inner_exe: sandbox.inner_exe.clone(),
+                shim: sandbox.shim.clone(),
+                broker: BrokerLimits::default(),
             };
-            let limits = Limits {
-                timeout: Some(timeout),
-                ..Limits::default()
-            };
-            let profile = build_profile(&row, &env.ctx, &place, limits.clone(), &HostFs)
-                .map_err(|e| e.to_string())?;
-            let support = host_support();
-            let tier = choose_tier(support, None).map_err(|e| e.to_string())?;
-            let inner_exe = match &sandbox.inner_exe {
-                Some(p) => p.clone(),
-                None => std::env::current_exe()
-                    .map_err(|e| format!("cannot locate the loom binary: {e}"))?,
-            };
-            let mut vars = build_env(&profile.env, std::env::vars_os());
-            for (k, v) in vars.iter_mut() {
-                if k == "PWD" {
-                    *v = profile.cwd.clone().into_os_string();
-                }
-            }
             let streams = Streams {
                 stdin: Stdio::null(),
                 stdout: Stdio::from(writer),
                 stderr: Stdio::from(err_writer),
             };
-            let store = |p: u32| slot.store(p);
-            if !broker {
-                let launch = Launch {
-                    profile: &profile,
-                    tier,
-                    bwrap: support.bwrap.as_deref(),
-                    bwrap_features: support.bwrap_features,
-                    inner_exe: &inner_exe,
-                    argv: &argv,
-                    env: vars,
-                };
-                let o = spawn_sandboxed_io(&launch, streams, &mut |p| store(p))
-                    .map_err(|e| e.to_string())?;
-                return Ok((o.code, o.timed_out));
-            }
-            let shim = match &sandbox.shim {
-                Some(s) => s.clone(),
-                None => loom_broker::shim_next_to_current_exe().map_err(|e| e.to_string())?,
-            };
-            let handle = Broker::start(BrokerConfig {
-                tool: env.instance.clone(),
-                grant: env.grant.clone(),
-                ctx: env.ctx.clone(),
-                home,
-                host_path: std::env::var_os("PATH").unwrap_or_default(),
-                host_env: std::env::vars_os().collect(),
-                backend: Some(Backend {
-                    tier,
-                    bwrap: support.bwrap.clone(),
-                    bwrap_features: support.bwrap_features,
-                    inner_exe: inner_exe.clone(),
-                    limits,
-                }),
-                limits: BrokerLimits::default(),
-                shim,
-                tmp: std::env::temp_dir(),
-            })
-            .map_err(|e| format!("the command broker could not start: {e}"))?;
-            let mut profile = profile;
-            handle.add_to_profile(&mut profile);
-            handle.add_to_env(&mut vars);
-            let launch = Launch {
-                profile: &profile,
-                tier,
-                bwrap: support.bwrap.as_deref(),
-                bwrap_features: support.bwrap_features,
-                inner_exe: &inner_exe,
-                argv: &argv,
-                env: vars,
-            };
-            let o = spawn_sandboxed_io(&launch, streams, &mut |p| {
-                handle.set_sandbox_root(p);
-                store(p);
-            });
-            handle.shutdown();
-            let o = o.map_err(|e| e.to_string())?;
+            let o = run_row(run, streams, &mut |p| slot.store(p)).map_err(|e| e.to_string())?;
             Ok((o.code, o.timed_out))
         }
     }
