@@ -3,7 +3,29 @@
 use std::sync::atomic::{AtomicI32, Ordering};
 
 /// The process group of the command being supervised (0: none), for [`kill_tree_on_signals`].
-pub(crate) static CURRENT_GROUP: AtomicI32 = AtomicI32::new(0);
+static CURRENT_GROUP: AtomicI32 = AtomicI32::new(0);
+
+/// The cancel target while a supervised command runs. The first command claims it and clears it when it is reaped;
+/// a command started while another holds it (a brokered call inside the shell) never displaces it, so after the
+/// call ends the target never points at a dead group whose pid could be reused by an unrelated process.
+pub(crate) struct CancelTarget(i32);
+
+impl CancelTarget {
+    /// Makes `pid`'s process group the cancel target, unless another command already is.
+    pub(crate) fn claim(pid: u32) -> Option<CancelTarget> {
+        let pid = i32::try_from(pid).ok().filter(|p| *p > 0)?;
+        CURRENT_GROUP
+            .compare_exchange(0, pid, Ordering::SeqCst, Ordering::SeqCst)
+            .ok()?;
+        Some(CancelTarget(pid))
+    }
+}
+
+impl Drop for CancelTarget {
+    fn drop(&mut self) {
+        let _ = CURRENT_GROUP.compare_exchange(self.0, 0, Ordering::SeqCst, Ordering::SeqCst);
+    }
+}
 
 extern "C" fn on_cancel(sig: libc::c_int) {
     let pgid = CURRENT_GROUP.load(Ordering::SeqCst);

@@ -7,12 +7,11 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::Ordering;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use crate::bwrap::{build_bwrap_args, inner_exe_in_view, BwrapError, BwrapFeatures, PathFds};
-use crate::cancel::CURRENT_GROUP;
+use crate::cancel::CancelTarget;
 use crate::inner::InnerSpec;
 use crate::landlock::{build_landlock_rules, AccessClass, LandlockRule, View};
 use crate::probe::Tier;
@@ -254,7 +253,7 @@ pub fn spawn_sandboxed_io(
     }
     let child = cmd.spawn()?;
     drop(status_w);
-    CURRENT_GROUP.store(i32::try_from(child.id()).unwrap_or(0), Ordering::SeqCst);
+    let _cancel_target = CancelTarget::claim(child.id());
     started(child.id());
     // The caller's ends of the streams stay with the caller; ours were moved into `cmd` and close with it.
     drop(cmd);
@@ -415,7 +414,7 @@ pub fn spawn_unconfined(
         _ => SpawnError::Io(e),
     })?;
     let pid = child.id();
-    CURRENT_GROUP.store(i32::try_from(pid).unwrap_or(0), Ordering::SeqCst);
+    let _cancel_target = CancelTarget::claim(pid);
     let Some(t) = timeout else {
         return Ok(Outcome {
             code: exit_code(child.wait()?),
