@@ -107,13 +107,26 @@ impl Clone for NormCache {
 /// True for an absolute path that normalisation would leave unchanged: no empty, `.` or `..` segment and no
 /// trailing slash (except `/` itself). The common case, so it skips the rebuild.
 pub(crate) fn is_clean_absolute(raw: &str) -> bool {
-    if raw == "/" {
+    // one pass over the bytes: at every `/`, the next segment must be non-empty and neither `.` nor `..`
+    let b = raw.as_bytes();
+    if b == b"/" {
         return true;
     }
-    let Some(rest) = raw.strip_prefix('/') else {
+    if b.first() != Some(&b'/') {
         return false;
-    };
-    rest.split('/').all(|seg| !matches!(seg, "" | "." | ".."))
+    }
+    let mut i = 0;
+    loop {
+        let rest = &b[i + 1..];
+        let seg_len = rest.iter().position(|&c| c == b'/').unwrap_or(rest.len());
+        if matches!(&rest[..seg_len], b"" | b"." | b"..") {
+            return false;
+        }
+        if seg_len == rest.len() {
+            return true;
+        }
+        i += 1 + seg_len;
+    }
 }
 
 /// True when normalised path `sub` equals normalised `root` or lies below it. `/` contains every absolute path;
@@ -161,6 +174,30 @@ mod tests {
         assert_eq!(c.normalize("~/x/../y"), "~/y");
         assert!(!c.contains("/", "~/y"));
         assert!(c.contains("~", "~/y"));
+    }
+
+    #[test]
+    fn clean_absolute_paths() {
+        for (p, want) in [
+            ("/", true),
+            ("/a", true),
+            ("/a/b.c/..d", true),
+            ("/a/", false),
+            ("//a", false),
+            ("/a//b", false),
+            ("/./a", false),
+            ("/a/.", false),
+            ("/a/../b", false),
+            ("/a/..", false),
+            ("a", false),
+            ("", false),
+            ("~/a", false),
+        ] {
+            assert_eq!(is_clean_absolute(p), want, "{p:?}");
+            if want {
+                assert_eq!(ctx().normalize(p), p, "a clean path normalises to itself");
+            }
+        }
     }
 
     #[test]
