@@ -31,7 +31,7 @@ cmds=(
   -n "loom, grant \"*\" (unconfined)" "$loom sandbox run --grant '\"*\"' -- /bin/true"
 )
 for tier in a b c; do
-  if "$loom" sandbox run --tier "$tier" --grant "$grant" -- /bin/true 2>/dev/null; then
+  if "$loom" sandbox run --tier "$tier" --cwd "$work" --grant "$grant" -- /bin/true 2>/dev/null; then
     cmds+=(-n "loom tier ${tier^^}" "$loom sandbox run --tier $tier --cwd $work --grant '$grant' -- /bin/true")
   else
     echo "sandbox-exec.sh: tier ${tier^^} is not available here; skipped (see loom doctor)" >&2
