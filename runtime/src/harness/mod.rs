@@ -17,6 +17,7 @@ mod fake_server;
 mod http;
 mod openai;
 mod openai_chat;
+mod settings;
 mod test;
 
 use std::pin::Pin;

@@ -14,6 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::client::{http_client, post_json, read_json, sse_stream, vec_stream, Decoder, Header};
 use super::openai_chat::OPENAI_API_KEY;
+use super::settings::Settings;
 use super::{classify_http, EventStream, Harness, HarnessConfigError, HarnessError, SseEvent};
 use crate::model::{ContentBlock, ModelEvent, ModelRequest, Role, StopReason, Usage};
 use crate::secrets::{Secret, SecretChain};
@@ -43,12 +44,7 @@ pub struct OpenAiConfig {
 impl OpenAiConfig {
     /// Reads `[harness]` (unknown keys are refused, naming the known ones).
     pub fn from_config(config: &toml::Table) -> Result<OpenAiConfig, HarnessConfigError> {
-        if let Some(k) = config.keys().find(|k| !KEYS.contains(&k.as_str())) {
-            return Err(HarnessConfigError::Invalid(format!(
-                "unknown key {k:?} for provider \"openai\" (known: {})",
-                KEYS[1..].join(", ")
-            )));
-        }
+        Settings::new("openai", config, KEYS)?;
         // the same keys and rules as openai-chat
         let mut t = config.clone();
         t.remove("provider");

@@ -14,6 +14,7 @@ use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
 use super::client::{http_client, post_json, read_json, sse_stream, vec_stream, Decoder, Header};
+use super::settings::Settings;
 use super::{classify_http, EventStream, Harness, HarnessConfigError, HarnessError, SseEvent};
 use crate::model::{ContentBlock, ModelEvent, ModelRequest, Role, StopReason, Usage};
 use crate::secrets::{Secret, SecretChain};
@@ -50,45 +51,11 @@ pub struct OpenAiChatConfig {
 impl OpenAiChatConfig {
     /// Reads `[harness]` (unknown keys are refused, naming the known ones).
     pub fn from_config(config: &toml::Table) -> Result<OpenAiChatConfig, HarnessConfigError> {
-        let invalid = |m: String| HarnessConfigError::Invalid(m);
-        if let Some(k) = config.keys().find(|k| !KEYS.contains(&k.as_str())) {
-            return Err(invalid(format!(
-                "unknown key {k:?} for provider \"openai-chat\" (known: {})",
-                KEYS[1..].join(", ")
-            )));
-        }
-        let string = |key: &str, default: &str| match config.get(key) {
-            None => Ok(default.to_string()),
-            Some(v) => v
-                .as_str()
-                .filter(|s| !s.trim().is_empty())
-                .map(str::to_string)
-                .ok_or_else(|| invalid(format!("{key} must be a non-empty string"))),
-        };
-        let model = string("model", OPENAI_DEFAULT_MODEL)?;
-        let api_base = string("apiBase", OPENAI_DEFAULT_API_BASE)?
-            .trim_end_matches('/')
-            .to_string();
-        if !(api_base.starts_with("https://") || api_base.starts_with("http://")) {
-            return Err(invalid(format!(
-                "apiBase {api_base:?} must start with https:// or http://"
-            )));
-        }
-        let max_output_tokens = match config.get("maxOutputTokens") {
-            None => None,
-            Some(v) => Some(
-                v.as_integer()
-                    .and_then(|n| u64::try_from(n).ok())
-                    .filter(|n| *n > 0)
-                    .ok_or_else(|| invalid("maxOutputTokens must be a positive integer".into()))?,
-            ),
-        };
-        let stream = match config.get("stream") {
-            None => true,
-            Some(v) => v
-                .as_bool()
-                .ok_or_else(|| invalid("stream must be true or false".into()))?,
-        };
+        let settings = Settings::new("openai-chat", config, KEYS)?;
+        let model = settings.string("model", OPENAI_DEFAULT_MODEL)?;
+        let api_base = settings.api_base(OPENAI_DEFAULT_API_BASE)?;
+        let max_output_tokens = settings.positive("maxOutputTokens")?;
+        let stream = settings.flag("stream", true)?;
         Ok(OpenAiChatConfig {
             model,
             api_base,
