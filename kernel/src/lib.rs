@@ -34,6 +34,7 @@ mod algebra;
 mod ceiling;
 mod contracts;
 mod decide;
+mod doom;
 mod gate;
 mod grant;
 mod judge;
@@ -58,6 +59,7 @@ pub use decide::{
     brokered_commands, decide, decide_brokered, is_general_row, is_injection_var, plain_argv,
     rowed_commands, Access, Authorization, BrokerDenial, Brokered, Decision, Denial, Exec, Request,
 };
+pub use doom::{DoomGuard, DOOM_LOOP_THRESHOLD};
 pub use gate::{ceiling_growth, Growth};
 pub use grant::{Grant, GrantError, Kind, Row};
 pub use judge::{judge_group, DeclJudgement, DeclVerdict, GroupJudgement};

@@ -19,7 +19,6 @@ use loom_kernel::{combine, decide, AlgebraKind, Decision, Grant, PathCtx, Permis
 use tokio_util::sync::CancellationToken;
 
 use crate::bus::{Bus, Capacity, Subscription};
-use crate::doom::DoomGuard;
 use crate::harness::{EventStream, Harness, HarnessError};
 use crate::model::{ModelEvent, ModelRequest, Role, StopReason, ToolSpec};
 use crate::retry::{jitter, wait, RetryPolicy, Sleeper, TokioSleeper};
@@ -29,6 +28,7 @@ use crate::update::{
     Chunk, Content, Frame, FrameKind, SessionUpdate, ToolCall, ToolCallContent, ToolCallUpdate,
     ToolKind, ToolStatus, TurnStop, UsageUpdate,
 };
+use loom_kernel::DoomGuard;
 
 /// A tool with the grant and algebra the kernel decides it under.
 #[derive(Clone)]
@@ -681,7 +681,7 @@ impl Agent {
                         "{}: this is the same call with the same input {} times in a row — the model appears stuck \
                          repeating it; it needs the user's approval and {HEADLESS}. Try a different approach",
                         call.name,
-                        crate::doom::DOOM_LOOP_THRESHOLD
+                        loom_kernel::DOOM_LOOP_THRESHOLD
                     )
                 } else {
                     format!("{}: a [permissions] ask rule needs the user's approval for this call; {HEADLESS}", call.name)

@@ -10,7 +10,7 @@
 //! - `harness`: the [`Harness`] trait (one streamed request; object-safe; takes a cancellation token),
 //!   [`HarnessError`] classified for retry, [`build_harness`] (the registry of providers), and the scripted
 //!   [`TestHarness`]. HTTP providers are new modules here; the loop does not change.
-//! - `agent`: [`Agent`] and the turn loop; `retry` (policy + injectable [`Sleeper`]); `doom` (the doom-loop guard).
+//! - `agent`: [`Agent`] and the turn loop; `retry` (policy + injectable [`Sleeper`]); the doom-loop guard is `loom_kernel::DoomGuard`.
 //! - `update` + `bus`: ACP-shaped [`SessionUpdate`]s with lifecycle frames, and bounded / lossless subscriptions.
 //! - `session`: the [`Layer`] trait, the [`Chain`], [`to_messages`] (stored events -> conversation), and the
 //!   `in-memory` / `file` layers. New layers (compacting, skills, fork-of-parent) implement [`Layer`] and register
@@ -45,7 +45,6 @@ mod agent;
 mod baseline;
 mod boot;
 mod bus;
-mod doom;
 mod harness;
 mod load;
 mod model;
@@ -64,7 +63,6 @@ pub use agent::{Agent, AgentParts, Preamble, ToolSlot, TurnOutcome};
 pub use baseline::{git_show, BaselineSpec};
 pub use boot::{boot, BootError, BootOptions, Booted};
 pub use bus::{Bus, Capacity, Subscription, DEFAULT_CAPACITY};
-pub use doom::{DoomGuard, DOOM_LOOP_THRESHOLD};
 pub use harness::{
     anthropic_request_body, AnthropicConfig, AnthropicDecoder, AnthropicHarness, ANTHROPIC_API_KEY,
     ANTHROPIC_DEFAULT_API_BASE, ANTHROPIC_DEFAULT_MAX_TOKENS, ANTHROPIC_DEFAULT_MODEL,
@@ -83,6 +81,7 @@ pub use harness::{responses_request_body, OpenAiConfig, OpenAiHarness, Responses
 pub use load::{
     env_map, load_manifest, path_ctx, read_text, FsLoader, LoadError, Loaded, MAX_MANIFEST_BYTES,
 };
+pub use loom_kernel::{DoomGuard, DOOM_LOOP_THRESHOLD};
 pub use model::{
     ContentBlock, Message, ModelEvent, ModelRequest, Role, StopReason, ToolSpec, Usage,
 };

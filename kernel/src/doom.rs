@@ -2,7 +2,7 @@
 //! grant alone — it gets the kernel's `Ask` verdict ("the model appears stuck"), which a headless run treats as a
 //! refusal fed back to the model, never as consent.
 
-use loom_kernel::Verdict;
+use crate::rules::Verdict;
 
 /// How many identical consecutive calls trip the guard.
 pub const DOOM_LOOP_THRESHOLD: usize = 3;
