@@ -77,25 +77,32 @@ fn a_missing_required_kind_fails_the_audit_with_the_partial_tree() {
         .stdout_has("did you mean `network`?");
 }
 
-#[test]
-fn a_subagent_that_exceeds_its_parent_fails_the_audit() {
-    let s = Scratch::new();
-    let m = s.write(
-        "agent.toml",
+/// A parent granting `read_file` over `parent_paths`, with an inline researcher sub-agent over `child_paths`.
+fn parent_with_researcher(parent_paths: &str, child_paths: &str) -> String {
+    format!(
         r#"[agent]
 name = "parent"
 [tools]
 spawn_subagent = "builtin"
 read_file = "builtin"
 [capabilities]
-read_file = { paths = ["./docs"] }
+read_file = {{ paths = {parent_paths} }}
 [capabilities.spawn_subagent.manifest]
 name = "researcher"
 [capabilities.spawn_subagent.manifest.tools]
 read_file = "builtin"
 [capabilities.spawn_subagent.manifest.capabilities]
-read_file = { paths = ["./"] }
-"#,
+read_file = {{ paths = {child_paths} }}
+"#
+    )
+}
+
+#[test]
+fn a_subagent_that_exceeds_its_parent_fails_the_audit() {
+    let s = Scratch::new();
+    let m = s.write(
+        "agent.toml",
+        &parent_with_researcher(r#"["./docs"]"#, r#"["./"]"#),
     );
     s.loom(&["audit", m.to_str().unwrap()])
         .expect_code(1)
@@ -108,20 +115,7 @@ fn a_contained_subagent_passes() {
     let s = Scratch::new();
     let m = s.write(
         "agent.toml",
-        r#"[agent]
-name = "parent"
-[tools]
-spawn_subagent = "builtin"
-read_file = "builtin"
-[capabilities]
-read_file = { paths = ["./"] }
-[capabilities.spawn_subagent.manifest]
-name = "researcher"
-[capabilities.spawn_subagent.manifest.tools]
-read_file = "builtin"
-[capabilities.spawn_subagent.manifest.capabilities]
-read_file = { paths = ["./docs"] }
-"#,
+        &parent_with_researcher(r#"["./"]"#, r#"["./docs"]"#),
     );
     s.loom(&["audit", m.to_str().unwrap()])
         .expect_code(0)
