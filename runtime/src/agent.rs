@@ -690,9 +690,15 @@ impl Agent {
             }
             (Decision::Allow(a), Verdict::Allow) => a,
         };
+        let history = if slot.tool.wants_history() {
+            Some(session.pull()?)
+        } else {
+            None
+        };
         let bus = self.bus.clone();
         let id = call.id.clone();
         let ctx = ToolCtx {
+            history,
             cancel: cancel.child_token(),
             progress: Arc::new(move |p: Progress| {
                 bus.publish(&SessionUpdate::ToolCallUpdate(ToolCallUpdate {

@@ -13,12 +13,14 @@ use loom_kernel::{
 
 use crate::agent::{Agent, AgentParts, ToolSlot};
 use crate::harness::{build_harness, HarnessConfigError};
-use crate::load::{env_map, load_manifest, path_ctx, LoadError};
+use crate::load::{env_map, load_manifest, path_ctx, LoadError, Loaded};
 use crate::retry::{RetryPolicy, Sleeper, TokioSleeper};
 use crate::secrets::{Secret, SecretChain};
 use crate::session::{build_chain, SessionError, SessionPlace};
 use crate::storage::{ensure_storage, storage_dir};
-use crate::tools::{builtin_tool, SandboxEnv, ToolEnv, IMPLEMENTED};
+use crate::tools::{
+    builtin_tool, Lineage, SandboxEnv, SpawnEnv, SpawnSubagentTool, ToolEnv, IMPLEMENTED,
+};
 
 /// What boot needs besides the manifest.
 #[derive(Clone, Default)]
@@ -31,6 +33,8 @@ pub struct BootOptions {
     pub sandbox: SandboxEnv,
     /// The clock retries wait on (default: tokio's).
     pub sleeper: Option<Arc<dyn Sleeper>>,
+    /// What a sub-agent inherits from the agent that spawned it (default: a root agent).
+    pub lineage: Lineage,
 }
 
 /// A booted agent and what boot wants the user to know.
@@ -105,7 +109,12 @@ pub enum BootError {
 
 /// Boots the agent at `manifest`.
 pub fn boot(manifest: &Path, opts: BootOptions) -> Result<Booted, BootError> {
-    let loaded = load_manifest(manifest)?;
+    boot_loaded(Arc::new(load_manifest(manifest)?), opts)
+}
+
+/// Boots an agent from a manifest already loaded (a sub-agent's, or the SDK's). Grants resolve against the working
+/// directory in `opts`; files the manifest names resolve against `loaded.dir`.
+pub fn boot_loaded(loaded: Arc<Loaded>, opts: BootOptions) -> Result<Booted, BootError> {
     let file = loaded.path.display().to_string();
     let m = &loaded.manifest;
     let cwd_raw = match &opts.cwd {
@@ -177,7 +186,20 @@ pub fn boot(manifest: &Path, opts: BootOptions) -> Result<Booted, BootError> {
             ctx: ctx.clone(),
             cwd: cwd.clone(),
         };
-        let Some(tool) = builtin_tool(&g.underlying, tool_env, &opts.sandbox) else {
+        let built = if g.underlying == "spawn_subagent" {
+            let spawn = SpawnEnv {
+                parent: loaded.clone(),
+                ctx: ctx.clone(),
+                opts: BootOptions {
+                    cwd: Some(cwd.clone()),
+                    ..opts.clone()
+                },
+            };
+            Some(Arc::new(SpawnSubagentTool::new(tool_env, spawn)) as Arc<dyn crate::tools::Tool>)
+        } else {
+            builtin_tool(&g.underlying, tool_env, &opts.sandbox)
+        };
+        let Some(tool) = built else {
             return Err(tool_err(
                 &g.instance,
                 "not supported yet by this build of loom".into(),
@@ -232,6 +254,7 @@ pub fn boot(manifest: &Path, opts: BootOptions) -> Result<Booted, BootError> {
     let place = SessionPlace {
         manifest_dir: loaded.dir.clone(),
         storage,
+        parent_history: opts.lineage.parent_history.clone(),
     };
     let (session, session_notes) =
         build_chain(&m.session, &place).map_err(|source| BootError::Session {

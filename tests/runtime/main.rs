@@ -7,6 +7,7 @@ mod anthropic;
 mod openai_chat;
 mod prompt;
 mod session;
+mod subagent;
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};

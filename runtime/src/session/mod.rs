@@ -175,6 +175,8 @@ pub struct SessionPlace {
     pub manifest_dir: PathBuf,
     /// The agent's storage directory (created when a layer needs it).
     pub storage: PathBuf,
+    /// The spawning agent's history, when this is a sub-agent (`fork-of-parent` starts from it).
+    pub parent_history: Option<Vec<SessionUpdate>>,
 }
 
 /// Builds the chain `[session]` declares. Layers not implemented yet are refused by name, never dropped. The
@@ -207,10 +209,20 @@ pub fn build_chain(
                 notes.extend(note);
                 Box::new(layer)
             }
+            "fork-of-parent" => match &place.parent_history {
+                Some(h) => Box::new(MemoryLayer::seeded(h.clone())),
+                None => {
+                    return Err(SessionError::Config(
+                        "session: the \"fork-of-parent\" layer starts from the history of the agent that spawned \
+                         this one, so it works only in a sub-agent's manifest; use \"in-memory\" or \"file\" here"
+                            .into(),
+                    ))
+                }
+            },
             other => {
                 return Err(SessionError::Config(format!(
                     "session: the {other:?} layer is not supported yet by this build of loom (supported: \
-                     \"in-memory\", \"file\"); remove it from [session] for now"
+                     \"in-memory\", \"file\", \"fork-of-parent\"); remove it from [session] for now"
                 )))
             }
         };
@@ -317,6 +329,7 @@ mod tests {
         let place = SessionPlace {
             manifest_dir: "/nonexistent".into(),
             storage: "/nonexistent".into(),
+            parent_history: None,
         };
         let err = build_chain(&m.session, &place).unwrap_err().to_string();
         assert!(

@@ -611,6 +611,7 @@ mod tests {
                 s2.lock().unwrap().push(p.content);
                 c2.cancel();
             }),
+            history: None,
         };
         let auth = Authorization {
             row: None,

@@ -9,6 +9,7 @@ mod find;
 mod output;
 mod paths;
 mod read_file;
+mod spawn_subagent;
 mod write_file;
 
 use std::path::PathBuf;
@@ -27,10 +28,18 @@ pub use find::{glob_match, FindTool};
 pub use output::{OutputBuffer, Snapshot};
 pub use paths::{resolve_path, PathMode};
 pub use read_file::ReadFileTool;
+pub use spawn_subagent::{Lineage, SpawnEnv, SpawnSubagentTool};
 pub use write_file::WriteFileTool;
 
 /// The built-in tools this build implements, by underlying name.
-pub const IMPLEMENTED: &[&str] = &["bash", "read_file", "write_file", "edit_file", "find"];
+pub const IMPLEMENTED: &[&str] = &[
+    "bash",
+    "read_file",
+    "write_file",
+    "edit_file",
+    "find",
+    "spawn_subagent",
+];
 
 /// Interim output of a running call.
 #[derive(Debug, Clone, PartialEq)]
@@ -51,6 +60,8 @@ pub struct ToolCtx {
     pub cancel: CancellationToken,
     /// Publishes progress to subscribers (never to the session).
     pub progress: ProgressFn,
+    /// The agent's history when the call started, for tools that [`Tool::wants_history`] (`None` otherwise).
+    pub history: Option<Vec<crate::update::SessionUpdate>>,
 }
 
 /// How a call ended.
@@ -140,6 +151,10 @@ pub trait Tool: Send + Sync {
     fn spec(&self) -> ToolSpec;
     /// Parses `input` and gathers the facts the kernel decides on. An error is fed back to the model.
     fn prepare(&self, input: &serde_json::Value) -> Result<Prepared, String>;
+    /// True when a run needs the agent's history in [`ToolCtx::history`] (spawn_subagent, for `fork-of-parent`).
+    fn wants_history(&self) -> bool {
+        false
+    }
 }
 
 /// Reads a required string field.
@@ -220,6 +235,7 @@ pub(crate) mod testutil {
                 let ctx = ToolCtx {
                     cancel: CancellationToken::new(),
                     progress: Arc::new(|_| {}),
+                    history: None,
                 };
                 (p.run)(a, ctx).await
             }
