@@ -12,14 +12,15 @@ use loom_kernel::{
 };
 
 use crate::agent::{Agent, AgentParts, ToolSlot};
-use crate::harness::{build_harness, HarnessConfigError};
+use crate::harness::{build_harness, small_model_of_parent, HarnessConfigError};
 use crate::load::{env_map, load_manifest, path_ctx, LoadError, Loaded};
 use crate::retry::{RetryPolicy, Sleeper, TokioSleeper};
 use crate::secrets::{Secret, SecretChain};
 use crate::session::{build_chain, SessionError, SessionPlace};
 use crate::storage::{ensure_storage, storage_dir};
 use crate::tools::{
-    builtin_tool, Lineage, SandboxEnv, SpawnEnv, SpawnSubagentTool, ToolEnv, IMPLEMENTED,
+    builtin_tool, HarnessCell, Lineage, SandboxEnv, SpawnEnv, SpawnSubagentTool, ToolEnv,
+    IMPLEMENTED,
 };
 
 /// What boot needs besides the manifest.
@@ -142,6 +143,7 @@ pub fn boot_loaded(loaded: Arc<Loaded>, opts: BootOptions) -> Result<Booted, Boo
     };
     let mut tools = BTreeMap::new();
     let mut algebras = BTreeSet::new();
+    let harness_cell = HarnessCell::default();
     for g in &grants {
         if !g.problems.is_empty() {
             return Err(tool_err(&g.instance, g.problems.join("; ")));
@@ -194,6 +196,7 @@ pub fn boot_loaded(loaded: Arc<Loaded>, opts: BootOptions) -> Result<Booted, Boo
                     cwd: Some(cwd.clone()),
                     ..opts.clone()
                 },
+                harness: harness_cell.clone(),
             };
             Some(Arc::new(SpawnSubagentTool::new(tool_env, spawn)) as Arc<dyn crate::tools::Tool>)
         } else {
@@ -237,11 +240,19 @@ pub fn boot_loaded(loaded: Arc<Loaded>, opts: BootOptions) -> Result<Booted, Boo
             message,
         })?;
 
-    let (harness, max_turn_requests) =
-        build_harness(m.harness.as_ref(), &chain).map_err(|source| BootError::Harness {
-            file: file.clone(),
-            source,
-        })?;
+    let harness_err = |source| BootError::Harness {
+        file: file.clone(),
+        source,
+    };
+    let (harness, max_turn_requests) = match (m.harness.as_ref(), &opts.lineage.parent_harness) {
+        (Some(h), Some((parent, max))) if h.provider == "small-model-of-parent" => (
+            small_model_of_parent(h, parent.as_ref()).map_err(harness_err)?,
+            *max,
+        ),
+        _ => build_harness(m.harness.as_ref(), &chain).map_err(harness_err)?,
+    };
+    // spawn_subagent reaches the harness through this cell (a sub-agent's small-model-of-parent clones it)
+    let _ = harness_cell.set((harness.clone(), max_turn_requests));
 
     let storage = storage_dir(m, &env);
     match ensure_storage(&storage, &loaded.path) {

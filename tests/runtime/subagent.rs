@@ -125,3 +125,92 @@ fn a_self_copy_cannot_spawn_again() {
         "the copy's answer is the parent's tool result"
     );
 }
+
+const SPAWN_CALL: &str = r#"event: message_start
+data: {"type":"message_start","message":{"id":"msg_lead_1","type":"message","role":"assistant","content":[],"model":"claude-test","stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":50,"output_tokens":1}}}
+
+event: content_block_start
+data: {"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"toolu_spawn","name":"spawn_subagent","input":{}}}
+
+event: content_block_delta
+data: {"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{\"prompt\": \"summarise hello.txt\"}"}}
+
+event: content_block_stop
+data: {"type":"content_block_stop","index":0}
+
+event: message_delta
+data: {"type":"message_delta","delta":{"stop_reason":"tool_use","stop_sequence":null},"usage":{"output_tokens":20}}
+
+event: message_stop
+data: {"type":"message_stop"}
+
+"#;
+
+#[test]
+fn small_model_of_parent_clones_the_parents_harness_with_the_small_model() {
+    let key = "sk-ant-subagent-secret";
+    // the parent asks for a sub-agent; the sub-agent answers; the parent answers
+    let (base, seen) = super::anthropic::serve(vec![
+        SPAWN_CALL,
+        super::anthropic::ANSWER,
+        super::anthropic::ANSWER,
+    ]);
+    let s = Scratch::new();
+    s.write(
+        "agent.toml",
+        &format!(
+            r#"[agent]
+name = "lead"
+
+[harness]
+provider = "anthropic"
+model = "claude-test"
+apiBase = "{base}"
+maxTokens = 1000
+
+[session]
+provider = "in-memory"
+
+[tools]
+spawn_subagent = "builtin"
+
+[capabilities.spawn_subagent.manifest]
+name = "summariser"
+harness = {{ provider = "small-model-of-parent" }}
+session = {{ provider = "in-memory" }}
+tools = {{}}
+capabilities = {{}}
+"#
+        ),
+    );
+    let run = s.loom_env(
+        &["prompt", "agent.toml", "summarise it", "--format", "jsonl"],
+        &[("ANTHROPIC_API_KEY", key)],
+    );
+    run.expect_code(0);
+    assert!(!run.stdout().contains(key) && !run.stderr().contains(key));
+    assert_eq!(
+        results(&updates(&run)),
+        [(
+            "completed".to_string(),
+            "The file says: greetings".to_string()
+        )]
+    );
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.len(), 3);
+    let (child_headers, child) = &seen[1];
+    assert_eq!(seen[0].1["model"], "claude-test");
+    assert_eq!(child["model"], "claude-haiku-4-5", "{child}");
+    assert_eq!(
+        child["max_tokens"], 1000,
+        "the rest of the parent's config is kept"
+    );
+    assert_eq!(
+        child["messages"][0]["content"][0]["text"], "summarise hello.txt",
+        "{child}"
+    );
+    assert!(child_headers
+        .iter()
+        .any(|(n, v)| n == "x-api-key" && v == key));
+    assert_eq!(seen[2].1["model"], "claude-test");
+}

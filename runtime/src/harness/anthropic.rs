@@ -470,6 +470,21 @@ impl Harness for AnthropicHarness {
         "anthropic"
     }
 
+    fn with_model(&self, model: &str) -> Option<std::sync::Arc<dyn Harness>> {
+        let mut config = self.config.clone();
+        config.model = model.to_string();
+        Some(std::sync::Arc::new(AnthropicHarness {
+            config,
+            key: self.key.clone(),
+            url: self.url.clone(),
+            client: self.client.clone(),
+        }))
+    }
+
+    fn small_model(&self) -> Option<String> {
+        Some("claude-haiku-4-5".into())
+    }
+
     fn stream(
         &self,
         request: ModelRequest,

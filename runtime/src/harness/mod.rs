@@ -58,6 +58,17 @@ pub trait Harness: Send + Sync {
         request: ModelRequest,
         cancel: CancellationToken,
     ) -> BoxFuture<'_, Result<EventStream, HarnessError>>;
+
+    /// This provider with another model and everything else (endpoint, key, limits) unchanged, for a sub-agent's
+    /// `small-model-of-parent` harness. `None`: this provider cannot switch models.
+    fn with_model(&self, _model: &str) -> Option<std::sync::Arc<dyn Harness>> {
+        None
+    }
+
+    /// The model this provider recommends for cheap sub-tasks (`small-model-of-parent` without a `model`).
+    fn small_model(&self) -> Option<String> {
+        None
+    }
 }
 
 /// Why a request failed, classified for the retry policy. Messages never hold secrets.
@@ -215,8 +226,38 @@ pub fn build_harness(
             std::sync::Arc::new(OpenAiChatHarness::from_config(&h.config, secrets)?),
             max,
         )),
+        "small-model-of-parent" => Err(HarnessConfigError::Invalid(
+            "provider \"small-model-of-parent\" clones the harness of the agent that spawns this one, so it works \
+             only in a sub-agent's manifest; name a provider such as \"anthropic\" here"
+                .into(),
+        )),
         other => Err(HarnessConfigError::NotSupported(other.to_string())),
     }
+}
+
+/// A sub-agent's `small-model-of-parent` harness: the parent's provider with `model`, or the model the parent's
+/// provider recommends for small tasks. The secrets are the parent's (no separate secret slot).
+pub fn small_model_of_parent(
+    harness: &loom_kernel::Harness,
+    parent: &dyn Harness,
+) -> Result<std::sync::Arc<dyn Harness>, HarnessConfigError> {
+    let model = match harness.config.get("model") {
+        Some(toml::Value::String(m)) if !m.trim().is_empty() => m.clone(),
+        Some(_) => return Err(HarnessConfigError::Invalid("model must be a non-empty string".into())),
+        None => parent.small_model().ok_or_else(|| {
+            HarnessConfigError::Invalid(format!(
+                "the parent's {:?} harness recommends no small model; set model = \"...\" under [harness]",
+                parent.name()
+            ))
+        })?,
+    };
+    parent.with_model(&model).ok_or_else(|| {
+        HarnessConfigError::Invalid(format!(
+            "the parent's {:?} harness cannot switch models, so small-model-of-parent cannot clone it; give the \
+             sub-agent a harness of its own",
+            parent.name()
+        ))
+    })
 }
 
 #[cfg(test)]
@@ -265,7 +306,7 @@ mod tests {
     }
 
     #[test]
-    fn unsupported_providers_are_named() {
+    fn small_model_of_parent_is_refused_at_the_top_level_and_missing_harnesses_are_named() {
         let h = loom_kernel::Harness {
             provider: "small-model-of-parent".into(),
             config: toml::Table::new(),
@@ -274,13 +315,29 @@ mod tests {
             .err()
             .map(|e| e.to_string())
             .unwrap_or_default();
-        assert!(
-            err.contains("\"small-model-of-parent\" is not supported yet"),
-            "{err}"
-        );
+        assert!(err.contains("only in a sub-agent's manifest"), "{err}");
         assert!(matches!(
             build_harness(None, &crate::secrets::SecretChain::default()),
             Err(HarnessConfigError::Missing)
         ));
+    }
+
+    #[test]
+    fn small_model_of_parent_needs_a_parent_that_can_switch_models() {
+        let h = |config: &str| loom_kernel::Harness {
+            provider: "small-model-of-parent".into(),
+            config: toml::from_str(config).unwrap(),
+        };
+        let test = TestHarness::echo();
+        let err = small_model_of_parent(&h(""), &test)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(err.contains("recommends no small model"), "{err}");
+        let err = small_model_of_parent(&h("model = \"m\""), &test)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(err.contains("cannot switch models"), "{err}");
     }
 }

@@ -439,6 +439,21 @@ impl Harness for OpenAiHarness {
         "openai"
     }
 
+    fn with_model(&self, model: &str) -> Option<std::sync::Arc<dyn Harness>> {
+        let mut config = self.config.clone();
+        config.model = model.to_string();
+        Some(std::sync::Arc::new(OpenAiHarness {
+            config,
+            key: self.key.clone(),
+            url: self.url.clone(),
+            client: self.client.clone(),
+        }))
+    }
+
+    fn small_model(&self) -> Option<String> {
+        Some("gpt-5-mini".into())
+    }
+
     fn stream(
         &self,
         request: ModelRequest,

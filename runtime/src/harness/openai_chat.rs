@@ -438,6 +438,17 @@ impl Harness for OpenAiChatHarness {
         "openai-chat"
     }
 
+    fn with_model(&self, model: &str) -> Option<std::sync::Arc<dyn Harness>> {
+        let mut config = self.config.clone();
+        config.model = model.to_string();
+        Some(std::sync::Arc::new(OpenAiChatHarness {
+            config,
+            key: self.key.clone(),
+            url: self.url.clone(),
+            client: self.client.clone(),
+        }))
+    }
+
     fn stream(
         &self,
         request: ModelRequest,

@@ -28,7 +28,7 @@ pub use find::{glob_match, FindTool};
 pub use output::{OutputBuffer, Snapshot};
 pub use paths::{resolve_path, PathMode};
 pub use read_file::ReadFileTool;
-pub use spawn_subagent::{Lineage, SpawnEnv, SpawnSubagentTool};
+pub use spawn_subagent::{HarnessCell, Lineage, SpawnEnv, SpawnSubagentTool};
 pub use write_file::WriteFileTool;
 
 /// The built-in tools this build implements, by underlying name.

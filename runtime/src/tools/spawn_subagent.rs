@@ -19,6 +19,7 @@ use loom_kernel::{
 
 use super::{check_fields, str_field, Prepared, Tool, ToolCtx, ToolEnv, ToolOutput};
 use crate::boot::{boot_loaded, BootOptions};
+use crate::harness::Harness;
 use crate::load::{env_map, load_manifest, Loaded};
 use crate::model::ToolSpec;
 use crate::update::{SessionUpdate, ToolKind};
@@ -33,7 +34,12 @@ pub struct Lineage {
     pub depth: usize,
     /// The parent's history at spawn time, for a `fork-of-parent` session layer (`None` for a root agent).
     pub parent_history: Option<Vec<SessionUpdate>>,
+    /// The parent's harness and `maxTurnRequests`, for a `small-model-of-parent` harness (`None` for a root agent).
+    pub parent_harness: Option<(Arc<dyn Harness>, u32)>,
 }
+
+/// The parent's harness, set once boot has built it (tools are built first).
+pub type HarnessCell = Arc<std::sync::OnceLock<(Arc<dyn Harness>, u32)>>;
 
 /// What the tool needs to boot sub-agents: the parent's manifest and the options it booted with.
 #[derive(Clone)]
@@ -44,6 +50,8 @@ pub struct SpawnEnv {
     pub ctx: PathCtx,
     /// The parent's boot options (secrets, sandbox, clock, working directory, lineage).
     pub opts: BootOptions,
+    /// The parent's harness.
+    pub harness: HarnessCell,
 }
 
 /// One sub-agent the grant allows.
@@ -247,6 +255,7 @@ async fn run(
     opts.lineage = Lineage {
         depth,
         parent_history: Some(fork_snapshot(ctx.history.as_deref().unwrap_or(&[]))),
+        parent_harness: spawn.harness.get().cloned(),
     };
     let booted = match boot_loaded(Arc::new(child), opts) {
         Ok(b) => b,
@@ -456,6 +465,7 @@ mod tests {
             lineage: Lineage {
                 depth: 1,
                 parent_history: Some(vec![user("parent said this")]),
+                parent_harness: None,
             },
             ..BootOptions::default()
         };
