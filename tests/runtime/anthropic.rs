@@ -34,7 +34,7 @@ data: {"type":"message_stop"}
 
 "#;
 
-const ANSWER: &str = r#"event: message_start
+pub const ANSWER: &str = r#"event: message_start
 data: {"type":"message_start","message":{"id":"msg_e2e_2","type":"message","role":"assistant","content":[],"model":"claude-test","stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":80,"output_tokens":1}}}
 
 event: content_block_start
