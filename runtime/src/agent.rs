@@ -22,7 +22,7 @@ use crate::bus::{Bus, Capacity, Subscription};
 use crate::harness::{EventStream, Harness, HarnessError};
 use crate::model::{ModelEvent, ModelRequest, Role, StopReason, ToolSpec};
 use crate::retry::{jitter, wait, RetryPolicy, Sleeper, TokioSleeper};
-use crate::session::{to_messages, Chain, SessionError};
+use crate::session::{to_messages, Chain, CompactCtx, CompactMode, Compaction, SessionError};
 use crate::tools::{Progress, Tool, ToolCtx, ToolOutput};
 use crate::update::{
     Chunk, Content, Frame, FrameKind, SessionUpdate, ToolCall, ToolCallContent, ToolCallUpdate,
@@ -358,17 +358,36 @@ impl Agent {
                     self.max_turn_requests
                 )));
             }
-            let request = ModelRequest {
-                system: system.clone(),
-                messages: to_messages(&session.pull()?),
-                tools: specs.clone(),
-                turn,
-                request_in_turn,
+            let ctx = CompactCtx {
+                harness: self.harness.as_ref(),
+                cancel,
             };
-            let (mut stream, first) = match self.start(request, cancel).await {
-                Ok(s) => s,
-                Err(HarnessError::Cancelled) => return Err(Stop::Cancelled),
-                Err(e) => return Err(Stop::Failed(format!("{}: {e}", self.harness.name()))),
+            // a failed automatic compaction keeps the history and pauses itself; the request goes ahead
+            session.compact(CompactMode::Auto, &ctx).await?;
+            // a context overflow gets one forced compaction and one retry of the request
+            let mut compacted: Option<String> = None;
+            let (mut stream, first) = loop {
+                let request = ModelRequest {
+                    system: system.clone(),
+                    messages: to_messages(&session.pull()?),
+                    tools: specs.clone(),
+                    turn,
+                    request_in_turn,
+                };
+                match self.start(request, cancel).await {
+                    Ok(s) => break s,
+                    Err(HarnessError::Cancelled) => return Err(Stop::Cancelled),
+                    Err(e @ HarnessError::ContextOverflow { .. }) => {
+                        if let Some(done) = compacted {
+                            return Err(Stop::Failed(format!(
+                                "{}: {e} (it still did not fit after compaction ({done}) and one retry)",
+                                self.harness.name()
+                            )));
+                        }
+                        compacted = Some(self.compact_for_overflow(session, &e, cancel).await?);
+                    }
+                    Err(e) => return Err(Stop::Failed(format!("{}: {e}", self.harness.name()))),
+                }
             };
             let mut next = Some(first);
             let mut message_id = format!("assistant-{}-{turn}-{request_in_turn}", self.nonce);
@@ -506,6 +525,67 @@ impl Agent {
             self.drain_steering(session, turn).await?;
         }
         Err(Stop::Failed("the turn loop ended unexpectedly".into()))
+    }
+
+    /// The forced compaction after a context overflow: what it did, or why the turn must end (nothing compacted).
+    async fn compact_for_overflow(
+        &self,
+        session: &mut Chain,
+        overflow: &HarnessError,
+        cancel: &CancellationToken,
+    ) -> Result<String, Stop> {
+        let ctx = CompactCtx {
+            harness: self.harness.as_ref(),
+            cancel,
+        };
+        let reports = session.compact(CompactMode::Forced, &ctx).await?;
+        if cancel.is_cancelled() {
+            return Err(Stop::Cancelled);
+        }
+        let done: Vec<String> = reports
+            .iter()
+            .filter(|r| matches!(r, Compaction::Compacted { .. }))
+            .map(Compaction::to_string)
+            .collect();
+        if !done.is_empty() {
+            return Ok(done.join("; "));
+        }
+        let why = if !reports.is_empty() {
+            reports
+                .iter()
+                .map(Compaction::to_string)
+                .collect::<Vec<_>>()
+                .join("; ")
+        } else if session.compacts() {
+            "compacting: the history is no longer than the events compaction keeps".to_string()
+        } else {
+            "the session has no compacting layer (add \"compacting\" to [session] layers)"
+                .to_string()
+        };
+        Err(Stop::Failed(format!(
+            "{}: {overflow} (compaction could not shorten it: {why})",
+            self.harness.name()
+        )))
+    }
+
+    /// Compacts the session now, regardless of thresholds or a pause after a failed summary (the `/compact`
+    /// command). Returns what each compacting layer did.
+    pub async fn compact_now(
+        &self,
+        cancel: CancellationToken,
+    ) -> Result<Vec<Compaction>, SessionError> {
+        let mut session = self.session.lock().await;
+        let ctx = CompactCtx {
+            harness: self.harness.as_ref(),
+            cancel: &cancel,
+        };
+        session.compact(CompactMode::Forced, &ctx).await
+    }
+
+    /// The tokens the last request used, as the session's compacting layer knows them (none before the first
+    /// response or right after a compaction).
+    pub async fn tokens_in_context(&self) -> Option<u64> {
+        self.session.lock().await.tokens_in_context()
     }
 
     /// Starts a request, retrying its start (up to and including the first event) under the retry policy.

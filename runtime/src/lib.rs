@@ -13,8 +13,10 @@
 //! - `agent`: [`Agent`] and the turn loop; `retry` (policy + injectable [`Sleeper`]); the doom-loop guard is `loom_kernel::DoomGuard`.
 //! - `update` + `bus`: ACP-shaped [`SessionUpdate`]s with lifecycle frames, and bounded / lossless subscriptions.
 //! - `session`: the [`Layer`] trait, the [`Chain`], [`to_messages`] (stored events -> conversation), and the
-//!   `in-memory` / `file` layers. New layers (compacting, skills, fork-of-parent) implement [`Layer`] and register
-//!   in [`build_chain`].
+//!   `in-memory` / `file` / `compacting` layers; `compactor` holds the [`Compactor`] trait with the
+//!   [`HeuristicCompactor`] and the [`ModelCompactor`]. The turn loop runs [`Chain::compact`] before each request
+//!   and once more, forced, on a context overflow (then retries the request once). New layers (skills) implement
+//!   [`Layer`] and register in [`build_chain`].
 //! - `tools`: the [`Tool`] trait (prepare = parse + gather facts; the loop asks the kernel; run = the effect) and
 //!   the built-ins; `secrets`: the [`SecretChain`]; `boot`: manifest -> [`Agent`]; `prompt`: `loom prompt`'s
 //!   blocking entry point.
@@ -89,7 +91,11 @@ pub use prompt::{prompt_blocking, PromptError, PromptSink};
 pub use retry::{RetryPolicy, Sleeper, TokioSleeper, BASE_DELAY, MAX_ATTEMPTS, MAX_DELAY};
 pub use secrets::{env_names, Secret, SecretChain, SecretSource, SecretsFileError};
 pub use session::{
-    build_chain, to_messages, Chain, FileLayer, Layer, MemoryLayer, SessionError, SessionPlace,
+    build_chain, to_messages, Chain, Clock, CompactCtx, CompactMode, CompactingConfig,
+    CompactingLayer, Compaction, Compactor, FileLayer, HeuristicCompactor, Layer, MemoryLayer,
+    ModelCompactor, SessionError, SessionPlace, SummaryError, SystemClock, CHARS_PER_TOKEN,
+    COMPACTION_TURN_BIT, DEFAULT_COMPACTOR_SYSTEM, DEFAULT_INSTRUCTION, DEFAULT_KEEP,
+    DEFAULT_THRESHOLD, PAUSE_AFTER_FAILURE, STATE_FILE, SUMMARY_HEADER, SUMMARY_ID_PREFIX,
 };
 pub use storage::{ensure_storage, storage_dir, OWNER_FILE};
 pub use tools::{

@@ -34,6 +34,7 @@ data: {"type":"message_stop"}
 
 "#;
 
+/// A streamed text answer: "The file says: greetings".
 pub const ANSWER: &str = r#"event: message_start
 data: {"type":"message_start","message":{"id":"msg_e2e_2","type":"message","role":"assistant","content":[],"model":"claude-test","stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":80,"output_tokens":1}}}
 
@@ -62,12 +63,18 @@ pub type Seen = Arc<Mutex<Vec<(Vec<(String, String)>, serde_json::Value)>>>;
 
 /// Serves `replies` (event streams), one per connection, on a background thread; returns the base URL.
 pub fn serve(replies: Vec<&'static str>) -> (String, Seen) {
+    serve_status(replies.into_iter().map(|r| (200, r)).collect())
+}
+
+/// Like [`serve`], with an HTTP status per reply: 200 sends the body as an event stream, anything else as a JSON
+/// error body.
+pub fn serve_status(replies: Vec<(u16, &'static str)>) -> (String, Seen) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     let seen: Seen = Arc::new(Mutex::new(Vec::new()));
     let rec = seen.clone();
     std::thread::spawn(move || {
-        for reply in replies {
+        for (status, reply) in replies {
             let Ok((sock, _)) = listener.accept() else {
                 return;
             };
@@ -98,9 +105,14 @@ pub fn serve(replies: Vec<&'static str>) -> (String, Seen) {
                 serde_json::from_slice(&body).unwrap_or(serde_json::Value::Null),
             ));
             let mut sock = reader.into_inner();
+            let (reason, kind) = match status {
+                200 => ("OK", "text/event-stream"),
+                _ => ("Error", "application/json"),
+            };
             let _ = write!(
                 sock,
-                "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n{reply}"
+                "HTTP/1.1 {status} {reason}\r\ncontent-type: {kind}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{reply}",
+                reply.len()
             );
         }
     });

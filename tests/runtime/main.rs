@@ -4,6 +4,7 @@
 //! across runs (including a torn last line), and Ctrl-C.
 
 mod anthropic;
+mod compacting;
 mod openai_chat;
 mod prompt;
 mod session;

@@ -129,8 +129,8 @@ fn boot_refuses_what_it_does_not_implement_by_name() {
             "provider = \"small-model-of-parent\" is not supported yet",
         ),
         (
-            "[agent]\nname = \"a\"\n[harness]\nprovider = \"test\"\necho = true\n[session]\nlayers = [\"compacting\", \"in-memory\"]\n",
-            "\"compacting\" layer is not supported yet",
+            "[agent]\nname = \"a\"\n[harness]\nprovider = \"test\"\necho = true\n[session]\nlayers = [\"skills\", \"compacting\", \"in-memory\"]\n",
+            "\"skills\" layer is not supported yet",
         ),
         (
             "[agent]\nname = \"a\"\n[harness]\nprovider = \"test\"\necho = true\n[session]\nprovider = \"in-memory\"\n[capabilities]\nweb_search = \"*\"\n[tools]\nweb_search = \"builtin\"\n",

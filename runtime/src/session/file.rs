@@ -128,7 +128,8 @@ fn parse_log(path: &Path, bytes: &[u8]) -> Result<(Vec<SessionUpdate>, usize, bo
     Ok((events, offset, false))
 }
 
-fn same_run(a: &SessionUpdate, b: &SessionUpdate) -> bool {
+/// True when `b` continues the chunk run of `a`: the same kind of chunk of the same message.
+pub(super) fn same_run(a: &SessionUpdate, b: &SessionUpdate) -> bool {
     let same = |x: &Chunk, y: &Chunk| x.message_id == y.message_id;
     match (a, b) {
         (SessionUpdate::UserMessageChunk(x), SessionUpdate::UserMessageChunk(y))

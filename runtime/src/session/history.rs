@@ -139,7 +139,7 @@ impl Builder {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::update::{Chunk, Content, ToolCall, ToolCallContent, ToolCallUpdate, ToolKind};
 
@@ -155,7 +155,8 @@ mod tests {
             message_id: None,
         })
     }
-    fn call(id: &str) -> SessionUpdate {
+    /// A `bash` call announced (shared with the other session tests).
+    pub(crate) fn call(id: &str) -> SessionUpdate {
         SessionUpdate::ToolCall(ToolCall {
             tool_call_id: id.into(),
             title: "bash".into(),
@@ -166,7 +167,8 @@ mod tests {
             locations: vec![],
         })
     }
-    fn done(id: &str, text: &str) -> SessionUpdate {
+    /// The completed result of call `id` (shared with the other session tests).
+    pub(crate) fn done(id: &str, text: &str) -> SessionUpdate {
         SessionUpdate::ToolCallUpdate(ToolCallUpdate {
             tool_call_id: id.into(),
             status: Some(ToolStatus::Completed),

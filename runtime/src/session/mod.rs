@@ -6,7 +6,14 @@
 //! The history is a list of [`SessionUpdate`]s (the same ACP shapes hosts see); [`to_messages`] turns it into the
 //! conversation a harness sends. Frames are pushed (layers may observe them) but never stored; tool progress never
 //! reaches the session.
+//!
+//! Compaction is a hook of its own ([`Layer::compact`]): the turn loop runs it before each model request
+//! ([`CompactMode::Auto`]: a layer compacts when its threshold trips) and once more when the provider reports a
+//! context overflow ([`CompactMode::Forced`]); each layer gets the history the layers below it produce and the
+//! agent's harness, so a model compactor can summarise through it.
 
+mod compacting;
+mod compactor;
 mod file;
 mod history;
 mod memory;
@@ -14,12 +21,77 @@ mod memory;
 use std::path::{Path, PathBuf};
 
 use futures::future::BoxFuture;
+use tokio_util::sync::CancellationToken;
 
+use crate::harness::Harness;
 use crate::update::SessionUpdate;
 
+pub use compacting::{
+    Clock, CompactingConfig, CompactingLayer, SystemClock, DEFAULT_KEEP, DEFAULT_THRESHOLD,
+    PAUSE_AFTER_FAILURE, STATE_FILE,
+};
+pub use compactor::{
+    Compactor, HeuristicCompactor, ModelCompactor, SummaryError, CHARS_PER_TOKEN,
+    COMPACTION_TURN_BIT, DEFAULT_COMPACTOR_SYSTEM, DEFAULT_INSTRUCTION, SUMMARY_HEADER,
+    SUMMARY_ID_PREFIX,
+};
 pub use file::FileLayer;
 pub use history::to_messages;
 pub use memory::MemoryLayer;
+
+/// What a compaction may use: the agent's harness (a model compactor summarises through it) and the turn's
+/// cancellation token.
+#[derive(Clone, Copy)]
+pub struct CompactCtx<'a> {
+    /// The agent's harness.
+    pub harness: &'a dyn Harness,
+    /// Cancels the summarisation.
+    pub cancel: &'a CancellationToken,
+}
+
+/// Why a compaction runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CompactMode {
+    /// Before a request: only when the layer's threshold trips and automatic compaction is not paused.
+    Auto,
+    /// Now, regardless of thresholds and pauses (a context overflow, `/compact`).
+    Forced,
+}
+
+/// What one layer's compaction did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Compaction {
+    /// The older events were replaced by a summary.
+    Compacted {
+        /// The layer.
+        layer: String,
+        /// Events shown before.
+        before: usize,
+        /// Events shown after (the summary included).
+        after: usize,
+    },
+    /// No summary came back; the history was kept as it was.
+    Failed {
+        /// The layer.
+        layer: String,
+        /// The actual cause.
+        cause: String,
+    },
+}
+
+impl std::fmt::Display for Compaction {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Compaction::Compacted {
+                layer,
+                before,
+                after,
+            } => write!(f, "{layer}: compacted {before} events to {after}"),
+            Compaction::Failed { layer, cause } => write!(f, "{layer}: compaction failed: {cause}"),
+        }
+    }
+}
 
 /// Why a session operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -41,6 +113,17 @@ pub enum SessionError {
         /// 1-based line number.
         line: usize,
         /// The parse error.
+        reason: String,
+    },
+    /// A compaction state file does not parse. It is left as it is; boot stops rather than lose the summary.
+    #[error(
+        "{path}: not a compaction state file ({reason}); fix or remove it (the history the storage layer keeps is \
+         intact; removing the file drops only the summary)"
+    )]
+    State {
+        /// The file.
+        path: String,
+        /// What is wrong.
         reason: String,
     },
     /// The chain cannot be built.
@@ -74,9 +157,29 @@ pub trait Layer: Send {
         Vec::new()
     }
 
-    /// Runs before each turn (compaction and skill rescans hook in here).
+    /// Runs before each turn (skill rescans hook in here).
     fn prepare_turn(&mut self) -> BoxFuture<'_, Result<(), SessionError>> {
         Box::pin(async { Ok(()) })
+    }
+
+    /// True for layers that compact (the chain skips the others when compacting).
+    fn compacts(&self) -> bool {
+        false
+    }
+
+    /// Compacts what this layer shows, given the history the layers below produce. `None` when nothing was done.
+    fn compact<'a>(
+        &'a mut self,
+        _below: &'a [SessionUpdate],
+        _mode: CompactMode,
+        _ctx: &'a CompactCtx<'a>,
+    ) -> BoxFuture<'a, Result<Option<Compaction>, SessionError>> {
+        Box::pin(async { Ok(None) })
+    }
+
+    /// The tokens the last request used, when this layer keeps usage.
+    fn tokens_in_context(&self) -> Option<u64> {
+        None
     }
 
     /// Flushes and releases what the layer holds.
@@ -148,6 +251,37 @@ impl Chain {
             .collect()
     }
 
+    /// True when some layer compacts.
+    pub fn compacts(&self) -> bool {
+        self.layers.iter().any(|l| l.compacts())
+    }
+
+    /// Runs every compacting layer's [`Layer::compact`], bottom first, each over the history the layers below it
+    /// produce. Returns what each did.
+    pub async fn compact(
+        &mut self,
+        mode: CompactMode,
+        ctx: &CompactCtx<'_>,
+    ) -> Result<Vec<Compaction>, SessionError> {
+        let mut reports = Vec::new();
+        if !self.compacts() {
+            return Ok(reports);
+        }
+        let mut history = Vec::new();
+        for layer in self.layers.iter_mut().rev() {
+            if layer.compacts() {
+                reports.extend(layer.compact(&history, mode, ctx).await?);
+            }
+            history = layer.pull(history)?;
+        }
+        Ok(reports)
+    }
+
+    /// The tokens the last request used, as the topmost layer that keeps usage knows them.
+    pub fn tokens_in_context(&self) -> Option<u64> {
+        self.layers.iter().find_map(|l| l.tokens_in_context())
+    }
+
     /// Runs every layer's `prepare_turn`, bottom first.
     pub async fn prepare_turn(&mut self) -> Result<(), SessionError> {
         for layer in self.layers.iter_mut().rev() {
@@ -180,25 +314,44 @@ pub struct SessionPlace {
 }
 
 /// Builds the chain `[session]` declares. Layers not implemented yet are refused by name, never dropped. The
-/// default chain (`[session]` absent: skills -> compacting -> in-memory) runs as in-memory alone for now; the
+/// default chain (`[session]` absent: skills -> compacting -> in-memory) runs without its skills layer for now; the
 /// returned notes say so.
 pub fn build_chain(
     session: &loom_kernel::Session,
     place: &SessionPlace,
 ) -> Result<(Chain, Vec<String>), SessionError> {
     let mut notes = Vec::new();
+    let mut specs: Vec<&loom_kernel::LayerSpec> = session.layers.iter().collect();
     if session.defaulted {
-        notes.push(
-            "session: [session] is absent; the default chain's skills and compacting layers are not supported yet, \
-             so the session is in-memory alone"
-                .to_string(),
-        );
-        return Ok((Chain::new(vec![Box::new(MemoryLayer::default())])?, notes));
+        specs.retain(|s| s.provider != "skills");
+        notes.push(format!(
+            "session: [session] is absent; the default chain's skills layer is not supported yet, so the session \
+             is {}",
+            specs
+                .iter()
+                .map(|s| s.provider.as_str())
+                .collect::<Vec<_>>()
+                .join(" -> ")
+        ));
     }
+    let mut persisted: Option<PathBuf> = None;
     let mut layers: Vec<Box<dyn Layer>> = Vec::new();
-    for spec in &session.layers {
+    for spec in specs {
         let layer: Box<dyn Layer> = match spec.provider.as_str() {
             "in-memory" => Box::new(MemoryLayer::default()),
+            "compacting" => {
+                let (config, config_notes) = CompactingConfig::from_toml(&spec.config, &place.storage)?;
+                if let Some(path) = &config.persist {
+                    if persisted.replace(path.clone()).is_some() {
+                        return Err(SessionError::Config(format!(
+                            "session: two compacting layers persist to the same file {}; set persist = true on one",
+                            path.display()
+                        )));
+                    }
+                }
+                notes.extend(config_notes);
+                Box::new(CompactingLayer::heuristic(config)?)
+            }
             "file" => {
                 let path = match spec.config.get("path").and_then(toml::Value::as_str) {
                     Some(p) if Path::new(p).is_absolute() => PathBuf::from(p),
@@ -222,7 +375,8 @@ pub fn build_chain(
             other => {
                 return Err(SessionError::Config(format!(
                     "session: the {other:?} layer is not supported yet by this build of loom (supported: \
-                     \"in-memory\", \"file\", \"fork-of-parent\"); remove it from [session] for now"
+                     \"in-memory\", \"file\", \"compacting\", \"fork-of-parent\"); remove it from [session] for \
+                     now"
                 )))
             }
         };
@@ -321,7 +475,7 @@ mod tests {
     #[test]
     fn unsupported_layers_are_named() {
         let m = loom_kernel::parse_manifest(
-            "[agent]\nname = \"a\"\n[session]\nlayers = [\"compacting\", \"in-memory\"]\n",
+            "[agent]\nname = \"a\"\n[session]\nlayers = [\"skills\", \"in-memory\"]\n",
             "agent.toml",
             &Default::default(),
         )
@@ -333,7 +487,75 @@ mod tests {
         };
         let err = build_chain(&m.session, &place).unwrap_err().to_string();
         assert!(
-            err.contains("\"compacting\" layer is not supported yet"),
+            err.contains("\"skills\" layer is not supported yet"),
+            "{err}"
+        );
+    }
+
+    fn chain_of(toml: &str, storage: &Path) -> Result<(Chain, Vec<String>), SessionError> {
+        let m = loom_kernel::parse_manifest(
+            &format!("[agent]\nname = \"a\"\n{toml}"),
+            "agent.toml",
+            &Default::default(),
+        )
+        .unwrap();
+        let place = SessionPlace {
+            manifest_dir: storage.to_path_buf(),
+            storage: storage.to_path_buf(),
+            parent_history: None,
+        };
+        build_chain(&m.session, &place)
+    }
+
+    #[test]
+    fn the_default_chain_is_compacting_over_in_memory() {
+        let d = tempfile::tempdir().unwrap();
+        let (chain, notes) = chain_of("", d.path()).unwrap();
+        assert_eq!(format!("{chain:?}"), r#"["compacting", "in-memory"]"#);
+        assert!(chain.compacts());
+        assert_eq!(
+            notes,
+            ["session: [session] is absent; the default chain's skills layer is not supported yet, so the \
+              session is compacting -> in-memory"]
+        );
+    }
+
+    #[test]
+    fn compacting_is_configured_from_toml() {
+        let d = tempfile::tempdir().unwrap();
+        let (chain, notes) = chain_of(
+            "[session]\nlayers = [\"compacting\", \"file\"]\n[session.compacting]\nthreshold = 5\nkeep = 4\n\
+             persist = true\ntoken_fraction = 0.5\n",
+            d.path(),
+        )
+        .unwrap();
+        assert_eq!(format!("{chain:?}"), r#"["compacting", "file"]"#);
+        assert_eq!(notes.len(), 2, "{notes:?}");
+        assert!(notes[0]
+            .contains("threshold 5 is at or below keep + 2 (keep = 4), so it was raised to 8"));
+        assert!(notes[1].contains("token_fraction: no harness reports its context window yet"));
+
+        let err = chain_of(
+            "[session]\nlayers = [\"compacting\", \"in-memory\"]\n[session.compacting]\ntoken_fraction = 0.5\n\
+             tokenFraction = 0.6\n",
+            d.path(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("token_fraction and tokenFraction are the same setting"),
+            "{err}"
+        );
+
+        let err = chain_of(
+            "[session]\nlayers = [{ provider = \"compacting\", persist = true }, { provider = \"compacting\", \
+             persist = true }, { provider = \"in-memory\" }]\n",
+            d.path(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("two compacting layers persist to the same file"),
             "{err}"
         );
     }
