@@ -1,5 +1,6 @@
 //! Grants: `"*"`, one row, a capability set of rows, or `{}`.
 
+use std::cmp::Ordering;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
@@ -13,8 +14,34 @@ pub type Kind = String;
 ///
 /// The map is shared (`Arc`), so cloning a row — which merges and decisions do constantly — is a reference-count
 /// increment. Change a row with [`Row::insert`] (copy-on-write).
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct Row(pub Arc<BTreeMap<Kind, Value>>);
+
+// Rows compare by their maps. A row shared with itself (the same `Arc`, as merges produce) is equal without walking
+// the map: value order is total, so this never changes an answer.
+impl PartialEq for Row {
+    fn eq(&self, other: &Row) -> bool {
+        Arc::ptr_eq(&self.0, &other.0) || self.0 == other.0
+    }
+}
+
+impl Eq for Row {}
+
+impl PartialOrd for Row {
+    fn partial_cmp(&self, other: &Row) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Row {
+    fn cmp(&self, other: &Row) -> Ordering {
+        if Arc::ptr_eq(&self.0, &other.0) {
+            Ordering::Equal
+        } else {
+            self.0.cmp(&other.0)
+        }
+    }
+}
 
 impl Row {
     /// The value granted for `kind`, if any.
@@ -38,9 +65,13 @@ impl Row {
         I: IntoIterator<Item = (K, Value)>,
         K: Into<String>,
     {
-        Row(Arc::new(
-            pairs.into_iter().map(|(k, v)| (k.into(), v)).collect(),
-        ))
+        // inserted one by one: rows are small, so this beats collecting, sorting and bulk-building (a later pair
+        // with the same kind wins either way)
+        let mut map = BTreeMap::new();
+        for (k, v) in pairs {
+            map.insert(k.into(), v);
+        }
+        Row(Arc::new(map))
     }
 
     /// Renders the row as an inline TOML table.

@@ -1,7 +1,7 @@
 //! The bash tool's algebra: per row over `commands`, `paths`, `read_paths`, `network` and `env`.
 
-use super::default::{sample_rows, value_contains};
-use super::files::{canonicalize_paths, path_kind_contains, sample_paths, Paths};
+use super::default::{sample_rows, sample_strs, value_contains};
+use super::files::{canonicalize_paths, sample_paths, PathKinds, Paths};
 use super::Algebra;
 use crate::grant::{Grant, Row};
 use crate::path::PathCtx;
@@ -87,26 +87,21 @@ enum EnvSet<'a> {
 
 impl EnvSet<'_> {
     fn covers(&self, name: &str) -> bool {
-        match self {
-            EnvSet::Tier2 => {
-                ENV_TIER1.contains(&name) || ENV_TIER2.iter().any(|p| env_pattern_covers(p, name))
+        // tier 1 is checked once here, not again for every pattern
+        ENV_TIER1.contains(&name)
+            || match self {
+                EnvSet::Tier2 => ENV_TIER2.iter().any(|p| pattern_covers(p, name)),
+                EnvSet::Listed(items) => items
+                    .iter()
+                    .filter_map(Value::as_str)
+                    .any(|p| pattern_covers(p, name)),
             }
-            EnvSet::Listed(items) => {
-                ENV_TIER1.contains(&name)
-                    || items
-                        .iter()
-                        .filter_map(Value::as_str)
-                        .any(|p| env_pattern_covers(p, name))
-            }
-        }
     }
 }
 
-/// Does env pattern `sup` cover `sub`? `AWS_*` covers `AWS_KEY` and `AWS_S3_*`; a name covers itself.
-pub fn env_pattern_covers(sup: &str, sub: &str) -> bool {
-    if ENV_TIER1.contains(&sub) {
-        return true;
-    }
+/// Does env pattern `sup` cover `sub`? `AWS_*` covers `AWS_KEY` and `AWS_S3_*`; a name covers itself. (Tier-1 names
+/// are covered whatever the patterns: [`EnvSet::covers`] checks them once.)
+fn pattern_covers(sup: &str, sub: &str) -> bool {
     match sup.strip_suffix('*') {
         Some(prefix) => sub.starts_with(prefix),
         None => sup == sub,
@@ -133,29 +128,72 @@ fn env_contains(sup: Option<&Value>, sub: Option<&Value>) -> bool {
     }
 }
 
+/// The kinds bash reads, found in one pass over a row's sorted entries (no per-kind map search).
+#[derive(Debug, Default, Clone, Copy)]
+struct BashKinds<'a> {
+    commands: Option<&'a Value>,
+    env: Option<&'a Value>,
+    network: Option<&'a Value>,
+    paths: PathKinds<'a>,
+    /// The row has a kind bash does not know.
+    other: bool,
+}
+
+impl<'a> BashKinds<'a> {
+    fn of(row: &'a Row) -> BashKinds<'a> {
+        let mut kinds = BashKinds::default();
+        for (k, v) in row.0.iter() {
+            match k.as_str() {
+                "commands" => kinds.commands = Some(v),
+                "env" => kinds.env = Some(v),
+                "network" => kinds.network = Some(v),
+                "paths" => kinds.paths.paths = Some(v),
+                "read_paths" => kinds.paths.read_paths = Some(v),
+                _ => kinds.other = true,
+            }
+        }
+        kinds
+    }
+
+    fn knows(kind: &str) -> bool {
+        matches!(
+            kind,
+            "commands" | "env" | "network" | "paths" | "read_paths"
+        )
+    }
+}
+
+impl BashAlgebra {
+    /// Row containment, given each row's kinds.
+    fn fits(&self, s: &BashKinds<'_>, sup: &Row, t: &BashKinds<'_>, sub: &Row) -> bool {
+        t.commands
+            .is_none_or(|v| s.commands.is_some_and(|c| value_contains(c, v)))
+            && t.network.is_none_or(|v| network_contains(s.network, v))
+            // env is special: its absence is a request (tier 2), so it is compared even when the sub-row omits it
+            && env_contains(s.env, t.env)
+            && s.paths.cover(&self.paths, &t.paths)
+            // kinds bash does not know compare by the default value order
+            && (!t.other
+                || sub.0.iter().all(|(k, v)| {
+                    BashKinds::knows(k) || sup.get(k).is_some_and(|s| value_contains(s, v))
+                }))
+    }
+}
+
 impl Algebra for BashAlgebra {
     fn name(&self) -> &'static str {
         "bash"
     }
 
     fn row_contains(&self, sup: &Row, sub: &Row) -> bool {
-        // env is special: its absence is a request (tier 2), so it is compared even when the sub-row omits it.
-        if !env_contains(sup.get("env"), sub.get("env")) {
-            return false;
-        }
-        sub.0.iter().all(|(k, v)| {
-            if let Some(ok) = path_kind_contains(&self.paths, sup, k, v) {
-                return ok;
-            }
-            match k.as_str() {
-                "env" => true,
-                "network" => network_contains(sup.get("network"), v),
-                _ => sup.get(k).is_some_and(|s| value_contains(s, v)),
-            }
-        })
+        self.fits(&BashKinds::of(sup), sup, &BashKinds::of(sub), sub)
     }
 
     fn canonicalize(&self, g: &Grant) -> Grant {
+        canonicalize_paths(&self.paths, g.clone())
+    }
+
+    fn canonicalize_owned(&self, g: Grant) -> Grant {
         canonicalize_paths(&self.paths, g)
     }
 
@@ -163,12 +201,12 @@ impl Algebra for BashAlgebra {
         const COMMANDS: [&str; 4] = ["cat", "ls", "gcalcli", "dig"];
         const ENV: [&str; 6] = ["PATH", "AWS_*", "AWS_KEY", "AWS_S3_*", "PWD", "HOME"];
         sample_rows(rng, |rng| {
-            let mut row = Vec::new();
+            let mut row = Vec::with_capacity(5);
             if !rng.one_in(5) {
                 let c = if rng.one_in(3) {
                     Value::Star
                 } else {
-                    Value::strs(rng.subset(&COMMANDS))
+                    sample_strs(rng, &COMMANDS)
                 };
                 row.push(("commands", c));
             }
@@ -194,7 +232,7 @@ impl Algebra for BashAlgebra {
                     if rng.one_in(4) {
                         Value::Star
                     } else {
-                        Value::strs(rng.subset(&ENV))
+                        sample_strs(rng, &ENV)
                     },
                 ));
             }

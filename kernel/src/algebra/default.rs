@@ -59,7 +59,7 @@ impl Algebra for DefaultAlgebra {
 
     fn sample(&self, rng: &mut Rng) -> Grant {
         sample_rows(rng, |rng| {
-            let mut row = Vec::new();
+            let mut row = Vec::with_capacity(3);
             for kind in ["a", "b", "c"] {
                 if rng.one_in(2) {
                     row.push((kind, sample_scalarish(rng)));
@@ -80,6 +80,17 @@ pub(crate) fn sample_rows(rng: &mut Rng, mut row: impl FnMut(&mut Rng) -> Row) -
     Grant::set((0..n).map(|_| row(rng)).collect())
 }
 
+/// A random subset of `items` as a list of strings: the draws of [`Rng::subset`], without its intermediate vector.
+pub(crate) fn sample_strs(rng: &mut Rng, items: &[&str]) -> Value {
+    let mut out = Vec::with_capacity(items.len());
+    for item in items {
+        if rng.one_in(2) {
+            out.push(Value::Str((*item).to_string()));
+        }
+    }
+    Value::list(out)
+}
+
 /// Samples a value over a tiny universe: `"*"`, scalars, small lists.
 pub(crate) fn sample_scalarish(rng: &mut Rng) -> Value {
     const WORDS: [&str; 3] = ["x", "y", "z"];
@@ -87,7 +98,7 @@ pub(crate) fn sample_scalarish(rng: &mut Rng) -> Value {
         0 => Value::Star,
         1 => Value::Str((*rng.pick(&WORDS)).to_string()),
         2 => Value::Int(rng.below(3) as i64),
-        _ => Value::strs(rng.subset(&WORDS)),
+        _ => sample_strs(rng, &WORDS),
     }
 }
 

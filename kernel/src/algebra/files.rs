@@ -109,63 +109,105 @@ fn all_within<'r>(
     })
 }
 
-/// Rewrites the path kinds of every row to their normalised absolute form (see [`Algebra::canonicalize`]).
-pub(crate) fn canonicalize_paths(paths: &Paths, g: &Grant) -> Grant {
+/// Rewrites the path kinds of every row to their normalised absolute form (see [`Algebra::canonicalize`]). Rows
+/// that are already canonical are kept (shared, not copied); a row is copied only if no other grant shares it.
+pub(crate) fn canonicalize_paths(paths: &Paths, g: Grant) -> Grant {
     let Grant::Set(rows) = g else {
         return Grant::Unrestricted;
     };
-    Grant::set(
-        rows.iter()
-            .map(|r| {
-                let mut r = r.clone();
-                for kind in ["paths", "read_paths"] {
-                    if let Some(Value::List(items)) = r.0.get(kind) {
-                        let items = items
-                            .iter()
-                            .map(|v| match v {
-                                Value::Str(s) => Value::Str(paths.norm(s).to_string()),
-                                other => other.clone(),
-                            })
-                            .collect();
-                        r.insert(kind, Value::list(items));
-                    }
-                }
-                r
-            })
-            .collect(),
-    )
+    Grant::set(rows.into_iter().map(|r| canonical_row(paths, r)).collect())
 }
 
-/// Row containment over `paths` and `read_paths`, shared by the file tools and bash. Returns `None` for other kinds.
-pub(crate) fn path_kind_contains(
-    paths: &Paths,
-    sup: &Row,
-    kind: &str,
-    sub: &Value,
-) -> Option<bool> {
-    match kind {
-        "paths" => Some(
-            sup.get("paths")
-                .is_some_and(|p| paths_contains(paths, p, sub)),
-        ),
-        "read_paths" => {
-            let rw = sup.get("paths");
-            let ro = sup.get("read_paths");
-            if matches!(rw, Some(Value::Star)) || matches!(ro, Some(Value::Star)) {
-                return Some(true);
-            }
-            let Some(subs) = sub.as_set() else {
-                return Some(false);
-            };
-            let roots = [rw, ro]
-                .into_iter()
-                .flatten()
-                .filter_map(Value::as_set)
-                .flatten();
-            Some(all_within(paths, roots, subs))
+fn canonical_row(paths: &Paths, mut row: Row) -> Row {
+    for kind in ["paths", "read_paths"] {
+        if !row.get(kind).is_some_and(needs_canonical) {
+            continue;
         }
-        _ => None,
+        if let Some(Value::List(items)) = Arc::make_mut(&mut row.0).get_mut(kind) {
+            for v in items.iter_mut() {
+                if let Value::Str(s) = v {
+                    if !is_clean_absolute(s) {
+                        *s = paths.norm(s).to_string();
+                    }
+                }
+            }
+            items.sort();
+            items.dedup();
+        }
     }
+    row
+}
+
+/// True when a path list is not yet canonical: an element that normalisation would change, or not a sorted set.
+fn needs_canonical(v: &Value) -> bool {
+    match v {
+        Value::List(items) => {
+            items
+                .iter()
+                .any(|v| matches!(v, Value::Str(s) if !is_clean_absolute(s)))
+                || !items.windows(2).all(|w| w[0] < w[1])
+        }
+        _ => false,
+    }
+}
+
+/// The two path kinds of a row, found in one pass over its sorted entries (no per-kind map search).
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct PathKinds<'a> {
+    /// `paths` (read-write roots).
+    pub(crate) paths: Option<&'a Value>,
+    /// `read_paths` (read-only roots).
+    pub(crate) read_paths: Option<&'a Value>,
+}
+
+impl<'a> PathKinds<'a> {
+    /// Does this row (the super side) cover the path kinds of `sub`? A kind `sub` lacks asks for nothing.
+    pub(crate) fn cover(&self, paths: &Paths, sub: &PathKinds<'_>) -> bool {
+        sub.paths.is_none_or(|v| self.covers_paths(paths, v))
+            && sub
+                .read_paths
+                .is_none_or(|v| self.covers_read_paths(paths, v))
+    }
+
+    /// `paths = sub`: only `paths` roots cover read-write paths.
+    fn covers_paths(&self, paths: &Paths, sub: &Value) -> bool {
+        self.paths.is_some_and(|p| paths_contains(paths, p, sub))
+    }
+
+    /// `read_paths = sub`: read-write and read-only roots both cover read-only paths.
+    fn covers_read_paths(&self, paths: &Paths, sub: &Value) -> bool {
+        let (rw, ro) = (self.paths, self.read_paths);
+        if matches!(rw, Some(Value::Star)) || matches!(ro, Some(Value::Star)) {
+            return true;
+        }
+        let Some(subs) = sub.as_set() else {
+            return false;
+        };
+        let roots = [rw, ro]
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_set)
+            .flatten();
+        all_within(paths, roots, subs)
+    }
+}
+
+/// Row containment for the file tools: path kinds by [`PathKinds`], every other kind by the default value order.
+fn files_row_contains(paths: &Paths, sup: &Row, sub: &Row) -> bool {
+    let mut s = PathKinds::default();
+    let mut other = false;
+    for (k, v) in sup.0.iter() {
+        match k.as_str() {
+            "paths" => s.paths = Some(v),
+            "read_paths" => s.read_paths = Some(v),
+            _ => other = true,
+        }
+    }
+    sub.0.iter().all(|(k, v)| match k.as_str() {
+        "paths" => s.covers_paths(paths, v),
+        "read_paths" => s.covers_read_paths(paths, v),
+        _ => other && sup.get(k).is_some_and(|s| value_contains(s, v)),
+    })
 }
 
 impl Algebra for FilesAlgebra {
@@ -174,21 +216,20 @@ impl Algebra for FilesAlgebra {
     }
 
     fn row_contains(&self, sup: &Row, sub: &Row) -> bool {
-        sub.0
-            .iter()
-            .all(|(k, v)| match path_kind_contains(&self.paths, sup, k, v) {
-                Some(ok) => ok,
-                None => sup.get(k).is_some_and(|s| value_contains(s, v)),
-            })
+        files_row_contains(&self.paths, sup, sub)
     }
 
     fn canonicalize(&self, g: &Grant) -> Grant {
+        canonicalize_paths(&self.paths, g.clone())
+    }
+
+    fn canonicalize_owned(&self, g: Grant) -> Grant {
         canonicalize_paths(&self.paths, g)
     }
 
     fn sample(&self, rng: &mut Rng) -> Grant {
         sample_rows(rng, |rng| {
-            let mut row = Vec::new();
+            let mut row = Vec::with_capacity(2);
             if rng.one_in(2) {
                 row.push(("paths", sample_paths(rng)));
             }
@@ -280,6 +321,35 @@ mod tests {
             "{ paths = [\"./a\"], read_paths = [\"./b\"] }",
             "{ read_paths = [\"./a/x\", \"./b/y\"] }",
             true,
+        );
+    }
+
+    #[test]
+    fn canonicalize_owned_is_canonicalize() {
+        // the boot check canonicalises b and c by value; it must get what canonicalize(&g) gives
+        let ctx = PathCtx::new("/tmp/work", Some("/home/u".into()));
+        for alg in [
+            Box::new(FilesAlgebra::new(ctx.clone())) as Box<dyn Algebra>,
+            Box::new(super::super::BashAlgebra::new(ctx)),
+        ] {
+            let mut rng = Rng::seeded(3);
+            for _ in 0..500 {
+                let g = alg.sample(&mut rng);
+                let before = g.to_toml();
+                assert_eq!(alg.canonicalize_owned(g.clone()), alg.canonicalize(&g));
+                // rows shared with `g` are copied before they change, never changed under it
+                assert_eq!(g.to_toml(), before);
+            }
+        }
+        // a list out of order is sorted, even when every path is already clean
+        let unsorted = Grant::row(Row::from_pairs([(
+            "paths",
+            Value::List(vec![Value::Str("/b".into()), Value::Str("/a".into())]),
+        )]));
+        let files = FilesAlgebra::new(PathCtx::new("/w", None));
+        assert_eq!(
+            files.canonicalize(&unsorted),
+            g("{ paths = [\"/a\", \"/b\"] }")
         );
     }
 

@@ -1,6 +1,6 @@
 //! MCP per-argument grants.
 
-use super::default::{default_row_contains, sample_rows};
+use super::default::{default_row_contains, sample_rows, sample_strs};
 use super::Algebra;
 use crate::grant::{Grant, Row};
 use crate::rng::Rng;
@@ -25,12 +25,12 @@ impl Algebra for McpAlgebra {
     fn sample(&self, rng: &mut Rng) -> Grant {
         const STATUS: [&str; 3] = ["online", "away", "busy"];
         sample_rows(rng, |rng| {
-            let mut row = Vec::new();
+            let mut row = Vec::with_capacity(3);
             if rng.one_in(2) {
                 let v = match rng.below(3) {
                     0 => Value::Star,
                     1 => Value::Str((*rng.pick(&STATUS)).to_string()),
-                    _ => Value::strs(rng.subset(&STATUS)),
+                    _ => sample_strs(rng, &STATUS),
                 };
                 row.push(("status", v));
             }
