@@ -2,6 +2,7 @@
 
 mod cmd;
 mod exit;
+mod markdown;
 mod output;
 
 use clap::{Parser, Subcommand};
@@ -24,6 +25,8 @@ enum Command {
     Doctor(cmd::doctor::Args),
     /// Send one prompt to an agent and run the turn (text from the argument or stdin).
     Prompt(cmd::prompt::Args),
+    /// Talk to an agent interactively (streaming answers, slash commands, Ctrl-C cancels a turn).
+    Run(cmd::run::Args),
     /// Print the installed version.
     Version,
 }
@@ -54,6 +57,7 @@ fn main() {
         Command::Sandbox(args) => cmd::sandbox::run(args),
         Command::Doctor(args) => cmd::doctor::run(args),
         Command::Prompt(args) => cmd::prompt::run(args),
+        Command::Run(args) => cmd::run::run(args),
         Command::Version => {
             println!("loom {}", env!("CARGO_PKG_VERSION"));
             exit::OK

@@ -51,6 +51,7 @@ mod harness;
 mod load;
 mod model;
 mod prompt;
+mod repl;
 mod retry;
 mod secrets;
 mod session;
@@ -88,6 +89,7 @@ pub use model::{
     ContentBlock, Message, ModelEvent, ModelRequest, Role, StopReason, ToolSpec, Usage,
 };
 pub use prompt::{prompt_blocking, PromptError, PromptSink};
+pub use repl::{parse_command, run_repl, Command, ReplUi, TurnStats, COMMANDS, TICK};
 pub use retry::{RetryPolicy, Sleeper, TokioSleeper, BASE_DELAY, MAX_ATTEMPTS, MAX_DELAY};
 pub use secrets::{env_names, Secret, SecretChain, SecretSource, SecretsFileError};
 pub use session::{

@@ -7,6 +7,7 @@ mod anthropic;
 mod compacting;
 mod openai_chat;
 mod prompt;
+mod repl;
 mod session;
 mod subagent;
 

@@ -121,12 +121,12 @@ fn unknown_and_malformed_calls_are_fed_back() {
 }
 
 #[test]
-fn boot_refuses_what_it_does_not_implement_by_name() {
+fn boot_refuses_what_it_does_not_implement_or_cannot_use_by_name() {
     let s = Scratch::new();
     for (text, want) in [
         (
             "[agent]\nname = \"a\"\n[harness]\nprovider = \"small-model-of-parent\"\n",
-            "provider = \"small-model-of-parent\" is not supported yet",
+            "works only in a sub-agent's manifest",
         ),
         (
             "[agent]\nname = \"a\"\n[harness]\nprovider = \"test\"\necho = true\n[session]\nlayers = [\"skills\", \"compacting\", \"in-memory\"]\n",

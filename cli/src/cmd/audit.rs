@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 
 use loom_audit::{
     build_report, render_gate_json, render_gate_sarif, render_gate_text, render_json, render_text,
-    run_gate, Facts,
+    run_gate, Facts, Report,
 };
 use loom_kernel::{check_subagents, parse_manifest, Manifest, SubagentVerdict};
 use loom_runtime::{
@@ -73,20 +73,32 @@ pub fn run(args: Args) -> i32 {
     }
 }
 
-fn audit(args: &Args, loaded: Loaded, format: Format, ctx: loom_kernel::PathCtx) -> i32 {
+fn report_of(manifest: &Path, loaded: Loaded, ctx: loom_kernel::PathCtx) -> Report {
     let mut loader = FsLoader::new(ctx.clone());
     let storage = storage_dir(&loaded.manifest, &env_map());
-    let report = build_report(
+    build_report(
         loaded.manifest,
         Facts {
-            file: args.manifest.display().to_string(),
+            file: manifest.display().to_string(),
             id: loaded.path.display().to_string(),
             storage,
             ctx,
             groups: Vec::new(),
             loader: &mut loader,
         },
-    );
+    )
+}
+
+/// What `loom audit MANIFEST` prints, for `/audit` in `loom run`. The error is a message for the user.
+pub fn audit_text(manifest: &Path) -> Result<String, String> {
+    let cwd =
+        std::env::current_dir().map_err(|e| format!("cannot read the working directory: {e}"))?;
+    let loaded = load_manifest(manifest).map_err(|e| e.to_string())?;
+    Ok(render_text(&report_of(manifest, loaded, path_ctx(&cwd))))
+}
+
+fn audit(args: &Args, loaded: Loaded, format: Format, ctx: loom_kernel::PathCtx) -> i32 {
+    let report = report_of(&args.manifest, loaded, ctx);
     let out = match format {
         Format::Json => json_text(&render_json(&report)),
         _ => render_text(&report),

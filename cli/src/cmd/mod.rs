@@ -3,4 +3,5 @@
 pub mod audit;
 pub mod doctor;
 pub mod prompt;
+pub mod run;
 pub mod sandbox;

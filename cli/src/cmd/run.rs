@@ -1,0 +1,248 @@
+//! `loom run <agent.toml>`: an interactive session. Assistant text streams as styled markdown; a spinner with the
+//! elapsed time shows while the model is being waited on; each turn ends with a meter line (stop reason, time,
+//! approximate token rate, tokens in context). Slash commands: /help /audit /tools /events /compact /tokens /quit.
+//! Ctrl-C cancels the running turn; at the prompt, a second Ctrl-C or Ctrl-D leaves. Colours only on a terminal,
+//! and never when NO_COLOR is set.
+
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use loom_runtime::{
+    run_repl, BootOptions, ReplUi, SessionUpdate, ToolStatus, TurnOutcome, TurnStats, TurnStop,
+};
+
+use crate::exit;
+use crate::markdown::Markdown;
+use crate::output::fail;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    manifest: PathBuf,
+}
+
+const MODEL: &str = "waiting for the model";
+const SPINNER: &[char] = &['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏'];
+
+struct Terminal {
+    out: std::io::Stdout,
+    color: bool,
+    md: Markdown,
+    /// What the spinner says while nothing streams (`None`: no spinner).
+    waiting: Option<String>,
+    spinner_shown: bool,
+    frame: usize,
+    /// The kind of text run in progress (agent text, thinking), so a change starts a new line.
+    run: Option<&'static str>,
+}
+
+impl Terminal {
+    fn write(&mut self, s: &str) {
+        // a closed terminal ends the session through the input side; nothing useful to do with the error here
+        let _ = self.out.write_all(s.as_bytes());
+        let _ = self.out.flush();
+    }
+
+    fn style(&self, code: &str, text: &str) -> String {
+        if self.color {
+            format!("\x1b[{code}m{text}\x1b[0m")
+        } else {
+            text.to_string()
+        }
+    }
+
+    fn clear_spinner(&mut self) {
+        if self.spinner_shown {
+            self.spinner_shown = false;
+            self.write("\r\x1b[K");
+        }
+    }
+
+    fn end_run(&mut self) {
+        if self.run.take().is_some() {
+            let tail = self.md.finish();
+            self.write(&tail);
+            self.write("\n");
+        }
+    }
+
+    fn text(&mut self, kind: &'static str, text: &str) {
+        self.clear_spinner();
+        self.waiting = None;
+        if self.run != Some(kind) {
+            self.end_run();
+            self.run = Some(kind);
+        }
+        let rendered = match (kind, self.color) {
+            ("agent", true) => self.md.push(text),
+            ("thinking", true) => format!("\x1b[2;3m{text}\x1b[0m"),
+            _ => text.to_string(),
+        };
+        self.write(&rendered);
+    }
+}
+
+/// A tool input in one short line.
+fn brief(input: &serde_json::Value) -> String {
+    let s = match input {
+        serde_json::Value::Object(m) if m.len() == 1 => m
+            .values()
+            .next()
+            .map(|v| {
+                v.as_str()
+                    .map(str::to_string)
+                    .unwrap_or_else(|| v.to_string())
+            })
+            .unwrap_or_default(),
+        other => other.to_string(),
+    };
+    let line = s.lines().next().unwrap_or("");
+    let mut short: String = line.chars().take(80).collect();
+    if short.len() < s.len() {
+        short.push('…');
+    }
+    short
+}
+
+impl ReplUi for Terminal {
+    fn note(&mut self, text: &str) {
+        self.clear_spinner();
+        self.end_run();
+        let styled = self.style("2", text);
+        self.write(&format!("{styled}\n"));
+    }
+
+    fn prompt(&mut self) {
+        let p = self.style("1", "> ");
+        self.write(&format!("\n{p}"));
+    }
+
+    fn turn_start(&mut self) {
+        self.waiting = Some(MODEL.into());
+        self.frame = 0;
+    }
+
+    fn update(&mut self, u: &SessionUpdate) {
+        match u {
+            SessionUpdate::AgentMessageChunk(c) => self.text("agent", c.content.as_text()),
+            SessionUpdate::AgentThoughtChunk(c) => self.text("thinking", c.content.as_text()),
+            SessionUpdate::ToolCall(c) => {
+                self.clear_spinner();
+                self.end_run();
+                let line = format!("⏺ {} {}", c.title, brief(&c.raw_input));
+                let styled = self.style("33", &line);
+                self.write(&format!("{styled}\n"));
+                self.waiting = Some(format!("running {}", c.title));
+            }
+            SessionUpdate::ToolCallUpdate(t) if t.status != Some(ToolStatus::InProgress) => {
+                self.clear_spinner();
+                self.end_run();
+                let ok = t.status == Some(ToolStatus::Completed);
+                let text = t.text();
+                let mut lines = text.lines();
+                let first = lines.next().unwrap_or("");
+                let more = lines.count();
+                let mut line = format!("  ⎿ {} {first}", if ok { "ok" } else { "failed:" });
+                if more > 0 {
+                    line.push_str(&format!(" (+{more} lines)"));
+                }
+                let styled = self.style(if ok { "2" } else { "31" }, &line);
+                self.write(&format!("{styled}\n"));
+                self.waiting = Some(MODEL.into());
+            }
+            _ => {}
+        }
+    }
+
+    fn tick(&mut self, elapsed: Duration) {
+        let Some(what) = self.waiting.as_deref().filter(|_| self.color) else {
+            return;
+        };
+        let line = format!(
+            "\r{} {what} · {:.1}s\x1b[K",
+            SPINNER[(self.frame + 1) % SPINNER.len()],
+            elapsed.as_secs_f64()
+        );
+        self.frame = (self.frame + 1) % SPINNER.len();
+        let styled = self.style("2", &line);
+        self.spinner_shown = true;
+        self.write(&styled);
+    }
+
+    fn turn_end(&mut self, outcome: &TurnOutcome, stats: &TurnStats) {
+        self.clear_spinner();
+        self.end_run();
+        self.waiting = None;
+        let stop = serde_json::to_value(outcome.stop)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default();
+        let mut meter = vec![stop, format!("{:.1}s", stats.elapsed.as_secs_f64())];
+        if let Some(rate) = stats.token_rate() {
+            meter.push(format!("~{rate:.0} tok/s"));
+        }
+        if let Some(n) = stats.context_tokens.filter(|n| *n > 0) {
+            meter.push(format!("context {n} tok"));
+        }
+        let line = self.style("2", &format!("[{}]", meter.join(" · ")));
+        self.write(&format!("{line}\n"));
+        if outcome.stop == TurnStop::Cancelled {
+            let c = self.style("33", "cancelled");
+            self.write(&format!("{c}\n"));
+        } else if let Some(e) = &outcome.error {
+            let e = self.style("31", &format!("error: {e}"));
+            self.write(&format!("{e}\n"));
+        }
+    }
+}
+
+pub fn run(args: Args) -> i32 {
+    let color = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+    let mut ui = Terminal {
+        out: std::io::stdout(),
+        color,
+        md: Markdown::new(),
+        waiting: None,
+        spinner_shown: false,
+        frame: 0,
+        run: None,
+    };
+    let manifest = args.manifest.clone();
+    let audit = move || match super::audit::audit_text(&manifest) {
+        Ok(t) | Err(t) => t,
+    };
+    let input = Box::new(std::io::BufReader::new(std::io::stdin()));
+    match run_repl(
+        &args.manifest,
+        BootOptions::default(),
+        input,
+        &mut ui,
+        &audit,
+    ) {
+        Ok(()) => {
+            ui.write("\n");
+            exit::OK
+        }
+        Err(e) => fail(exit::FAILED, &e.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tool_inputs_are_shown_in_one_short_line() {
+        assert_eq!(
+            brief(&serde_json::json!({"command": "ls -la\nrm x"})),
+            "ls -la…"
+        );
+        assert_eq!(brief(&serde_json::json!({"path": "a.txt"})), "a.txt");
+        let long = "x".repeat(100);
+        assert_eq!(brief(&serde_json::json!({ "p": long })).chars().count(), 81);
+        assert_eq!(
+            brief(&serde_json::json!({"a": 1, "b": 2})),
+            r#"{"a":1,"b":2}"#
+        );
+    }
+}

@@ -1,0 +1,335 @@
+//! The interactive loop behind `loom run`: boot once, then read lines and run a turn for each, with slash commands
+//! between turns. Presentation belongs to the caller through [`ReplUi`]; this module owns the async parts (the
+//! turn, the update stream, Ctrl-C, input that arrives while a turn runs) so tokio stays out of the CLI.
+//!
+//! Ctrl-C during a turn cancels that turn (its tools are killed and marked interrupted) and the loop goes on; at the
+//! prompt it asks for a second Ctrl-C, Ctrl-D or `/quit` to leave. A line typed while a turn runs is steering: it is
+//! queued and enters the history after the current tool batch.
+
+use std::io::BufRead;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use tokio_util::sync::CancellationToken;
+
+use crate::agent::{Agent, TurnOutcome};
+use crate::boot::{boot, BootOptions};
+use crate::bus::Capacity;
+use crate::prompt::PromptError;
+use crate::update::SessionUpdate;
+
+/// How often [`ReplUi::tick`] is called while a turn runs (spinner frames, the live rate).
+pub const TICK: Duration = Duration::from_millis(100);
+
+/// What the REPL shows. Implemented by the CLI (a terminal) and by tests (a recorder).
+pub trait ReplUi: Send {
+    /// A note for the user (boot notes, command answers, hints).
+    fn note(&mut self, text: &str);
+    /// Show the input prompt.
+    fn prompt(&mut self);
+    /// A turn starts.
+    fn turn_start(&mut self);
+    /// One update of the running turn, in order.
+    fn update(&mut self, update: &SessionUpdate);
+    /// Called every [`TICK`] while a turn runs.
+    fn tick(&mut self, elapsed: Duration);
+    /// The turn ended.
+    fn turn_end(&mut self, outcome: &TurnOutcome, stats: &TurnStats);
+}
+
+/// Measurements of one turn, for the meters.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TurnStats {
+    /// Wall time of the turn.
+    pub elapsed: Duration,
+    /// Characters of assistant text streamed.
+    pub text_chars: usize,
+    /// Time from the first to the last assistant text chunk.
+    pub streaming: Duration,
+    /// Tokens in the context after the turn, when the provider reported usage.
+    pub context_tokens: Option<u64>,
+}
+
+impl TurnStats {
+    /// Approximate output tokens per second while text streamed (4 characters a token), when it streamed long
+    /// enough to measure.
+    pub fn token_rate(&self) -> Option<f64> {
+        let secs = self.streaming.as_secs_f64();
+        (secs >= 0.05).then(|| self.text_chars as f64 / 4.0 / secs)
+    }
+}
+
+/// A slash command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Command {
+    /// `/help`.
+    Help,
+    /// `/audit`: the authority surface of the agent.
+    Audit,
+    /// `/tools`: the tools the model sees.
+    Tools,
+    /// `/events`: the session history.
+    Events,
+    /// `/compact`: compact the session now.
+    Compact,
+    /// `/tokens`: tokens in the context.
+    Tokens,
+    /// `/quit`.
+    Quit,
+}
+
+/// The commands with their one-line help, in `/help` order.
+pub const COMMANDS: &[(&str, Command, &str)] = &[
+    ("/help", Command::Help, "this list"),
+    (
+        "/audit",
+        Command::Audit,
+        "the agent's whole authority surface, as `loom audit` prints it",
+    ),
+    ("/tools", Command::Tools, "the tools the model can call"),
+    (
+        "/events",
+        Command::Events,
+        "the session history, one event per line",
+    ),
+    (
+        "/compact",
+        Command::Compact,
+        "summarise older history now (needs a compacting session layer)",
+    ),
+    (
+        "/tokens",
+        Command::Tokens,
+        "tokens in the context, as the provider last reported",
+    ),
+    ("/quit", Command::Quit, "leave (also Ctrl-D)"),
+];
+
+/// Parses a line: `None` when it is not a command (a prompt), else the command or why it is not one.
+pub fn parse_command(line: &str) -> Option<Result<Command, String>> {
+    let word = line.trim();
+    if !word.starts_with('/') {
+        return None;
+    }
+    Some(
+        COMMANDS
+            .iter()
+            .find(|(name, _, _)| *name == word)
+            .map(|(_, c, _)| *c)
+            .ok_or_else(|| format!("unknown command {word:?}; /help lists the commands")),
+    )
+}
+
+/// Boots `manifest` and runs the loop until `/quit`, end of input or a second Ctrl-C at the prompt. `audit` renders
+/// the `/audit` answer (the caller owns the audit crate).
+pub fn run_repl(
+    manifest: &Path,
+    opts: BootOptions,
+    input: Box<dyn BufRead + Send>,
+    ui: &mut dyn ReplUi,
+    audit: &dyn Fn() -> String,
+) -> Result<(), PromptError> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(PromptError::Runtime)?;
+    rt.block_on(async {
+        let booted = boot(manifest, opts)?;
+        for n in &booted.notes {
+            ui.note(n);
+        }
+        let agent = booted.agent;
+        let (tx, mut lines) = tokio::sync::mpsc::unbounded_channel::<Option<String>>();
+        // a plain thread reads the terminal: blocking reads never hold a runtime worker
+        std::thread::spawn(move || {
+            for line in input.lines() {
+                match line {
+                    Ok(l) => {
+                        if tx.send(Some(l)).is_err() {
+                            return;
+                        }
+                    }
+                    Err(_) => break,
+                }
+            }
+            let _ = tx.send(None);
+        });
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut sigint = signal(SignalKind::interrupt()).map_err(PromptError::Runtime)?;
+        let mut armed = false;
+        ui.note("type a message, or /help; Ctrl-C cancels a turn, Ctrl-D leaves");
+        loop {
+            ui.prompt();
+            let line = tokio::select! {
+                l = lines.recv() => l.flatten(),
+                _ = sigint.recv() => {
+                    if armed {
+                        break;
+                    }
+                    armed = true;
+                    ui.note("(Ctrl-C again, Ctrl-D or /quit to leave)");
+                    continue;
+                }
+            };
+            armed = false;
+            let Some(line) = line else { break };
+            if line.trim().is_empty() {
+                continue;
+            }
+            match parse_command(&line) {
+                Some(Ok(Command::Quit)) => break,
+                Some(Ok(c)) => command(&agent, c, ui, audit).await,
+                Some(Err(e)) => ui.note(&e),
+                None => {
+                    let eof = turn(&agent, &line, ui, &mut lines, &mut sigint).await;
+                    if eof {
+                        break;
+                    }
+                }
+            }
+        }
+        if let Err(e) = agent.close().await {
+            ui.note(&format!("session: {e}"));
+        }
+        Ok(())
+    })
+}
+
+/// Runs one turn. Returns true when the input ended while it ran.
+async fn turn(
+    agent: &Agent,
+    text: &str,
+    ui: &mut dyn ReplUi,
+    lines: &mut tokio::sync::mpsc::UnboundedReceiver<Option<String>>,
+    sigint: &mut tokio::signal::unix::Signal,
+) -> bool {
+    let updates = agent.subscribe(Capacity::Unbounded);
+    let cancel = CancellationToken::new();
+    let start = Instant::now();
+    let mut stats = TurnStats::default();
+    let mut first_text: Option<Instant> = None;
+    let mut eof = false;
+    let mut ticker = tokio::time::interval(TICK);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    ui.turn_start();
+    let run = agent.prompt(text, cancel.clone());
+    tokio::pin!(run);
+    let mut seen = |u: &SessionUpdate, ui: &mut dyn ReplUi, stats: &mut TurnStats| {
+        if let SessionUpdate::AgentMessageChunk(c) = u {
+            let now = Instant::now();
+            let first = *first_text.get_or_insert(now);
+            stats.text_chars += c.content.as_text().chars().count();
+            stats.streaming = now - first;
+        }
+        ui.update(u);
+    };
+    let outcome = loop {
+        tokio::select! {
+            biased;
+            Some(u) = updates.recv() => seen(&u, ui, &mut stats),
+            o = &mut run => break o,
+            _ = sigint.recv() => {
+                cancel.cancel();
+            }
+            l = lines.recv(), if !eof => match l.flatten() {
+                Some(l) if !l.trim().is_empty() => {
+                    agent.steer(l);
+                    ui.note("(queued: the agent reads it after the current tool calls)");
+                }
+                Some(_) => {}
+                None => eof = true,
+            },
+            _ = ticker.tick() => ui.tick(start.elapsed()),
+        }
+    };
+    while let Some(u) = updates.try_recv() {
+        seen(&u, ui, &mut stats);
+    }
+    stats.elapsed = start.elapsed();
+    stats.context_tokens = agent.tokens_in_context().await;
+    ui.turn_end(&outcome, &stats);
+    eof
+}
+
+async fn command(agent: &Agent, c: Command, ui: &mut dyn ReplUi, audit: &dyn Fn() -> String) {
+    match c {
+        Command::Help => {
+            let text: Vec<String> = COMMANDS
+                .iter()
+                .map(|(name, _, help)| format!("{name:<9} {help}"))
+                .collect();
+            ui.note(&text.join("\n"));
+        }
+        Command::Audit => ui.note(audit().trim_end()),
+        Command::Tools => {
+            let specs = agent.tool_specs();
+            if specs.is_empty() {
+                ui.note("this agent has no tools");
+            }
+            let text: Vec<String> = specs
+                .iter()
+                .map(|s| format!("{}: {}", s.name, s.description.lines().next().unwrap_or("")))
+                .collect();
+            ui.note(&text.join("\n"));
+        }
+        Command::Events => match agent.preamble("").await {
+            Ok(mut p) => {
+                p.events.pop(); // the empty prompt preamble() appends
+                if p.events.is_empty() {
+                    ui.note("the session is empty");
+                }
+                let text: Vec<String> = p
+                    .events
+                    .iter()
+                    .filter_map(|e| serde_json::to_string(e).ok())
+                    .collect();
+                ui.note(&text.join("\n"));
+            }
+            Err(e) => ui.note(&format!("session: {e}")),
+        },
+        Command::Compact => match agent.compact_now(CancellationToken::new()).await {
+            Ok(done) if done.is_empty() => {
+                ui.note("nothing was compacted: the session has no compacting layer (add \"compacting\" to [session] \
+                         layers), or its history is no longer than the events compaction keeps")
+            }
+            Ok(done) => {
+                for c in done {
+                    ui.note(&format!("compacted: {c}"));
+                }
+            }
+            Err(e) => ui.note(&format!("compaction failed: {e}")),
+        },
+        Command::Tokens => match agent.tokens_in_context().await {
+            Some(n) => ui.note(&format!("{n} tokens in the context (as the provider last reported)")),
+            None => ui.note("no usage reported yet (or the session has no compacting layer to track it)"),
+        },
+        Command::Quit => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commands_parse_and_unknown_ones_are_named() {
+        assert_eq!(parse_command("hello"), None);
+        assert_eq!(parse_command(" /quit "), Some(Ok(Command::Quit)));
+        assert_eq!(parse_command("/tokens"), Some(Ok(Command::Tokens)));
+        let err = parse_command("/qiut").unwrap().unwrap_err();
+        assert!(err.contains("/qiut") && err.contains("/help"), "{err}");
+    }
+
+    #[test]
+    fn the_rate_needs_a_measurable_stream() {
+        let mut s = TurnStats {
+            text_chars: 400,
+            streaming: Duration::from_secs(1),
+            ..TurnStats::default()
+        };
+        assert_eq!(s.token_rate(), Some(100.0));
+        s.streaming = Duration::from_millis(1);
+        assert_eq!(s.token_rate(), None);
+    }
+}

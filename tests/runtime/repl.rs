@@ -1,0 +1,220 @@
+//! `loom run` driven through a pseudo-terminal, as a person would use it: the scripted harness answers, slash
+//! commands answer between turns, Ctrl-C cancels a running tool and the session goes on, `/quit` leaves.
+
+use std::io::{Read, Write};
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use loom_tests::{loom_bin, Scratch};
+
+use super::sandbox_available;
+
+/// A child on the slave side of a pty; everything it prints accumulates in `seen`.
+struct Pty {
+    master: std::fs::File,
+    seen: Arc<Mutex<String>>,
+    child: std::process::Child,
+    /// Where the next `expect` starts looking.
+    mark: usize,
+}
+
+/// Waits are for the child to get there, not measurements: the bound only stops a broken build from hanging CI.
+const PATIENCE: Duration = Duration::from_secs(90);
+
+impl Pty {
+    fn spawn(dir: &std::path::Path, args: &[&str]) -> Pty {
+        let (mut master, mut slave) = (0, 0);
+        // SAFETY: openpty writes two descriptors into the provided integers; null name/termios/winsize are allowed.
+        let rc = unsafe {
+            libc::openpty(
+                &mut master,
+                &mut slave,
+                std::ptr::null_mut(),
+                std::ptr::null(),
+                std::ptr::null(),
+            )
+        };
+        assert_eq!(rc, 0, "openpty: {}", std::io::Error::last_os_error());
+        // SAFETY: both descriptors were just returned by openpty and are owned here.
+        let (master, slave) =
+            unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) };
+        let mut cmd = Command::new(loom_bin());
+        cmd.args(args)
+            .current_dir(dir)
+            .env_clear()
+            .stdin(Stdio::from(slave.try_clone().unwrap()))
+            .stdout(Stdio::from(slave.try_clone().unwrap()))
+            .stderr(Stdio::from(slave));
+        for key in ["PATH", "HOME", "TMPDIR"] {
+            if let Ok(v) = std::env::var(key) {
+                cmd.env(key, v);
+            }
+        }
+        cmd.env("LOOM_DATA_HOME", dir.join(".loom-data"))
+            .env("TERM", "xterm");
+        // SAFETY: setsid and ioctl are async-signal-safe; the child becomes a session leader whose controlling
+        // terminal is the pty, so Ctrl-C written to the master reaches it as SIGINT.
+        unsafe {
+            cmd.pre_exec(|| {
+                if libc::setsid() < 0 || libc::ioctl(0, libc::TIOCSCTTY, 0) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let child = cmd.spawn().unwrap();
+        let master = std::fs::File::from(master);
+        let seen = Arc::new(Mutex::new(String::new()));
+        let mut reader = master.try_clone().unwrap();
+        let sink = seen.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = reader.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                sink.lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        });
+        Pty {
+            master,
+            seen,
+            child,
+            mark: 0,
+        }
+    }
+
+    fn send(&mut self, text: &str) {
+        self.master.write_all(text.as_bytes()).unwrap();
+        self.master.flush().unwrap();
+    }
+
+    /// Waits until `want` appears (ANSI styling removed) after the last match; returns the text up to it.
+    fn expect(&mut self, want: &str) -> String {
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            let plain = strip(&self.seen.lock().unwrap());
+            if let Some(at) = plain[self.mark.min(plain.len())..].find(want) {
+                let end = self.mark + at + want.len();
+                let before = plain[self.mark..end].to_string();
+                self.mark = end;
+                return before;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "never saw {want:?}; the terminal shows:\n{plain}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Pty {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The terminal text without ANSI escapes and carriage returns.
+fn strip(s: &str) -> String {
+    let mut out = String::new();
+    let mut chars = s.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\x1b' if chars.peek() == Some(&'[') => {
+                chars.next();
+                for n in chars.by_ref() {
+                    if n.is_ascii_alphabetic() {
+                        break;
+                    }
+                }
+            }
+            '\r' => {}
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
+#[test]
+fn a_person_talks_runs_commands_cancels_a_turn_and_leaves() {
+    if !sandbox_available() {
+        return;
+    }
+    let s = Scratch::new();
+    s.write(
+        "agent.toml",
+        r##"[agent]
+name = "repl"
+
+[harness]
+provider = "test"
+script = [
+  [ { say = "# Hi\nsome **bold** words" } ],
+  [ { call = { tool = "bash", input = { command = "sleep 60" } } }, { say = "slept" } ],
+  [ { say = "still here" } ],
+]
+
+[session]
+provider = "in-memory"
+
+[capabilities]
+bash = { commands = ["sleep"], paths = ["./"] }
+
+[tools]
+bash = "builtin"
+"##,
+    );
+    let mut t = Pty::spawn(s.path(), &["run", "agent.toml"]);
+    t.expect("> ");
+    t.send("hello\r");
+    // markdown is rendered: the heading and bold markers are gone
+    let answer = t.expect("some bold words");
+    assert!(answer.contains("Hi\n"), "{answer:?}");
+    assert!(
+        !answer.contains("**") && !answer.contains("# Hi"),
+        "{answer:?}"
+    );
+    t.expect("[end_turn");
+    t.expect("> ");
+
+    t.send("/tools\r");
+    t.expect("bash:");
+    t.send("/help\r");
+    t.expect("/compact");
+    t.send("/nope\r");
+    t.expect("unknown command \"/nope\"");
+    t.send("/events\r");
+    t.expect("\"sessionUpdate\":\"user_message_chunk\"");
+
+    t.send("sleep please\r");
+    t.expect("⏺ bash sleep 60");
+    // the tool is running inside its sandbox; Ctrl-C cancels the turn, not the session
+    std::thread::sleep(Duration::from_millis(300));
+    t.send("\x03");
+    t.expect("cancelled");
+    t.expect("> ");
+
+    t.send("are you there?\r");
+    t.expect("still here");
+    t.expect("> ");
+    t.send("/quit\r");
+    let deadline = Instant::now() + PATIENCE;
+    let status = loop {
+        if let Some(st) = t.child.try_wait().unwrap() {
+            break st;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "loom run did not exit after /quit"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.success(), "{status:?}");
+}
