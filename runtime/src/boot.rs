@@ -12,11 +12,13 @@ use loom_kernel::{
 };
 
 use crate::agent::{Agent, AgentParts, ToolSlot};
-use crate::harness::{build_harness, small_model_of_parent, HarnessConfigError};
+use crate::harness::{
+    build_harness, max_turn_requests_of, small_model_of_parent, Harness, HarnessConfigError,
+};
 use crate::load::{env_map, load_manifest, path_ctx, LoadError, Loaded};
 use crate::retry::{RetryPolicy, Sleeper, TokioSleeper};
 use crate::secrets::{Secret, SecretChain};
-use crate::session::{build_chain, SessionError, SessionPlace};
+use crate::session::{build_chain_with, Layer, SessionError, SessionPlace};
 use crate::storage::{ensure_storage, storage_dir};
 use crate::tools::{
     builtin_tool, HarnessCell, Lineage, SandboxEnv, SpawnEnv, SpawnSubagentTool, ToolEnv,
@@ -116,6 +118,25 @@ pub fn boot(manifest: &Path, opts: BootOptions) -> Result<Booted, BootError> {
 /// Boots an agent from a manifest already loaded (a sub-agent's, or the SDK's). Grants resolve against the working
 /// directory in `opts`; files the manifest names resolve against `loaded.dir`.
 pub fn boot_loaded(loaded: Arc<Loaded>, opts: BootOptions) -> Result<Booted, BootError> {
+    boot_with(loaded, opts, Prebuilt::default())
+}
+
+/// Parts built in code (the SDK) that boot uses instead of building them from the manifest.
+#[derive(Default)]
+pub struct Prebuilt {
+    /// The harness, instead of `[harness]`.
+    pub harness: Option<Arc<dyn Harness>>,
+    /// Session layers by position in `[session]`: a present entry is used instead of building that layer.
+    pub layers: Vec<Option<Box<dyn Layer>>>,
+}
+
+/// [`boot_loaded`] with some parts already built. Everything else — the ceiling, every tool's grant, the law
+/// check — is exactly as for a manifest on disk: an instance never widens authority.
+pub fn boot_with(
+    loaded: Arc<Loaded>,
+    opts: BootOptions,
+    prebuilt: Prebuilt,
+) -> Result<Booted, BootError> {
     let file = loaded.path.display().to_string();
     let m = &loaded.manifest;
     let cwd_raw = match &opts.cwd {
@@ -244,8 +265,13 @@ pub fn boot_loaded(loaded: Arc<Loaded>, opts: BootOptions) -> Result<Booted, Boo
         file: file.clone(),
         source,
     };
-    let (harness, max_turn_requests) = match (m.harness.as_ref(), &opts.lineage.parent_harness) {
-        (Some(h), Some((parent, max))) if h.provider == "small-model-of-parent" => (
+    let (harness, max_turn_requests) = match (
+        prebuilt.harness,
+        m.harness.as_ref(),
+        &opts.lineage.parent_harness,
+    ) {
+        (Some(instance), h, _) => (instance, max_turn_requests_of(h).map_err(harness_err)?),
+        (None, Some(h), Some((parent, max))) if h.provider == "small-model-of-parent" => (
             small_model_of_parent(h, parent.as_ref()).map_err(harness_err)?,
             *max,
         ),
@@ -268,9 +294,11 @@ pub fn boot_loaded(loaded: Arc<Loaded>, opts: BootOptions) -> Result<Booted, Boo
         parent_history: opts.lineage.parent_history.clone(),
     };
     let (session, session_notes) =
-        build_chain(&m.session, &place).map_err(|source| BootError::Session {
-            file: file.clone(),
-            source,
+        build_chain_with(&m.session, &place, prebuilt.layers).map_err(|source| {
+            BootError::Session {
+                file: file.clone(),
+                source,
+            }
         })?;
     notes.extend(session_notes);
     // contributed tool groups need judging against the ceiling and resolution through the chain: a later slice

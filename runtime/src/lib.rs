@@ -53,6 +53,7 @@ mod model;
 mod prompt;
 mod repl;
 mod retry;
+mod sdk;
 mod secrets;
 mod session;
 mod storage;
@@ -64,7 +65,7 @@ mod tests;
 
 pub use agent::{Agent, AgentParts, Preamble, ToolSlot, TurnOutcome};
 pub use baseline::{git_show, BaselineSpec};
-pub use boot::{boot, BootError, BootOptions, Booted};
+pub use boot::{boot, boot_loaded, boot_with, BootError, BootOptions, Booted, Prebuilt};
 pub use bus::{Bus, Capacity, Subscription, DEFAULT_CAPACITY};
 pub use harness::{
     anthropic_request_body, AnthropicConfig, AnthropicDecoder, AnthropicHarness, ANTHROPIC_API_KEY,
@@ -91,6 +92,7 @@ pub use model::{
 pub use prompt::{prompt_blocking, PromptError, PromptSink};
 pub use repl::{parse_command, run_repl, Command, ReplUi, TurnStats, COMMANDS, TICK};
 pub use retry::{RetryPolicy, Sleeper, TokioSleeper, BASE_DELAY, MAX_ATTEMPTS, MAX_DELAY};
+pub use sdk::{run_agent, AgentDef, LayerSlot};
 pub use secrets::{env_names, Secret, SecretChain, SecretSource, SecretsFileError};
 pub use session::{
     build_chain, to_messages, Chain, Clock, CompactCtx, CompactMode, CompactingConfig,
@@ -105,6 +107,7 @@ pub use tools::{
     FindTool, OutputBuffer, PathMode, Prepared, Progress, ProgressFn, ReadFileTool, SandboxEnv,
     Snapshot, Tool, ToolCtx, ToolEnv, ToolOutput, WriteFileTool, IMPLEMENTED,
 };
+pub use tools::{HarnessCell, Lineage, SpawnEnv, SpawnSubagentTool};
 pub use update::{
     Chunk, Content, Frame, FrameKind, Location, SessionUpdate, ToolCall, ToolCallContent,
     ToolCallUpdate, ToolKind, ToolStatus, TurnStop, UsageUpdate,

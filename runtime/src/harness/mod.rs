@@ -199,16 +199,7 @@ pub fn build_harness(
     secrets: &crate::secrets::SecretChain,
 ) -> Result<(std::sync::Arc<dyn Harness>, u32), HarnessConfigError> {
     let h = harness.ok_or(HarnessConfigError::Missing)?;
-    let max = match h.config.get("maxTurnRequests") {
-        None => DEFAULT_MAX_TURN_REQUESTS,
-        Some(v) => v
-            .as_integer()
-            .and_then(|n| u32::try_from(n).ok())
-            .filter(|n| *n > 0)
-            .ok_or_else(|| {
-                HarnessConfigError::Invalid("maxTurnRequests must be a positive integer".into())
-            })?,
-    };
+    let max = max_turn_requests_of(Some(h))?;
     match h.provider.as_str() {
         "test" => Ok((
             std::sync::Arc::new(TestHarness::from_config(&h.config)?),
@@ -232,6 +223,22 @@ pub fn build_harness(
                 .into(),
         )),
         other => Err(HarnessConfigError::NotSupported(other.to_string())),
+    }
+}
+
+/// `maxTurnRequests` of `[harness]` (the default when absent or when there is no `[harness]`).
+pub fn max_turn_requests_of(
+    harness: Option<&loom_kernel::Harness>,
+) -> Result<u32, HarnessConfigError> {
+    match harness.and_then(|h| h.config.get("maxTurnRequests")) {
+        None => Ok(DEFAULT_MAX_TURN_REQUESTS),
+        Some(v) => v
+            .as_integer()
+            .and_then(|n| u32::try_from(n).ok())
+            .filter(|n| *n > 0)
+            .ok_or_else(|| {
+                HarnessConfigError::Invalid("maxTurnRequests must be a positive integer".into())
+            }),
     }
 }
 

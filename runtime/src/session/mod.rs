@@ -320,6 +320,16 @@ pub fn build_chain(
     session: &loom_kernel::Session,
     place: &SessionPlace,
 ) -> Result<(Chain, Vec<String>), SessionError> {
+    build_chain_with(session, place, Vec::new())
+}
+
+/// [`build_chain`] where some layers are already built (the SDK's instances): `instances[i]`, when present, is
+/// used for layer `i` of `session` instead of building it from its spec.
+pub fn build_chain_with(
+    session: &loom_kernel::Session,
+    place: &SessionPlace,
+    mut instances: Vec<Option<Box<dyn Layer>>>,
+) -> Result<(Chain, Vec<String>), SessionError> {
     let mut notes = Vec::new();
     let mut specs: Vec<&loom_kernel::LayerSpec> = session.layers.iter().collect();
     if session.defaulted {
@@ -336,7 +346,11 @@ pub fn build_chain(
     }
     let mut persisted: Option<PathBuf> = None;
     let mut layers: Vec<Box<dyn Layer>> = Vec::new();
-    for spec in specs {
+    for (i, spec) in specs.into_iter().enumerate() {
+        if let Some(layer) = instances.get_mut(i).and_then(Option::take) {
+            layers.push(layer);
+            continue;
+        }
         let layer: Box<dyn Layer> = match spec.provider.as_str() {
             "in-memory" => Box::new(MemoryLayer::default()),
             "compacting" => {
