@@ -22,7 +22,7 @@ use crate::session::{build_chain_with, Layer, SessionError, SessionPlace};
 use crate::storage::{ensure_storage, storage_dir};
 use crate::tools::{
     builtin_tool, HarnessCell, Lineage, SandboxEnv, SpawnEnv, SpawnSubagentTool, ToolEnv,
-    IMPLEMENTED,
+    WebSearchTool, BRAVE_ENDPOINT, BRAVE_SEARCH_API_KEY, IMPLEMENTED,
 };
 
 /// What boot needs besides the manifest.
@@ -165,6 +165,21 @@ pub fn boot_with(
     let mut tools = BTreeMap::new();
     let mut algebras = BTreeSet::new();
     let harness_cell = HarnessCell::default();
+    // secrets first: tools that call services (web_search) take their key at boot
+    let chain =
+        SecretChain::standard(opts.secrets.clone(), &loaded.dir, &cwd, &env).map_err(|e| {
+            BootError::Secrets {
+                file: file.clone(),
+                message: e.to_string(),
+            }
+        })?;
+    chain
+        .resolve(&m.agent.secrets)
+        .map_err(|message| BootError::Secrets {
+            file: file.clone(),
+            message,
+        })?;
+
     for g in &grants {
         if !g.problems.is_empty() {
             return Err(tool_err(&g.instance, g.problems.join("; ")));
@@ -209,7 +224,23 @@ pub fn boot_with(
             ctx: ctx.clone(),
             cwd: cwd.clone(),
         };
-        let built = if g.underlying == "spawn_subagent" {
+        let built = if g.underlying == "web_search" {
+            let key = chain
+                .get(BRAVE_SEARCH_API_KEY)
+                .map(|(k, _)| k)
+                .ok_or_else(|| {
+                    tool_err(
+                        &g.instance,
+                        format!(
+                            "web_search needs the secret {BRAVE_SEARCH_API_KEY} (Brave Search API); put it in \
+                             .loom-secrets next to the manifest, or in the environment"
+                        ),
+                    )
+                })?;
+            let tool = WebSearchTool::new(tool_env, key, BRAVE_ENDPOINT)
+                .map_err(|e| tool_err(&g.instance, e))?;
+            Some(Arc::new(tool) as Arc<dyn crate::tools::Tool>)
+        } else if g.underlying == "spawn_subagent" {
             let spawn = SpawnEnv {
                 parent: loaded.clone(),
                 ctx: ctx.clone(),
@@ -246,20 +277,6 @@ pub fn boot_with(
             },
         );
     }
-
-    let chain =
-        SecretChain::standard(opts.secrets.clone(), &loaded.dir, &cwd, &env).map_err(|e| {
-            BootError::Secrets {
-                file: file.clone(),
-                message: e.to_string(),
-            }
-        })?;
-    chain
-        .resolve(&m.agent.secrets)
-        .map_err(|message| BootError::Secrets {
-            file: file.clone(),
-            message,
-        })?;
 
     let harness_err = |source| BootError::Harness {
         file: file.clone(),

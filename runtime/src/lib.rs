@@ -107,7 +107,10 @@ pub use tools::{
     FindTool, OutputBuffer, PathMode, Prepared, Progress, ProgressFn, ReadFileTool, SandboxEnv,
     Snapshot, Tool, ToolCtx, ToolEnv, ToolOutput, WriteFileTool, IMPLEMENTED,
 };
-pub use tools::{HarnessCell, Lineage, SpawnEnv, SpawnSubagentTool};
+pub use tools::{
+    HarnessCell, Lineage, SpawnEnv, SpawnSubagentTool, WebSearchTool, BRAVE_ENDPOINT,
+    BRAVE_SEARCH_API_KEY,
+};
 pub use update::{
     Chunk, Content, Frame, FrameKind, Location, SessionUpdate, ToolCall, ToolCallContent,
     ToolCallUpdate, ToolKind, ToolStatus, TurnStop, UsageUpdate,

@@ -134,7 +134,7 @@ fn boot_refuses_what_it_does_not_implement_or_cannot_use_by_name() {
         ),
         (
             "[agent]\nname = \"a\"\n[harness]\nprovider = \"test\"\necho = true\n[session]\nprovider = \"in-memory\"\n[capabilities]\nweb_search = \"*\"\n[tools]\nweb_search = \"builtin\"\n",
-            "tools.web_search",
+            "tools.web_search: web_search needs the secret BRAVE_SEARCH_API_KEY",
         ),
         ("[agent]\nname = \"a\"\n", "no [harness]"),
         (

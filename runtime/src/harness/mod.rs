@@ -13,7 +13,7 @@
 mod anthropic;
 mod client;
 #[cfg(test)]
-mod fake_server;
+pub(crate) mod fake_server;
 mod http;
 mod openai;
 mod openai_chat;

@@ -10,6 +10,7 @@ mod output;
 mod paths;
 mod read_file;
 mod spawn_subagent;
+mod web_search;
 mod write_file;
 
 use std::path::PathBuf;
@@ -29,6 +30,7 @@ pub use output::{OutputBuffer, Snapshot};
 pub use paths::{resolve_path, PathMode};
 pub use read_file::ReadFileTool;
 pub use spawn_subagent::{HarnessCell, Lineage, SpawnEnv, SpawnSubagentTool};
+pub use web_search::{WebSearchTool, BRAVE_ENDPOINT, BRAVE_SEARCH_API_KEY};
 pub use write_file::WriteFileTool;
 
 /// The built-in tools this build implements, by underlying name.
@@ -39,6 +41,7 @@ pub const IMPLEMENTED: &[&str] = &[
     "edit_file",
     "find",
     "spawn_subagent",
+    "web_search",
 ];
 
 /// Interim output of a running call.
