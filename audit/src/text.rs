@@ -240,6 +240,12 @@ fn render_tool(o: &mut String, ctx: &PathCtx, t: &ToolGrant) {
     if t.algebra == AlgebraKind::Bash {
         render_bash(o, ctx, &t.grant);
     }
+    if t.underlying == "web_search" && t.provider == ProviderRef::Builtin {
+        let _ = writeln!(
+            o,
+            "      reaches  api.search.brave.com only; needs secret BRAVE_SEARCH_API_KEY"
+        );
+    }
 }
 
 /// A path kind's value as a list, each relative path followed by what it resolves to.

@@ -57,6 +57,19 @@ fn no_sections_means_the_four_tools_and_the_default_ceiling() {
 }
 
 #[test]
+fn web_search_shows_the_one_host_it_reaches_and_the_secret_it_needs() {
+    let s = Scratch::new();
+    let m = s.write(
+        "agent.toml",
+        "[agent]\nname = \"searcher\"\n[tools]\nweb_search = \"builtin\"\n[capabilities]\nweb_search = \"*\"\n",
+    );
+    s.loom(&["audit", m.to_str().unwrap()])
+        .expect_code(0)
+        .stdout_has("web_search  <- builtin")
+        .stdout_has("reaches  api.search.brave.com only; needs secret BRAVE_SEARCH_API_KEY");
+}
+
+#[test]
 fn the_gcalcli_capability_set_lists_commands_with_their_own_grants() {
     let s = Scratch::new();
     s.loom(&["audit", &example("ci-gate")])
