@@ -24,6 +24,7 @@ pub(crate) fn builtin_harness_schema(provider: &str) -> Option<&'static [(&'stat
             ("maxTokens", Ty::Count),
             ("maxTurnRequests", Ty::Count),
             ("stream", Ty::Bool),
+            ("contextWindow", Ty::Count),
         ],
         "openai" => &[
             ("model", Ty::Str),
@@ -31,6 +32,7 @@ pub(crate) fn builtin_harness_schema(provider: &str) -> Option<&'static [(&'stat
             ("maxOutputTokens", Ty::Count),
             ("maxTurnRequests", Ty::Count),
             ("stream", Ty::Bool),
+            ("contextWindow", Ty::Count),
         ],
         "openai-chat" => &[
             ("model", Ty::Str),
@@ -38,6 +40,7 @@ pub(crate) fn builtin_harness_schema(provider: &str) -> Option<&'static [(&'stat
             ("maxTokens", Ty::Count),
             ("maxTurnRequests", Ty::Count),
             ("stream", Ty::Bool),
+            ("contextWindow", Ty::Count),
         ],
         "small-model-of-parent" => &[("model", Ty::Str)],
         "test" => &[

@@ -1131,6 +1131,27 @@ fn external_harness_config_is_open() {
 }
 
 #[test]
+fn context_window_is_a_count_of_the_http_harnesses() {
+    for provider in ["anthropic", "openai", "openai-chat"] {
+        let m = parses(&format!(
+            "[agent]\nname = \"a\"\n[harness]\nprovider = \"{provider}\"\ncontextWindow = 32768\n"
+        ));
+        assert_eq!(
+            m.harness.unwrap().config["contextWindow"].as_integer(),
+            Some(32768)
+        );
+        fails(
+            &format!("[agent]\nname = \"a\"\n[harness]\nprovider = \"{provider}\"\ncontextWindow = \"big\"\n"),
+            "harness.contextWindow: expected an integer, found a string",
+        );
+    }
+    fails(
+        "[agent]\nname = \"a\"\n[harness]\nprovider = \"test\"\necho = true\ncontextWindow = 10\n",
+        "harness.contextWindow: unknown key",
+    );
+}
+
+#[test]
 fn manifest_from_table_for_sdk_use() {
     let t: toml::Table = toml::from_str(
         "name = \"sdk\"\nsystem_prompt = \"${P:-hi}\"\n[tools]\nbash = \"builtin\"\n[capabilities]\nbash = { commands = \"*\" }\n",
