@@ -25,8 +25,8 @@ use crate::retry::{jitter, wait, RetryPolicy, Sleeper, TokioSleeper};
 use crate::session::{to_messages, Chain, CompactCtx, CompactMode, Compaction, SessionError};
 use crate::tools::{Progress, Tool, ToolCtx, ToolOutput};
 use crate::update::{
-    Chunk, Content, Frame, FrameKind, SessionUpdate, ToolCall, ToolCallContent, ToolCallUpdate,
-    ToolKind, ToolStatus, TurnStop, UsageUpdate,
+    Chunk, Content, Frame, FrameKind, SessionUpdate, ThoughtChunk, ThoughtMeta, ToolCall,
+    ToolCallContent, ToolCallUpdate, ToolKind, ToolStatus, TurnStop, UsageUpdate,
 };
 use loom_kernel::DoomGuard;
 
@@ -149,6 +149,15 @@ impl Drop for Agent {
         // subscribers must not wait forever on an agent that is gone
         self.bus.close();
     }
+}
+
+/// An empty thought chunk of `message_id` carrying provider replay data.
+fn thought_meta(meta: ThoughtMeta, message_id: &str) -> SessionUpdate {
+    SessionUpdate::AgentThoughtChunk(ThoughtChunk {
+        content: Content::text(""),
+        message_id: Some(message_id.to_string()),
+        meta,
+    })
 }
 
 /// A per-instance value: the clock's nanoseconds mixed with the process id.
@@ -444,7 +453,7 @@ impl Agent {
                     .await?;
                 }
                 match event {
-                    ModelEvent::MessageStart { .. } | ModelEvent::ThinkingSignature(_) => {}
+                    ModelEvent::MessageStart { .. } => {}
                     ModelEvent::TextDelta(t) => {
                         text_now.push_str(&t);
                         self.emit(
@@ -459,12 +468,28 @@ impl Agent {
                     ModelEvent::ThinkingDelta(t) => {
                         self.emit(
                             session,
-                            SessionUpdate::AgentThoughtChunk(Chunk {
-                                content: Content::text(t),
-                                message_id: Some(message_id.clone()),
-                            }),
+                            SessionUpdate::AgentThoughtChunk(ThoughtChunk::text(
+                                t,
+                                Some(message_id.clone()),
+                            )),
                         )
                         .await?;
+                    }
+                    // replay data rides on an empty thought chunk of the same message, in stream order, so the
+                    // history rebuilds each thinking block with its own signature
+                    ModelEvent::ThinkingSignature(signature) => {
+                        let meta = ThoughtMeta {
+                            signature: Some(signature),
+                            redacted: None,
+                        };
+                        self.emit(session, thought_meta(meta, &message_id)).await?;
+                    }
+                    ModelEvent::RedactedThinking(data) => {
+                        let meta = ThoughtMeta {
+                            signature: None,
+                            redacted: Some(data),
+                        };
+                        self.emit(session, thought_meta(meta, &message_id)).await?;
                     }
                     ModelEvent::ToolUseStart { id, name } => calls.push(PendingCall {
                         id,
@@ -482,6 +507,7 @@ impl Agent {
                             session,
                             SessionUpdate::UsageUpdate(UsageUpdate {
                                 used: u.input_tokens + u.output_tokens,
+                                size: self.harness.context_window(),
                             }),
                         )
                         .await?;

@@ -112,6 +112,6 @@ pub use tools::{
     BRAVE_SEARCH_API_KEY,
 };
 pub use update::{
-    Chunk, Content, Frame, FrameKind, Location, SessionUpdate, ToolCall, ToolCallContent,
-    ToolCallUpdate, ToolKind, ToolStatus, TurnStop, UsageUpdate,
+    Chunk, Content, Frame, FrameKind, Location, SessionUpdate, ThoughtChunk, ThoughtMeta, ToolCall,
+    ToolCallContent, ToolCallUpdate, ToolKind, ToolStatus, TurnStop, UsageUpdate,
 };

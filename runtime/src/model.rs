@@ -30,6 +30,11 @@ pub enum ContentBlock {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         signature: Option<String>,
     },
+    /// Reasoning the provider encrypted (Anthropic `redacted_thinking`): opaque data replayed as it came.
+    RedactedThinking {
+        /// The opaque data.
+        data: String,
+    },
     /// A tool call the model made.
     ToolUse {
         /// The call id (unique within the conversation).
@@ -146,8 +151,10 @@ pub enum ModelEvent {
     TextDelta(String),
     /// Reasoning text.
     ThinkingDelta(String),
-    /// The signature of the current thinking block.
+    /// The signature of the current thinking block; it closes that block (reasoning after it is a new block).
     ThinkingSignature(String),
+    /// A whole redacted thinking block (its opaque data).
+    RedactedThinking(String),
     /// A tool call begins.
     ToolUseStart {
         /// The call id.

@@ -46,6 +46,73 @@ pub struct Chunk {
     pub message_id: Option<String>,
 }
 
+/// A reasoning chunk (`agent_thought_chunk`): a [`Chunk`] plus what the provider needs to see again when the
+/// history is replayed to it.
+///
+/// The replay data travels in ACP's `_meta` extension object, under `loom/`-prefixed keys that ACP clients ignore;
+/// it is present only on the chunk that carries it. Anthropic's thinking blocks end with a signature: the chunk that
+/// brings it (usually with empty text) closes the block, and the next thought chunk starts a new one. A redacted
+/// thinking block is one chunk with empty text and its opaque data.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ThoughtChunk {
+    /// The reasoning text (empty on a chunk that only carries replay data).
+    pub content: Content,
+    /// The message it belongs to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message_id: Option<String>,
+    /// Provider replay data, when this chunk carries some.
+    #[serde(
+        rename = "_meta",
+        default,
+        skip_serializing_if = "ThoughtMeta::is_empty",
+        deserialize_with = "null_as_empty"
+    )]
+    pub meta: ThoughtMeta,
+}
+
+/// ACP: an omitted `_meta` and `"_meta": null` mean the same.
+fn null_as_empty<'de, D: serde::Deserializer<'de>>(d: D) -> Result<ThoughtMeta, D::Error> {
+    Ok(Option::<ThoughtMeta>::deserialize(d)?.unwrap_or_default())
+}
+
+impl ThoughtChunk {
+    /// A chunk of reasoning text without replay data.
+    pub fn text(text: impl Into<String>, message_id: Option<String>) -> ThoughtChunk {
+        ThoughtChunk {
+            content: Content::text(text),
+            message_id,
+            meta: ThoughtMeta::default(),
+        }
+    }
+}
+
+/// The `_meta` of a [`ThoughtChunk`]: provider data that must be replayed verbatim (other `_meta` keys are ignored).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ThoughtMeta {
+    /// The signature that closes the current thinking block (Anthropic `signature_delta`).
+    #[serde(
+        rename = "loom/thinkingSignature",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub signature: Option<String>,
+    /// A whole redacted thinking block's opaque data (Anthropic `redacted_thinking`).
+    #[serde(
+        rename = "loom/redactedThinking",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub redacted: Option<String>,
+}
+
+impl ThoughtMeta {
+    /// True when it carries nothing.
+    pub fn is_empty(&self) -> bool {
+        self.signature.is_none() && self.redacted.is_none()
+    }
+}
+
 /// ACP tool kinds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -207,11 +274,15 @@ pub struct Frame {
     pub stop_reason: Option<TurnStop>,
 }
 
-/// Token usage of the context.
+/// Token usage of the context (ACP `usage_update`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct UsageUpdate {
     /// Tokens used by the last request (input + output).
     pub used: u64,
+    /// The model's context window in tokens, when the harness knows it (its `contextWindow` key or its table of
+    /// known models); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<u64>,
 }
 
 /// One update.
@@ -223,7 +294,7 @@ pub enum SessionUpdate {
     /// Model text.
     AgentMessageChunk(Chunk),
     /// Model reasoning.
-    AgentThoughtChunk(Chunk),
+    AgentThoughtChunk(ThoughtChunk),
     /// A tool call, announced.
     ToolCall(ToolCall),
     /// A tool call's progress or result.
@@ -311,7 +382,58 @@ mod tests {
             serde_json::to_value(&frame).unwrap(),
             json!({"sessionUpdate": "frame", "frame": "message_end", "role": "assistant", "messageId": "m1"})
         );
-        for u in [chunk, call, upd, frame] {
+        let signed = SessionUpdate::AgentThoughtChunk(ThoughtChunk {
+            content: Content::text(""),
+            message_id: Some("m1".into()),
+            meta: ThoughtMeta {
+                signature: Some("EqQB".into()),
+                redacted: None,
+            },
+        });
+        assert_eq!(
+            serde_json::to_value(&signed).unwrap(),
+            json!({"sessionUpdate": "agent_thought_chunk", "content": {"type": "text", "text": ""}, "messageId": "m1",
+                   "_meta": {"loom/thinkingSignature": "EqQB"}})
+        );
+        let plain = SessionUpdate::AgentThoughtChunk(ThoughtChunk::text("hm", None));
+        assert_eq!(
+            serde_json::to_value(&plain).unwrap(),
+            json!({"sessionUpdate": "agent_thought_chunk", "content": {"type": "text", "text": "hm"}})
+        );
+        // other `_meta` keys (another agent's, trace context) and a null `_meta` are ignored
+        let null: SessionUpdate =
+            serde_json::from_value(json!({"sessionUpdate": "agent_thought_chunk",
+            "content": {"type": "text", "text": "x"}, "_meta": null}))
+            .unwrap();
+        assert_eq!(
+            null,
+            SessionUpdate::AgentThoughtChunk(ThoughtChunk::text("x", None))
+        );
+        let foreign: SessionUpdate =
+            serde_json::from_value(json!({"sessionUpdate": "agent_thought_chunk",
+            "content": {"type": "text", "text": "x"}, "_meta": {"traceparent": "00-ab"}}))
+            .unwrap();
+        assert_eq!(
+            foreign,
+            SessionUpdate::AgentThoughtChunk(ThoughtChunk::text("x", None))
+        );
+        let usage = SessionUpdate::UsageUpdate(UsageUpdate {
+            used: 5,
+            size: Some(200_000),
+        });
+        assert_eq!(
+            serde_json::to_value(&usage).unwrap(),
+            json!({"sessionUpdate": "usage_update", "used": 5, "size": 200_000})
+        );
+        assert_eq!(
+            serde_json::to_value(SessionUpdate::UsageUpdate(UsageUpdate {
+                used: 5,
+                size: None
+            }))
+            .unwrap(),
+            json!({"sessionUpdate": "usage_update", "used": 5})
+        );
+        for u in [chunk, call, upd, frame, signed, plain, usage] {
             let back: SessionUpdate =
                 serde_json::from_value(serde_json::to_value(&u).unwrap()).unwrap();
             assert_eq!(back, u);

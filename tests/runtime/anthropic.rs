@@ -11,7 +11,8 @@ use super::{results, updates};
 
 const KEY: &str = "sk-ant-e2e-secret-value";
 
-const TOOL_CALL: &str = r#"event: message_start
+/// A streamed `read_file` call on hello.txt (input 50 tokens, output 20).
+pub const TOOL_CALL: &str = r#"event: message_start
 data: {"type":"message_start","message":{"id":"msg_e2e_1","type":"message","role":"assistant","content":[],"model":"claude-test","stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":50,"output_tokens":1}}}
 
 event: content_block_start

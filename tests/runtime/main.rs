@@ -10,6 +10,7 @@ mod prompt;
 mod repl;
 mod session;
 mod subagent;
+mod thinking;
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};

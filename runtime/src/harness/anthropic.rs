@@ -37,6 +37,7 @@ const KEYS: &[&str] = &[
     "maxTokens",
     "maxTurnRequests",
     "stream",
+    "contextWindow",
 ];
 
 /// The `[harness]` settings of `anthropic`, with the seed's defaults.
@@ -50,6 +51,8 @@ pub struct AnthropicConfig {
     pub max_tokens: u64,
     /// `stream`.
     pub stream: bool,
+    /// `contextWindow`: the model's context window in tokens, overriding the table of known models.
+    pub context_window: Option<u64>,
 }
 
 impl AnthropicConfig {
@@ -62,17 +65,20 @@ impl AnthropicConfig {
             .positive("maxTokens")?
             .unwrap_or(ANTHROPIC_DEFAULT_MAX_TOKENS);
         let stream = settings.flag("stream", true)?;
+        let context_window = settings.positive("contextWindow")?;
         Ok(AnthropicConfig {
             model,
             api_base,
             max_tokens,
             stream,
+            context_window,
         })
     }
 }
 
 /// The Messages API body for `request`. Empty text blocks are dropped (the API refuses them), thinking blocks are
-/// replayed only with their signature, a tool call whose input was not a JSON object is replayed as
+/// replayed in their place (before the calls they led to) with their exact text and signature, and only with one
+/// (reasoning from another provider has none and the API would refuse it); redacted thinking goes back as its data; a tool call whose input was not a JSON object is replayed as
 /// `{"_raw": <text>}` so the model sees what it sent, and empty messages are left out.
 pub fn request_body(request: &ModelRequest, config: &AnthropicConfig) -> Value {
     let messages: Vec<Value> = request
@@ -128,6 +134,9 @@ fn block(b: &ContentBlock) -> Option<Value> {
         ContentBlock::Thinking { text, signature } => signature
             .as_ref()
             .map(|s| json!({"type": "thinking", "thinking": text, "signature": s})),
+        ContentBlock::RedactedThinking { data } => {
+            Some(json!({"type": "redacted_thinking", "data": data}))
+        }
         ContentBlock::ToolUse { id, name, input } => {
             let input = match input {
                 Value::Object(_) => input.clone(),
@@ -257,6 +266,15 @@ impl AnthropicDecoder {
                             ));
                         }
                         Block::Thinking
+                    }
+                    // encrypted reasoning arrives whole, in the start event
+                    "redacted_thinking" => {
+                        let data = str_of("data");
+                        if data.is_empty() {
+                            return Err(protocol("a redacted_thinking block has no data"));
+                        }
+                        out.push(ModelEvent::RedactedThinking(data.to_string()));
+                        Block::Other
                     }
                     "tool_use" => {
                         let (id, name) = (str_of("id"), str_of("name"));
@@ -473,12 +491,20 @@ impl Harness for AnthropicHarness {
     fn with_model(&self, model: &str) -> Option<std::sync::Arc<dyn Harness>> {
         let mut config = self.config.clone();
         config.model = model.to_string();
+        // `contextWindow` describes the configured model, not this one
+        config.context_window = None;
         Some(std::sync::Arc::new(AnthropicHarness {
             config,
             key: self.key.clone(),
             url: self.url.clone(),
             client: self.client.clone(),
         }))
+    }
+
+    fn context_window(&self) -> Option<u64> {
+        self.config
+            .context_window
+            .or_else(|| super::known_context_window("anthropic", &self.config.model))
     }
 
     fn small_model(&self) -> Option<String> {

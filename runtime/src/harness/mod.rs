@@ -12,6 +12,7 @@
 
 mod anthropic;
 mod client;
+mod context_window;
 #[cfg(test)]
 pub(crate) mod fake_server;
 mod http;
@@ -34,6 +35,7 @@ pub use anthropic::{
     ANTHROPIC_API_KEY, ANTHROPIC_DEFAULT_API_BASE, ANTHROPIC_DEFAULT_MAX_TOKENS,
     ANTHROPIC_DEFAULT_MODEL, ANTHROPIC_VERSION,
 };
+pub use context_window::known_context_window;
 pub use http::{classify_http, SseEvent, SseParser, MAX_SSE_LINE};
 pub use openai::{responses_request_body, OpenAiConfig, OpenAiHarness, ResponsesDecoder};
 pub use openai_chat::{
@@ -62,6 +64,12 @@ pub trait Harness: Send + Sync {
     /// This provider with another model and everything else (endpoint, key, limits) unchanged, for a sub-agent's
     /// `small-model-of-parent` harness. `None`: this provider cannot switch models.
     fn with_model(&self, _model: &str) -> Option<std::sync::Arc<dyn Harness>> {
+        None
+    }
+
+    /// The context window of the model in use, in tokens, when known (the `contextWindow` key, else the
+    /// provider's table; see [`known_context_window`]). Usage updates carry it as `size`.
+    fn context_window(&self) -> Option<u64> {
         None
     }
 

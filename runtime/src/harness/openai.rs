@@ -26,6 +26,7 @@ const KEYS: &[&str] = &[
     "maxOutputTokens",
     "maxTurnRequests",
     "stream",
+    "contextWindow",
 ];
 
 /// The `[harness]` settings of `openai` (the seed's keys and defaults).
@@ -39,6 +40,8 @@ pub struct OpenAiConfig {
     pub max_output_tokens: Option<u64>,
     /// `stream`.
     pub stream: bool,
+    /// `contextWindow`: the model's context window in tokens, overriding the table of known models.
+    pub context_window: Option<u64>,
 }
 
 impl OpenAiConfig {
@@ -54,6 +57,7 @@ impl OpenAiConfig {
             api_base: c.api_base,
             max_output_tokens: c.max_output_tokens,
             stream: c.stream,
+            context_window: c.context_window,
         })
     }
 }
@@ -77,7 +81,7 @@ pub fn responses_request_body(request: &ModelRequest, config: &OpenAiConfig) -> 
         for b in &m.content {
             match b {
                 ContentBlock::Text { text: t } => text.push_str(t),
-                ContentBlock::Thinking { .. } => {}
+                ContentBlock::Thinking { .. } | ContentBlock::RedactedThinking { .. } => {}
                 ContentBlock::ToolUse {
                     id,
                     name,
@@ -442,12 +446,20 @@ impl Harness for OpenAiHarness {
     fn with_model(&self, model: &str) -> Option<std::sync::Arc<dyn Harness>> {
         let mut config = self.config.clone();
         config.model = model.to_string();
+        // `contextWindow` describes the configured model, not this one
+        config.context_window = None;
         Some(std::sync::Arc::new(OpenAiHarness {
             config,
             key: self.key.clone(),
             url: self.url.clone(),
             client: self.client.clone(),
         }))
+    }
+
+    fn context_window(&self) -> Option<u64> {
+        self.config
+            .context_window
+            .or_else(|| super::known_context_window("openai", &self.config.model))
     }
 
     fn small_model(&self) -> Option<String> {

@@ -33,6 +33,7 @@ const KEYS: &[&str] = &[
     "maxOutputTokens",
     "maxTurnRequests",
     "stream",
+    "contextWindow",
 ];
 
 /// The `[harness]` settings of `openai-chat`.
@@ -46,6 +47,8 @@ pub struct OpenAiChatConfig {
     pub max_output_tokens: Option<u64>,
     /// `stream`.
     pub stream: bool,
+    /// `contextWindow`: the model's context window in tokens, overriding the table of known models.
+    pub context_window: Option<u64>,
 }
 
 impl OpenAiChatConfig {
@@ -56,11 +59,13 @@ impl OpenAiChatConfig {
         let api_base = settings.api_base(OPENAI_DEFAULT_API_BASE)?;
         let max_output_tokens = settings.positive("maxOutputTokens")?;
         let stream = settings.flag("stream", true)?;
+        let context_window = settings.positive("contextWindow")?;
         Ok(OpenAiChatConfig {
             model,
             api_base,
             max_output_tokens,
             stream,
+            context_window,
         })
     }
 }
@@ -441,12 +446,24 @@ impl Harness for OpenAiChatHarness {
     fn with_model(&self, model: &str) -> Option<std::sync::Arc<dyn Harness>> {
         let mut config = self.config.clone();
         config.model = model.to_string();
+        // `contextWindow` describes the configured model, not this one
+        config.context_window = None;
         Some(std::sync::Arc::new(OpenAiChatHarness {
             config,
             key: self.key.clone(),
             url: self.url.clone(),
             client: self.client.clone(),
         }))
+    }
+
+    /// `contextWindow`, else the OpenAI table, which applies only at OpenAI itself: a local or third-party server
+    /// names its models its own way.
+    fn context_window(&self) -> Option<u64> {
+        self.config.context_window.or_else(|| {
+            (self.config.api_base == OPENAI_DEFAULT_API_BASE)
+                .then(|| super::known_context_window("openai", &self.config.model))
+                .flatten()
+        })
     }
 
     fn stream(

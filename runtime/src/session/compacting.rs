@@ -10,8 +10,9 @@
 //! ever hidden that the summary does not cover.
 //!
 //! **Compaction** runs before each model request ([`Layer::compact`], driven by the turn loop). It trips when the
-//! tokens of the last request reach `token_fraction` of the context window (or an SDK token threshold) — these take
-//! priority when usage data exists — and otherwise when more than `threshold` events would be shown (consecutive
+//! tokens of the last request reach `token_fraction` of the context window (the configured one, else the `size` the
+//! harness reports in its usage updates) or an SDK token threshold — these take priority when usage data and the
+//! window are known — and otherwise when more than `threshold` events would be shown (consecutive
 //! chunks of one message count as one event: an `in-memory` layer keeps every streamed delta). Everything but the
 //! last `keep` events is summarised; the cut moves earlier rather than separate a tool call from its result. A forced compaction (context overflow, `/compact`) skips the threshold. When the
 //! compactor yields no summary, the cause is reported, the history stays as it was, and automatic compaction pauses
@@ -73,7 +74,8 @@ pub struct CompactingConfig {
     pub token_fraction: Option<f64>,
     /// The most recent events kept verbatim (a message's chunks count as one).
     pub keep: usize,
-    /// The model's context window in tokens, when known (SDK only: no harness reports it yet).
+    /// The model's context window in tokens, when set here (SDK); otherwise the layer uses the `size` the
+    /// harness reports in its usage updates (its `contextWindow` key or its table of known models).
     pub context_window: Option<u64>,
     /// The state file, when compaction state persists across runs.
     pub persist: Option<PathBuf>,
@@ -164,13 +166,6 @@ impl CompactingConfig {
                 c.keep,
                 c.effective_threshold()
             ));
-        }
-        if c.token_fraction.is_some() && c.context_window.is_none() {
-            notes.push(
-                "session.compacting.token_fraction: no harness reports its context window yet, so compaction trips \
-                 on the event count (threshold) for now"
-                    .to_string(),
-            );
         }
         Ok((c, notes))
     }
@@ -322,6 +317,8 @@ pub struct CompactingLayer {
     clock: Arc<dyn Clock>,
     state: State,
     used: Option<u64>,
+    /// The context window the harness last reported (a usage update's `size`).
+    reported_window: Option<u64>,
     paused_until: Option<Instant>,
     last_failure: Option<String>,
     on_compact: Option<OnCompact>,
@@ -358,6 +355,7 @@ impl CompactingLayer {
                 ..state
             },
             used: None,
+            reported_window: None,
             paused_until: None,
             last_failure: None,
             on_compact: None,
@@ -392,6 +390,12 @@ impl CompactingLayer {
     /// The tokens the last request used, once a usage update arrived since the last compaction.
     pub fn tokens_in_context(&self) -> Option<u64> {
         self.used
+    }
+
+    /// The context window `token_fraction` is measured against: the configured one, else the one the harness
+    /// reports in its usage updates (`size`), else unknown (then the event count applies).
+    pub fn context_window(&self) -> Option<u64> {
+        self.config.context_window.or(self.reported_window)
     }
 
     /// The current summary, once a compaction happened.
@@ -445,7 +449,7 @@ impl CompactingLayer {
             let by_fraction = self
                 .config
                 .token_fraction
-                .zip(self.config.context_window)
+                .zip(self.context_window())
                 .map(|(f, size)| used as f64 >= f * size as f64);
             if by_count.is_some() || by_fraction.is_some() {
                 return by_count == Some(true) || by_fraction == Some(true);
@@ -543,7 +547,12 @@ impl Layer for CompactingLayer {
         let mut down = Vec::with_capacity(events.len());
         for e in events {
             match e {
-                SessionUpdate::UsageUpdate(u) => self.used = Some(u.used),
+                SessionUpdate::UsageUpdate(u) => {
+                    self.used = Some(u.used);
+                    if u.size.is_some() {
+                        self.reported_window = u.size;
+                    }
+                }
                 other => down.push(other),
             }
         }

@@ -83,9 +83,13 @@ pub(crate) fn transcript(events: &[SessionUpdate]) -> Vec<Entry> {
                 run = None;
                 continue;
             }
-            SessionUpdate::UserMessageChunk(c) => ("user", c),
-            SessionUpdate::AgentMessageChunk(c) => ("assistant", c),
-            SessionUpdate::AgentThoughtChunk(c) => ("assistant (thinking)", c),
+            SessionUpdate::UserMessageChunk(c) => ("user", (&c.content, &c.message_id)),
+            SessionUpdate::AgentMessageChunk(c) => ("assistant", (&c.content, &c.message_id)),
+            // a chunk that only carries a signature or redacted reasoning has nothing to summarise
+            SessionUpdate::AgentThoughtChunk(c) if c.content.as_text().is_empty() => continue,
+            SessionUpdate::AgentThoughtChunk(c) => {
+                ("assistant (thinking)", (&c.content, &c.message_id))
+            }
             SessionUpdate::ToolCall(call) => {
                 calls.push((call.tool_call_id.clone(), out.len()));
                 out.push(Entry {
@@ -120,12 +124,13 @@ pub(crate) fn transcript(events: &[SessionUpdate]) -> Vec<Entry> {
             }
             SessionUpdate::UsageUpdate(_) | SessionUpdate::Frame(_) => continue,
         };
-        let key = (who, chunk.message_id.clone());
+        let (content, message_id) = chunk;
+        let key = (who, message_id.clone());
         match out.last_mut() {
-            Some(last) if run.as_ref() == Some(&key) => last.text.push_str(chunk.content.as_text()),
+            Some(last) if run.as_ref() == Some(&key) => last.text.push_str(content.as_text()),
             _ => out.push(Entry {
                 who: who.to_string(),
-                text: chunk.content.as_text().to_string(),
+                text: content.as_text().to_string(),
             }),
         }
         run = Some(key);

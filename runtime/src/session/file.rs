@@ -11,7 +11,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use super::{Layer, SessionError};
-use crate::update::{Chunk, SessionUpdate};
+use crate::update::{Chunk, Content, SessionUpdate};
 
 /// The file storage layer.
 #[derive(Debug)]
@@ -128,24 +128,47 @@ fn parse_log(path: &Path, bytes: &[u8]) -> Result<(Vec<SessionUpdate>, usize, bo
     Ok((events, offset, false))
 }
 
-/// True when `b` continues the chunk run of `a`: the same kind of chunk of the same message.
+/// True when `b` continues the chunk run of `a`: the same kind of chunk of the same message. A thinking block ends
+/// with its signature and a redacted block stands alone, so a thought chunk after a signed (or redacted) one, or a
+/// redacted one after anything, starts a new run: coalescing never merges two blocks or moves a signature.
 pub(super) fn same_run(a: &SessionUpdate, b: &SessionUpdate) -> bool {
     let same = |x: &Chunk, y: &Chunk| x.message_id == y.message_id;
     match (a, b) {
         (SessionUpdate::UserMessageChunk(x), SessionUpdate::UserMessageChunk(y))
-        | (SessionUpdate::AgentMessageChunk(x), SessionUpdate::AgentMessageChunk(y))
-        | (SessionUpdate::AgentThoughtChunk(x), SessionUpdate::AgentThoughtChunk(y)) => same(x, y),
+        | (SessionUpdate::AgentMessageChunk(x), SessionUpdate::AgentMessageChunk(y)) => same(x, y),
+        (SessionUpdate::AgentThoughtChunk(x), SessionUpdate::AgentThoughtChunk(y)) => {
+            x.message_id == y.message_id && x.meta.is_empty() && y.meta.redacted.is_none()
+        }
         _ => false,
     }
 }
 
-fn chunk_mut(e: &mut SessionUpdate) -> Option<&mut Chunk> {
-    match e {
-        SessionUpdate::UserMessageChunk(c)
-        | SessionUpdate::AgentMessageChunk(c)
-        | SessionUpdate::AgentThoughtChunk(c) => Some(c),
-        _ => None,
-    }
+fn is_chunk(e: &SessionUpdate) -> bool {
+    matches!(
+        e,
+        SessionUpdate::UserMessageChunk(_)
+            | SessionUpdate::AgentMessageChunk(_)
+            | SessionUpdate::AgentThoughtChunk(_)
+    )
+}
+
+/// Appends `next` to the run `run` ([`same_run`] holds): its text, and the signature that closes the block.
+fn extend_run(run: &mut SessionUpdate, next: &SessionUpdate) {
+    let (content, more) = match (run, next) {
+        (SessionUpdate::UserMessageChunk(a), SessionUpdate::UserMessageChunk(b))
+        | (SessionUpdate::AgentMessageChunk(a), SessionUpdate::AgentMessageChunk(b)) => {
+            (&mut a.content, &b.content)
+        }
+        (SessionUpdate::AgentThoughtChunk(a), SessionUpdate::AgentThoughtChunk(b)) => {
+            if b.meta.signature.is_some() {
+                a.meta.signature.clone_from(&b.meta.signature);
+            }
+            (&mut a.content, &b.content)
+        }
+        _ => return,
+    };
+    let Content::Text { text } = content;
+    text.push_str(more.as_text());
 }
 
 impl Layer for FileLayer {
@@ -166,19 +189,15 @@ impl Layer for FileLayer {
                 self.flush_pending()?;
                 continue;
             }
-            let mut e = e.clone();
-            if let Some(p) = self.pending.as_mut().filter(|p| same_run(p, &e)) {
-                if let (Some(pc), Some(ec)) = (chunk_mut(p), chunk_mut(&mut e)) {
-                    let crate::update::Content::Text { text } = &mut pc.content;
-                    text.push_str(ec.content.as_text());
-                }
+            if let Some(p) = self.pending.as_mut().filter(|p| same_run(p, e)) {
+                extend_run(p, e);
                 continue;
             }
             self.flush_pending()?;
-            if chunk_mut(&mut e).is_some() {
-                self.pending = Some(e);
+            if is_chunk(e) {
+                self.pending = Some(e.clone());
             } else {
-                self.write(&e)?;
+                self.write(e)?;
             }
         }
         Ok(events)
@@ -202,7 +221,9 @@ impl Layer for FileLayer {
 mod tests {
     use super::*;
     use crate::model::Role;
-    use crate::update::{Content, FrameKind};
+    use crate::session::history::tests::{call, done, thought};
+    use crate::session::to_messages;
+    use crate::update::FrameKind;
 
     fn agent(t: &str) -> SessionUpdate {
         SessionUpdate::AgentMessageChunk(Chunk {
@@ -236,6 +257,55 @@ mod tests {
         assert!(!text.contains("frame"));
         let (l2, _) = FileLayer::open(&path).unwrap();
         assert_eq!(l2.pull(vec![]).unwrap(), vec![user("hi"), agent("ab")]);
+    }
+
+    #[tokio::test]
+    async fn coalescing_keeps_one_signature_per_thinking_block_across_a_reload() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("session.jsonl");
+        let (mut l, _) = FileLayer::open(&path).unwrap();
+        let streamed = vec![
+            user("go"),
+            thought("First, ", None, None),
+            thought("the notes.", None, None),
+            thought("", Some("sigA"), None),
+            thought("", None, Some("opaque1")),
+            thought("", None, Some("opaque2")),
+            thought("Then ", None, None),
+            thought("read it.", None, None),
+            thought("", Some("sigB"), None),
+            thought("", Some("sigC"), None),
+            call("c1"),
+            done("c1", "out"),
+        ];
+        // the turn loop pushes one event at a time
+        for e in &streamed {
+            l.push(vec![e.clone()]).unwrap();
+        }
+        l.close().await.unwrap();
+        let (l2, _) = FileLayer::open(&path).unwrap();
+        let stored = l2.pull(vec![]).unwrap();
+        assert_eq!(
+            stored,
+            vec![
+                user("go"),
+                thought("First, the notes.", Some("sigA"), None),
+                thought("", None, Some("opaque1")),
+                thought("", None, Some("opaque2")),
+                thought("Then read it.", Some("sigB"), None),
+                // a signature with no open block is a block of its own, never a second signature on the last
+                thought("", Some("sigC"), None),
+                call("c1"),
+                done("c1", "out"),
+            ]
+        );
+        // the coalesced log rebuilds exactly what the streamed events do
+        assert_eq!(to_messages(&stored), to_messages(&streamed));
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(
+            text.contains(r#""_meta":{"loom/thinkingSignature":"sigA"}"#),
+            "{text}"
+        );
     }
 
     #[tokio::test]

@@ -1,13 +1,15 @@
 //! Stored events to the conversation a harness sends.
 
 use crate::model::{ContentBlock, Message, Role};
-use crate::update::{Chunk, SessionUpdate, ToolStatus};
+use crate::update::{Chunk, SessionUpdate, ThoughtChunk, ToolStatus};
 
 /// The result text given to a call whose result was never recorded (the process died mid-tool).
 pub const LOST_RESULT: &str = "interrupted: no result was recorded for this call";
 
 /// Turns stored events into messages: user chunks into user text, agent chunks and tool calls into assistant
-/// messages, final tool call updates into tool results. A tool call without a recorded result gets an error result
+/// messages, final tool call updates into tool results. Thought chunks become thinking blocks in stream order (so
+/// before the calls they led to): a chunk carrying a signature closes the open block with it, the next thought
+/// chunk opens a new one, and a redacted chunk is a redacted block of its own. A tool call without a recorded result gets an error result
 /// (`LOST_RESULT`) so the conversation stays well-formed. Frames, progress and usage are skipped.
 pub fn to_messages(events: &[SessionUpdate]) -> Vec<Message> {
     let mut b = Builder::default();
@@ -15,15 +17,15 @@ pub fn to_messages(events: &[SessionUpdate]) -> Vec<Message> {
         match e {
             SessionUpdate::UserMessageChunk(c) => {
                 b.settle();
-                b.text(Role::User, c, false);
+                b.text(Role::User, c);
             }
             SessionUpdate::AgentMessageChunk(c) => {
                 b.settle();
-                b.text(Role::Assistant, c, false);
+                b.text(Role::Assistant, c);
             }
             SessionUpdate::AgentThoughtChunk(c) => {
                 b.settle();
-                b.text(Role::Assistant, c, true);
+                b.thought(c);
             }
             SessionUpdate::ToolCall(call) => {
                 if b.last_role() != Some(Role::Assistant) {
@@ -82,7 +84,9 @@ impl Builder {
     fn block(&mut self, role: Role, block: ContentBlock) {
         if !matches!(
             block,
-            ContentBlock::Text { .. } | ContentBlock::Thinking { .. }
+            ContentBlock::Text { .. }
+                | ContentBlock::Thinking { .. }
+                | ContentBlock::RedactedThinking { .. }
         ) {
             self.last_id = None;
         }
@@ -95,35 +99,59 @@ impl Builder {
         }
     }
 
-    fn text(&mut self, role: Role, chunk: &Chunk, thinking: bool) {
-        let text = chunk.content.as_text();
-        let same_message = self.last_id.as_ref() == Some(&chunk.message_id);
-        self.last_id = Some(chunk.message_id.clone());
-        if let Some(m) = self
-            .msgs
+    /// The last block of the last message when it has `role` and the chunk of `message_id` continues it; records
+    /// `message_id` as the last chunk's.
+    fn continued(&mut self, role: Role, message_id: &Option<String>) -> Option<&mut ContentBlock> {
+        let same_message = self.last_id.as_ref() == Some(message_id);
+        self.last_id = Some(message_id.clone());
+        self.msgs
             .last_mut()
             .filter(|m| m.role == role && same_message)
-        {
-            match (m.content.last_mut(), thinking) {
-                (Some(ContentBlock::Text { text: t }), false)
-                | (Some(ContentBlock::Thinking { text: t, .. }), true) => {
-                    t.push_str(text);
-                    return;
-                }
-                _ => {}
-            }
+            .and_then(|m| m.content.last_mut())
+    }
+
+    fn text(&mut self, role: Role, chunk: &Chunk) {
+        let text = chunk.content.as_text();
+        if let Some(ContentBlock::Text { text: t }) = self.continued(role, &chunk.message_id) {
+            t.push_str(text);
+            return;
         }
-        let block = if thinking {
-            ContentBlock::Thinking {
-                text: text.to_string(),
-                signature: None,
-            }
-        } else {
+        self.block(
+            role,
             ContentBlock::Text {
                 text: text.to_string(),
-            }
-        };
-        self.block(role, block);
+            },
+        );
+    }
+
+    fn thought(&mut self, chunk: &ThoughtChunk) {
+        let text = chunk.content.as_text();
+        let open = self.continued(Role::Assistant, &chunk.message_id);
+        if let Some(data) = &chunk.meta.redacted {
+            let data = data.clone();
+            self.block(Role::Assistant, ContentBlock::RedactedThinking { data });
+            return;
+        }
+        let signature = chunk.meta.signature.clone();
+        if let Some(ContentBlock::Thinking {
+            text: t,
+            signature: s @ None,
+        }) = open
+        {
+            t.push_str(text);
+            *s = signature;
+            return;
+        }
+        if text.is_empty() && signature.is_none() {
+            return;
+        }
+        self.block(
+            Role::Assistant,
+            ContentBlock::Thinking {
+                text: text.to_string(),
+                signature,
+            },
+        );
     }
 
     fn result(&mut self, tool_use_id: String, content: String, is_error: bool) {
@@ -141,7 +169,9 @@ impl Builder {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::update::{Chunk, Content, ToolCall, ToolCallContent, ToolCallUpdate, ToolKind};
+    use crate::update::{
+        Chunk, Content, ThoughtMeta, ToolCall, ToolCallContent, ToolCallUpdate, ToolKind,
+    };
 
     fn user(t: &str) -> SessionUpdate {
         SessionUpdate::UserMessageChunk(Chunk {
@@ -177,6 +207,84 @@ pub(crate) mod tests {
             }]),
             raw_output: None,
         })
+    }
+
+    /// The thought chunks the turn loop emits for one message: text deltas, then the signature (or redacted data)
+    /// on an empty chunk (shared with the file session tests).
+    pub(crate) fn thought(
+        text: &str,
+        signature: Option<&str>,
+        redacted: Option<&str>,
+    ) -> SessionUpdate {
+        SessionUpdate::AgentThoughtChunk(ThoughtChunk {
+            content: Content::text(text),
+            message_id: Some("m1".into()),
+            meta: ThoughtMeta {
+                signature: signature.map(str::to_string),
+                redacted: redacted.map(str::to_string),
+            },
+        })
+    }
+
+    #[test]
+    fn each_thinking_block_keeps_its_own_signature_and_precedes_the_call() {
+        let text = |t: &str| {
+            SessionUpdate::AgentMessageChunk(Chunk {
+                content: Content::text(t),
+                message_id: Some("m1".into()),
+            })
+        };
+        let m = to_messages(&[
+            user("go"),
+            thought("First, ", None, None),
+            thought("the notes.", None, None),
+            thought("", Some("sigA"), None),
+            thought("", None, Some("opaque")),
+            thought("Then ", None, None),
+            thought("read it.", None, None),
+            thought("", Some("sigB"), None),
+            text("Reading."),
+            call("c1"),
+            done("c1", "out"),
+        ]);
+        assert_eq!(m.len(), 3);
+        assert_eq!(
+            m[1].content,
+            vec![
+                ContentBlock::Thinking {
+                    text: "First, the notes.".into(),
+                    signature: Some("sigA".into())
+                },
+                ContentBlock::RedactedThinking {
+                    data: "opaque".into()
+                },
+                ContentBlock::Thinking {
+                    text: "Then read it.".into(),
+                    signature: Some("sigB".into())
+                },
+                ContentBlock::Text {
+                    text: "Reading.".into()
+                },
+                ContentBlock::ToolUse {
+                    id: "c1".into(),
+                    name: "bash".into(),
+                    input: serde_json::json!({})
+                },
+            ]
+        );
+        // reasoning without signatures (openai-chat, the test harness) stays one unsigned block
+        let m = to_messages(&[
+            user("go"),
+            thought("a", None, None),
+            thought("b", None, None),
+        ]);
+        assert_eq!(
+            m[1].content,
+            vec![ContentBlock::Thinking {
+                text: "ab".into(),
+                signature: None
+            }]
+        );
     }
 
     #[test]

@@ -544,10 +544,10 @@ mod tests {
         )
         .unwrap();
         assert_eq!(format!("{chain:?}"), r#"["compacting", "file"]"#);
-        assert_eq!(notes.len(), 2, "{notes:?}");
+        // token_fraction applies once the harness reports its context window: no note about it
+        assert_eq!(notes.len(), 1, "{notes:?}");
         assert!(notes[0]
             .contains("threshold 5 is at or below keep + 2 (keep = 4), so it was raised to 8"));
-        assert!(notes[1].contains("token_fraction: no harness reports its context window yet"));
 
         let err = chain_of(
             "[session]\nlayers = [\"compacting\", \"in-memory\"]\n[session.compacting]\ntoken_fraction = 0.5\n\

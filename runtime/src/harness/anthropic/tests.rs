@@ -104,6 +104,64 @@ data: {"type":"message_stop"}
 
 "#;
 
+/// Two signed thinking blocks with a redacted one between them, then a tool_use: each block must come back in the
+/// next request as it came, in its place.
+const BLOCKS_STREAM: &str = r#"event: message_start
+data: {"type":"message_start","message":{"id":"msg_01Blocks","type":"message","role":"assistant","model":"claude-sonnet-4-5-20250929","content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":300,"output_tokens":3}}}
+
+event: content_block_start
+data: {"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":"","signature":""}}
+
+event: content_block_delta
+data: {"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"First, "}}
+
+event: content_block_delta
+data: {"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"the notes."}}
+
+event: content_block_delta
+data: {"type":"content_block_delta","index":0,"delta":{"type":"signature_delta","signature":"EuYBCkQYAiJAsigA"}}
+
+event: content_block_stop
+data: {"type":"content_block_stop","index":0}
+
+event: content_block_start
+data: {"type":"content_block_start","index":1,"content_block":{"type":"redacted_thinking","data":"EmwKAhgBEgy3va3pzix/LafPsn4aDFIT2Xlxh0L5L8rLVyIwxtE3rAFBa8cr3qpPkNRj2YfWXGmKDxH4mPnZ5sQ7vB9URj2pLmN3kF8/dW5hR7xJ"}}
+
+event: content_block_stop
+data: {"type":"content_block_stop","index":1}
+
+event: content_block_start
+data: {"type":"content_block_start","index":2,"content_block":{"type":"thinking","thinking":"","signature":""}}
+
+event: content_block_delta
+data: {"type":"content_block_delta","index":2,"delta":{"type":"thinking_delta","thinking":"Then read it."}}
+
+event: content_block_delta
+data: {"type":"content_block_delta","index":2,"delta":{"type":"signature_delta","signature":"EuYBCkQYAiJAsigB"}}
+
+event: content_block_stop
+data: {"type":"content_block_stop","index":2}
+
+event: content_block_start
+data: {"type":"content_block_start","index":3,"content_block":{"type":"tool_use","id":"toolu_01Blocks","name":"read_file","input":{}}}
+
+event: content_block_delta
+data: {"type":"content_block_delta","index":3,"delta":{"type":"input_json_delta","partial_json":"{\"path\": \"notes.txt\"}"}}
+
+event: content_block_stop
+data: {"type":"content_block_stop","index":3}
+
+event: message_delta
+data: {"type":"message_delta","delta":{"stop_reason":"tool_use","stop_sequence":null},"usage":{"output_tokens":120}}
+
+event: message_stop
+data: {"type":"message_stop"}
+
+"#;
+
+/// The redacted block's data in [`BLOCKS_STREAM`].
+const REDACTED: &str = "EmwKAhgBEgy3va3pzix/LafPsn4aDFIT2Xlxh0L5L8rLVyIwxtE3rAFBa8cr3qpPkNRj2YfWXGmKDxH4mPnZ5sQ7vB9URj2pLmN3kF8/dW5hR7xJ";
+
 fn config(base: &str) -> AnthropicConfig {
     let t: toml::Table =
         toml::from_str(&format!("model = \"claude-test\"\napiBase = \"{base}\"")).unwrap();
@@ -152,6 +210,7 @@ fn config_defaults_follow_the_seed_and_bad_values_are_named() {
             api_base: "https://api.anthropic.com".into(),
             max_tokens: 4096,
             stream: true,
+            context_window: None,
         }
     );
     for (text, needle) in [
@@ -345,6 +404,122 @@ fn the_tool_stream_decodes_at_every_split_point() {
         assert_eq!(got, expected, "split at {split}");
         assert!(d.done() && d.finish().is_empty());
     }
+}
+
+#[test]
+fn signed_and_redacted_thinking_blocks_decode_in_stream_order() {
+    let got: Vec<ModelEvent> = decode_all(BLOCKS_STREAM)
+        .into_iter()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    let reasoning: Vec<&ModelEvent> = got
+        .iter()
+        .filter(|e| {
+            matches!(
+                e,
+                ModelEvent::ThinkingDelta(_)
+                    | ModelEvent::ThinkingSignature(_)
+                    | ModelEvent::RedactedThinking(_)
+                    | ModelEvent::ToolUseStart { .. }
+            )
+        })
+        .collect();
+    assert_eq!(
+        reasoning,
+        vec![
+            &ModelEvent::ThinkingDelta("First, ".into()),
+            &ModelEvent::ThinkingDelta("the notes.".into()),
+            &ModelEvent::ThinkingSignature("EuYBCkQYAiJAsigA".into()),
+            &ModelEvent::RedactedThinking(REDACTED.into()),
+            &ModelEvent::ThinkingDelta("Then read it.".into()),
+            &ModelEvent::ThinkingSignature("EuYBCkQYAiJAsigB".into()),
+            &ModelEvent::ToolUseStart {
+                id: "toolu_01Blocks".into(),
+                name: "read_file".into()
+            },
+        ]
+    );
+    // a complete message (stream = false) carries the same blocks whole
+    let msg = json!({
+        "id": "msg_2", "type": "message", "role": "assistant", "model": "claude-test",
+        "content": [
+            {"type": "thinking", "thinking": "Plan.", "signature": "EuYBsig"},
+            {"type": "redacted_thinking", "data": REDACTED},
+            {"type": "tool_use", "id": "toolu_2", "name": "read_file", "input": {"path": "a"}},
+        ],
+        "stop_reason": "tool_use", "stop_sequence": null,
+        "usage": {"input_tokens": 10, "output_tokens": 5},
+    });
+    let got: Vec<ModelEvent> = AnthropicDecoder::default()
+        .decode_message(&msg)
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    let at = |e: &ModelEvent| got.iter().position(|g| g == e).unwrap();
+    assert!(
+        at(&ModelEvent::ThinkingDelta("Plan.".into()))
+            < at(&ModelEvent::ThinkingSignature("EuYBsig".into()))
+    );
+    assert!(
+        at(&ModelEvent::ThinkingSignature("EuYBsig".into()))
+            < at(&ModelEvent::RedactedThinking(REDACTED.into()))
+    );
+    // a redacted block without its data is a protocol error, not an empty block replayed later
+    let bad = BLOCKS_STREAM.replace(REDACTED, "");
+    assert!(decode_all(&bad).iter().any(|e| matches!(
+        e,
+        Err(HarnessError::Protocol { message }) if message.contains("redacted_thinking block has no data")
+    )));
+}
+
+#[test]
+fn the_body_replays_redacted_thinking_as_its_data() {
+    let mut req = hello();
+    req.messages = vec![
+        Message::user_text("go"),
+        Message {
+            role: Role::Assistant,
+            content: vec![
+                ContentBlock::RedactedThinking {
+                    data: REDACTED.into(),
+                },
+                ContentBlock::Text {
+                    text: "Done.".into(),
+                },
+            ],
+        },
+    ];
+    let body = request_body(&req, &config("http://x"));
+    assert_eq!(
+        body["messages"][1]["content"],
+        json!([{"type": "redacted_thinking", "data": REDACTED}, {"type": "text", "text": "Done."}])
+    );
+}
+
+#[test]
+fn the_context_window_is_the_key_or_the_table() {
+    let h = |cfg: &str| {
+        let t: toml::Table = toml::from_str(cfg).unwrap();
+        AnthropicHarness::new(AnthropicConfig::from_config(&t).unwrap(), Secret::new(KEY)).unwrap()
+    };
+    assert_eq!(h("").context_window(), Some(200_000));
+    assert_eq!(
+        h("model = \"claude-opus-4-1\"").context_window(),
+        Some(200_000)
+    );
+    assert_eq!(h("model = \"my-proxy-model\"").context_window(), None);
+    let set = h("model = \"my-proxy-model\"\ncontextWindow = 32000");
+    assert_eq!(set.context_window(), Some(32_000));
+    // the key describes the configured model: a sub-agent's small model uses the table
+    assert_eq!(
+        set.with_model("claude-haiku-4-5").unwrap().context_window(),
+        Some(200_000)
+    );
+    let t: toml::Table = toml::from_str("contextWindow = 0").unwrap();
+    assert!(AnthropicConfig::from_config(&t)
+        .unwrap_err()
+        .to_string()
+        .contains("contextWindow must be a positive integer"));
 }
 
 #[test]
@@ -614,6 +789,12 @@ async fn a_tool_call_runs_through_the_kernel_and_its_result_goes_back() {
     assert_eq!(msgs.len(), 3, "{msgs:#?}");
     let assistant = &msgs[1];
     assert_eq!(assistant["role"], json!("assistant"));
+    // the thinking block comes back first, with its exact text and signature
+    assert_eq!(
+        assistant["content"][0],
+        json!({"type": "thinking", "thinking": "I should read the file.",
+               "signature": "EqQBCgIYAhIM1gbcDa9GJwZA2b3hGgxBdjrkzLoky3dl1pkiMOYds"})
+    );
     let tool_use = assistant["content"]
         .as_array()
         .unwrap()
@@ -633,6 +814,40 @@ async fn a_tool_call_runs_through_the_kernel_and_its_result_goes_back() {
         msgs[2],
         json!({"role": "user", "content": [{"type": "tool_result",
             "tool_use_id": "toolu_01T1x1fJ34qAmk2tNTrN7Up6", "content": "the notes say hi", "is_error": false}]})
+    );
+}
+
+#[tokio::test]
+async fn a_tool_loop_replays_each_thinking_block_with_its_signature_before_the_call() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("notes.txt"), "the notes say hi").unwrap();
+    let server = FakeServer::start(vec![
+        Reply::sse(BLOCKS_STREAM),
+        Reply::sse(TEXT_STREAM),
+        Reply::sse(TEXT_STREAM),
+    ])
+    .await;
+    let (agent, _) = agent(dir.path(), harness(&server.base));
+    let out = agent
+        .prompt("read notes.txt", CancellationToken::new())
+        .await;
+    assert_eq!(out.stop, TurnStop::EndTurn, "{out:?}");
+    let out = agent.prompt("thanks", CancellationToken::new()).await;
+    assert_eq!(out.stop, TurnStop::EndTurn, "{out:?}");
+    let reqs = server.requests();
+    assert_eq!(reqs.len(), 3);
+    let replayed = json!({"role": "assistant", "content": [
+        {"type": "thinking", "thinking": "First, the notes.", "signature": "EuYBCkQYAiJAsigA"},
+        {"type": "redacted_thinking", "data": REDACTED},
+        {"type": "thinking", "thinking": "Then read it.", "signature": "EuYBCkQYAiJAsigB"},
+        {"type": "tool_use", "id": "toolu_01Blocks", "name": "read_file", "input": {"path": "notes.txt"}},
+    ]});
+    // the second request of the tool loop, and the next turn too (the in-memory layer keeps every delta)
+    assert_eq!(reqs[1].body["messages"][1], replayed);
+    assert_eq!(reqs[2].body["messages"][1], replayed);
+    assert_eq!(
+        reqs[2].body["messages"][3],
+        json!({"role": "assistant", "content": [{"type": "text", "text": "Hello!"}]})
     );
 }
 

@@ -126,6 +126,7 @@ fn config_defaults_follow_the_seed_and_the_key_is_required() {
             api_base: "https://api.openai.com/v1".into(),
             max_output_tokens: None,
             stream: true,
+            context_window: None,
         }
     );
     let h = loom_kernel::Harness {

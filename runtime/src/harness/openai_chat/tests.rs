@@ -90,6 +90,7 @@ fn config_defaults_and_the_key_rule() {
             api_base: "https://api.openai.com/v1".into(),
             max_output_tokens: None,
             stream: true,
+            context_window: None,
         }
     );
     let h = |cfg: &str| loom_kernel::Harness {

@@ -31,7 +31,13 @@ fn agent(t: &str, id: &str) -> SessionUpdate {
     SessionUpdate::AgentMessageChunk(chunk(t, id))
 }
 fn usage(used: u64) -> SessionUpdate {
-    SessionUpdate::UsageUpdate(UsageUpdate { used })
+    SessionUpdate::UsageUpdate(UsageUpdate { used, size: None })
+}
+fn usage_of(used: u64, size: u64) -> SessionUpdate {
+    SessionUpdate::UsageUpdate(UsageUpdate {
+        used,
+        size: Some(size),
+    })
 }
 
 /// `n` exchanges: user `q<i>`, assistant `a<i>`.
@@ -296,6 +302,43 @@ fn the_cut_never_separates_a_call_from_its_result_nor_splits_a_message() {
     assert_eq!(cut_point(&view, 100), 0);
     assert_eq!(cut_point(&view, 0), 8);
     assert_eq!(count_events(&view), 6);
+}
+
+#[tokio::test]
+async fn token_fraction_trips_on_the_window_the_usage_updates_report() {
+    let h = TestHarness::echo();
+    // what `[session.compacting] token_fraction = 0.5` builds: no window configured
+    let d = tempfile::tempdir().unwrap();
+    let t: toml::Table = toml::from_str("token_fraction = 0.5\nthreshold = 100\nkeep = 2").unwrap();
+    let (cfg, notes) = CompactingConfig::from_toml(&t, d.path()).unwrap();
+    assert!(notes.is_empty(), "{notes:?}");
+    assert_eq!(cfg.context_window, None);
+    let below = exchanges(4);
+    let mut layer = CompactingLayer::heuristic(cfg.clone()).unwrap();
+    // usage without a size: the fraction cannot be judged, and 8 events <= 100
+    layer.push(vec![usage(900)]).unwrap();
+    assert_eq!(layer.context_window(), None);
+    assert_eq!(auto(&mut layer, &below, &h).await, None);
+    // the harness reports its window: 499 of 1000 is under half
+    layer.push(vec![usage_of(499, 1000)]).unwrap();
+    assert_eq!(layer.context_window(), Some(1000));
+    assert_eq!(auto(&mut layer, &below, &h).await, None);
+    // a later update without a size keeps the window known
+    layer.push(vec![usage(500)]).unwrap();
+    assert_eq!(layer.context_window(), Some(1000));
+    assert!(matches!(
+        auto(&mut layer, &below, &h).await,
+        Some(Compaction::Compacted { .. })
+    ));
+    // an SDK-configured window wins over the reported one
+    let mut layer = CompactingLayer::heuristic(CompactingConfig {
+        context_window: Some(10_000),
+        ..cfg
+    })
+    .unwrap();
+    layer.push(vec![usage_of(600, 1000)]).unwrap();
+    assert_eq!(layer.context_window(), Some(10_000));
+    assert_eq!(auto(&mut layer, &below, &h).await, None);
 }
 
 #[tokio::test]
