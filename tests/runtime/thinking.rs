@@ -65,6 +65,8 @@ provider = "anthropic"
 model = "claude-test"
 apiBase = "{base}"
 contextWindow = 64000
+maxTokens = 8192
+thinkingBudget = 2048
 
 {session}
 
@@ -124,6 +126,13 @@ fn thinking_signatures_go_back_to_the_api_in_the_tool_loop_and_the_next_run() {
     {
         let seen = seen.lock().unwrap();
         assert_eq!(seen.len(), 2);
+        // thinkingBudget asks for extended thinking on every request
+        for (_, body) in seen.iter() {
+            assert_eq!(
+                body["thinking"],
+                json!({"type": "enabled", "budget_tokens": 2048})
+            );
+        }
         assert_eq!(seen[1].1["messages"][1], replayed, "{}", seen[1].1);
         assert_eq!(
             seen[1].1["messages"][2]["content"][0]["tool_use_id"],

@@ -25,6 +25,7 @@ pub(crate) fn builtin_harness_schema(provider: &str) -> Option<&'static [(&'stat
             ("maxTurnRequests", Ty::Count),
             ("stream", Ty::Bool),
             ("contextWindow", Ty::Count),
+            ("thinkingBudget", Ty::Count),
         ],
         "openai" => &[
             ("model", Ty::Str),

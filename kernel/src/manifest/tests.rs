@@ -1149,6 +1149,11 @@ fn context_window_is_a_count_of_the_http_harnesses() {
         "[agent]\nname = \"a\"\n[harness]\nprovider = \"test\"\necho = true\ncontextWindow = 10\n",
         "harness.contextWindow: unknown key",
     );
+    parses("[agent]\nname = \"a\"\n[harness]\nprovider = \"anthropic\"\nthinkingBudget = 2048\nmaxTokens = 8192\n");
+    fails(
+        "[agent]\nname = \"a\"\n[harness]\nprovider = \"openai\"\nthinkingBudget = 2048\n",
+        "harness.thinkingBudget: unknown key",
+    );
 }
 
 #[test]

@@ -26,6 +26,8 @@ pub const ANTHROPIC_DEFAULT_MODEL: &str = "claude-sonnet-4-5-latest";
 pub const ANTHROPIC_DEFAULT_API_BASE: &str = "https://api.anthropic.com";
 /// The default per-response output cap.
 pub const ANTHROPIC_DEFAULT_MAX_TOKENS: u64 = 4096;
+/// The smallest extended-thinking budget the API accepts.
+pub const ANTHROPIC_MIN_THINKING_BUDGET: u64 = 1024;
 /// The API version header value.
 pub const ANTHROPIC_VERSION: &str = "2023-06-01";
 
@@ -38,6 +40,7 @@ const KEYS: &[&str] = &[
     "maxTurnRequests",
     "stream",
     "contextWindow",
+    "thinkingBudget",
 ];
 
 /// The `[harness]` settings of `anthropic`, with the seed's defaults.
@@ -53,6 +56,9 @@ pub struct AnthropicConfig {
     pub stream: bool,
     /// `contextWindow`: the model's context window in tokens, overriding the table of known models.
     pub context_window: Option<u64>,
+    /// `thinkingBudget`: turns on extended thinking with this many tokens of reasoning per response (at least
+    /// 1024, below `maxTokens`); unset sends no `thinking` parameter.
+    pub thinking_budget: Option<u64>,
 }
 
 impl AnthropicConfig {
@@ -66,12 +72,21 @@ impl AnthropicConfig {
             .unwrap_or(ANTHROPIC_DEFAULT_MAX_TOKENS);
         let stream = settings.flag("stream", true)?;
         let context_window = settings.positive("contextWindow")?;
+        let thinking_budget = settings.positive("thinkingBudget")?;
+        if let Some(b) = thinking_budget {
+            if b < ANTHROPIC_MIN_THINKING_BUDGET || b >= max_tokens {
+                return Err(HarnessConfigError::Invalid(format!(
+                    "thinkingBudget {b} must be at least {ANTHROPIC_MIN_THINKING_BUDGET} and below maxTokens                      ({max_tokens}), which also holds the answer; e.g. thinkingBudget = 2048 with maxTokens = 8192"
+                )));
+            }
+        }
         Ok(AnthropicConfig {
             model,
             api_base,
             max_tokens,
             stream,
             context_window,
+            thinking_budget,
         })
     }
 }
@@ -120,6 +135,9 @@ pub fn request_body(request: &ModelRequest, config: &AnthropicConfig) -> Value {
                 })
             })
             .collect();
+    }
+    if let Some(budget) = config.thinking_budget {
+        body["thinking"] = json!({"type": "enabled", "budget_tokens": budget});
     }
     if config.stream {
         body["stream"] = Value::Bool(true);

@@ -211,6 +211,7 @@ fn config_defaults_follow_the_seed_and_bad_values_are_named() {
             max_tokens: 4096,
             stream: true,
             context_window: None,
+            thinking_budget: None,
         }
     );
     for (text, needle) in [
@@ -494,6 +495,34 @@ fn the_body_replays_redacted_thinking_as_its_data() {
         body["messages"][1]["content"],
         json!([{"type": "redacted_thinking", "data": REDACTED}, {"type": "text", "text": "Done."}])
     );
+}
+
+#[test]
+fn a_thinking_budget_turns_extended_thinking_on_within_max_tokens() {
+    let t: toml::Table = toml::from_str("thinkingBudget = 2048\nmaxTokens = 8192").unwrap();
+    let c = AnthropicConfig::from_config(&t).unwrap();
+    assert_eq!(c.thinking_budget, Some(2048));
+    let body = request_body(&hello(), &c);
+    assert_eq!(
+        body["thinking"],
+        json!({"type": "enabled", "budget_tokens": 2048})
+    );
+    assert_eq!(body["max_tokens"], 8192);
+    assert!(request_body(&hello(), &config("http://x"))
+        .get("thinking")
+        .is_none());
+    for text in [
+        "thinkingBudget = 512\nmaxTokens = 8192",
+        "thinkingBudget = 4096",
+        "thinkingBudget = 9000\nmaxTokens = 8192",
+    ] {
+        let t: toml::Table = toml::from_str(text).unwrap();
+        let err = AnthropicConfig::from_config(&t).unwrap_err().to_string();
+        assert!(
+            err.contains("must be at least 1024 and below maxTokens"),
+            "{text}: {err}"
+        );
+    }
 }
 
 #[test]
