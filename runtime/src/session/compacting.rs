@@ -12,12 +12,13 @@
 //! **Compaction** runs before each model request ([`Layer::compact`], driven by the turn loop). It trips when the
 //! tokens of the last request reach `token_fraction` of the context window (the configured one, else the `size` the
 //! harness reports in its usage updates) or an SDK token threshold — these take priority when usage data and the
-//! window are known — and otherwise when more than `threshold` events would be shown (consecutive
-//! chunks of one message count as one event: an `in-memory` layer keeps every streamed delta). Everything but the
-//! last `keep` events is summarised; the cut moves earlier rather than separate a tool call from its result. A forced compaction (context overflow, `/compact`) skips the threshold. When the
-//! compactor yields no summary, the cause is reported, the history stays as it was, and automatic compaction pauses
-//! for [`PAUSE_AFTER_FAILURE`] (on an injectable [`Clock`]) so a broken summariser cannot stall every request; a
-//! forced compaction ignores the pause.
+//! window are known — and otherwise when more than `threshold` events would be shown (consecutive chunks of one
+//! message count as one event: an `in-memory` layer keeps every streamed delta). Everything but the last `keep`
+//! events is summarised; the cut moves earlier rather than separate a tool call from its result or from the
+//! reasoning and text of the message that made it. A forced compaction (context overflow, `/compact`) skips the
+//! threshold. When the compactor yields no summary, the cause is reported, the history stays as it was, and
+//! automatic compaction pauses for [`PAUSE_AFTER_FAILURE`] (on an injectable [`Clock`]) so a broken summariser
+//! cannot stall every request; a forced compaction ignores the pause.
 //!
 //! **Persistence** (`persist = true`): the summary state is written to `<storage>/compacting/state.json` after each
 //! compaction (temporary file + rename, so a crash leaves the old or the new state, never a torn one) and loaded at
@@ -277,7 +278,8 @@ pub(crate) fn count_events(events: &[SessionUpdate]) -> usize {
 }
 
 /// Where to cut `view` so that the last `keep` events (counted as [`count_events`] does) stay: `view[..cut]` is
-/// summarised. The cut moves earlier while it would keep a tool result whose call would be summarised.
+/// summarised. The cut moves earlier while it would keep a tool result whose call would be summarised, and then
+/// over the reasoning and text of the message that made the first kept call.
 pub(crate) fn cut_point(view: &[SessionUpdate], keep: usize) -> usize {
     let mut cut = view.len();
     let mut kept = 0;
@@ -302,9 +304,28 @@ pub(crate) fn cut_point(view: &[SessionUpdate], keep: usize) -> usize {
             }
         }
         if cut == before {
-            return cut;
+            return message_start(view, cut);
         }
     }
+}
+
+/// `cut`, moved back over the assistant chunks (reasoning, text) right before a kept tool call: they are the same
+/// message, and a provider that signs reasoning (Anthropic) refuses a call replayed without the thinking before it.
+fn message_start(view: &[SessionUpdate], mut cut: usize) -> usize {
+    if !matches!(view.get(cut), Some(SessionUpdate::ToolCall(_))) {
+        return cut;
+    }
+    while cut > 0
+        && matches!(
+            view[cut - 1],
+            SessionUpdate::AgentThoughtChunk(_)
+                | SessionUpdate::AgentMessageChunk(_)
+                | SessionUpdate::UsageUpdate(_)
+        )
+    {
+        cut -= 1;
+    }
+    cut
 }
 
 /// What [`CompactingLayer::on_compact`] calls.

@@ -294,14 +294,32 @@ fn the_cut_never_separates_a_call_from_its_result_nor_splits_a_message() {
         done("c1", "x"),
         done("c2", "y"),
     ];
-    // keeping c2's result keeps c2's call, and then c1's result keeps c1's call
-    assert_eq!(cut_point(&view, 1), 4);
+    // keeping c2's result keeps c2's call, then c1's result keeps c1's call, and the calls keep the message
+    // that made them
+    assert_eq!(cut_point(&view, 1), 1);
     // the three chunks of m1 are one message: keeping five keeps all of it
     assert_eq!(cut_point(&view, 5), 1);
     assert_eq!(cut_point(&view, 6), 0);
     assert_eq!(cut_point(&view, 100), 0);
     assert_eq!(cut_point(&view, 0), 8);
     assert_eq!(count_events(&view), 6);
+}
+
+#[test]
+fn the_cut_keeps_the_reasoning_before_a_kept_call() {
+    use crate::session::history::tests::thought;
+    let view = vec![
+        user("q", "u0"),
+        thought("plan", None, None),
+        thought("", Some("sig"), None),
+        agent("reading", "m1"),
+        call("c1"),
+        done("c1", "out"),
+    ];
+    // the signed thinking and the call it led to are summarised or kept together
+    assert_eq!(cut_point(&view, 2), 1);
+    assert_eq!(cut_point(&view, 1), 1);
+    assert_eq!(cut_point(&view, 0), 6);
 }
 
 #[tokio::test]
