@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 use criterion::{criterion_group, criterion_main, Criterion};
 use loom_kernel::{AlgebraKind, Grant, PathCtx};
 use loom_runtime::{
-    builtin_tool, Agent, AgentParts, Capacity, Chain, Harness, MemoryLayer, SandboxEnv, TestHarness, ToolEnv,
-    ToolSlot,
+    builtin_tool, Agent, AgentParts, Capacity, Chain, Harness, MemoryLayer, SandboxEnv,
+    TestHarness, ToolEnv, ToolSlot,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -27,7 +27,11 @@ fn agent(harness: Arc<dyn Harness>, tools: BTreeMap<String, ToolSlot>, ctx: &Pat
 }
 
 fn read_file_slot(dir: &std::path::Path, ctx: &PathCtx) -> BTreeMap<String, ToolSlot> {
-    let t: toml::Table = toml::from_str(&format!("g = {{ paths = [{:?}] }}", dir.display().to_string())).unwrap();
+    let t: toml::Table = toml::from_str(&format!(
+        "g = {{ paths = [{:?}] }}",
+        dir.display().to_string()
+    ))
+    .unwrap();
     let grant = Grant::from_toml(&t["g"]).unwrap();
     let env = ToolEnv {
         instance: "read_file".into(),
