@@ -38,7 +38,7 @@ pub(crate) fn builtin_harness_schema(provider: &str) -> Option<&'static [(&'stat
         "openai-chat" => &[
             ("model", Ty::Str),
             ("apiBase", Ty::Str),
-            ("maxTokens", Ty::Count),
+            ("maxOutputTokens", Ty::Count),
             ("maxTurnRequests", Ty::Count),
             ("stream", Ty::Bool),
             ("contextWindow", Ty::Count),

@@ -1127,7 +1127,7 @@ fn external_harness_config_is_open() {
     let m = parses("[agent]\nname = \"a\"\n[harness]\nprovider = \"test\"\necho = true\n");
     assert_eq!(m.harness.unwrap().config["echo"].as_bool(), Some(true));
     parses("[agent]\nname = \"a\"\n[harness]\nprovider = \"local\"\nmodel = \"m.gguf\"\nthreads = 2\ncontext = 4096\ntemperature = 0.2\ntop_p = 1\ntop_k = 40\nseed = 7\nmaxTurnRequests = 8\n");
-    parses("[agent]\nname = \"a\"\n[harness]\nprovider = \"openai-chat\"\nmodel = \"m\"\napiBase = \"http://x\"\nmaxTokens = 10\nmaxTurnRequests = 1\nstream = false\n");
+    parses("[agent]\nname = \"a\"\n[harness]\nprovider = \"openai-chat\"\nmodel = \"m\"\napiBase = \"http://x\"\nmaxOutputTokens = 10\nmaxTurnRequests = 1\nstream = false\n");
 }
 
 #[test]
