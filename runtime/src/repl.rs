@@ -48,9 +48,23 @@ pub struct TurnStats {
     pub streaming: Duration,
     /// Tokens in the context after the turn, when the provider reported usage.
     pub context_tokens: Option<u64>,
+    /// The model's context window, when the harness reported it.
+    pub context_size: Option<u64>,
 }
 
 impl TurnStats {
+    /// The context meter: `12% of 200000 tok` when the window is known, else the token count.
+    pub fn context_meter(&self) -> Option<String> {
+        let used = self.context_tokens.filter(|n| *n > 0)?;
+        Some(match self.context_size.filter(|n| *n > 0) {
+            Some(size) => format!(
+                "context {:.0}% ({used}/{size} tok)",
+                used as f64 * 100.0 / size as f64
+            ),
+            None => format!("context {used} tok"),
+        })
+    }
+
     /// Approximate output tokens per second while text streamed (4 characters a token), when it streamed long
     /// enough to measure.
     pub fn token_rate(&self) -> Option<f64> {
@@ -216,11 +230,18 @@ async fn turn(
     let run = agent.prompt(text, cancel.clone());
     tokio::pin!(run);
     let mut seen = |u: &SessionUpdate, ui: &mut dyn ReplUi, stats: &mut TurnStats| {
-        if let SessionUpdate::AgentMessageChunk(c) = u {
-            let now = Instant::now();
-            let first = *first_text.get_or_insert(now);
-            stats.text_chars += c.content.as_text().chars().count();
-            stats.streaming = now - first;
+        match u {
+            SessionUpdate::AgentMessageChunk(c) => {
+                let now = Instant::now();
+                let first = *first_text.get_or_insert(now);
+                stats.text_chars += c.content.as_text().chars().count();
+                stats.streaming = now - first;
+            }
+            SessionUpdate::UsageUpdate(usage) => {
+                stats.context_size = usage.size.or(stats.context_size);
+                stats.context_tokens = Some(usage.used);
+            }
+            _ => {}
         }
         ui.update(u);
     };
@@ -247,7 +268,10 @@ async fn turn(
         seen(&u, ui, &mut stats);
     }
     stats.elapsed = start.elapsed();
-    stats.context_tokens = agent.tokens_in_context().await;
+    // the compacting layer's count is what the next request carries (it drops to nothing right after a compaction)
+    if let Some(n) = agent.tokens_in_context().await {
+        stats.context_tokens = Some(n);
+    }
     ui.turn_end(&outcome, &stats);
     eof
 }
@@ -331,5 +355,13 @@ mod tests {
         assert_eq!(s.token_rate(), Some(100.0));
         s.streaming = Duration::from_millis(1);
         assert_eq!(s.token_rate(), None);
+        assert_eq!(s.context_meter(), None);
+        s.context_tokens = Some(50_000);
+        assert_eq!(s.context_meter().as_deref(), Some("context 50000 tok"));
+        s.context_size = Some(200_000);
+        assert_eq!(
+            s.context_meter().as_deref(),
+            Some("context 25% (50000/200000 tok)")
+        );
     }
 }

@@ -181,9 +181,7 @@ impl ReplUi for Terminal {
         if let Some(rate) = stats.token_rate() {
             meter.push(format!("~{rate:.0} tok/s"));
         }
-        if let Some(n) = stats.context_tokens.filter(|n| *n > 0) {
-            meter.push(format!("context {n} tok"));
-        }
+        meter.extend(stats.context_meter());
         let line = self.style("2", &format!("[{}]", meter.join(" · ")));
         self.write(&format!("{line}\n"));
         if outcome.stop == TurnStop::Cancelled {
