@@ -27,6 +27,8 @@ enum Command {
     Prompt(cmd::prompt::Args),
     /// Talk to an agent interactively (streaming answers, slash commands, Ctrl-C cancels a turn).
     Run(cmd::run::Args),
+    /// Serve an agent to editors and other clients over the Agent Client Protocol (`loom acp serve agent.toml`).
+    Acp(cmd::acp::Args),
     /// Print the installed version.
     Version,
 }
@@ -58,6 +60,7 @@ fn main() {
         Command::Doctor(args) => cmd::doctor::run(args),
         Command::Prompt(args) => cmd::prompt::run(args),
         Command::Run(args) => cmd::run::run(args),
+        Command::Acp(args) => cmd::acp::run(args),
         Command::Version => {
             println!("loom {}", env!("CARGO_PKG_VERSION"));
             exit::OK

@@ -5,8 +5,10 @@
 //! reasoning chunks, usage); its `message_end` frame is emitted BEFORE any of its tools runs. Calls run one at a
 //! time in stream order: the input is parsed (invalid JSON is an error result), the tool looked up (an unknown or
 //! ungranted tool is an error result), its facts gathered, and the kernel decides first — a denial is fed back with
-//! the kernel's reason; `[permissions]` rules and the doom-loop guard can only narrow an allowed call, and a
-//! headless run treats their `Ask` as a refusal. `maxTurnRequests` bounds the requests of one turn. Cancellation
+//! the kernel's reason; `[permissions]` rules and the doom-loop guard can only narrow an allowed call, and their
+//! `Ask` goes to the agent's [`Asker`] when it has one (a client that can show the question to a user) — a headless
+//! run treats it as a refusal. A kernel denial is never asked about. `maxTurnRequests` bounds the requests of one
+//! turn. Cancellation
 //! flows from the turn's root token to a child token per tool; in-flight and not-yet-run calls are marked
 //! interrupted, so history always pairs every call with a result.
 
@@ -14,6 +16,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex as StdMutex};
 
+use futures::future::BoxFuture;
 use futures::StreamExt;
 use loom_kernel::{combine, decide, AlgebraKind, Decision, Grant, PathCtx, Permissions, Verdict};
 use tokio_util::sync::CancellationToken;
@@ -64,6 +67,32 @@ pub struct Preamble {
     pub tools: Vec<ToolSpec>,
 }
 
+/// A question the turn loop puts to the user: a `[permissions]` ask rule matched an allowed call, or the doom-loop
+/// guard saw the same call repeated. Only calls the kernel allowed are ever asked about.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PermissionAsk {
+    /// The call, as it was announced (status `pending`).
+    pub call: ToolCall,
+    /// Why approval is needed.
+    pub reason: String,
+}
+
+/// The user's answer to a [`PermissionAsk`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AskAnswer {
+    /// Run this one call.
+    AllowOnce,
+    /// Refuse it; the text says why (the user rejected it, the client went away, …) and is fed back to the model.
+    Reject(String),
+}
+
+/// Who answers [`PermissionAsk`]s. Without one, an agent is headless and every ask is a refusal.
+pub trait Asker: Send + Sync {
+    /// Puts `ask` to the user. The turn loop stops waiting (and marks the call interrupted) when the turn is
+    /// cancelled, dropping the future.
+    fn ask(&self, ask: PermissionAsk) -> BoxFuture<'static, AskAnswer>;
+}
+
 /// The parts an agent is built from (see [`crate::boot`] for building them from a manifest).
 pub struct AgentParts {
     /// The agent's name.
@@ -86,6 +115,8 @@ pub struct AgentParts {
     pub retry: RetryPolicy,
     /// The clock retries wait on.
     pub sleeper: Arc<dyn Sleeper>,
+    /// Who answers permission asks (none: headless, asks are refused).
+    pub asker: Option<Arc<dyn Asker>>,
 }
 
 impl AgentParts {
@@ -102,6 +133,7 @@ impl AgentParts {
             session,
             retry: RetryPolicy::default(),
             sleeper: Arc::new(TokioSleeper),
+            asker: None,
         }
     }
 }
@@ -119,6 +151,7 @@ pub struct Agent {
     bus: Arc<Bus>,
     retry: RetryPolicy,
     sleeper: Arc<dyn Sleeper>,
+    asker: Option<Arc<dyn Asker>>,
     turns: AtomicU64,
     steering: StdMutex<Vec<String>>,
     /// Distinguishes this agent instance's message ids from those of earlier runs stored in the same session.
@@ -188,10 +221,16 @@ impl Agent {
             bus: Arc::new(Bus::default()),
             retry: parts.retry,
             sleeper: parts.sleeper,
+            asker: parts.asker,
             turns: AtomicU64::new(0),
             steering: StdMutex::new(Vec::new()),
             nonce: format!("{:x}", nonce()),
         }
+    }
+
+    /// Sets who answers permission asks (an agent booted from a manifest starts headless).
+    pub fn set_asker(&mut self, asker: Arc<dyn Asker>) {
+        self.asker = Some(asker);
     }
 
     /// The agent's name.
@@ -781,18 +820,54 @@ impl Agent {
                 ));
                 return self.finish(session, &call.id, out).await;
             }
-            (Decision::Allow(_), Verdict::Ask) => {
-                let why = if stuck == Verdict::Ask {
+            (Decision::Allow(a), Verdict::Ask) => {
+                let reason = if stuck == Verdict::Ask {
                     format!(
                         "{}: this is the same call with the same input {} times in a row — the model appears stuck \
-                         repeating it; it needs the user's approval and {HEADLESS}. Try a different approach",
+                         repeating it; it needs the user's approval",
                         call.name,
                         loom_kernel::DOOM_LOOP_THRESHOLD
                     )
                 } else {
-                    format!("{}: a [permissions] ask rule needs the user's approval for this call; {HEADLESS}", call.name)
+                    format!(
+                        "{}: a [permissions] ask rule needs the user's approval for this call",
+                        call.name
+                    )
                 };
-                return self.finish(session, &call.id, ToolOutput::error(why)).await;
+                let Some(asker) = &self.asker else {
+                    let why = if stuck == Verdict::Ask {
+                        format!("{reason} and {HEADLESS}. Try a different approach")
+                    } else {
+                        format!("{reason}; {HEADLESS}")
+                    };
+                    return self.finish(session, &call.id, ToolOutput::error(why)).await;
+                };
+                let ask = PermissionAsk {
+                    call: ToolCall {
+                        tool_call_id: call.id.clone(),
+                        title: call.name.clone(),
+                        kind,
+                        status: ToolStatus::Pending,
+                        raw_input: input.clone(),
+                        content: vec![],
+                        locations: prepared.locations.clone(),
+                    },
+                    reason: reason.clone(),
+                };
+                let answer = tokio::select! {
+                    answer = asker.ask(ask) => answer,
+                    _ = cancel.cancelled() => {
+                        let out = ToolOutput::interrupted("not started: the turn was cancelled while waiting for the user's approval");
+                        return self.finish(session, &call.id, out).await;
+                    }
+                };
+                match answer {
+                    AskAnswer::AllowOnce => a,
+                    AskAnswer::Reject(why) => {
+                        let out = ToolOutput::error(format!("{reason}, and it was refused: {why}"));
+                        return self.finish(session, &call.id, out).await;
+                    }
+                }
             }
             (Decision::Allow(a), Verdict::Allow) => a,
         };

@@ -19,7 +19,8 @@
 //!   [`Layer`] and register in [`build_chain`].
 //! - `tools`: the [`Tool`] trait (prepare = parse + gather facts; the loop asks the kernel; run = the effect) and
 //!   the built-ins; `secrets`: the [`SecretChain`]; `boot`: manifest -> [`Agent`]; `prompt`: `loom prompt`'s
-//!   blocking entry point.
+//!   blocking entry point; `acp`: `loom acp serve`, the Agent Client Protocol server over stdio (one [`Agent`] per
+//!   ACP session, permission asks answered by the client through the [`Asker`] seam).
 //!
 //! ## What this crate must never do
 //! Run a tool the kernel did not authorise; run a bash command outside the sandbox unless its grant is `"*"`; let a
@@ -43,6 +44,7 @@
 #![warn(missing_docs)]
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
+mod acp;
 mod agent;
 mod baseline;
 mod boot;
@@ -63,7 +65,10 @@ mod update;
 #[cfg(test)]
 mod tests;
 
-pub use agent::{Agent, AgentParts, Preamble, ToolSlot, TurnOutcome};
+pub use acp::{serve, serve_stdio, AcpError, ACP_PROTOCOL_VERSION};
+pub use agent::{
+    Agent, AgentParts, AskAnswer, Asker, PermissionAsk, Preamble, ToolSlot, TurnOutcome,
+};
 pub use baseline::{git_show, BaselineSpec};
 pub use boot::{boot, boot_loaded, boot_with, BootError, BootOptions, Booted, Prebuilt};
 pub use bus::{Bus, Capacity, Subscription, DEFAULT_CAPACITY};

@@ -3,6 +3,7 @@
 //! sandboxed bash and the file tools, the update/frame order of `--format jsonl`, boot refusals, the file session
 //! across runs (including a torn last line), and Ctrl-C.
 
+mod acp;
 mod anthropic;
 mod compacting;
 mod openai_chat;
@@ -77,8 +78,8 @@ pub fn results(ups: &[serde_json::Value]) -> Vec<(String, String)> {
         .collect()
 }
 
-/// Runs `loom prompt` with `stdin` as the prompt.
-pub fn prompt_stdin(s: &Scratch, args: &[&str], stdin: &str) -> Run {
+/// `loom args…` in the scratch directory with a clean environment (its own data home) and all three stdio piped.
+pub fn piped(s: &Scratch, args: &[&str]) -> Command {
     let mut cmd = Command::new(loom_bin());
     cmd.args(args)
         .current_dir(s.path())
@@ -92,7 +93,12 @@ pub fn prompt_stdin(s: &Scratch, args: &[&str], stdin: &str) -> Run {
         }
     }
     cmd.env("LOOM_DATA_HOME", s.path().join(".loom-data"));
-    let mut child = cmd.spawn().unwrap();
+    cmd
+}
+
+/// Runs `loom prompt` with `stdin` as the prompt.
+pub fn prompt_stdin(s: &Scratch, args: &[&str], stdin: &str) -> Run {
+    let mut child = piped(s, args).spawn().unwrap();
     child
         .stdin
         .take()
@@ -112,19 +118,8 @@ pub fn spawn(
     s: &Scratch,
     args: &[&str],
 ) -> (std::process::Child, BufReader<std::process::ChildStdout>) {
-    let mut cmd = Command::new(loom_bin());
-    cmd.args(args)
-        .current_dir(s.path())
-        .env_clear()
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    for key in ["PATH", "HOME", "TMPDIR"] {
-        if let Ok(v) = std::env::var(key) {
-            cmd.env(key, v);
-        }
-    }
-    cmd.env("LOOM_DATA_HOME", s.path().join(".loom-data"));
+    let mut cmd = piped(s, args);
+    cmd.stdin(Stdio::null());
     let mut child = cmd.spawn().unwrap();
     let out = BufReader::new(child.stdout.take().unwrap());
     (child, out)

@@ -1,5 +1,6 @@
 //! One module per subcommand.
 
+pub mod acp;
 pub mod audit;
 pub mod doctor;
 pub mod prompt;

@@ -1,0 +1,40 @@
+//! `loom acp serve <agent.toml>`: serve the agent over the Agent Client Protocol on stdin/stdout (for editors and
+//! other ACP clients). stdout carries only protocol messages; notes and errors go to stderr prefixed `loom: `.
+//! Exit codes: 0 when the client closed the connection, 1 when the manifest cannot be loaded, 2 for usage errors.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use loom_runtime::{serve_stdio, BootOptions};
+
+use crate::exit;
+use crate::output::fail;
+
+/// Arguments of `loom acp`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[command(subcommand)]
+    command: AcpCommand,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum AcpCommand {
+    /// Serve the agent over stdio (JSON-RPC 2.0, one message per line) until the client closes stdin.
+    Serve {
+        /// The agent manifest.
+        manifest: PathBuf,
+    },
+}
+
+/// Runs `loom acp`.
+pub fn run(args: Args) -> i32 {
+    match args.command {
+        AcpCommand::Serve { manifest } => {
+            let notes = Arc::new(|n: &str| eprintln!("loom: note: {n}"));
+            match serve_stdio(&manifest, BootOptions::default(), notes) {
+                Ok(()) => exit::OK,
+                Err(e) => fail(exit::FAILED, &e.to_string()),
+            }
+        }
+    }
+}

@@ -1,0 +1,74 @@
+//! `loom acp serve`: the Agent Client Protocol (v1) over stdio — JSON-RPC 2.0, one message per line.
+//!
+//! Methods: `initialize` (capabilities from the manifest's harness), `session/new` (the session's working
+//! directory comes from the client and is passed to boot; the process's own cwd never changes), `session/prompt`
+//! (one turn of the runtime's loop; every update except lifecycle frames and the echoed prompt streams as a
+//! `session/update` notification; the reply carries the ACP `stopReason`), and the `session/cancel` notification.
+//! Each session is its own [`crate::Agent`]. A `[permissions]` ask or the doom-loop guard becomes a
+//! `session/request_permission` request to the client (allow once / reject once); the kernel has decided the call
+//! first, and a kernel denial is never asked about, so the client can narrow what runs but never widen it.
+//!
+//! Bad input never stops the server: a line that is not JSON gets `-32700`, an unknown method `-32601`, an unknown
+//! `sessionId` `-32602` naming it. When the client closes stdin, running turns are cancelled, every session is
+//! closed (file sessions flushed) and [`serve`] returns. Nothing but protocol messages is written to the output.
+
+mod server;
+mod wire;
+
+#[cfg(test)]
+mod tests;
+
+use std::path::Path;
+use std::sync::Arc;
+
+pub use server::serve;
+pub use wire::ACP_PROTOCOL_VERSION;
+
+use crate::boot::BootOptions;
+use crate::load::{load_manifest, LoadError};
+
+/// Why the server could not start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum AcpError {
+    /// The manifest could not be loaded.
+    #[error(transparent)]
+    Load(#[from] LoadError),
+    /// The async runtime could not start, or stdin / stdout could not be opened for it.
+    #[error("cannot start the async runtime: {0}")]
+    Runtime(std::io::Error),
+}
+
+/// Loads `manifest` and serves ACP on the process's stdin and stdout until stdin closes. Notes (boot notes,
+/// ignored notifications) go to `notes`, never to stdout.
+pub fn serve_stdio(
+    manifest: &Path,
+    opts: BootOptions,
+    notes: Arc<dyn Fn(&str) + Send + Sync>,
+) -> Result<(), AcpError> {
+    let loaded = Arc::new(load_manifest(manifest)?);
+    // tokio reads and writes these on its blocking pool (the crate's tokio has no io-std feature)
+    let dup = |fd: std::os::fd::BorrowedFd<'_>| {
+        fd.try_clone_to_owned()
+            .map(|fd| tokio::fs::File::from_std(std::fs::File::from(fd)))
+            .map_err(AcpError::Runtime)
+    };
+    use std::os::fd::AsFd;
+    let stdin = dup(std::io::stdin().as_fd())?;
+    let stdout = dup(std::io::stdout().as_fd())?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(AcpError::Runtime)?;
+    rt.block_on(serve(
+        loaded,
+        opts,
+        tokio::io::BufReader::new(stdin),
+        stdout,
+        notes,
+    ));
+    // every session is closed; a blocked stdin reader thread must not hold the exit
+    rt.shutdown_background();
+    Ok(())
+}

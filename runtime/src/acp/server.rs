@@ -1,0 +1,534 @@
+//! The server: reads JSON-RPC lines, keeps one [`Agent`] per ACP session, runs prompts as tasks so `session/cancel`
+//! and the client's answers to our `session/request_permission` requests are read while a turn runs.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex as StdMutex};
+
+use futures::future::BoxFuture;
+use serde_json::{json, Value};
+use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use super::wire::{
+    classify, initialize_result, prompt_text, reply, reply_error, request, session_update,
+    stop_reason, str_param, Incoming, RpcError, INTERNAL_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND,
+    PARSE_ERROR,
+};
+use crate::agent::{Agent, AskAnswer, Asker, PermissionAsk};
+use crate::boot::{boot_loaded, BootOptions};
+use crate::bus::Capacity;
+use crate::load::Loaded;
+
+/// The longest line read; a longer one is answered with a parse error and skipped.
+pub const MAX_LINE: usize = 16 << 20;
+
+/// Where notes (boot notes, ignored notifications) go: never stdout, which carries only protocol messages.
+pub type Notes = Arc<dyn Fn(&str) + Send + Sync>;
+
+type Reply = Result<Value, Value>;
+
+/// The connection to the client: the write half and our requests awaiting an answer.
+struct Peer {
+    out: tokio::sync::Mutex<Box<dyn AsyncWrite + Send + Unpin>>,
+    pending: StdMutex<HashMap<u64, oneshot::Sender<Reply>>>,
+    next_id: AtomicU64,
+}
+
+impl Peer {
+    /// Writes one message as one line. A client that stopped reading is noticed by the reader (EOF).
+    async fn send(&self, msg: &Value) {
+        let Ok(mut line) = serde_json::to_vec(msg) else {
+            return;
+        };
+        line.push(b'\n');
+        let mut out = self.out.lock().await;
+        if out.write_all(&line).await.is_ok() {
+            let _ = out.flush().await;
+        }
+    }
+
+    /// Sends a request; the receiver gets the client's answer (`Err`: its error object).
+    async fn start(&self, method: &str, params: Value) -> (u64, oneshot::Receiver<Reply>) {
+        let id = self.next_id.fetch_add(1, Ordering::SeqCst);
+        let (tx, rx) = oneshot::channel();
+        if let Ok(mut p) = self.pending.lock() {
+            p.insert(id, tx);
+        }
+        self.send(&request(id, method, params)).await;
+        (id, rx)
+    }
+
+    fn forget(&self, id: u64) {
+        if let Ok(mut p) = self.pending.lock() {
+            p.remove(&id);
+        }
+    }
+
+    fn answer(&self, id: &Value, outcome: Reply) -> bool {
+        let tx = id
+            .as_u64()
+            .and_then(|id| self.pending.lock().ok()?.remove(&id));
+        match tx {
+            Some(tx) => {
+                let _ = tx.send(outcome);
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+/// A permission question on its way to the client: the params of `session/request_permission` and where the
+/// answer goes.
+type AskMsg = (Value, oneshot::Sender<Reply>);
+
+/// `session/request_permission`: the client's user answers a `[permissions]` ask or a doom-loop ask. Only
+/// "allow once" and "reject once" are offered: persisting an "always" answer is not implemented, so it is not
+/// offered. The question goes through the turn's task, which sends every update published before it first, so the
+/// client has seen the `tool_call` it is asked about.
+struct ClientAsker {
+    asks: mpsc::UnboundedSender<AskMsg>,
+    session_id: String,
+}
+
+const ALLOW_ONCE: &str = "allow_once";
+const REJECT_ONCE: &str = "reject_once";
+
+impl Asker for ClientAsker {
+    fn ask(&self, ask: PermissionAsk) -> BoxFuture<'static, AskAnswer> {
+        let mut tool_call = serde_json::to_value(&ask.call).unwrap_or(Value::Null);
+        if let Some(obj) = tool_call.as_object_mut() {
+            obj.insert(
+                "content".into(),
+                json!([{"type": "content", "content": {"type": "text", "text": ask.reason}}]),
+            );
+        }
+        let params = json!({
+            "sessionId": self.session_id,
+            "toolCall": tool_call,
+            "options": [
+                {"optionId": ALLOW_ONCE, "name": "Allow once", "kind": "allow_once"},
+                {"optionId": REJECT_ONCE, "name": "Reject", "kind": "reject_once"},
+            ],
+        });
+        let (tx, rx) = oneshot::channel();
+        let sent = self.asks.send((params, tx)).is_ok();
+        Box::pin(async move {
+            if !sent {
+                return AskAnswer::Reject("no client turn is running to ask".into());
+            }
+            match rx.await {
+                Ok(Ok(result)) => answer_of(&result),
+                Ok(Err(e)) => AskAnswer::Reject(format!(
+                    "the client answered the permission request with an error: {}",
+                    e.get("message")
+                        .and_then(Value::as_str)
+                        .map_or_else(|| e.to_string(), str::to_string)
+                )),
+                Err(_) => AskAnswer::Reject("the client disconnected before answering".into()),
+            }
+        })
+    }
+}
+
+/// The client's `RequestPermissionResponse` as an answer; anything but "allow once" selected is a refusal.
+fn answer_of(result: &Value) -> AskAnswer {
+    let outcome = &result["outcome"];
+    match (outcome["outcome"].as_str(), outcome["optionId"].as_str()) {
+        (Some("selected"), Some(ALLOW_ONCE)) => AskAnswer::AllowOnce,
+        (Some("selected"), Some(REJECT_ONCE)) => AskAnswer::Reject("the user rejected it".into()),
+        (Some("cancelled"), _) => AskAnswer::Reject("the client cancelled the question".into()),
+        _ => AskAnswer::Reject(format!("the client's answer was not understood: {result}")),
+    }
+}
+
+struct Session {
+    agent: Agent,
+    /// Permission questions from the agent's [`ClientAsker`], sent by the running turn's task.
+    asks: tokio::sync::Mutex<mpsc::UnboundedReceiver<AskMsg>>,
+    /// The running turn's token.
+    running: StdMutex<Option<CancellationToken>>,
+}
+
+struct Server {
+    loaded: Arc<Loaded>,
+    opts: BootOptions,
+    peer: Arc<Peer>,
+    sessions: StdMutex<BTreeMap<String, Arc<Session>>>,
+    turns: StdMutex<Vec<JoinHandle<()>>>,
+    next_session: AtomicU64,
+    notes: Notes,
+}
+
+/// Does the manifest's session store its history beyond the process (a `file` layer)?
+pub fn stores_durably(loaded: &Loaded) -> Option<&str> {
+    loaded
+        .manifest
+        .session
+        .layers
+        .iter()
+        .find(|l| l.storage && l.provider != "in-memory")
+        .map(|l| l.provider.as_str())
+}
+
+enum Line {
+    Eof,
+    Text(Vec<u8>),
+    TooLong,
+}
+
+async fn read_line<R: AsyncBufRead + Unpin>(r: &mut R) -> std::io::Result<Line> {
+    let mut buf = Vec::new();
+    let mut too_long = false;
+    loop {
+        let avail = r.fill_buf().await?;
+        if avail.is_empty() {
+            return Ok(match (too_long, buf.is_empty()) {
+                (true, _) => Line::TooLong,
+                (false, true) => Line::Eof,
+                (false, false) => Line::Text(buf),
+            });
+        }
+        let (take, done) = match avail.iter().position(|&b| b == b'\n') {
+            Some(i) => (i, Some(i + 1)),
+            None => (avail.len(), None),
+        };
+        if !too_long {
+            buf.extend_from_slice(&avail[..take]);
+            if buf.len() > MAX_LINE {
+                too_long = true;
+                buf = Vec::new();
+            }
+        }
+        r.consume(done.unwrap_or(take));
+        if done.is_some() {
+            return Ok(if too_long {
+                Line::TooLong
+            } else {
+                Line::Text(buf)
+            });
+        }
+    }
+}
+
+/// Serves ACP on `input` / `output` until the client closes `input`; then cancels running turns, closes every
+/// session (flushing file sessions) and returns.
+pub async fn serve<R, W>(
+    loaded: Arc<Loaded>,
+    opts: BootOptions,
+    mut input: R,
+    output: W,
+    notes: Notes,
+) where
+    R: AsyncBufRead + Unpin,
+    W: AsyncWrite + Send + Unpin + 'static,
+{
+    let server = Arc::new(Server {
+        loaded,
+        opts,
+        peer: Arc::new(Peer {
+            out: tokio::sync::Mutex::new(Box::new(output)),
+            pending: StdMutex::new(HashMap::new()),
+            next_id: AtomicU64::new(0),
+        }),
+        sessions: StdMutex::new(BTreeMap::new()),
+        turns: StdMutex::new(Vec::new()),
+        next_session: AtomicU64::new(1),
+        notes,
+    });
+    loop {
+        let line = match read_line(&mut input).await {
+            Ok(Line::Eof) => break,
+            Err(e) => {
+                (server.notes)(&format!("acp: cannot read from the client ({e}); closing"));
+                break;
+            }
+            Ok(Line::TooLong) => {
+                let e = RpcError::new(
+                    PARSE_ERROR,
+                    format!("parse error: a line longer than {MAX_LINE} bytes was skipped"),
+                );
+                server.peer.send(&reply_error(&Value::Null, &e)).await;
+                continue;
+            }
+            Ok(Line::Text(bytes)) => bytes,
+        };
+        let Ok(text) = String::from_utf8(line) else {
+            let e = RpcError::new(PARSE_ERROR, "parse error: the line is not UTF-8");
+            server.peer.send(&reply_error(&Value::Null, &e)).await;
+            continue;
+        };
+        if text.trim().is_empty() {
+            continue;
+        }
+        server.handle(classify(&text)).await;
+    }
+    server.shutdown().await;
+}
+
+impl Server {
+    async fn handle(self: &Arc<Server>, msg: Incoming) {
+        match msg {
+            Incoming::Invalid { id, error } => self.peer.send(&reply_error(&id, &error)).await,
+            Incoming::Response { id, outcome } => {
+                if !self.peer.answer(&id, outcome) {
+                    (self.notes)(&format!(
+                        "acp: ignored a response to no pending request (id {id})"
+                    ));
+                }
+            }
+            Incoming::Notification { method, params } => match method.as_str() {
+                "session/cancel" => self.cancel(&params),
+                _ => (self.notes)(&format!("acp: ignored the notification {method:?}")),
+            },
+            Incoming::Request { id, method, params } => {
+                let answer = match method.as_str() {
+                    "initialize" => self.initialize(&params),
+                    "session/new" => self.new_session(&params),
+                    "session/prompt" => match self.prompt(id.clone(), &params) {
+                        // the turn's task answers
+                        Ok(()) => return,
+                        Err(e) => Err(e),
+                    },
+                    "session/load" => Err(RpcError::new(
+                        METHOD_NOT_FOUND,
+                        "session/load: not supported by this build of loom (initialize advertises loadSession: \
+                         false)",
+                    )),
+                    _ => Err(RpcError::new(
+                        METHOD_NOT_FOUND,
+                        format!("method not found: {method:?}"),
+                    )),
+                };
+                let msg = match answer {
+                    Ok(result) => reply(&id, result),
+                    Err(e) => reply_error(&id, &e),
+                };
+                self.peer.send(&msg).await;
+            }
+        }
+    }
+
+    fn initialize(&self, params: &Value) -> Result<Value, RpcError> {
+        if !params["protocolVersion"].is_u64() {
+            return Err(RpcError::params(
+                "invalid params: \"protocolVersion\" must be a non-negative integer",
+            ));
+        }
+        let provider = self
+            .loaded
+            .manifest
+            .harness
+            .as_ref()
+            .map_or("", |h| h.provider.as_str());
+        // session/load is not implemented yet, so it is not advertised even when the session stores durably
+        Ok(initialize_result(provider, false))
+    }
+
+    fn session(&self, params: &Value) -> Result<(String, Arc<Session>), RpcError> {
+        let id = str_param(params, "sessionId")?;
+        let found = self.sessions.lock().ok().and_then(|s| s.get(id).cloned());
+        match found {
+            Some(s) => Ok((id.to_string(), s)),
+            None => Err(RpcError::params(format!(
+                "invalid params: unknown sessionId {id:?} (create one with session/new)"
+            ))),
+        }
+    }
+
+    fn new_session(&self, params: &Value) -> Result<Value, RpcError> {
+        let cwd = str_param(params, "cwd")?;
+        if !Path::new(cwd).is_absolute() {
+            return Err(RpcError::params(format!(
+                "invalid params: \"cwd\" must be an absolute path, got {cwd:?}"
+            )));
+        }
+        match params.get("mcpServers") {
+            None | Some(Value::Null) => {}
+            Some(Value::Array(list)) if list.is_empty() => {}
+            Some(Value::Array(_)) => {
+                return Err(RpcError::params(
+                    "session/new: mcpServers: loom does not connect MCP servers a client passes yet — each one \
+                     would first have to be checked against the manifest's capability ceiling, and MCP is not \
+                     implemented in this build; send an empty list",
+                ))
+            }
+            Some(_) => {
+                return Err(RpcError::params(
+                    "invalid params: \"mcpServers\" must be an array",
+                ))
+            }
+        }
+        if let Some(layer) = stores_durably(&self.loaded) {
+            if self.sessions.lock().map(|s| !s.is_empty()).unwrap_or(true) {
+                return Err(RpcError::new(
+                    INVALID_REQUEST,
+                    format!(
+                        "session/new: {} keeps its history in one {layer:?} session log; a second session at once \
+                         would interleave both conversations in it, so this process serves one session for this \
+                         manifest (start another `loom acp serve`, or use an in-memory session)",
+                        self.loaded.path.display()
+                    ),
+                ));
+            }
+        }
+        let opts = BootOptions {
+            cwd: Some(PathBuf::from(cwd)),
+            ..self.opts.clone()
+        };
+        let booted = boot_loaded(self.loaded.clone(), opts)
+            .map_err(|e| RpcError::new(INTERNAL_ERROR, format!("session/new: {e}")))?;
+        for n in &booted.notes {
+            (self.notes)(n);
+        }
+        let n = self.next_session.fetch_add(1, Ordering::SeqCst);
+        let id = format!("loom-{n}");
+        let mut agent = booted.agent;
+        let (asks, asked) = mpsc::unbounded_channel();
+        agent.set_asker(Arc::new(ClientAsker {
+            asks,
+            session_id: id.clone(),
+        }));
+        let session = Arc::new(Session {
+            agent,
+            asks: tokio::sync::Mutex::new(asked),
+            running: StdMutex::new(None),
+        });
+        if let Ok(mut s) = self.sessions.lock() {
+            s.insert(id.clone(), session);
+        }
+        Ok(json!({ "sessionId": id }))
+    }
+
+    fn prompt(self: &Arc<Server>, id: Value, params: &Value) -> Result<(), RpcError> {
+        let (session_id, session) = self.session(params)?;
+        let text = prompt_text(params)?;
+        let token = CancellationToken::new();
+        {
+            let Ok(mut running) = session.running.lock() else {
+                return Err(RpcError::new(INTERNAL_ERROR, "session state is poisoned"));
+            };
+            if running.is_some() {
+                return Err(RpcError::new(
+                    INVALID_REQUEST,
+                    format!(
+                        "session {session_id:?} is already running a prompt; wait for its answer or send \
+                         session/cancel"
+                    ),
+                ));
+            }
+            *running = Some(token.clone());
+        }
+        let peer = self.peer.clone();
+        let task = tokio::spawn(async move {
+            let updates = session.agent.subscribe(Capacity::Unbounded);
+            let mut asks = session.asks.lock().await;
+            let turn = session.agent.prompt(&text, token);
+            tokio::pin!(turn);
+            // the turn itself never writes: every message goes out from here, so no write waits on the turn
+            let outcome = loop {
+                tokio::select! {
+                    biased;
+                    Some(u) = updates.recv() => {
+                        if let Some(n) = session_update(&session_id, &u) {
+                            peer.send(&n).await;
+                        }
+                    }
+                    Some((params, answer)) = asks.recv() => {
+                        while let Some(u) = updates.try_recv() {
+                            if let Some(n) = session_update(&session_id, &u) {
+                                peer.send(&n).await;
+                            }
+                        }
+                        let (id, reply) = peer.start("session/request_permission", params).await;
+                        let peer = peer.clone();
+                        tokio::spawn(async move {
+                            let mut answer = answer;
+                            tokio::select! {
+                                r = reply => {
+                                    let r = r.unwrap_or_else(|_| Err(json!("the client disconnected")));
+                                    let _ = answer.send(r);
+                                }
+                                // the turn stopped waiting (cancelled): the client's late answer is ignored
+                                _ = answer.closed() => peer.forget(id),
+                            }
+                        });
+                    }
+                    o = &mut turn => break o,
+                }
+            };
+            while let Some(u) = updates.try_recv() {
+                if let Some(n) = session_update(&session_id, &u) {
+                    peer.send(&n).await;
+                }
+            }
+            if let Ok(mut running) = session.running.lock() {
+                *running = None;
+            }
+            let msg = match stop_reason(outcome.stop) {
+                Some(r) => reply(&id, json!({ "stopReason": r })),
+                None => reply_error(
+                    &id,
+                    &RpcError::new(
+                        INTERNAL_ERROR,
+                        format!(
+                            "the turn failed: {}",
+                            outcome.error.as_deref().unwrap_or("(no detail)")
+                        ),
+                    ),
+                ),
+            };
+            peer.send(&msg).await;
+        });
+        if let Ok(mut turns) = self.turns.lock() {
+            turns.retain(|t| !t.is_finished());
+            turns.push(task);
+        }
+        Ok(())
+    }
+
+    fn cancel(&self, params: &Value) {
+        match self.session(params) {
+            Ok((_, s)) => {
+                if let Some(t) = s.running.lock().ok().and_then(|r| r.clone()) {
+                    t.cancel();
+                }
+            }
+            Err(e) => (self.notes)(&format!("acp: session/cancel ignored: {}", e.message)),
+        }
+    }
+
+    /// The client is gone: cancel every running turn, let each finish, then close every session.
+    async fn shutdown(&self) {
+        if let Ok(mut p) = self.peer.pending.lock() {
+            p.clear();
+        }
+        let sessions: Vec<(String, Arc<Session>)> = self
+            .sessions
+            .lock()
+            .map(|s| s.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+            .unwrap_or_default();
+        for (_, s) in &sessions {
+            if let Some(t) = s.running.lock().ok().and_then(|r| r.clone()) {
+                t.cancel();
+            }
+        }
+        let turns = self
+            .turns
+            .lock()
+            .map(|mut t| std::mem::take(&mut *t))
+            .unwrap_or_default();
+        for t in turns {
+            let _ = t.await;
+        }
+        for (id, s) in sessions {
+            if let Err(e) = s.agent.close().await {
+                (self.notes)(&format!("acp: closing session {id}: {e}"));
+            }
+        }
+    }
+}

@@ -1,0 +1,337 @@
+//! The pure half of the ACP server: framing, replies, prompt content, stop reasons. The server itself is driven
+//! end to end through the real binary in tests/runtime/acp.rs (raw JSON-RPC lines and a real ACP client).
+
+use serde_json::{json, Value};
+
+use super::wire::*;
+use crate::update::{Chunk, Content, SessionUpdate, TurnStop};
+
+#[track_caller]
+fn invalid(line: &str, code: i64, id: Value, needle: &str) {
+    match classify(line) {
+        Incoming::Invalid { id: got, error } => {
+            assert_eq!((error.code, got), (code, id), "{line}: {}", error.message);
+            assert!(error.message.contains(needle), "{line}: {}", error.message);
+        }
+        other => panic!("{line}: expected an invalid message, got {other:?}"),
+    }
+}
+
+#[test]
+fn lines_are_classified() {
+    assert_eq!(
+        classify(
+            r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}"#
+        ),
+        Incoming::Request {
+            id: json!(1),
+            method: "initialize".into(),
+            params: json!({"protocolVersion": 1})
+        }
+    );
+    assert_eq!(
+        classify(r#"{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"s"}}"#),
+        Incoming::Notification {
+            method: "session/cancel".into(),
+            params: json!({"sessionId": "s"})
+        }
+    );
+    assert_eq!(
+        classify(r#"{"jsonrpc":"2.0","id":"a","result":{"x":1}}"#),
+        Incoming::Response {
+            id: json!("a"),
+            outcome: Ok(json!({"x": 1}))
+        }
+    );
+    assert_eq!(
+        classify(r#"{"jsonrpc":"2.0","id":3,"error":{"code":-1,"message":"no"}}"#),
+        Incoming::Response {
+            id: json!(3),
+            outcome: Err(json!({"code": -1, "message": "no"}))
+        }
+    );
+    invalid("{not json", PARSE_ERROR, Value::Null, "parse error");
+    invalid("", PARSE_ERROR, Value::Null, "parse error");
+    invalid("[1,2]", INVALID_REQUEST, Value::Null, "batches");
+    invalid(
+        r#"{"id":1,"method":"x"}"#,
+        INVALID_REQUEST,
+        json!(1),
+        "jsonrpc",
+    );
+    invalid(
+        r#"{"jsonrpc":"2.0","id":1,"method":7}"#,
+        INVALID_REQUEST,
+        json!(1),
+        "method",
+    );
+    invalid(
+        r#"{"jsonrpc":"2.0","id":{"a":1},"method":"x"}"#,
+        INVALID_REQUEST,
+        Value::Null,
+        "\"id\"",
+    );
+    invalid(
+        r#"{"jsonrpc":"2.0","id":1}"#,
+        INVALID_REQUEST,
+        json!(1),
+        "exactly one",
+    );
+    invalid(
+        r#"{"jsonrpc":"2.0"}"#,
+        INVALID_REQUEST,
+        Value::Null,
+        "no \"method\"",
+    );
+}
+
+#[test]
+fn replies_and_notifications_have_the_json_rpc_shape() {
+    assert_eq!(
+        reply(&json!(1), json!({"stopReason": "end_turn"})),
+        json!({"jsonrpc": "2.0", "id": 1, "result": {"stopReason": "end_turn"}})
+    );
+    assert_eq!(
+        reply_error(&Value::Null, &RpcError::new(PARSE_ERROR, "parse error: x")),
+        json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32700, "message": "parse error: x"}})
+    );
+    let chunk = SessionUpdate::AgentMessageChunk(Chunk {
+        content: Content::text("hi"),
+        message_id: None,
+    });
+    assert_eq!(
+        session_update("s1", &chunk),
+        Some(
+            json!({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s1",
+            "update": {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "hi"}}}})
+        )
+    );
+    // frames and the echoed prompt stay off the wire
+    let frame = SessionUpdate::frame(crate::update::FrameKind::TurnStart, None, None);
+    assert_eq!(session_update("s1", &frame), None);
+    let user = SessionUpdate::UserMessageChunk(Chunk {
+        content: Content::text("go"),
+        message_id: None,
+    });
+    assert_eq!(session_update("s1", &user), None);
+    let unsized_usage: SessionUpdate =
+        serde_json::from_value(json!({"sessionUpdate": "usage_update", "used": 5})).unwrap();
+    assert_eq!(session_update("s1", &unsized_usage), None);
+}
+
+#[test]
+fn initialize_advertises_protocol_1_and_what_prompts_may_carry() {
+    let r = initialize_result("anthropic", false);
+    assert_eq!(r["protocolVersion"], 1);
+    assert_eq!(r["agentCapabilities"]["loadSession"], false);
+    assert_eq!(
+        r["agentCapabilities"]["promptCapabilities"],
+        json!({"image": false, "audio": false, "embeddedContext": true})
+    );
+    assert_eq!(r["authMethods"], json!([]));
+}
+
+#[test]
+fn prompt_content_becomes_the_turns_text() {
+    let ok = |blocks: Value| prompt_text(&json!({ "prompt": blocks }));
+    assert_eq!(
+        ok(json!([{"type": "text", "text": "a"}, {"type": "text", "text": "b"}])).unwrap(),
+        "a\nb"
+    );
+    assert_eq!(
+        ok(json!([
+            {"type": "text", "text": "see"},
+            {"type": "resource", "resource": {"uri": "file:///x.rs", "text": "fn x() {}"}},
+            {"type": "resource_link", "uri": "file:///y", "name": "y"}
+        ]))
+        .unwrap(),
+        "see\n[resource file:///x.rs]\nfn x() {}\n[resource link y file:///y]"
+    );
+    let err = |blocks: Value, needle: &str| {
+        let e = ok(blocks).unwrap_err();
+        assert_eq!(e.code, INVALID_PARAMS);
+        assert!(e.message.contains(needle), "{}", e.message);
+    };
+    err(
+        json!([{"type": "image", "data": "", "mimeType": "image/png"}]),
+        "promptCapabilities.image",
+    );
+    err(
+        json!([{"type": "audio", "data": "", "mimeType": "audio/wav"}]),
+        "promptCapabilities.audio",
+    );
+    err(
+        json!([{"type": "resource", "resource": {"uri": "file:///b", "blob": "AA=="}}]),
+        "not text",
+    );
+    err(
+        json!([{"type": "video"}]),
+        "unknown content block type \"video\"",
+    );
+    err(json!([{"type": "text"}]), "needs \"text\"");
+    err(json!([]), "empty");
+    err(json!("hi"), "must be an array");
+}
+
+#[test]
+fn stop_reasons_map_to_acp() {
+    assert_eq!(stop_reason(TurnStop::EndTurn), Some("end_turn"));
+    assert_eq!(stop_reason(TurnStop::MaxTokens), Some("max_tokens"));
+    assert_eq!(
+        stop_reason(TurnStop::MaxTurnRequests),
+        Some("max_turn_requests")
+    );
+    assert_eq!(stop_reason(TurnStop::Refusal), Some("refusal"));
+    assert_eq!(stop_reason(TurnStop::Cancelled), Some("cancelled"));
+    assert_eq!(stop_reason(TurnStop::Error), None);
+}
+
+/// The asker seam the server plugs into: what is asked, and what each answer does.
+mod asker {
+    use std::sync::{Arc, Mutex};
+
+    use futures::future::BoxFuture;
+    use loom_kernel::{AlgebraKind, Grant, PathCtx};
+    use tokio_util::sync::CancellationToken;
+
+    use crate::agent::{Agent, AgentParts, AskAnswer, Asker, PermissionAsk, ToolSlot};
+    use crate::bus::Capacity;
+    use crate::harness::TestHarness;
+    use crate::session::{Chain, MemoryLayer};
+    use crate::tools::{builtin_tool, SandboxEnv, ToolEnv};
+    use crate::update::{SessionUpdate, ToolStatus};
+
+    /// Answers every ask with `answer` and records what it was asked.
+    struct Recorder {
+        answer: AskAnswer,
+        asked: Mutex<Vec<PermissionAsk>>,
+    }
+
+    impl Asker for Recorder {
+        fn ask(&self, ask: PermissionAsk) -> BoxFuture<'static, AskAnswer> {
+            if let Ok(mut a) = self.asked.lock() {
+                a.push(ask);
+            }
+            let answer = self.answer.clone();
+            Box::pin(async move { answer })
+        }
+    }
+
+    /// Runs one turn of `script` with read_file granted under the temp dir, `rules` as `[permissions]`, and an
+    /// asker answering `answer`: (the asks, each call's (status, text)).
+    async fn run(
+        script: &str,
+        rules: &str,
+        answer: AskAnswer,
+    ) -> (Vec<PermissionAsk>, Vec<(ToolStatus, String)>) {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a.txt"), "x").unwrap();
+        let cwd = std::fs::canonicalize(dir.path()).unwrap();
+        let t: toml::Table = toml::from_str(&format!("script = {script}")).unwrap();
+        let harness = Arc::new(TestHarness::from_config(&t).unwrap());
+        let m = loom_kernel::parse_manifest(
+            &format!("[agent]\nname = \"a\"\n{rules}"),
+            "agent.toml",
+            &Default::default(),
+        )
+        .unwrap();
+        let ctx = PathCtx::new(cwd.to_string_lossy().into_owned(), None);
+        let g: toml::Table = toml::from_str(r#"g = { paths = ["./"] }"#).unwrap();
+        let grant = Grant::from_toml(&g["g"]).unwrap();
+        let env = ToolEnv {
+            instance: "read_file".into(),
+            grant: grant.clone(),
+            ctx: ctx.clone(),
+            cwd,
+        };
+        let mut parts = AgentParts::new(
+            harness,
+            Chain::new(vec![Box::new(MemoryLayer::default())]).unwrap(),
+            ctx,
+        );
+        parts.permissions = m.permissions;
+        parts.tools.insert(
+            "read_file".into(),
+            ToolSlot {
+                tool: builtin_tool("read_file", env, &SandboxEnv::default()).unwrap(),
+                algebra: AlgebraKind::Files,
+                grant,
+            },
+        );
+        let recorder = Arc::new(Recorder {
+            answer,
+            asked: Mutex::new(Vec::new()),
+        });
+        parts.asker = Some(recorder.clone());
+        let agent = Agent::new(parts);
+        let sub = agent.subscribe(Capacity::Unbounded);
+        agent.prompt("go", CancellationToken::new()).await;
+        let results = std::iter::from_fn(|| sub.try_recv())
+            .filter_map(|u| match u {
+                SessionUpdate::ToolCallUpdate(t) if t.status != Some(ToolStatus::InProgress) => {
+                    Some((t.status.unwrap(), t.text()))
+                }
+                _ => None,
+            })
+            .collect();
+        let asked = recorder.asked.lock().unwrap().clone();
+        (asked, results)
+    }
+
+    const ASK_READS: &str = "[[permissions.ask_rules]]\ntool = \"read_file\"\n";
+
+    #[tokio::test]
+    async fn allow_once_runs_the_call_and_reject_refuses_it() {
+        let script = r#"[[{ call = { tool = "read_file", input = { path = "a.txt" } } }, { say = "done" }]]"#;
+        let (asked, r) = run(script, ASK_READS, AskAnswer::AllowOnce).await;
+        assert_eq!(asked.len(), 1);
+        assert_eq!(asked[0].call.title, "read_file");
+        assert_eq!(asked[0].call.status, ToolStatus::Pending);
+        assert!(asked[0].reason.contains("ask rule"), "{}", asked[0].reason);
+        assert_eq!(r, vec![(ToolStatus::Completed, "x".to_string())]);
+
+        let (asked, r) = run(
+            script,
+            ASK_READS,
+            AskAnswer::Reject("the user said no".into()),
+        )
+        .await;
+        assert_eq!(asked.len(), 1);
+        assert_eq!(r[0].0, ToolStatus::Failed);
+        assert!(
+            r[0].1.contains("ask rule") && r[0].1.contains("the user said no"),
+            "{}",
+            r[0].1
+        );
+    }
+
+    #[tokio::test]
+    async fn a_kernel_denial_or_a_deny_rule_is_never_asked_about() {
+        // outside the grant: the kernel denies before any rule is consulted
+        let outside = r#"[[{ call = { tool = "read_file", input = { path = "/etc/passwd" } } }, { say = "done" }]]"#;
+        let (asked, r) = run(outside, ASK_READS, AskAnswer::AllowOnce).await;
+        assert!(asked.is_empty(), "{asked:?}");
+        assert_eq!(r[0].0, ToolStatus::Failed);
+        assert!(r[0].1.contains("outside this tool's grant"), "{}", r[0].1);
+        // deny beats ask
+        let inside = r#"[[{ call = { tool = "read_file", input = { path = "a.txt" } } }, { say = "done" }]]"#;
+        let rules = format!("{ASK_READS}[[permissions.deny_rules]]\ntool = \"read_file\"\n");
+        let (asked, r) = run(inside, &rules, AskAnswer::AllowOnce).await;
+        assert!(asked.is_empty(), "{asked:?}");
+        assert!(r[0].1.contains("deny rule"), "{}", r[0].1);
+    }
+
+    #[tokio::test]
+    async fn the_doom_loop_guard_asks_too() {
+        let call = r#"{ call = { tool = "read_file", input = { path = "a.txt" } } }"#;
+        let script = format!("[[{call}, {call}, {call}, {{ say = \"done\" }}]]");
+        let (asked, r) = run(&script, "", AskAnswer::AllowOnce).await;
+        assert_eq!(asked.len(), 1, "only the repeat is asked about");
+        assert!(
+            asked[0].reason.contains("appears stuck"),
+            "{}",
+            asked[0].reason
+        );
+        assert!(r.iter().all(|(s, _)| *s == ToolStatus::Completed), "{r:?}");
+    }
+}

@@ -1,0 +1,142 @@
+// A real ACP client (@agentclientprotocol/sdk) driving `loom acp serve`, for tests/runtime/acp.rs.
+//
+// usage: node client.mjs <loom binary> <plain manifest> <ask manifest> <session cwd>
+//
+// The plain agent reads a file with read_file; the ask agent has a [permissions] ask rule on read_file, so each of
+// its turns sends session/request_permission: the client allows once, rejects once, then cancels the turn while the
+// question is open. Prints one JSON summary on stdout; the Rust test asserts on it. Exits 1 only when the client
+// itself fails (the summary then says why).
+
+import { spawn } from "node:child_process";
+import { Readable, Writable } from "node:stream";
+import * as acp from "@agentclientprotocol/sdk";
+
+const [loom, plainManifest, askManifest, cwd] = process.argv.slice(2);
+const debug = (...a) => process.env.ACP_DEBUG && console.error("acp-client:", ...a);
+
+/** Starts `loom acp serve <manifest>`, runs `script` with a connected client, then closes stdin. */
+async function withAgent(manifest, script) {
+  const child = spawn(loom, ["acp", "serve", manifest], { stdio: ["pipe", "pipe", "pipe"] });
+  let stderr = "";
+  child.stderr.on("data", (d) => (stderr += d));
+  const exited = new Promise((resolve) => child.on("close", (code, signal) => resolve({ code, signal })));
+  const stream = acp.ndJsonStream(Writable.toWeb(child.stdin), Readable.toWeb(child.stdout));
+  const updates = [];
+  const state = { onPermission: null, permissions: [] };
+  const app = acp
+    .client({ name: "loom-acp-test" })
+    .onNotification("session/update", ({ params }) => {
+      updates.push(params);
+    })
+    .onRequest("session/request_permission", async ({ params, agent }) => {
+      debug("permission asked", JSON.stringify(params));
+    state.permissions.push(params);
+      return state.onPermission(params, agent);
+    });
+  let result;
+  let error = null;
+  try {
+    result = await app.connectWith(stream, (ctx) => script(ctx, updates, state));
+  } catch (e) {
+    error = String(e && e.stack ? e.stack : e);
+  }
+  debug("script done", error);
+  child.stdin.end();
+  const exit = await exited;
+  debug("exited", exit, stderr);
+  return { result, error, exitCode: exit.code, signal: exit.signal, stderr };
+}
+
+/** What a turn streamed: update kinds (in order), tool statuses, the agent's text. */
+function digest(updates, sessionId) {
+  const mine = updates.filter((n) => n.sessionId === sessionId).map((n) => n.update);
+  const toolResults = mine
+    .filter((u) => u.sessionUpdate === "tool_call_update" && u.status !== "in_progress")
+    .map((u) => ({
+      status: u.status,
+      text: (u.content || []).map((c) => (c.content && c.content.text) || "").join(""),
+    }));
+  return {
+    kinds: mine.map((u) => u.sessionUpdate),
+    toolCalls: mine.filter((u) => u.sessionUpdate === "tool_call").map((u) => u.title),
+    toolResults,
+    text: mine
+      .filter((u) => u.sessionUpdate === "agent_message_chunk")
+      .map((u) => u.content.text)
+      .join(""),
+  };
+}
+
+async function errorOf(promise) {
+  try {
+    await promise;
+    return null;
+  } catch (e) {
+    return { code: e.code, message: e.message };
+  }
+}
+
+const summary = {};
+
+summary.plain = await withAgent(plainManifest, async (ctx, updates) => {
+  const init = await ctx.request("initialize", {
+    protocolVersion: acp.PROTOCOL_VERSION,
+    clientCapabilities: {},
+  });
+  const { sessionId } = await ctx.request("session/new", { cwd, mcpServers: [] });
+  const prompt = await ctx.request("session/prompt", {
+    sessionId,
+    prompt: [{ type: "text", text: "read a.txt" }],
+  });
+  const second = await ctx.request("session/new", { cwd, mcpServers: [] });
+  const mcp = await errorOf(
+    ctx.request("session/new", {
+      cwd,
+      mcpServers: [{ name: "fs", command: "/bin/true", args: [], env: [] }],
+    }),
+  );
+  const unknown = await errorOf(
+    ctx.request("session/prompt", { sessionId: "no-such-session", prompt: [{ type: "text", text: "x" }] }),
+  );
+  return {
+    protocolVersion: init.protocolVersion,
+    agentCapabilities: init.agentCapabilities,
+    sessionId,
+    secondSessionId: second.sessionId,
+    stopReason: prompt.stopReason,
+    turn: digest(updates, sessionId),
+    mcp,
+    unknown,
+  };
+});
+
+summary.ask = await withAgent(askManifest, async (ctx, updates, state) => {
+  await ctx.request("initialize", { protocolVersion: acp.PROTOCOL_VERSION, clientCapabilities: {} });
+  const { sessionId } = await ctx.request("session/new", { cwd, mcpServers: [] });
+  const turn = async (answer) => {
+    state.onPermission = answer;
+    debug("turn");
+    const before = updates.length;
+    const r = await ctx.request("session/prompt", { sessionId, prompt: [{ type: "text", text: "read a.txt" }] });
+    return { stopReason: r.stopReason, ...digest(updates.slice(before), sessionId) };
+  };
+  const allowed = await turn(() => ({ outcome: { outcome: "selected", optionId: "allow_once" } }));
+  const rejected = await turn(() => ({ outcome: { outcome: "selected", optionId: "reject_once" } }));
+  // the user cancels the turn while the question is open; per ACP the open question is then answered `cancelled`
+  const cancelled = await turn(async (params, agent) => {
+    await agent.notify("session/cancel", { sessionId: params.sessionId });
+    return { outcome: { outcome: "cancelled" } };
+  });
+  return {
+    sessionId,
+    options: state.permissions.map((p) => p.options.map((o) => o.kind)),
+    askedTools: state.permissions.map((p) => p.toolCall.title),
+    allowed,
+    rejected,
+    cancelled,
+  };
+});
+
+const ok = !summary.plain.error && !summary.ask.error;
+process.stdout.write(JSON.stringify(summary) + "\n");
+process.exit(ok ? 0 : 1);

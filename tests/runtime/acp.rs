@@ -1,0 +1,523 @@
+//! `loom acp serve`: raw JSON-RPC lines against the real binary (bad input, refusals, disconnect mid-turn), and a
+//! real ACP client — the `@agentclientprotocol/sdk` npm package, in tests/acp-client/ — driving it end to end.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Child, ChildStdin, ChildStdout, Command};
+
+use loom_tests::{loom_bin, workspace_root, Scratch};
+
+use super::piped;
+use serde_json::{json, Value};
+
+const PLAIN: &str = r#"
+[agent]
+name = "acp-plain"
+
+[harness]
+provider = "test"
+script = [[{ say = "reading" }, { call = { tool = "read_file", input = { path = "a.txt" } } }, { say = "done" }]]
+
+[session]
+provider = "in-memory"
+
+[tools]
+read_file = { capabilities = { paths = ["./"] } }
+"#;
+
+/// Every turn asks before its read_file call runs.
+const ASK: &str = r#"
+[agent]
+name = "acp-ask"
+
+[harness]
+provider = "test"
+script = [
+  [{ call = { tool = "read_file", input = { path = "a.txt" } } }, { say = "after" }],
+  [{ call = { tool = "read_file", input = { path = "a.txt" } } }, { say = "after" }],
+  [{ call = { tool = "read_file", input = { path = "a.txt" } } }, { say = "after" }],
+]
+
+[session]
+provider = "in-memory"
+
+[tools]
+read_file = { capabilities = { paths = ["./"] } }
+
+[[permissions.ask_rules]]
+tool = "read_file"
+"#;
+
+/// `loom acp serve <manifest>` with piped stdio, spoken to line by line.
+struct Server {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    stdout: BufReader<ChildStdout>,
+    /// Everything read so far, for failure messages.
+    seen: Vec<String>,
+}
+
+impl Server {
+    fn start(s: &Scratch, manifest: &str) -> Server {
+        let mut child = piped(s, &["acp", "serve", manifest]).spawn().unwrap();
+        let stdin = child.stdin.take();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        Server {
+            child,
+            stdin,
+            stdout,
+            seen: Vec::new(),
+        }
+    }
+
+    fn send_raw(&mut self, line: &str) {
+        let stdin = self.stdin.as_mut().unwrap();
+        stdin.write_all(line.as_bytes()).unwrap();
+        stdin.write_all(b"\n").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    fn send(&mut self, msg: Value) {
+        self.send_raw(&msg.to_string());
+    }
+
+    fn request(&mut self, id: u64, method: &str, params: Value) {
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+    }
+
+    /// Sends `session/prompt` with one text block.
+    fn prompt(&mut self, id: u64, session: &str, text: &str) {
+        self.request(
+            id,
+            "session/prompt",
+            json!({"sessionId": session, "prompt": [{"type": "text", "text": text}]}),
+        );
+    }
+
+    /// The next line, which must be one JSON-RPC 2.0 message (stdout carries nothing else).
+    fn next(&mut self) -> Value {
+        let mut line = String::new();
+        let n = self.stdout.read_line(&mut line).unwrap();
+        assert!(n > 0, "stdout ended; read so far:\n{}", self.seen.join(""));
+        self.seen.push(line.clone());
+        let v: Value = serde_json::from_str(&line)
+            .unwrap_or_else(|e| panic!("stdout carried a line that is not JSON ({e}): {line}"));
+        assert_eq!(v["jsonrpc"], "2.0", "{line}");
+        v
+    }
+
+    /// Reads until the reply to `id`; returns it with the messages before it.
+    fn reply(&mut self, id: u64) -> (Value, Vec<Value>) {
+        let mut before = Vec::new();
+        loop {
+            let v = self.next();
+            if v["id"] == json!(id) && v.get("method").is_none() {
+                return (v, before);
+            }
+            before.push(v);
+        }
+    }
+
+    fn init_and_session(&mut self, cwd: &Path) -> String {
+        self.request(
+            1,
+            "initialize",
+            json!({"protocolVersion": 1, "clientCapabilities": {}}),
+        );
+        let (init, _) = self.reply(1);
+        assert_eq!(init["result"]["protocolVersion"], 1, "{init}");
+        self.request(
+            2,
+            "session/new",
+            json!({"cwd": cwd.to_str().unwrap(), "mcpServers": []}),
+        );
+        let (new, _) = self.reply(2);
+        new["result"]["sessionId"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{new}"))
+            .to_string()
+    }
+
+    /// Closes stdin and waits: (exit code, stderr).
+    fn finish(mut self) -> (i32, String) {
+        drop(self.stdin.take());
+        loop {
+            let mut line = String::new();
+            if self.stdout.read_line(&mut line).unwrap() == 0 {
+                break;
+            }
+            let v: Value =
+                serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
+            assert_eq!(v["jsonrpc"], "2.0", "{line}");
+        }
+        let out = self.child.wait_with_output().unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+}
+
+#[track_caller]
+fn error_of(reply: &Value, code: i64, needle: &str) {
+    assert_eq!(reply["error"]["code"], code, "{reply}");
+    let message = reply["error"]["message"].as_str().unwrap_or("");
+    assert!(message.contains(needle), "{needle:?} not in {reply}");
+}
+
+#[test]
+fn bad_input_gets_json_rpc_errors_and_the_server_keeps_serving() {
+    let s = Scratch::new();
+    s.write("agent.toml", PLAIN);
+    s.write("a.txt", "hello\n");
+    let mut server = Server::start(&s, "agent.toml");
+    server.send_raw("{this is not json");
+    let parse = server.next();
+    assert_eq!(parse["id"], Value::Null);
+    error_of(&parse, -32700, "parse error");
+    server.send_raw(r#"{"jsonrpc":"2.0","id":7}"#);
+    error_of(&server.next(), -32600, "invalid request");
+    server.send_raw("[1, 2]");
+    error_of(&server.next(), -32600, "batches");
+    server.request(8, "no/such_method", json!({}));
+    let (unknown, _) = server.reply(8);
+    error_of(&unknown, -32601, "no/such_method");
+    // an unknown notification is ignored (notifications are never answered)
+    server.send(json!({"jsonrpc": "2.0", "method": "no/such_notification"}));
+    let sid = server.init_and_session(s.path());
+    server.request(
+        9,
+        "session/prompt",
+        json!({"sessionId": "nope", "prompt": [{"type": "text", "text": "x"}]}),
+    );
+    let (bad, _) = server.reply(9);
+    error_of(&bad, -32602, "unknown sessionId \"nope\"");
+    server.request(
+        10,
+        "session/prompt",
+        json!({"sessionId": sid, "prompt": [{"type": "image", "data": "", "mimeType": "image/png"}]}),
+    );
+    let (image, _) = server.reply(10);
+    error_of(&image, -32602, "promptCapabilities.image");
+    server.request(
+        11,
+        "session/new",
+        json!({"cwd": s.path().to_str().unwrap(), "mcpServers": [{"name": "fs", "command": "/bin/true", "args": [], "env": []}]}),
+    );
+    let (mcp, _) = server.reply(11);
+    error_of(&mcp, -32602, "mcpServers");
+    server.request(
+        12,
+        "session/new",
+        json!({"cwd": "relative/dir", "mcpServers": []}),
+    );
+    let (relative, _) = server.reply(12);
+    error_of(&relative, -32602, "absolute");
+    server.request(
+        13,
+        "session/load",
+        json!({"sessionId": sid, "cwd": "/", "mcpServers": []}),
+    );
+    let (load, _) = server.reply(13);
+    error_of(&load, -32601, "loadSession: false");
+    // after all that, a prompt still runs: updates stream, frames and the echoed prompt stay off the wire
+    server.prompt(14, &sid, "read a.txt");
+    let (done, updates) = server.reply(14);
+    assert_eq!(done["result"], json!({"stopReason": "end_turn"}), "{done}");
+    let kinds: Vec<&str> = updates
+        .iter()
+        .map(|u| {
+            assert_eq!(u["method"], "session/update", "{u}");
+            assert_eq!(u["params"]["sessionId"], sid.as_str());
+            u["params"]["update"]["sessionUpdate"]
+                .as_str()
+                .unwrap_or("")
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "agent_message_chunk",
+            "tool_call",
+            "tool_call_update",
+            "agent_message_chunk"
+        ]
+    );
+    assert_eq!(updates[2]["params"]["update"]["status"], "completed");
+    let (code, stderr) = server.finish();
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("no/such_notification"), "{stderr}");
+}
+
+#[test]
+fn each_session_has_its_own_cwd_and_agent() {
+    let s = Scratch::new();
+    s.write("agent.toml", PLAIN);
+    s.write("one/a.txt", "first\n");
+    s.write("two/a.txt", "second\n");
+    let mut server = Server::start(&s, "agent.toml");
+    let one = server.init_and_session(&s.path().join("one"));
+    server.request(
+        3,
+        "session/new",
+        json!({"cwd": s.path().join("two").to_str().unwrap(), "mcpServers": []}),
+    );
+    let (two, _) = server.reply(3);
+    let two = two["result"]["sessionId"].as_str().unwrap().to_string();
+    assert_ne!(one, two);
+    for (id, sid, want) in [(4, &one, "first\n"), (5, &two, "second\n")] {
+        server.prompt(id, sid, "go");
+        let (done, updates) = server.reply(id);
+        assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
+        let result = updates
+            .iter()
+            .find(|u| u["params"]["update"]["sessionUpdate"] == "tool_call_update")
+            .unwrap_or_else(|| panic!("{updates:#?}"));
+        assert_eq!(
+            result["params"]["update"]["content"][0]["content"]["text"], want,
+            "{result}"
+        );
+    }
+    let (code, stderr) = server.finish();
+    assert_eq!(code, 0, "{stderr}");
+}
+
+#[test]
+fn a_permission_ask_is_a_request_to_the_client_and_its_answer_decides() {
+    let s = Scratch::new();
+    s.write("agent.toml", ASK);
+    s.write("a.txt", "hello\n");
+    let mut server = Server::start(&s, "agent.toml");
+    let sid = server.init_and_session(s.path());
+    for (turn, option, status) in [
+        (10, "allow_once", "completed"),
+        (11, "reject_once", "failed"),
+    ] {
+        server.prompt(turn, &sid, "go");
+        // the tool_call is on the wire before the question about it
+        let call = server.next();
+        assert_eq!(
+            call["params"]["update"]["sessionUpdate"], "tool_call",
+            "{call}"
+        );
+        let ask = server.next();
+        assert_eq!(ask["method"], "session/request_permission", "{ask}");
+        assert_eq!(ask["params"]["sessionId"], sid.as_str());
+        assert_eq!(ask["params"]["toolCall"]["title"], "read_file");
+        let kinds: Vec<&str> = ask["params"]["options"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|o| o["kind"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            kinds,
+            ["allow_once", "reject_once"],
+            "no 'always' is offered"
+        );
+        server.send(json!({"jsonrpc": "2.0", "id": ask["id"],
+            "result": {"outcome": {"outcome": "selected", "optionId": option}}}));
+        let (done, updates) = server.reply(turn);
+        assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
+        let result = &updates[0]["params"]["update"];
+        assert_eq!(result["sessionUpdate"], "tool_call_update", "{updates:#?}");
+        assert_eq!(result["status"], status, "{result}");
+        if status == "failed" {
+            let text = result["content"][0]["content"]["text"].as_str().unwrap();
+            assert!(text.contains("the user rejected it"), "{text}");
+        }
+    }
+    let (code, stderr) = server.finish();
+    assert_eq!(code, 0, "{stderr}");
+}
+
+#[test]
+fn cancel_answers_the_prompt_with_cancelled() {
+    let s = Scratch::new();
+    s.write("agent.toml", ASK);
+    s.write("a.txt", "hello\n");
+    let mut server = Server::start(&s, "agent.toml");
+    let sid = server.init_and_session(s.path());
+    server.prompt(20, &sid, "go");
+    // the turn is now waiting on the question: cancel it instead of answering
+    loop {
+        if server.next()["method"] == "session/request_permission" {
+            break;
+        }
+    }
+    server
+        .send(json!({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": sid}}));
+    let (done, updates) = server.reply(20);
+    assert_eq!(done["result"], json!({"stopReason": "cancelled"}), "{done}");
+    let result = &updates[0]["params"]["update"];
+    assert_eq!(result["status"], "failed", "{result}");
+    assert!(
+        result["content"][0]["content"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("interrupted"),
+        "{result}"
+    );
+    // a cancel for an unknown session cannot be answered (a notification) and changes nothing
+    server.send(
+        json!({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": "gone"}}),
+    );
+    // the session still works: the next turn's question is answered
+    server.prompt(21, &sid, "again");
+    loop {
+        let m = server.next();
+        if m["method"] == "session/request_permission" {
+            server.send(json!({"jsonrpc": "2.0", "id": m["id"],
+                "result": {"outcome": {"outcome": "selected", "optionId": "allow_once"}}}));
+            break;
+        }
+    }
+    let (done, _) = server.reply(21);
+    assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
+    let (code, stderr) = server.finish();
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("\"gone\""), "{stderr}");
+}
+
+#[test]
+fn a_disconnect_mid_turn_cancels_it_flushes_the_file_session_and_exits_0() {
+    let s = Scratch::new();
+    s.write(
+        "agent.toml",
+        &ASK.replace(
+            "[session]\nprovider = \"in-memory\"",
+            "[session]\nprovider = \"file\"\npath = \"./session.jsonl\"",
+        ),
+    );
+    s.write("a.txt", "hello\n");
+    let mut server = Server::start(&s, "agent.toml");
+    let sid = server.init_and_session(s.path());
+    // a file session is one log: a second session at once would interleave two conversations in it
+    server.request(
+        3,
+        "session/new",
+        json!({"cwd": s.path().to_str().unwrap(), "mcpServers": []}),
+    );
+    let (second, _) = server.reply(3);
+    error_of(&second, -32600, "one \"file\" session log");
+    server.prompt(4, &sid, "remember me");
+    loop {
+        if server.next()["method"] == "session/request_permission" {
+            break;
+        }
+    }
+    let (code, stderr) = server.finish();
+    assert_eq!(code, 0, "{stderr}");
+    let log = std::fs::read_to_string(s.path().join("session.jsonl")).unwrap();
+    assert!(log.contains("remember me"), "{log}");
+    assert!(
+        log.contains("interrupted"),
+        "the call was closed as interrupted: {log}"
+    );
+}
+
+/// The directory of the npm client, with its dependencies installed (`.ci/run` installs them; a checkout without
+/// them gets `npm ci` here). `None` (and a printed reason) only when node itself is missing.
+fn acp_client_dir() -> Option<std::path::PathBuf> {
+    let dir = workspace_root().join("tests/acp-client");
+    if Command::new("node").arg("--version").output().is_err() {
+        eprintln!("SKIPPED: node is not installed, so the npm ACP client cannot run (.ci/run installs it)");
+        return None;
+    }
+    if !dir.join("node_modules/@agentclientprotocol/sdk").is_dir() {
+        let status = Command::new("npm")
+            .args(["ci", "--no-audit", "--no-fund"])
+            .current_dir(&dir)
+            .status()
+            .unwrap_or_else(|e| panic!("node is installed but npm cannot run: {e}"));
+        assert!(status.success(), "npm ci in {} failed", dir.display());
+    }
+    Some(dir)
+}
+
+#[test]
+fn a_real_acp_client_drives_loom_acp_serve() {
+    let Some(client) = acp_client_dir() else {
+        return;
+    };
+    let s = Scratch::new();
+    s.write("plain.toml", PLAIN);
+    s.write("ask.toml", ASK);
+    s.write("a.txt", "hello\n");
+    let out = Command::new("node")
+        .arg(client.join("client.mjs"))
+        .arg(loom_bin())
+        .arg(s.path().join("plain.toml"))
+        .arg(s.path().join("ask.toml"))
+        .arg(s.path())
+        .current_dir(&client)
+        .env("LOOM_DATA_HOME", s.path().join(".loom-data"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "the client failed\nstdout: {stdout}\nstderr: {stderr}"
+    );
+    let summary: Value = serde_json::from_str(stdout.trim())
+        .unwrap_or_else(|e| panic!("the client's summary is not JSON ({e}): {stdout}\n{stderr}"));
+
+    let plain = &summary["plain"];
+    assert_eq!(plain["exitCode"], 0, "{plain}");
+    let r = &plain["result"];
+    assert_eq!(r["protocolVersion"], 1);
+    assert_eq!(r["agentCapabilities"]["loadSession"], false);
+    assert_eq!(
+        r["agentCapabilities"]["promptCapabilities"]["embeddedContext"],
+        true
+    );
+    assert_eq!(r["stopReason"], "end_turn");
+    assert_eq!(
+        r["turn"]["kinds"],
+        json!([
+            "agent_message_chunk",
+            "tool_call",
+            "tool_call_update",
+            "agent_message_chunk"
+        ])
+    );
+    assert_eq!(
+        r["turn"]["toolResults"],
+        json!([{"status": "completed", "text": "hello\n"}])
+    );
+    assert_eq!(r["turn"]["text"], "readingdone");
+    assert_ne!(r["secondSessionId"], r["sessionId"]);
+    assert_eq!(r["mcp"]["code"], -32602, "{r}");
+    assert_eq!(r["unknown"]["code"], -32602, "{r}");
+    assert!(
+        r["unknown"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("no-such-session"),
+        "{r}"
+    );
+
+    let ask = &summary["ask"];
+    assert_eq!(ask["exitCode"], 0, "{ask}");
+    let r = &ask["result"];
+    assert_eq!(
+        r["askedTools"],
+        json!(["read_file", "read_file", "read_file"])
+    );
+    assert_eq!(r["options"][0], json!(["allow_once", "reject_once"]));
+    assert_eq!(r["allowed"]["stopReason"], "end_turn");
+    assert_eq!(r["allowed"]["toolResults"][0]["status"], "completed");
+    assert_eq!(r["allowed"]["text"], "after");
+    assert_eq!(r["rejected"]["stopReason"], "end_turn");
+    assert_eq!(r["rejected"]["toolResults"][0]["status"], "failed");
+    assert!(
+        r["rejected"]["toolResults"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("the user rejected it"),
+        "{r}"
+    );
+    assert_eq!(r["cancelled"]["stopReason"], "cancelled");
+    assert_eq!(r["cancelled"]["toolResults"][0]["status"], "failed");
+}
