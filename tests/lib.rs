@@ -35,6 +35,11 @@ pub fn loom_bin() -> PathBuf {
                 "loom-broker",
                 "--bin",
                 "loom-shim",
+                // The sandbox's inner stage (tiers A and C), also looked up next to the loom binary.
+                "-p",
+                "loom-sandbox",
+                "--bin",
+                "loom-sandbox-exec",
                 "--target-dir",
             ])
             .arg(&target_dir)

@@ -10,8 +10,9 @@ use std::path::{Path, PathBuf};
 
 use loom_kernel::{brokered_commands, is_general_row, Grant, PathCtx, Row};
 use loom_sandbox::{
-    build_env, build_profile, choose_tier, host_support, spawn_sandboxed_io, BackendError, HostFs,
-    Launch, Limits, Outcome, Place, ProfileError, SpawnError, Streams, Tier,
+    build_env, build_profile, choose_tier, host_support, inner_exe_next_to_current_exe,
+    spawn_sandboxed_io, BackendError, HostFs, InnerExeError, Launch, Limits, Outcome, Place,
+    ProfileError, SpawnError, Streams, Tier,
 };
 
 use crate::dir::shim_next_to_current_exe;
@@ -34,9 +35,9 @@ pub enum RunError {
     /// The sandbox refused or failed.
     #[error(transparent)]
     Spawn(#[from] SpawnError),
-    /// The loom binary (the sandbox's inner stage) could not be located.
-    #[error("cannot locate the loom binary for the sandbox's inner stage: {0}")]
-    NoInnerExe(std::io::Error),
+    /// The sandbox's inner stage (`loom-sandbox-exec`) is not installed next to the running executable.
+    #[error(transparent)]
+    NoInnerExe(#[from] InnerExeError),
 }
 
 impl RunError {
@@ -69,7 +70,7 @@ pub struct RowRun<'a> {
     pub limits: Limits,
     /// A specific tier, or `None` for the strongest the host has.
     pub tier: Option<Tier>,
-    /// The inner-stage executable (`None`: the current executable).
+    /// The inner-stage executable (`None`: `loom-sandbox-exec` next to the current executable).
     pub inner_exe: Option<PathBuf>,
     /// The `loom-shim` binary (`None`: next to the current executable).
     pub shim: Option<PathBuf>,
@@ -92,9 +93,10 @@ pub fn run_row(
     let mut profile = build_profile(run.row, run.ctx, &place, run.limits.clone(), &HostFs)?;
     let support = host_support();
     let tier = choose_tier(support, run.tier)?;
+    // Looked up even for tier B (which needs no inner stage), so an incomplete install fails on every host alike.
     let inner_exe = match run.inner_exe {
         Some(p) => p,
-        None => std::env::current_exe().map_err(RunError::NoInnerExe)?,
+        None => inner_exe_next_to_current_exe()?,
     };
     let mut env = build_env(&profile.env, std::env::vars_os());
     for (k, v) in env.iter_mut() {

@@ -1,6 +1,7 @@
-//! The inner stage: runs inside the view (Tier A, C) or directly (Tier B), applies resource limits, drops
-//! capabilities, sets `no_new_privs`, applies Landlock and seccomp, closes every descriptor above 2, then execs the
-//! command. It reports one status line on a pipe before exec so the parent knows exactly what was enforced.
+//! The inner stage of tiers A and C (the `loom-sandbox-exec` binary): runs inside bwrap's view, applies the
+//! [`Confinement`] (resource limits, capabilities dropped, `no_new_privs`, Landlock for tier A, seccomp), closes every
+//! descriptor above 2, then execs the command. It reports one status line on a pipe before exec so the parent knows
+//! exactly what was enforced. (Tier B needs no inner stage: the same confinement runs between fork and exec.)
 //!
 //! The spec travels as arguments (`encode`/`decode`, pure) after the [`INNER_ARG`] marker.
 
@@ -8,10 +9,10 @@ use std::ffi::{CString, OsStr, OsString};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 
-use crate::landlock::{apply_landlock, AccessClass, Enforcement, LandlockRule};
-use crate::seccomp::{apply_seccomp, build_seccomp_programs};
+use crate::confine::Confinement;
+use crate::landlock::{AccessClass, LandlockRule};
 
-/// The first argument that makes a binary run the inner stage (`loom __sandbox-exec ...`).
+/// The first argument of the inner stage (`loom-sandbox-exec __sandbox-exec ...`).
 pub const INNER_ARG: &str = "__sandbox-exec";
 
 /// Exit code of the inner stage when it refuses or fails before exec.
@@ -26,7 +27,7 @@ pub struct InnerSpec {
     pub landlock: Option<Vec<LandlockRule>>,
     /// Whether the network is granted (selects the seccomp socket rules, Landlock TCP handling).
     pub network: bool,
-    /// Start a new session (Tier B; bwrap does it in Tier A and C).
+    /// Start a new session (bwrap's `--new-session` already does it in tiers A and C).
     pub new_session: bool,
     /// `RLIMIT_NPROC`.
     pub max_procs: Option<u64>,
@@ -183,18 +184,6 @@ fn write_status(fd: i32, line: &str) {
     }
 }
 
-fn set_rlimit(resource: libc::__rlimit_resource_t, value: u64) -> Result<(), String> {
-    let lim = libc::rlimit {
-        rlim_cur: value,
-        rlim_max: value,
-    };
-    // SAFETY: `lim` is a valid rlimit on the stack.
-    if unsafe { libc::setrlimit(resource, &lim) } != 0 {
-        return Err(std::io::Error::last_os_error().to_string());
-    }
-    Ok(())
-}
-
 /// Finds `cmd` on `PATH` the way execvp would (a name with a slash is taken as is).
 fn resolve(cmd: &OsStr) -> Option<PathBuf> {
     let is_exe = |p: &Path| {
@@ -214,48 +203,16 @@ fn resolve(cmd: &OsStr) -> Option<PathBuf> {
 }
 
 fn setup(spec: &InnerSpec) -> Result<String, String> {
-    if spec.new_session {
-        // SAFETY: setsid has no memory-safety preconditions.
-        unsafe { libc::setsid() };
-    }
-    if let Some(n) = spec.max_procs {
-        set_rlimit(libc::RLIMIT_NPROC, n).map_err(|e| format!("RLIMIT_NPROC: {e}"))?;
-    }
-    if let Some(n) = spec.max_file_size {
-        set_rlimit(libc::RLIMIT_FSIZE, n).map_err(|e| format!("RLIMIT_FSIZE: {e}"))?;
-    }
-    // Drop every capability from the bounding and ambient sets: a uid-0 command then execs with none. Failures mean
-    // we hold no CAP_SETPCAP, i.e. no capabilities to drop.
-    // SAFETY: plain prctl calls with integer arguments.
-    unsafe {
-        libc::prctl(
-            libc::PR_CAP_AMBIENT,
-            libc::PR_CAP_AMBIENT_CLEAR_ALL,
-            0,
-            0,
-            0,
-        );
-        for cap in 0..64 {
-            libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0);
-        }
-    }
-    // SAFETY: plain prctl call.
-    if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
-        return Err(format!("no_new_privs: {}", std::io::Error::last_os_error()));
-    }
-    let programs = build_seccomp_programs(spec.network).map_err(|e| e.to_string())?;
-    let landlock =
-        match &spec.landlock {
-            None => "off".to_string(),
-            Some(rules) => match apply_landlock(rules, spec.network).map_err(|e| e.to_string())? {
-                Enforcement::NotEnforced => return Err(
-                    "landlock is not enforced on this kernel; refusing to run (run `loom doctor`)"
-                        .into(),
-                ),
-                e => e.as_str().to_string(),
-            },
-        };
-    apply_seccomp(&programs).map_err(|e| e.to_string())?;
+    let confinement = Confinement::prepare(
+        spec.landlock.as_deref(),
+        spec.network,
+        spec.new_session,
+        spec.max_procs,
+        spec.max_file_size,
+    )?;
+    confinement.enforce().map_err(|e| e.to_string())?;
+    let status = confinement.describe();
+    drop(confinement);
     // Close every descriptor above 2 except the status pipe, which closes itself on exec.
     let fd = spec.status_fd as libc::c_uint;
     // SAFETY: close_range only closes descriptors; none of them is in use by Rust objects past this point.
@@ -266,7 +223,7 @@ fn setup(spec: &InnerSpec) -> Result<String, String> {
         libc::syscall(libc::SYS_close_range, fd + 1, u32::MAX, 0u32);
         libc::fcntl(spec.status_fd, libc::F_SETFD, libc::FD_CLOEXEC);
     }
-    Ok(format!("landlock={landlock} seccomp=on no_new_privs=on"))
+    Ok(status)
 }
 
 /// Runs the inner stage with `args` (starting with [`INNER_ARG`]). Returns only on failure, with the exit code.

@@ -1,14 +1,16 @@
-//! The Landlock stage: pure rule construction (`build_landlock_rules`, `access_for`) and the applier
-//! (`apply_landlock`), which reports how strongly the ruleset is enforced.
+//! The Landlock stage: pure rule construction (`build_landlock_rules`, `access_for`), the preparation of a ruleset
+//! (`prepare_landlock`: builds it, opens the rule paths, reports how strongly the kernel will enforce it) and its
+//! enforcement (`PreparedLandlock::restrict_self`, one async-signal-safe system call).
 //!
 //! The handled rights are pinned to [`TARGET_ABI`], so a newer kernel or crate never changes what a profile means;
 //! an older kernel enforces what it can (best effort) and the caller refuses when nothing is enforced.
 
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 use landlock::{
     Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, PathBeneath, Ruleset,
-    RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope, ABI,
+    RulesetAttr, RulesetCreatedAttr, Scope, ABI,
 };
 
 use crate::profile::Profile;
@@ -163,14 +165,69 @@ pub enum LandlockError {
         /// Why.
         source: std::io::Error,
     },
-    /// The ruleset could not be built or applied.
+    /// The ruleset could not be built.
     #[error("landlock: {0}")]
     Ruleset(String),
+    /// The kernel would enforce nothing.
+    #[error("landlock is not enforced on this kernel; refusing to run (run `loom doctor`)")]
+    NotEnforced,
 }
 
-/// Restricts the calling thread (and what it execs) to `rules`; TCP is denied when `network` is false. Returns how
-/// strongly the kernel enforces the result.
-pub fn apply_landlock(rules: &[LandlockRule], network: bool) -> Result<Enforcement, LandlockError> {
+/// The kernel's Landlock ABI version, or the OS error (`EOPNOTSUPP`: built in but disabled; `ENOSYS`: absent).
+pub(crate) fn host_landlock_abi() -> Result<i32, std::io::Error> {
+    // SAFETY: LANDLOCK_CREATE_RULESET_VERSION with a NULL attribute only returns the ABI version.
+    let v = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<libc::c_void>(),
+            0usize,
+            1u32,
+        )
+    };
+    match i32::try_from(v) {
+        Ok(v) if v >= 1 => Ok(v),
+        _ => Err(std::io::Error::last_os_error()),
+    }
+}
+
+/// A Landlock ruleset built and filled (every rule path opened), ready to be enforced by
+/// [`PreparedLandlock::restrict_self`] — in this process, or in a child between fork and exec.
+#[derive(Debug)]
+pub struct PreparedLandlock {
+    fd: OwnedFd,
+    enforcement: Enforcement,
+}
+
+impl PreparedLandlock {
+    /// How strongly the kernel enforces this ruleset once restricted: [`Enforcement::Full`] when the host's ABI
+    /// has every right asked for (all of them exist from [`TARGET_ABI`] on), [`Enforcement::Partial`] on an older
+    /// ABI (best effort). Never [`Enforcement::NotEnforced`]: [`prepare_landlock`] refuses that.
+    pub fn enforcement(&self) -> Enforcement {
+        self.enforcement
+    }
+
+    /// Restricts the calling thread (and what it execs) to the ruleset. `no_new_privs` must already be set.
+    ///
+    /// Async-signal-safe: one raw system call on a prepared descriptor, no allocation, so it may run between fork
+    /// and exec.
+    pub fn restrict_self(&self) -> Result<(), std::io::Error> {
+        // SAFETY: landlock_restrict_self with a ruleset descriptor we own and no flags.
+        let rc =
+            unsafe { libc::syscall(libc::SYS_landlock_restrict_self, self.fd.as_raw_fd(), 0u32) };
+        if rc != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(())
+    }
+}
+
+/// Builds the ruleset for `rules` (TCP is handled, hence denied, when `network` is false) and opens every rule
+/// path, without restricting anything yet. Refuses ([`LandlockError::NotEnforced`]) when the kernel would enforce
+/// nothing.
+pub fn prepare_landlock(
+    rules: &[LandlockRule],
+    network: bool,
+) -> Result<PreparedLandlock, LandlockError> {
     let err = |e: landlock::RulesetError| LandlockError::Ruleset(e.to_string());
     let mut ruleset = Ruleset::default()
         .set_compatibility(CompatLevel::BestEffort)
@@ -215,12 +272,17 @@ pub fn apply_landlock(rules: &[LandlockRule], network: bool) -> Result<Enforceme
             .add_rule(PathBeneath::new(fd, access))
             .map_err(err)?;
     }
-    let status = created.restrict_self().map_err(err)?;
-    Ok(match status.ruleset {
-        RulesetStatus::FullyEnforced => Enforcement::Full,
-        RulesetStatus::PartiallyEnforced => Enforcement::Partial,
-        RulesetStatus::NotEnforced => Enforcement::NotEnforced,
-    })
+    // Best effort gives no descriptor when the kernel has no (enabled) Landlock: nothing would be enforced.
+    let fd: Option<OwnedFd> = created.into();
+    let (Some(fd), Ok(abi)) = (fd, host_landlock_abi()) else {
+        return Err(LandlockError::NotEnforced);
+    };
+    let enforcement = if abi >= TARGET_ABI as i32 {
+        Enforcement::Full
+    } else {
+        Enforcement::Partial
+    };
+    Ok(PreparedLandlock { fd, enforcement })
 }
 
 #[cfg(test)]

@@ -5,9 +5,11 @@
 //!
 //! - **Tier A**: bubblewrap builds the view (system directories read-only, private tmpfs over `/tmp`, `/run` and
 //!   home, grant roots bound back by descriptor, fresh `/dev` and `/proc`, new user/pid/ipc/uts namespaces,
-//!   `--unshare-net` unless the network is granted), then an inner stage applies Landlock and seccomp and execs.
-//! - **Tier B**: Landlock + seccomp alone (no user namespaces); refuses what Landlock cannot express.
-//! - **Tier C**: bubblewrap + seccomp (no Landlock).
+//!   `--unshare-net` unless the network is granted), then an inner stage (the small `loom-sandbox-exec` binary,
+//!   installed next to `loom`) applies Landlock and seccomp and execs.
+//! - **Tier B**: Landlock + seccomp alone (no user namespaces), prepared before fork and applied between fork and
+//!   exec with raw system calls, so no second executable runs; refuses what Landlock cannot express.
+//! - **Tier C**: bubblewrap + seccomp (no Landlock), through the same inner stage.
 //!
 //! Decide, then do: `build_*` functions are pure and return data (the profile, the bwrap argv, the Landlock rules,
 //! the seccomp rules); `apply_*` / `spawn_*` do the effects.
@@ -39,11 +41,13 @@
 
 mod bwrap;
 mod cancel;
+mod confine;
 mod env;
 mod extra;
 mod facts;
 mod inner;
 mod landlock;
+mod locate;
 mod probe;
 mod profile;
 mod roots;
@@ -59,9 +63,10 @@ pub use extra::{spawn_sandboxed_io, Streams};
 pub use facts::HostFs;
 pub use inner::{inner_main, InnerSpec, INNER_ARG, SETUP_FAILED};
 pub use landlock::{
-    access_for, apply_landlock, build_landlock_rules, private_dirs, AccessClass, Enforcement,
-    LandlockError, LandlockRule, View, TARGET_ABI,
+    access_for, build_landlock_rules, prepare_landlock, private_dirs, AccessClass, Enforcement,
+    LandlockError, LandlockRule, PreparedLandlock, View, TARGET_ABI,
 };
+pub use locate::{inner_exe_next_to_current_exe, InnerExeError, INNER_EXE_NAME};
 pub use probe::{
     choose_tier, host_support, probe_bwrap_works, probe_host, tier_status, BackendError,
     HostSupport, Tier, Userns,

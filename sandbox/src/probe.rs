@@ -147,23 +147,12 @@ fn probe_userns(root: bool) -> Userns {
 }
 
 fn probe_landlock() -> Result<i32, String> {
-    // SAFETY: LANDLOCK_CREATE_RULESET_VERSION with a NULL attribute only returns the ABI version.
-    let v = unsafe {
-        libc::syscall(
-            libc::SYS_landlock_create_ruleset,
-            std::ptr::null::<libc::c_void>(),
-            0usize,
-            1u32,
-        )
-    };
-    if v >= 1 {
-        return Ok(v as i32);
-    }
-    match std::io::Error::last_os_error().raw_os_error() {
-        Some(libc::EOPNOTSUPP) => Err(
+    match crate::landlock::host_landlock_abi() {
+        Ok(v) => Ok(v),
+        Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => Err(
             "Landlock is built into the kernel but not enabled; fix: add landlock to the lsm= kernel parameter".into(),
         ),
-        _ => Err("the kernel has no Landlock (Linux 5.13+ with CONFIG_SECURITY_LANDLOCK)".into()),
+        Err(_) => Err("the kernel has no Landlock (Linux 5.13+ with CONFIG_SECURITY_LANDLOCK)".into()),
     }
 }
 

@@ -23,7 +23,7 @@ pub enum SeccompError {
     Build(String),
     /// The kernel refused the filter.
     #[error("seccomp: cannot install the filter: {0}")]
-    Install(String),
+    Install(std::io::Error),
 }
 
 const AF_UNIX: u64 = libc::AF_UNIX as u64;
@@ -174,10 +174,34 @@ pub fn build_seccomp_programs(network: bool) -> Result<Vec<BpfProgram>, SeccompE
     Ok(out)
 }
 
-/// Installs the programs on the calling thread. `no_new_privs` must already be set.
+/// Installs the programs on the calling thread, in order. `no_new_privs` must already be set.
+///
+/// Async-signal-safe: raw `seccomp(2)` calls on prepared programs, no allocation (an error carries only the OS
+/// error code), so it may run between fork and exec.
 pub fn apply_seccomp(programs: &[BpfProgram]) -> Result<(), SeccompError> {
     for p in programs {
-        seccompiler::apply_filter(p).map_err(|e| SeccompError::Install(e.to_string()))?;
+        let len = u16::try_from(p.len())
+            .ok()
+            .filter(|n| *n > 0)
+            .ok_or(SeccompError::Install(std::io::Error::from_raw_os_error(
+                libc::EINVAL,
+            )))?;
+        let prog = libc::sock_fprog {
+            len,
+            filter: p.as_ptr().cast_mut().cast(),
+        };
+        // SAFETY: `prog` points at a live program of `len` instructions; the kernel copies it.
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_seccomp,
+                libc::SECCOMP_SET_MODE_FILTER,
+                0u32,
+                &prog as *const libc::sock_fprog,
+            )
+        };
+        if rc != 0 {
+            return Err(SeccompError::Install(std::io::Error::last_os_error()));
+        }
     }
     Ok(())
 }

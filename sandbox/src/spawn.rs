@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use crate::bwrap::{build_bwrap_args, inner_exe_in_view, BwrapError, BwrapFeatures, PathFds};
 use crate::cancel::CancelTarget;
+use crate::confine::Confinement;
 use crate::inner::InnerSpec;
 use crate::landlock::{build_landlock_rules, AccessClass, LandlockRule, View};
 use crate::probe::Tier;
@@ -29,7 +30,8 @@ pub struct Launch<'a> {
     pub bwrap: Option<&'a Path>,
     /// Optional bubblewrap features.
     pub bwrap_features: BwrapFeatures,
-    /// An executable that runs the inner stage when its first argument is [`crate::INNER_ARG`].
+    /// The inner-stage executable (`loom-sandbox-exec`, or any binary running [`crate::inner_main`] when its first
+    /// argument is [`crate::INNER_ARG`]); tiers A and C run it inside the view, tier B needs none.
     pub inner_exe: &'a Path,
     /// The command and its arguments.
     pub argv: &'a [OsString],
@@ -162,79 +164,57 @@ pub fn spawn_sandboxed_io(
     streams: Streams,
     started: &mut dyn FnMut(u32),
 ) -> Result<Outcome, SpawnError> {
+    check_expressible(launch.profile, launch.tier)?;
+    match launch.tier {
+        Tier::B => spawn_tier_b(launch, streams, started),
+        Tier::A | Tier::C => spawn_in_view(launch, streams, started),
+    }
+}
+
+/// Tiers A and C: bwrap builds the view, then the inner stage applies Landlock (tier A) and seccomp and execs the
+/// command, reporting what it enforced on the status pipe.
+fn spawn_in_view(
+    launch: &Launch<'_>,
+    streams: Streams,
+    started: &mut dyn FnMut(u32),
+) -> Result<Outcome, SpawnError> {
     let profile = launch.profile;
-    check_expressible(profile, launch.tier)?;
+    let Some(bwrap) = launch.bwrap else {
+        return Err(SpawnError::Setup("bubblewrap is not installed".into()));
+    };
     let (status_r, status_w) = pipe()?;
-    let view = match launch.tier {
-        Tier::A | Tier::C => View::Bwrap,
-        Tier::B => View::Host,
-    };
-    // Tier B has no private /tmp of its own: give the command a fresh private directory as TMPDIR.
-    let private_tmp = match launch.tier {
-        Tier::B => Some(PrivateTmp::create()?),
-        Tier::A | Tier::C => None,
-    };
-    let landlock = match launch.tier {
-        Tier::A | Tier::B => {
-            let mut rules = build_landlock_rules(profile, view);
-            if let Some(t) = &private_tmp {
-                rules.push(LandlockRule {
-                    path: t.0.clone(),
-                    access: AccessClass::Write,
-                    required: true,
-                });
-            }
-            Some(rules)
-        }
-        Tier::C => None,
-    };
+    // Tier C: no Landlock.
+    let landlock = (launch.tier == Tier::A).then(|| build_landlock_rules(profile, View::Bwrap));
     let spec = InnerSpec {
         status_fd: status_w.as_raw_fd(),
         landlock,
         network: profile.network,
-        new_session: launch.tier == Tier::B,
+        // bwrap --new-session
+        new_session: false,
         max_procs: profile.limits.max_procs,
         max_file_size: profile.limits.max_file_size,
         argv: launch.argv.to_vec(),
     };
-    let mut inner: Vec<OsString> = vec![launch.inner_exe.into()];
-    inner.extend(spec.encode());
-
-    let roots;
+    let roots = open_roots(profile)?;
+    let fds: PathFds = roots
+        .iter()
+        .map(|(p, fd)| (p.clone(), fd.as_raw_fd()))
+        .collect();
     let mut keep: Vec<i32> = vec![status_w.as_raw_fd()];
-    let mut cmd = match (launch.tier, launch.bwrap) {
-        (Tier::B, _) => {
-            let mut c = Command::new(launch.inner_exe);
-            c.args(&inner[1..]).current_dir(&profile.cwd);
-            c
-        }
-        (_, None) => return Err(SpawnError::Setup("bubblewrap is not installed".into())),
-        (_, Some(bwrap)) => {
-            roots = open_roots(profile)?;
-            let fds: PathFds = roots
-                .iter()
-                .map(|(p, fd)| (p.clone(), fd.as_raw_fd()))
-                .collect();
-            keep.extend(fds.values().copied());
-            let (in_view, _) = inner_exe_in_view(profile, launch.inner_exe)?;
-            let mut inner_in_view = inner.clone();
-            inner_in_view[0] = in_view.into();
-            let args = build_bwrap_args(
-                profile,
-                &fds,
-                launch.bwrap_features,
-                launch.inner_exe,
-                &inner_in_view,
-            )?;
-            let mut c = Command::new(bwrap);
-            c.args(args).current_dir("/");
-            c
-        }
-    };
+    keep.extend(fds.values().copied());
+    let (in_view, _) = inner_exe_in_view(profile, launch.inner_exe)?;
+    let mut inner: Vec<OsString> = vec![in_view.into()];
+    inner.extend(spec.encode());
+    let args = build_bwrap_args(
+        profile,
+        &fds,
+        launch.bwrap_features,
+        launch.inner_exe,
+        &inner,
+    )?;
+    let mut cmd = Command::new(bwrap);
+    cmd.args(args).current_dir("/");
     cmd.env_clear().envs(launch.env.iter().map(|(k, v)| (k, v)));
-    if let Some(t) = &private_tmp {
-        cmd.env("TMPDIR", &t.0);
-    }
     cmd.stdin(streams.stdin)
         .stdout(streams.stdout)
         .stderr(streams.stderr);
@@ -253,13 +233,102 @@ pub fn spawn_sandboxed_io(
     }
     let child = cmd.spawn()?;
     drop(status_w);
+    drop(roots);
     let _cancel_target = CancelTarget::claim(child.id());
     started(child.id());
     // The caller's ends of the streams stay with the caller; ours were moved into `cmd` and close with it.
     drop(cmd);
-    let outcome = wait_confined(child, status_r, profile.limits.timeout);
+    wait_confined(child, status_r, profile.limits.timeout)
+}
+
+/// Tier B: no second executable. Everything that allocates or opens files (the Landlock ruleset and its paths, the
+/// seccomp programs) is prepared here; the forked child then enforces it with raw system calls in a `pre_exec` hook
+/// — new session, limits, capabilities, `no_new_privs`, Landlock, seccomp, every descriptor above 2 close-on-exec —
+/// and execs the command. A failed step is written to a pipe and fails the spawn: nothing runs.
+fn spawn_tier_b(
+    launch: &Launch<'_>,
+    streams: Streams,
+    started: &mut dyn FnMut(u32),
+) -> Result<Outcome, SpawnError> {
+    let profile = launch.profile;
+    let Some((prog, args)) = launch.argv.split_first() else {
+        return Err(SpawnError::Setup("no command".into()));
+    };
+    // Tier B has no private /tmp of its own: give the command a fresh private directory as TMPDIR.
+    let private_tmp = PrivateTmp::create()?;
+    let mut rules = build_landlock_rules(profile, View::Host);
+    rules.push(LandlockRule {
+        path: private_tmp.0.clone(),
+        access: AccessClass::Write,
+        required: true,
+    });
+    let confinement = Confinement::prepare(
+        Some(&rules),
+        profile.network,
+        true,
+        profile.limits.max_procs,
+        profile.limits.max_file_size,
+    )
+    .map_err(SpawnError::Setup)?;
+    let enforced = confinement.describe();
+    let (failed_r, failed_w) = pipe()?;
+    let failed_fd = failed_w.as_raw_fd();
+    let mut cmd = Command::new(prog);
+    cmd.args(args).current_dir(&profile.cwd);
+    cmd.env_clear().envs(launch.env.iter().map(|(k, v)| (k, v)));
+    cmd.env("TMPDIR", &private_tmp.0);
+    cmd.stdin(streams.stdin)
+        .stdout(streams.stdout)
+        .stderr(streams.stderr);
+    // SAFETY: the closure only makes raw system calls (prctl, and `Confinement::enforce`, documented
+    // async-signal-safe) on data prepared before the fork, and writes a fixed-size record to a pipe on failure.
+    unsafe {
+        cmd.pre_exec(move || {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
+            // setsid (in `enforce`) also makes the child the leader of a new process group, as `kill(-pid)` needs.
+            let done = confinement
+                .enforce()
+                .and_then(|()| crate::confine::cloexec_above_stderr());
+            if let Err(e) = done {
+                let record = e.to_bytes();
+                libc::write(failed_fd, record.as_ptr().cast(), record.len());
+                return Err(e.error);
+            }
+            Ok(())
+        });
+    }
+    let spawned = cmd.spawn();
+    // Drop the hook (the parent's copy of the ruleset) and the write end before reading what the child reported.
+    drop(cmd);
+    drop(failed_w);
+    let child = match spawned {
+        Ok(c) => c,
+        Err(e) => {
+            let mut record = Vec::new();
+            let _ = std::fs::File::from(failed_r).read_to_end(&mut record);
+            if let Some(step) = crate::confine::EnforceError::from_bytes(&record) {
+                return Err(SpawnError::Setup(step.to_string()));
+            }
+            return Err(match e.raw_os_error() {
+                // As the inner stage: a command that is missing, or that the profile does not let it execute.
+                Some(libc::ENOENT | libc::EACCES | libc::ENOTDIR) => {
+                    SpawnError::NotFound(prog.to_string_lossy().into_owned())
+                }
+                _ => SpawnError::Io(e),
+            });
+        }
+    };
+    drop(failed_r);
+    let pid = child.id();
+    let _cancel_target = CancelTarget::claim(pid);
+    started(pid);
+    let (status, timed_out) = wait_tree(child, profile.limits.timeout)?;
     drop(private_tmp);
-    outcome
+    Ok(Outcome {
+        code: exit_code(status),
+        enforced,
+        timed_out,
+    })
 }
 
 /// A fresh `0700` directory under the host's temp dir, removed (with its contents) on drop.
@@ -409,19 +478,60 @@ pub fn spawn_unconfined(
             Ok(())
         });
     }
-    let mut child = cmd.spawn().map_err(|e| match e.kind() {
+    let child = cmd.spawn().map_err(|e| match e.kind() {
         std::io::ErrorKind::NotFound => SpawnError::NotFound(prog.to_string_lossy().into_owned()),
         _ => SpawnError::Io(e),
     })?;
     let pid = child.id();
     let _cancel_target = CancelTarget::claim(pid);
+    let (status, timed_out) = wait_tree(child, timeout)?;
+    Ok(Outcome {
+        code: exit_code(status),
+        enforced: String::new(),
+        timed_out,
+    })
+}
+
+/// Waits for `child`, killing its whole tree (its process group) once `timeout` passes. Polls a pidfd in the
+/// calling thread when the kernel has them (Linux 5.3+; every host with Landlock), else waits on a helper thread.
+fn wait_tree(
+    mut child: Child,
+    timeout: Option<Duration>,
+) -> Result<(std::process::ExitStatus, bool), SpawnError> {
+    let pid = child.id();
     let Some(t) = timeout else {
-        return Ok(Outcome {
-            code: exit_code(child.wait()?),
-            enforced: String::new(),
-            timed_out: false,
-        });
+        return Ok((child.wait()?, false));
     };
+    if let Some(pidfd) = pidfd_open(pid) {
+        let deadline = Instant::now() + t;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                kill_tree(pid);
+                return Ok((child.wait()?, true));
+            }
+            // Round up, so the deadline has passed when poll times out.
+            let ms = i32::try_from(left.as_micros().div_ceil(1000)).unwrap_or(i32::MAX);
+            let mut fd = libc::pollfd {
+                fd: pidfd.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            // SAFETY: one valid pollfd.
+            let rc = unsafe { libc::poll(&mut fd, 1, ms) };
+            if rc > 0 {
+                return Ok((child.wait()?, false));
+            }
+            if rc < 0 {
+                let e = std::io::Error::last_os_error();
+                if e.kind() != std::io::ErrorKind::Interrupted {
+                    kill_tree(pid);
+                    let _ = child.wait();
+                    return Err(SpawnError::Io(e));
+                }
+            }
+        }
+    }
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
         let _ = tx.send(child.wait());
@@ -437,9 +547,14 @@ pub fn spawn_unconfined(
             )
         }
     };
-    Ok(Outcome {
-        code: exit_code(status?),
-        enforced: String::new(),
-        timed_out,
-    })
+    Ok((status?, timed_out))
+}
+
+/// A pidfd for our own, not yet reaped child (so `pid` cannot have been reused); `None` when the kernel has none.
+fn pidfd_open(pid: u32) -> Option<OwnedFd> {
+    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0u32) };
+    let fd = i32::try_from(fd).ok().filter(|fd| *fd >= 0)?;
+    // SAFETY: the descriptor was just created and is owned by nobody else.
+    Some(unsafe { OwnedFd::from_raw_fd(fd) })
 }

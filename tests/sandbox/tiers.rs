@@ -1,6 +1,8 @@
 //! The weaker tiers, forced with `--tier`: each still blocks what it claims to, and refuses what it cannot express.
 
-use crate::{verdicts, Sbx};
+use std::process::Command;
+
+use crate::{verdicts, Sbx, PRELUDE};
 
 fn tier_available(s: &Sbx, tier: &str) -> bool {
     let r = s.run(&s.grant(), &["--tier", tier], &["true"]);
@@ -56,6 +58,92 @@ print("tmpdir", os.environ["TMPDIR"])
     );
 }
 
+/// Tier B confines the command between fork and exec (no inner stage): it must still lead a session of its own
+/// (until this was fixed, an earlier `setpgid` made its `setsid` fail silently), see no descriptor the caller left
+/// open, and run without privileges under seccomp.
+#[test]
+fn tier_b_runs_in_a_new_session_without_inherited_descriptors_or_privileges() {
+    let s = Sbx::new();
+    if !tier_available(&s, "b") {
+        return;
+    }
+    let target = s.outside.join("fd-victim.txt");
+    std::fs::write(&target, "").unwrap();
+    let code = format!(
+        r#"{PRELUDE}
+status = open("/proc/self/status").read()
+for line in status.splitlines():
+    if line.split(":")[0] in ("NoNewPrivs", "CapEff", "CapBnd", "Seccomp"):
+        print(line.replace("\t", " "))
+print("session leader:", os.getsid(0) == os.getpid())
+attempt("write_inherited_fd", lambda: os.write(5, b"pwned"))
+attempt("control_write_stdout", lambda: os.write(1, b"stdout works\n"))
+"#
+    );
+    let script = r#"exec 5>>"$1"; shift; exec "$@""#;
+    let out = Command::new("/bin/sh")
+        .args(["-c", script, "sh", target.to_str().unwrap()])
+        .arg(crate::loom())
+        .args([
+            "sandbox",
+            "run",
+            "--tier",
+            "b",
+            "--grant",
+            &s.grant(),
+            "--cwd",
+        ])
+        .arg(&s.work)
+        .args(["--", "python3", "-c", &code])
+        .env_clear()
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .env("HOME", &s.home)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    if crate::is_root() {
+        // Dropping the bounding set takes CAP_SETPCAP; an unprivileged caller has nothing to drop (and
+        // no_new_privs keeps setuid and file capabilities from adding any).
+        assert!(stdout.contains("CapBnd: 0000000000000000"), "{stdout}");
+    }
+    for want in [
+        "NoNewPrivs: 1",
+        "CapEff: 0000000000000000",
+        "Seccomp: 2",
+        "session leader: True",
+        "write_inherited_fd: BLOCKED EBADF",
+        "control_write_stdout: ALLOWED",
+        "stdout works",
+    ] {
+        assert!(stdout.contains(want), "{want} not in:\n{stdout}\n{stderr}");
+    }
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "");
+}
+
+#[test]
+fn tier_b_reports_a_missing_or_unreachable_command_as_not_found() {
+    let s = Sbx::new();
+    if !tier_available(&s, "b") {
+        return;
+    }
+    s.run(&s.grant(), &["--tier", "b"], &["no-such-command-xyz"])
+        .expect_code(127)
+        .stderr_has("command not found inside the sandbox: no-such-command-xyz");
+    // A program outside every readable root exists on the host, but Landlock does not let it be executed.
+    let exe = s.home.join("tool");
+    std::fs::copy("/bin/true", &exe).unwrap();
+    s.run(&s.grant(), &["--tier", "b"], &[exe.to_str().unwrap()])
+        .expect_code(127)
+        .stderr_has("command not found inside the sandbox");
+    // Control: the same program inside the writable root runs.
+    let inside = s.work.join("tool");
+    std::fs::copy("/bin/true", &inside).unwrap();
+    s.run(&s.grant(), &["--tier", "b"], &[inside.to_str().unwrap()])
+        .expect_code(0);
+}
+
 #[test]
 fn tier_b_refuses_protected_paths_it_cannot_express() {
     let s = Sbx::new();
@@ -88,6 +176,37 @@ attempt("control_write", lambda: write("mine.txt"))
     r.expect_code(0).stderr_has("landlock=off");
     verdicts(&r, &["write_outside", "packet"], &["control_write"]);
     assert_eq!(s.host_read(&v), "original");
+}
+
+/// The command starts with SIGPIPE at its default disposition in every tier, as under a shell: `yes | head -1`
+/// ends quietly. (The inner stage used to be a Rust program with the runtime's start-up, which ignores SIGPIPE, and
+/// an ignored signal stays ignored across exec.)
+#[test]
+fn every_tier_starts_the_command_with_sigpipe_at_its_default() {
+    let s = Sbx::new();
+    for tier in ["a", "b", "c"] {
+        if !tier_available(&s, tier) {
+            continue;
+        }
+        let r = s.run(
+            &s.grant(),
+            &["--tier", tier],
+            &["sh", "-c", "grep SigIgn /proc/self/status; yes | head -n 1"],
+        );
+        r.expect_code(0).stdout_has("y\n");
+        assert!(
+            !r.stderr().contains("Broken pipe"),
+            "tier {tier}: {}",
+            r.stderr()
+        );
+        let ignored = r
+            .stdout()
+            .lines()
+            .find_map(|l| l.strip_prefix("SigIgn:"))
+            .map(|mask| u64::from_str_radix(mask.trim(), 16).unwrap())
+            .unwrap();
+        assert_eq!(ignored & (1 << (13 - 1)), 0, "tier {tier}: SIGPIPE ignored");
+    }
 }
 
 #[test]

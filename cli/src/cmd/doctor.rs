@@ -6,8 +6,8 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 
 use loom_sandbox::{
-    choose_tier, probe_bwrap_works, probe_host, spawn_sandboxed, tier_status, Entry, EnvPolicy,
-    HostSupport, Launch, Limits, Profile, Tier, Userns, TARGET_ABI,
+    choose_tier, inner_exe_next_to_current_exe, probe_bwrap_works, probe_host, spawn_sandboxed,
+    tier_status, Entry, EnvPolicy, HostSupport, Launch, Limits, Profile, Tier, Userns, TARGET_ABI,
 };
 
 use crate::exit;
@@ -58,7 +58,7 @@ fn probe_profile() -> Profile {
 /// Runs `true` under `tier` and reports what was enforced.
 fn try_tier(h: &HostSupport, tier: Tier) -> Result<String, String> {
     tier_status(h, tier)?;
-    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let exe = inner_exe_next_to_current_exe().map_err(|e| e.to_string())?;
     let profile = probe_profile();
     let argv: Vec<OsString> = vec!["true".into()];
     let launch = Launch {

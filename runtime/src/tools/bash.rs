@@ -61,7 +61,8 @@ impl Throttle {
 /// Where the sandbox machinery lives.
 #[derive(Debug, Clone, Default)]
 pub struct SandboxEnv {
-    /// The executable that runs the sandbox's inner stage (the `loom` binary); `None`: the current executable.
+    /// The executable that runs the sandbox's inner stage; `None`: `loom-sandbox-exec` next to the current
+    /// executable.
     pub inner_exe: Option<PathBuf>,
     /// The `loom-shim` binary for the broker; `None`: next to the current executable.
     pub shim: Option<PathBuf>,

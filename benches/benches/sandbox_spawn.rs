@@ -1,0 +1,334 @@
+//! Per-exec overhead of the production spawn path, in process: what the runtime's bash tool (and the broker) pays
+//! per call, without loom's own process start. `/bin/true` runs, side by side and interleaved round-robin (so load
+//! on a shared machine hits every configuration alike):
+//!
+//! - bare: `std::process::Command` spawn + wait (posix_spawn);
+//! - bare, forked: the same with a no-op `pre_exec` hook (std then forks, as every confined spawn does);
+//! - bwrap alone: user + pid + net namespaces, `/` read-only, fresh `/dev` and `/proc`;
+//! - bwrap, tier A's view: the exact bwrap argv tier A builds for the grant, running `/bin/true` with no inner stage;
+//! - tier A, B, C: `loom_broker::run_row`, the function the bash tool and `loom sandbox run` call.
+//!
+//! The grant is `{ commands = "*", paths = ["<a temp dir>"] }` (network off), the limits those of the bash tool (a
+//! timeout). Prints a markdown table (mean, median, min, and the mean over bare) and the load average before and
+//! after. Not a timed test: see benches/README.md, "Sandbox exec overhead".
+//!
+//! ```sh
+//! cargo bench -p loom-benches --bench sandbox_spawn     # RUNS=500: more rounds; ONLY="tier B": one configuration
+//! INNER_EXE=target/release/loom cargo bench ...            # compare another inner stage (loom runs it too)
+//! ```
+
+use std::ffi::OsString;
+use std::os::fd::AsRawFd;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use loom_broker::{run_row, BrokerLimits, RowRun};
+use loom_kernel::{decide, AlgebraKind, Authorization, Decision, Grant, PathCtx, Request, Row};
+use loom_sandbox::{
+    build_bwrap_args, build_profile, host_support, open_roots, parse_grant, HostFs, Limits,
+    PathFds, Place, Streams, Tier,
+};
+
+type Run = Box<dyn FnMut() -> Result<(), String>>;
+
+fn fail<E: std::fmt::Display>(what: &str) -> impl Fn(E) -> String + '_ {
+    move |e| format!("{what}: {e}")
+}
+
+fn status_ok(s: std::io::Result<std::process::ExitStatus>, what: &str) -> Result<(), String> {
+    match s {
+        Ok(s) if s.success() => Ok(()),
+        Ok(s) => Err(format!("{what}: {s}")),
+        Err(e) => Err(format!("{what}: {e}")),
+    }
+}
+
+fn quiet(cmd: &mut Command) -> &mut Command {
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+}
+
+/// The inner-stage binary: built next to this bench's profile directory (`target/release/`).
+fn inner_exe() -> Result<PathBuf, String> {
+    if let Some(p) = std::env::var_os("INNER_EXE") {
+        // another inner stage to compare (e.g. `target/release/loom`, which also runs it)
+        return Ok(PathBuf::from(p));
+    }
+    let exe = std::env::current_exe().map_err(fail("current exe"))?;
+    // target/release/deps/<bench>
+    let profile_dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .ok_or("no profile directory")?;
+    let target_dir = profile_dir.parent().ok_or("no target directory")?;
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .ok_or("no workspace")?;
+    let status = Command::new(env!("CARGO"))
+        .args([
+            "build",
+            "-q",
+            "--release",
+            "-p",
+            "loom-sandbox",
+            "--bin",
+            loom_sandbox::INNER_EXE_NAME,
+            "--target-dir",
+        ])
+        .arg(target_dir)
+        .current_dir(workspace)
+        .status();
+    status_ok(status, "building the inner stage")?;
+    Ok(profile_dir.join(loom_sandbox::INNER_EXE_NAME))
+}
+
+struct Case {
+    grant: Grant,
+    row: Row,
+    ctx: PathCtx,
+    cwd: PathBuf,
+    home: Option<PathBuf>,
+    argv: Vec<OsString>,
+}
+
+impl Case {
+    fn new(work: &Path) -> Result<Case, String> {
+        let cwd = std::fs::canonicalize(work).map_err(fail("temp dir"))?;
+        let grant = parse_grant(&format!(
+            "{{ commands = \"*\", paths = [{:?}] }}",
+            cwd.display().to_string()
+        ))
+        .map_err(fail("grant"))?;
+        let home = std::env::var_os("HOME")
+            .map(PathBuf::from)
+            .filter(|h| h.is_absolute());
+        let ctx = PathCtx::new(
+            cwd.to_string_lossy().into_owned(),
+            home.as_ref().map(|h| h.to_string_lossy().into_owned()),
+        );
+        let request = Request::BashArgv {
+            argv: vec!["/bin/true".into()],
+            cwd: ctx.base.clone(),
+        };
+        let Decision::Allow(Authorization {
+            row: Some((_, row)),
+            ..
+        }) = decide("bash", AlgebraKind::Bash, &ctx, &grant, &request)
+        else {
+            return Err("the kernel did not pick a row for /bin/true".into());
+        };
+        Ok(Case {
+            grant,
+            row,
+            ctx,
+            cwd,
+            home,
+            argv: vec!["/bin/true".into()],
+        })
+    }
+
+    fn run(&self, tier: Tier, inner: &Path) -> Result<(), String> {
+        let run = RowRun {
+            tool: "bash",
+            grant: &self.grant,
+            row: &self.row,
+            ctx: &self.ctx,
+            cwd: &self.cwd,
+            home: self.home.clone(),
+            argv: &self.argv,
+            limits: Limits {
+                timeout: Some(Duration::from_secs(120)),
+                ..Limits::default()
+            },
+            tier: Some(tier),
+            inner_exe: Some(inner.to_path_buf()),
+            shim: None,
+            broker: BrokerLimits::default(),
+        };
+        let streams = Streams {
+            stdin: Stdio::null(),
+            stdout: Stdio::null(),
+            stderr: Stdio::null(),
+        };
+        match run_row(run, streams, &mut |_| {}) {
+            Ok(o) if o.code == 0 => Ok(()),
+            Ok(o) => Err(format!("tier {}: exit {}", tier.name(), o.code)),
+            Err(e) => Err(format!("tier {}: {e}", tier.name())),
+        }
+    }
+
+    /// bwrap with tier A's exact view for this grant, running `/bin/true` itself (no inner stage).
+    fn bwrap_view(&self) -> Result<(), String> {
+        let h = host_support();
+        let bwrap = h.bwrap.as_deref().ok_or("no bwrap")?;
+        let place = Place {
+            cwd: self.cwd.clone(),
+            home: self.home.clone(),
+        };
+        let profile = build_profile(&self.row, &self.ctx, &place, Limits::default(), &HostFs)
+            .map_err(fail("profile"))?;
+        let roots = open_roots(&profile).map_err(fail("roots"))?;
+        let fds: PathFds = roots
+            .iter()
+            .map(|(p, fd)| (p.clone(), fd.as_raw_fd()))
+            .collect();
+        let keep: Vec<i32> = fds.values().copied().collect();
+        let args = build_bwrap_args(
+            &profile,
+            &fds,
+            h.bwrap_features,
+            Path::new("/bin/true"),
+            &["/bin/true".into()],
+        )
+        .map_err(fail("bwrap args"))?;
+        let mut cmd = Command::new(bwrap);
+        quiet(cmd.args(args).current_dir("/"));
+        // SAFETY: only fcntl on integers between fork and exec.
+        unsafe {
+            cmd.pre_exec(move || {
+                for fd in &keep {
+                    if libc::fcntl(*fd, libc::F_SETFD, 0) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                }
+                Ok(())
+            });
+        }
+        status_ok(cmd.status(), "bwrap (tier A's view)")
+    }
+}
+
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "?".into())
+}
+
+fn stats(samples: &mut [Duration]) -> (f64, f64, f64) {
+    samples.sort();
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    let mean = samples.iter().map(|d| ms(*d)).sum::<f64>() / samples.len().max(1) as f64;
+    let median = samples
+        .get(samples.len() / 2)
+        .map(|d| ms(*d))
+        .unwrap_or(0.0);
+    let min = samples.first().map(|d| ms(*d)).unwrap_or(0.0);
+    (mean, median, min)
+}
+
+fn main() -> Result<(), String> {
+    // `cargo bench` passes `--bench`; there are no other options.
+    let runs: usize = std::env::var("RUNS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(200);
+    let inner = inner_exe()?;
+    let work = std::env::temp_dir().join(format!("loom-bench-spawn-{}", std::process::id()));
+    std::fs::create_dir_all(&work).map_err(fail("temp dir"))?;
+    let case = std::rc::Rc::new(Case::new(&work)?);
+    let h = host_support();
+
+    let mut cases: Vec<(String, Run)> = vec![
+        (
+            "bare `/bin/true` (Command, posix_spawn)".into(),
+            Box::new(|| status_ok(quiet(&mut Command::new("/bin/true")).status(), "bare")),
+        ),
+        (
+            "bare, forked (no-op pre_exec)".into(),
+            Box::new(|| {
+                let mut cmd = Command::new("/bin/true");
+                // SAFETY: the hook does nothing.
+                unsafe { quiet(&mut cmd).pre_exec(|| Ok(())) };
+                status_ok(cmd.status(), "bare, forked")
+            }),
+        ),
+    ];
+    if let Some(bwrap) = h.bwrap.clone() {
+        cases.push((
+            "bwrap alone (userns+pidns+netns, ro /)".into(),
+            Box::new(move || {
+                let mut cmd = Command::new(&bwrap);
+                cmd.args([
+                    "--unshare-user",
+                    "--unshare-pid",
+                    "--unshare-net",
+                    "--die-with-parent",
+                    "--new-session",
+                    "--ro-bind",
+                    "/",
+                    "/",
+                    "--dev",
+                    "/dev",
+                    "--proc",
+                    "/proc",
+                    "/bin/true",
+                ]);
+                status_ok(quiet(&mut cmd).status(), "bwrap alone")
+            }),
+        ));
+        let c = case.clone();
+        cases.push((
+            "bwrap, tier A's view, no inner stage".into(),
+            Box::new(move || c.bwrap_view()),
+        ));
+    }
+    for tier in [Tier::A, Tier::B, Tier::C] {
+        let c = case.clone();
+        let inner = inner.clone();
+        cases.push((
+            format!("tier {} (`run_row`)", tier.name()),
+            Box::new(move || c.run(tier, &inner)),
+        ));
+    }
+    // `ONLY=tier` keeps the configurations whose name contains it (for profiling one of them).
+    let only = std::env::var("ONLY").unwrap_or_default();
+    cases.retain(|(name, _)| name.contains(&only));
+    // Drop what this host cannot run, saying why.
+    cases.retain_mut(|(name, run)| match run() {
+        Ok(()) => true,
+        Err(e) => {
+            eprintln!("sandbox_spawn: skipped {name}: {e}");
+            false
+        }
+    });
+    let before = loadavg();
+    for _ in 0..10 {
+        for (_, run) in cases.iter_mut() {
+            run()?;
+        }
+    }
+    let mut samples: Vec<Vec<Duration>> = vec![Vec::with_capacity(runs); cases.len()];
+    for _ in 0..runs {
+        for (i, (_, run)) in cases.iter_mut().enumerate() {
+            let t = Instant::now();
+            run()?;
+            samples[i].push(t.elapsed());
+        }
+    }
+    let after = loadavg();
+    let _ = std::fs::remove_dir_all(&work);
+
+    println!(
+        "{runs} rounds, interleaved; {} cores; load average before {before}, after {after}",
+        std::thread::available_parallelism().map_or(0, |n| n.get())
+    );
+    println!();
+    println!(
+        "| in process | mean [ms] | median [ms] | min [ms] | mean − bare [ms] | mean / bare |"
+    );
+    println!("|:---|---:|---:|---:|---:|---:|");
+    let mut bare = None;
+    for ((name, _), s) in cases.iter().zip(samples.iter_mut()) {
+        let (mean, median, min) = stats(s);
+        let base = *bare.get_or_insert(mean);
+        println!(
+            "| {name} | {mean:.2} | {median:.2} | {min:.2} | {:+.2} | {:.2}× |",
+            mean - base,
+            mean / base
+        );
+    }
+    Ok(())
+}
