@@ -854,12 +854,14 @@ impl Agent {
                     },
                     reason: reason.clone(),
                 };
+                // a cancelled turn stops waiting even when an answer is ready too
                 let answer = tokio::select! {
-                    answer = asker.ask(ask) => answer,
+                    biased;
                     _ = cancel.cancelled() => {
                         let out = ToolOutput::interrupted("not started: the turn was cancelled while waiting for the user's approval");
                         return self.finish(session, &call.id, out).await;
                     }
+                    answer = asker.ask(ask) => answer,
                 };
                 match answer {
                     AskAnswer::AllowOnce => a,

@@ -106,6 +106,16 @@ impl Server {
         v
     }
 
+    /// Reads until the server asks `session/request_permission`; returns the request.
+    fn until_asked(&mut self) -> Value {
+        loop {
+            let m = self.next();
+            if m["method"] == "session/request_permission" {
+                return m;
+            }
+        }
+    }
+
     /// Reads until the reply to `id`; returns it with the messages before it.
     fn reply(&mut self, id: u64) -> (Value, Vec<Value>) {
         let mut before = Vec::new();
@@ -332,6 +342,42 @@ fn a_permission_ask_is_a_request_to_the_client_and_its_answer_decides() {
 }
 
 #[test]
+fn max_turn_requests_is_a_stop_reason_and_one_prompt_runs_at_a_time() {
+    let s = Scratch::new();
+    s.write(
+        "agent.toml",
+        &ASK.replace(
+            "provider = \"test\"",
+            "provider = \"test\"\nmaxTurnRequests = 1",
+        ),
+    );
+    s.write("a.txt", "hello\n");
+    let mut server = Server::start(&s, "agent.toml");
+    let sid = server.init_and_session(s.path());
+    server.prompt(30, &sid, "go");
+    let ask = server.until_asked();
+    // while the turn waits on its question, a second prompt to the same session is refused, naming it
+    server.prompt(31, &sid, "me too");
+    let (busy, _) = server.reply(31);
+    error_of(&busy, -32600, "already running a prompt");
+    server.send(json!({"jsonrpc": "2.0", "id": ask["id"],
+        "result": {"outcome": {"outcome": "selected", "optionId": "allow_once"}}}));
+    // the tool ran; the model would need a second request, which maxTurnRequests = 1 does not allow
+    let (done, updates) = server.reply(30);
+    assert_eq!(
+        done["result"],
+        json!({"stopReason": "max_turn_requests"}),
+        "{done}"
+    );
+    assert_eq!(
+        updates[0]["params"]["update"]["status"], "completed",
+        "{updates:#?}"
+    );
+    let (code, stderr) = server.finish();
+    assert_eq!(code, 0, "{stderr}");
+}
+
+#[test]
 fn cancel_answers_the_prompt_with_cancelled() {
     let s = Scratch::new();
     s.write("agent.toml", ASK);
@@ -340,11 +386,7 @@ fn cancel_answers_the_prompt_with_cancelled() {
     let sid = server.init_and_session(s.path());
     server.prompt(20, &sid, "go");
     // the turn is now waiting on the question: cancel it instead of answering
-    loop {
-        if server.next()["method"] == "session/request_permission" {
-            break;
-        }
-    }
+    server.until_asked();
     server
         .send(json!({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": sid}}));
     let (done, updates) = server.reply(20);
@@ -364,14 +406,9 @@ fn cancel_answers_the_prompt_with_cancelled() {
     );
     // the session still works: the next turn's question is answered
     server.prompt(21, &sid, "again");
-    loop {
-        let m = server.next();
-        if m["method"] == "session/request_permission" {
-            server.send(json!({"jsonrpc": "2.0", "id": m["id"],
+    let ask = server.until_asked();
+    server.send(json!({"jsonrpc": "2.0", "id": ask["id"],
                 "result": {"outcome": {"outcome": "selected", "optionId": "allow_once"}}}));
-            break;
-        }
-    }
     let (done, _) = server.reply(21);
     assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
     let (code, stderr) = server.finish();
@@ -401,11 +438,7 @@ fn a_disconnect_mid_turn_cancels_it_flushes_the_file_session_and_exits_0() {
     let (second, _) = server.reply(3);
     error_of(&second, -32600, "one \"file\" session log");
     server.prompt(4, &sid, "remember me");
-    loop {
-        if server.next()["method"] == "session/request_permission" {
-            break;
-        }
-    }
+    server.until_asked();
     let (code, stderr) = server.finish();
     assert_eq!(code, 0, "{stderr}");
     let log = std::fs::read_to_string(s.path().join("session.jsonl")).unwrap();

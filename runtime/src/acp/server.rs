@@ -123,6 +123,8 @@ impl Asker for ClientAsker {
             }
             match rx.await {
                 Ok(Ok(result)) => answer_of(&result),
+                // a plain string is our own note (the client went away); an object is the client's error
+                Ok(Err(Value::String(why))) => AskAnswer::Reject(why),
                 Ok(Err(e)) => AskAnswer::Reject(format!(
                     "the client answered the permission request with an error: {}",
                     e.get("message")
@@ -504,9 +506,6 @@ impl Server {
 
     /// The client is gone: cancel every running turn, let each finish, then close every session.
     async fn shutdown(&self) {
-        if let Ok(mut p) = self.peer.pending.lock() {
-            p.clear();
-        }
         let sessions: Vec<(String, Arc<Session>)> = self
             .sessions
             .lock()
@@ -516,6 +515,10 @@ impl Server {
             if let Some(t) = s.running.lock().ok().and_then(|r| r.clone()) {
                 t.cancel();
             }
+        }
+        // after the cancel, so a turn waiting on a question ends cancelled rather than refused
+        if let Ok(mut p) = self.peer.pending.lock() {
+            p.clear();
         }
         let turns = self
             .turns
