@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
+use crate::row_map::RowMap;
 use crate::value::{write_inline_table, Float, Value, STAR_IN_LIST};
 
 /// A capability kind name (`paths`, `commands`, an MCP argument name, ...).
@@ -15,7 +16,7 @@ pub type Kind = String;
 /// The map is shared (`Arc`), so cloning a row — which merges and decisions do constantly — is a reference-count
 /// increment. Change a row with [`Row::insert`] (copy-on-write).
 #[derive(Debug, Clone, Default)]
-pub struct Row(pub Arc<BTreeMap<Kind, Value>>);
+pub struct Row(pub Arc<RowMap>);
 
 // Rows compare by their maps. A row shared with itself (the same `Arc`, as merges produce) is equal without walking
 // the map: value order is total, so this never changes an answer.
@@ -65,13 +66,9 @@ impl Row {
         I: IntoIterator<Item = (K, Value)>,
         K: Into<String>,
     {
-        // inserted one by one: rows are small, so this beats collecting, sorting and bulk-building (a later pair
-        // with the same kind wins either way)
-        let mut map = BTreeMap::new();
-        for (k, v) in pairs {
-            map.insert(k.into(), v);
-        }
-        Row(Arc::new(map))
+        Row(Arc::new(
+            pairs.into_iter().map(|(k, v)| (k.into(), v)).collect(),
+        ))
     }
 
     /// Renders the row as an inline TOML table.
@@ -94,6 +91,12 @@ impl Row {
 
 impl From<BTreeMap<Kind, Value>> for Row {
     fn from(map: BTreeMap<Kind, Value>) -> Row {
+        Row(Arc::new(map.into()))
+    }
+}
+
+impl From<RowMap> for Row {
+    fn from(map: RowMap) -> Row {
         Row(Arc::new(map))
     }
 }
@@ -283,29 +286,30 @@ impl GrantError {
 }
 
 fn row_from_toml(table: &toml::Table) -> Result<Row, GrantError> {
-    let mut row = BTreeMap::new();
-    for (kind, v) in table {
-        let value = value_from_toml(v, true).map_err(|reason| GrantError::BadKind {
-            where_: String::new(),
-            kind: kind.clone(),
-            reason,
-        })?;
-        row.insert(kind.clone(), value);
-    }
-    Ok(Row(Arc::new(row)))
+    row_from_entries(table, |v| value_from_toml(v, true))
 }
 
 fn row_from_json(map: &serde_json::Map<String, serde_json::Value>) -> Result<Row, GrantError> {
-    let mut row = BTreeMap::new();
-    for (kind, v) in map {
-        let value = Value::from_json(v).map_err(|reason| GrantError::BadKind {
-            where_: String::new(),
-            kind: kind.clone(),
-            reason,
-        })?;
-        row.insert(kind.clone(), value);
-    }
-    Ok(Row(Arc::new(row)))
+    row_from_entries(map, Value::from_json)
+}
+
+/// A row from a parsed table, each value read by `read`; the first value it cannot read names its kind.
+fn row_from_entries<'a, V: 'a>(
+    entries: impl IntoIterator<Item = (&'a String, &'a V)>,
+    read: impl Fn(&V) -> Result<Value, String>,
+) -> Result<Row, GrantError> {
+    let row = entries
+        .into_iter()
+        .map(|(kind, v)| {
+            let value = read(v).map_err(|reason| GrantError::BadKind {
+                where_: String::new(),
+                kind: kind.clone(),
+                reason,
+            })?;
+            Ok((kind.clone(), value))
+        })
+        .collect::<Result<RowMap, GrantError>>()?;
+    Ok(Row::from(row))
 }
 
 /// Converts a TOML value into a grant value. `"*"` is `Star` only where `top` is true.

@@ -43,6 +43,7 @@ mod manifest;
 mod mcp;
 mod path;
 mod rng;
+mod row_map;
 mod rules;
 mod subagent;
 mod value;
@@ -73,6 +74,7 @@ pub use manifest::{
 pub use mcp::{bind_schema, ArgBinding, BindError, BoundTool};
 pub use path::{path_within, NormCache, PathCtx};
 pub use rng::Rng;
+pub use row_map::{RowIter, RowMap};
 pub use rules::{combine, wildcard_match, CallFacts, Permissions, Rule, Verdict};
 pub use subagent::{check_subagents, Excess, ManifestLoader, SubagentVerdict, MAX_DEPTH};
 pub use value::{toml_key, toml_string, Float, Value};

@@ -6,6 +6,7 @@ use super::Algebra;
 use crate::grant::{Grant, Row};
 use crate::path::PathCtx;
 use crate::rng::Rng;
+use crate::row_map::Known;
 use crate::value::Value;
 
 /// Tier 1 of bash's environment: always inherited, never overridable (locale and terminal plumbing).
@@ -128,7 +129,7 @@ fn env_contains(sup: Option<&Value>, sub: Option<&Value>) -> bool {
     }
 }
 
-/// The kinds bash reads, found in one pass over a row's sorted entries (no per-kind map search).
+/// The kinds bash reads, found by index (see [`Known`]).
 #[derive(Debug, Default, Clone, Copy)]
 struct BashKinds<'a> {
     commands: Option<&'a Value>,
@@ -141,18 +142,14 @@ struct BashKinds<'a> {
 
 impl<'a> BashKinds<'a> {
     fn of(row: &'a Row) -> BashKinds<'a> {
-        let mut kinds = BashKinds::default();
-        for (k, v) in row.0.iter() {
-            match k.as_str() {
-                "commands" => kinds.commands = Some(v),
-                "env" => kinds.env = Some(v),
-                "network" => kinds.network = Some(v),
-                "paths" => kinds.paths.paths = Some(v),
-                "read_paths" => kinds.paths.read_paths = Some(v),
-                _ => kinds.other = true,
-            }
+        let map = &row.0;
+        BashKinds {
+            commands: map.known(Known::Commands),
+            env: map.known(Known::Env),
+            network: map.known(Known::Network),
+            paths: PathKinds::of(row),
+            other: map.has_others(),
         }
-        kinds
     }
 
     fn knows(kind: &str) -> bool {

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use crate::path::{is_clean_absolute, path_within, NormCache, PathCtx};
 use crate::rng::Rng;
+use crate::row_map::Known;
 use crate::value::Value;
 
 /// Path kinds compare by lexical containment after normalisation against [`PathCtx`]; `paths` (read-write) contains
@@ -57,55 +58,33 @@ fn paths_contains(paths: &Paths, sup: &Value, sub: &Value) -> bool {
         (Value::Star, _) => true,
         (_, Value::Star) => false,
         _ => match (sup.as_set(), sub.as_set()) {
-            (Some(roots), Some(subs)) => all_within(paths, roots.iter(), subs),
+            (Some(roots), Some(subs)) => all_within(paths, [roots, &[]], subs),
             _ => false,
         },
     }
 }
 
-/// A path element normalised once, so a list-against-list comparison normalises each element once, not per pair.
-/// Clean absolute paths (the canonical form, see [`Algebra::canonicalize`]) are used as they are.
-enum Norm<'a> {
-    Clean(&'a str),
-    Path(Arc<str>),
-    Other(&'a Value),
-}
-
-impl Norm<'_> {
-    fn path(&self) -> Option<&str> {
-        match self {
-            Norm::Clean(s) => Some(s),
-            Norm::Path(s) => Some(s),
-            Norm::Other(_) => None,
+/// True when every element of `subs` lies within some element of the two root lists. Paths compare after
+/// normalisation; clean absolute paths (the canonical form, see [`Algebra::canonicalize`]) are used as they are, and
+/// each element of `subs` is normalised once, not once per root. Non-string elements compare by equality.
+fn all_within(paths: &Paths, roots: [&[Value]; 2], subs: &[Value]) -> bool {
+    let roots = || roots[0].iter().chain(roots[1]);
+    subs.iter().all(|sub| match sub {
+        Value::Str(raw) => {
+            let normed;
+            let sub: &str = if is_clean_absolute(raw) {
+                raw
+            } else {
+                normed = paths.norm(raw);
+                &normed
+            };
+            roots().any(|root| match root {
+                Value::Str(r) if is_clean_absolute(r) => path_within(r, sub),
+                Value::Str(r) => path_within(&paths.norm(r), sub),
+                _ => false,
+            })
         }
-    }
-}
-
-fn norm<'a>(paths: &Paths, v: &'a Value) -> Norm<'a> {
-    match v {
-        Value::Str(s) if is_clean_absolute(s) => Norm::Clean(s),
-        Value::Str(s) => Norm::Path(paths.norm(s)),
-        other => Norm::Other(other),
-    }
-}
-
-fn within(root: &Norm<'_>, sub: &Norm<'_>) -> bool {
-    match (root.path(), sub.path(), root, sub) {
-        (Some(r), Some(s), _, _) => path_within(r, s),
-        (None, None, Norm::Other(r), Norm::Other(s)) => r == s,
-        _ => false,
-    }
-}
-
-/// True when every element of `subs` lies within some element of `roots`.
-fn all_within<'r>(
-    paths: &Paths,
-    roots: impl Iterator<Item = &'r Value> + Clone,
-    subs: &[Value],
-) -> bool {
-    subs.iter().all(|s| {
-        let s = norm(paths, s);
-        roots.clone().any(|r| within(&norm(paths, r), &s))
+        other => roots().any(|root| !matches!(root, Value::Str(_)) && root == other),
     })
 }
 
@@ -151,7 +130,7 @@ fn needs_canonical(v: &Value) -> bool {
     }
 }
 
-/// The two path kinds of a row, found in one pass over its sorted entries (no per-kind map search).
+/// The two path kinds of a row, found by index (see [`Known`]).
 #[derive(Debug, Default, Clone, Copy)]
 pub(crate) struct PathKinds<'a> {
     /// `paths` (read-write roots).
@@ -161,6 +140,13 @@ pub(crate) struct PathKinds<'a> {
 }
 
 impl<'a> PathKinds<'a> {
+    pub(crate) fn of(row: &'a Row) -> PathKinds<'a> {
+        PathKinds {
+            paths: row.0.known(Known::Paths),
+            read_paths: row.0.known(Known::ReadPaths),
+        }
+    }
+
     /// Does this row (the super side) cover the path kinds of `sub`? A kind `sub` lacks asks for nothing.
     pub(crate) fn cover(&self, paths: &Paths, sub: &PathKinds<'_>) -> bool {
         sub.paths.is_none_or(|v| self.covers_paths(paths, v))
@@ -183,31 +169,22 @@ impl<'a> PathKinds<'a> {
         let Some(subs) = sub.as_set() else {
             return false;
         };
-        let roots = [rw, ro]
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_set)
-            .flatten();
-        all_within(paths, roots, subs)
+        let roots = |v: Option<&'a Value>| v.and_then(Value::as_set).unwrap_or_default();
+        all_within(paths, [roots(rw), roots(ro)], subs)
     }
 }
 
 /// Row containment for the file tools: path kinds by [`PathKinds`], every other kind by the default value order.
 fn files_row_contains(paths: &Paths, sup: &Row, sub: &Row) -> bool {
-    let mut s = PathKinds::default();
-    let mut other = false;
-    for (k, v) in sup.0.iter() {
-        match k.as_str() {
-            "paths" => s.paths = Some(v),
-            "read_paths" => s.read_paths = Some(v),
-            _ => other = true,
-        }
-    }
-    sub.0.iter().all(|(k, v)| match k.as_str() {
-        "paths" => s.covers_paths(paths, v),
-        "read_paths" => s.covers_read_paths(paths, v),
-        _ => other && sup.get(k).is_some_and(|s| value_contains(s, v)),
-    })
+    let (s, t) = (PathKinds::of(sup), PathKinds::of(sub));
+    let path_kinds = usize::from(t.paths.is_some()) + usize::from(t.read_paths.is_some());
+    s.cover(paths, &t)
+        // every other kind by the default value order
+        && (sub.0.len() == path_kinds
+            || sub.0.iter().all(|(k, v)| {
+                matches!(k.as_str(), "paths" | "read_paths")
+                    || sup.get(k).is_some_and(|s| value_contains(s, v))
+            }))
 }
 
 impl Algebra for FilesAlgebra {
@@ -322,6 +299,25 @@ mod tests {
             "{ read_paths = [\"./a/x\", \"./b/y\"] }",
             true,
         );
+    }
+
+    #[test]
+    fn other_kinds_use_the_default_order() {
+        // bash's kinds (and any other) mean nothing special to the file tools
+        for kind in ["commands", "env", "network", "mode"] {
+            let sub = format!("{{ paths = [\"./a\"], {kind} = [\"x\"] }}");
+            contains("{ paths = [\"./\"] }", &sub, false);
+            contains(
+                &format!("{{ paths = [\"./\"], {kind} = [\"x\", \"y\"] }}"),
+                &sub,
+                true,
+            );
+            contains(
+                &format!("{{ paths = [\"./\"], {kind} = [\"y\"] }}"),
+                &sub,
+                false,
+            );
+        }
     }
 
     #[test]
