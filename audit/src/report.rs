@@ -1,12 +1,14 @@
 //! The audit report: the kernel's objects for one manifest, gathered without calling a model.
 
 use std::collections::BTreeMap;
+use std::panic::AssertUnwindSafe;
 use std::path::PathBuf;
+use std::sync::mpsc::{Receiver, Sender};
 
 use loom_kernel::{
-    check_laws, judge_group, tool_grants, AlgebraKind, Ceiling, GroupJudgement, LawReport,
-    LawViolation, Manifest, ManifestLoader, PathCtx, ProviderRef, ProviderSpec, SubagentVerdict,
-    ToolGrant, DEFAULT_SEED, DEFAULT_TRIALS,
+    judge_group, tool_grants, Algebra, AlgebraKind, Ceiling, GroupJudgement, LawCheck, LawReport,
+    LawTally, LawViolation, Manifest, ManifestLoader, PathCtx, ProviderRef, ProviderSpec,
+    SubagentVerdict, ToolGrant, Trial, DEFAULT_SEED, DEFAULT_TRIALS,
 };
 
 /// How serious a finding is. `Error` makes the audit fail (exit 1).
@@ -175,38 +177,23 @@ pub fn build_report(manifest: Manifest, facts: Facts<'_>) -> Report {
             .or_default()
             .push(t.instance.clone());
     }
-    // the algebras are independent, so check them side by side; a check that panics is a failure, never a pass
+    // a check that panics is a failure, never a pass
     let mut laws: Vec<LawOutcome> = Vec::new();
-    std::thread::scope(|scope| {
-        let jobs: Vec<_> = by_kind
-            .into_iter()
-            .map(|(kind, names)| {
-                let ctx = &ctx;
-                let tools = names.join(", ");
-                let job = scope.spawn(move || {
-                    let alg = kind.build(ctx);
-                    check_laws(&tools, alg.as_ref(), DEFAULT_SEED, DEFAULT_TRIALS)
-                });
-                (kind, names, job)
-            })
-            .collect();
-        for (kind, names, job) in jobs {
-            match job.join() {
-                Ok(result) => laws.push(LawOutcome {
-                    algebra: kind,
-                    tools: names,
-                    result,
-                }),
-                Err(_) => findings.push(Finding {
-                    level: Level::Error,
-                    subject: names.join(", "),
-                    message:
-                        "the property check of this algebra crashed; loom refuses to vouch for it"
-                            .into(),
-                }),
-            }
+    for (kind, names, result) in check_algebras(by_kind, &ctx) {
+        match result {
+            Some(result) => laws.push(LawOutcome {
+                algebra: kind,
+                tools: names,
+                result,
+            }),
+            None => findings.push(Finding {
+                level: Level::Error,
+                subject: names.join(", "),
+                message: "the property check of this algebra crashed; loom refuses to vouch for it"
+                    .into(),
+            }),
         }
-    });
+    }
     for l in &laws {
         if let Err(v) = &l.result {
             findings.push(Finding {
@@ -247,6 +234,328 @@ pub fn build_report(manifest: Manifest, facts: Facts<'_>) -> Report {
         groups,
         subagents,
         findings,
+    }
+}
+
+type LawResult = Result<LawReport, LawViolation>;
+
+/// The boot property check of each algebra in use, spread over the cores (this thread is one of the workers).
+///
+/// Each algebra's trials are drawn in order on one worker (they come from one seeded generator); the algebras are
+/// dealt to the workers by estimated cost, and the worker with the most work hands a share of its costliest
+/// algebra's trials, as it draws them, to the worker with the least, which checks them between its own. Every worker
+/// checks with its own instance of the algebra; [`LawCheck::finish`] joins the tallies into exactly what
+/// `check_laws` returns. `None` for an algebra means a worker crashed before its tally came back.
+fn check_algebras(
+    by_kind: BTreeMap<AlgebraKind, Vec<String>>,
+    ctx: &PathCtx,
+) -> Vec<(AlgebraKind, Vec<String>, Option<LawResult>)> {
+    let checks: Vec<(AlgebraKind, Vec<String>)> = by_kind.into_iter().collect();
+    if checks.is_empty() {
+        return Vec::new();
+    }
+    let workers = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .clamp(1, checks.len().max(2));
+    let plan = Plan::new(&checks, workers);
+    let mut tasks: Vec<Task> = (0..workers)
+        .map(|w| Task {
+            own: (0..checks.len()).filter(|&i| plan.owner[i] == w).collect(),
+            outbox: None,
+            inbox: None,
+        })
+        .collect();
+    if let Some(share) = &plan.share {
+        let (to, from) = std::sync::mpsc::channel();
+        let (back, returned) = std::sync::mpsc::channel();
+        tasks[share.from].outbox = Some(Outbox {
+            check: share.check,
+            every: share.every,
+            to: Some(to),
+            returned,
+            batch: Vec::with_capacity(BATCH),
+        });
+        tasks[share.to].inbox = Some(Inbox {
+            check: share.check,
+            from,
+            back,
+        });
+    }
+    let outcome: Vec<Done> = std::thread::scope(|scope| {
+        let mut tasks = tasks.into_iter();
+        let mine = tasks.next();
+        let helpers: Vec<_> = tasks
+            .map(|task| scope.spawn(|| task.run(&checks, ctx)))
+            .collect();
+        // this thread's own part; a panic in it is caught like a helper's, so the audit still reports
+        let mut done: Vec<Done> = mine
+            .map(|task| {
+                std::panic::catch_unwind(AssertUnwindSafe(|| task.run(&checks, ctx)))
+                    .unwrap_or_default()
+            })
+            .unwrap_or_default();
+        for helper in helpers {
+            done.extend(helper.join().unwrap_or_default());
+        }
+        done
+    });
+    let mut drawn: Vec<Option<LawCheck>> = checks.iter().map(|_| None).collect();
+    let mut tallies: Vec<Vec<LawTally>> = checks.iter().map(|_| Vec::new()).collect();
+    for d in outcome {
+        match d {
+            Done::Drawn(i, check) => drawn[i] = Some(check),
+            Done::Tally(i, tally) => tallies[i].push(tally),
+        }
+    }
+    checks
+        .into_iter()
+        .zip(drawn.into_iter().zip(tallies))
+        .map(|((kind, names), (check, tallies))| {
+            let result = check.and_then(|c| c.finish(tallies));
+            (kind, names, result)
+        })
+        .collect()
+}
+
+/// Estimated instructions (thousands) per trial to draw and to check an algebra's boot check: what the workers of
+/// [`check_algebras`] are balanced by (measured with callgrind; a wrong guess costs balance, never an answer).
+fn trial_cost(kind: AlgebraKind) -> (u64, u64) {
+    match kind {
+        AlgebraKind::Bash => (12, 19),
+        AlgebraKind::Files => (7, 11),
+        AlgebraKind::Default => (7, 9),
+        AlgebraKind::Mcp => (6, 8),
+    }
+}
+
+/// Who checks what: the worker that owns (draws) each algebra, and the share of trials one worker hands another.
+struct Plan {
+    owner: Vec<usize>,
+    share: Option<Share>,
+}
+
+/// The trials of check `check` that worker `from` (which draws them) hands to worker `to`: those [`Every::takes`].
+struct Share {
+    check: usize,
+    from: usize,
+    to: usize,
+    every: Every,
+}
+
+/// A fraction `num / den` of the trials.
+#[derive(Clone, Copy)]
+struct Every {
+    num: u64,
+    den: u64,
+}
+
+impl Every {
+    /// Does trial `i` belong to the share? Spread evenly: the share's count grows by one at each such trial.
+    fn takes(self, i: usize) -> bool {
+        let i = i as u64;
+        (i + 1) * self.num / self.den > i * self.num / self.den
+    }
+}
+
+impl Plan {
+    fn new(checks: &[(AlgebraKind, Vec<String>)], workers: usize) -> Plan {
+        let cost = |i: usize| {
+            let (draw, check) = trial_cost(checks[i].0);
+            (draw + check) * DEFAULT_TRIALS as u64
+        };
+        // the costliest algebra first, each to the least loaded worker
+        let mut order: Vec<usize> = (0..checks.len()).collect();
+        order.sort_by_key(|&i| std::cmp::Reverse(cost(i)));
+        let mut load = vec![0u64; workers.max(1)];
+        let mut owner = vec![0; checks.len()];
+        for &i in &order {
+            let w = (0..load.len()).min_by_key(|&w| load[w]).unwrap_or(0);
+            owner[i] = w;
+            load[w] += cost(i);
+        }
+        let from = (0..load.len()).max_by_key(|&w| load[w]).unwrap_or(0);
+        let to = (0..load.len()).min_by_key(|&w| load[w]).unwrap_or(0);
+        // the busiest worker's costliest algebra hands over enough checking to even the two out
+        let share = order
+            .iter()
+            .find(|&&i| owner[i] == from)
+            .and_then(|&check| {
+                let per_trial = trial_cost(checks[check].0).1;
+                let den = per_trial * DEFAULT_TRIALS as u64 * 2;
+                let num = load[from].saturating_sub(load[to]);
+                (from != to && num > 0).then_some(Share {
+                    check,
+                    from,
+                    to,
+                    every: Every {
+                        num: num.min(den),
+                        den,
+                    },
+                })
+            });
+        Plan { owner, share }
+    }
+}
+
+/// One worker's part of [`check_algebras`].
+struct Task {
+    /// The checks it draws.
+    own: Vec<usize>,
+    /// Where it hands over its share of one check's trials.
+    outbox: Option<Outbox>,
+    /// Where it takes another worker's share from.
+    inbox: Option<Inbox>,
+}
+
+/// Trials handed over per message: few messages (each may wake the taker), little imbalance at the end.
+const BATCH: usize = 8;
+
+/// The handing side of a share. Batches come back once checked, so the worker that drew the trials also frees
+/// them: glibc frees into another thread's arena under that arena's lock, and the two workers then queue on it.
+struct Outbox {
+    check: usize,
+    every: Every,
+    /// `None` once every trial has been handed over (dropping it ends the taker's wait).
+    to: Option<Sender<Vec<Trial>>>,
+    returned: Receiver<Vec<Trial>>,
+    batch: Vec<Trial>,
+}
+
+impl Outbox {
+    /// Keeps trial `n` for the taker if it belongs to the share; otherwise gives it back to be checked here.
+    fn offer(&mut self, n: usize, trial: Trial) -> Option<Trial> {
+        if !self.every.takes(n) {
+            return Some(trial);
+        }
+        self.batch.push(trial);
+        if self.batch.len() == BATCH {
+            self.send();
+        }
+        None
+    }
+
+    fn send(&mut self) {
+        // a buffer that came back is reused (its trials freed here); if the taker crashed, its tally is lost and
+        // the check fails as crashed, so a batch it can no longer take is simply dropped
+        let next = match self.returned.try_recv() {
+            Ok(mut used) => {
+                used.clear();
+                used
+            }
+            Err(_) => Vec::with_capacity(BATCH),
+        };
+        let batch = std::mem::replace(&mut self.batch, next);
+        if let Some(to) = &self.to {
+            let _ = to.send(batch);
+        }
+    }
+
+    /// Hands over what is left and says there is no more.
+    fn close(&mut self) {
+        if !self.batch.is_empty() {
+            self.send();
+        }
+        self.to = None;
+    }
+
+    /// Frees the trials that came back.
+    fn collect(&self) {
+        while self.returned.try_recv().is_ok() {}
+    }
+}
+
+/// The taking side of a share.
+struct Inbox {
+    check: usize,
+    from: Receiver<Vec<Trial>>,
+    back: Sender<Vec<Trial>>,
+}
+
+/// What a worker hands back.
+enum Done {
+    Drawn(usize, LawCheck),
+    Tally(usize, LawTally),
+}
+
+impl Task {
+    fn run(mut self, checks: &[(AlgebraKind, Vec<String>)], ctx: &PathCtx) -> Vec<Done> {
+        let mut algebras: Vec<Option<Box<dyn Algebra>>> = checks.iter().map(|_| None).collect();
+        let mut tallies: Vec<LawTally> = checks.iter().map(|_| LawTally::default()).collect();
+        let mut done = Vec::new();
+        // the shared check first, so the taker never waits long for its share
+        let mut own = std::mem::take(&mut self.own);
+        if let Some(out) = &self.outbox {
+            own.sort_by_key(|&i| i != out.check);
+        }
+        for i in own {
+            let (kind, names) = &checks[i];
+            let alg = algebras[i].take().unwrap_or_else(|| kind.build(ctx));
+            let tools = names.join(", ");
+            let mut check = LawCheck::new(&tools, alg.as_ref(), DEFAULT_SEED, DEFAULT_TRIALS);
+            let mut n = 0;
+            while let Some(trial) = check.draw(alg.as_ref()) {
+                let trial = match &mut self.outbox {
+                    Some(out) if out.check == i => out.offer(n, trial),
+                    _ => Some(trial),
+                };
+                n += 1;
+                if let Some(trial) = trial {
+                    trial.check(alg.as_ref(), &mut tallies[i]);
+                }
+                if tallies[i].broken() {
+                    // later trials cannot change the outcome (the first broken law wins)
+                    break;
+                }
+                if let Some(out) = &self.outbox {
+                    out.collect();
+                }
+                self.take(checks, ctx, &mut algebras, &mut tallies, false);
+            }
+            if let Some(out) = self.outbox.as_mut().filter(|o| o.check == i) {
+                out.close();
+            }
+            algebras[i] = Some(alg);
+            done.push(Done::Drawn(i, check));
+        }
+        self.take(checks, ctx, &mut algebras, &mut tallies, true);
+        done.extend(
+            tallies
+                .into_iter()
+                .enumerate()
+                .map(|(i, t)| Done::Tally(i, t)),
+        );
+        done
+    }
+
+    /// Checks the trials handed over: the batches waiting now, or (`all`) every batch until the hander is done.
+    fn take(
+        &self,
+        checks: &[(AlgebraKind, Vec<String>)],
+        ctx: &PathCtx,
+        algebras: &mut [Option<Box<dyn Algebra>>],
+        tallies: &mut [LawTally],
+        all: bool,
+    ) {
+        let Some(inbox) = &self.inbox else {
+            return;
+        };
+        let i = inbox.check;
+        loop {
+            let batch = if all {
+                inbox.from.recv().ok()
+            } else {
+                inbox.from.try_recv().ok()
+            };
+            let Some(batch) = batch else {
+                return;
+            };
+            let alg = algebras[i].get_or_insert_with(|| checks[i].0.build(ctx));
+            for trial in &batch {
+                trial.check(alg.as_ref(), &mut tallies[i]);
+            }
+            // back to the hander, which frees them; if it is gone, they are freed here
+            let _ = inbox.back.send(batch);
+        }
     }
 }
 
@@ -311,5 +620,72 @@ fn unresolved(manifest: &Manifest, provider: &ProviderRef) -> Option<String> {
             None => format!("[providers].{h} is not defined"),
         }),
         ProviderRef::Shipped(s) => Some(format!("{} is {}", s.label, describe(&s.spec))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use loom_kernel::check_laws;
+
+    fn names(kinds: &[AlgebraKind]) -> BTreeMap<AlgebraKind, Vec<String>> {
+        kinds
+            .iter()
+            .map(|k| (*k, vec![format!("{k:?}"), "other".to_string()]))
+            .collect()
+    }
+
+    #[test]
+    fn shared_checks_give_what_check_laws_gives() {
+        let ctx = PathCtx::new("/w", Some("/home/u".into()));
+        let all = [
+            AlgebraKind::Default,
+            AlgebraKind::Files,
+            AlgebraKind::Bash,
+            AlgebraKind::Mcp,
+        ];
+        for kinds in [&all[..], &all[1..3], &all[2..3], &all[..1]] {
+            let got = check_algebras(names(kinds), &ctx);
+            assert_eq!(got.len(), kinds.len());
+            for (kind, tools, result) in got {
+                let alg = kind.build(&ctx);
+                let want = check_laws(
+                    &tools.join(", "),
+                    alg.as_ref(),
+                    DEFAULT_SEED,
+                    DEFAULT_TRIALS,
+                );
+                assert_eq!(result, Some(want), "{kind:?} among {kinds:?}");
+            }
+        }
+        assert!(check_algebras(BTreeMap::new(), &ctx).is_empty());
+    }
+
+    #[test]
+    fn the_busiest_worker_hands_over_an_even_share() {
+        let checks: Vec<(AlgebraKind, Vec<String>)> =
+            names(&[AlgebraKind::Files, AlgebraKind::Bash])
+                .into_iter()
+                .collect();
+        let plan = Plan::new(&checks, 2);
+        // bash (index 1) and the file tools land on different workers; bash's hands part of its trials over
+        assert_ne!(plan.owner[0], plan.owner[1]);
+        let Some(share) = plan.share.as_ref() else {
+            panic!("bash should hand part of its trials over");
+        };
+        assert_eq!(
+            (share.check, share.from, share.to),
+            (1, plan.owner[1], plan.owner[0])
+        );
+        let handed = (0..DEFAULT_TRIALS)
+            .filter(|&i| share.every.takes(i))
+            .count() as u64;
+        let want = DEFAULT_TRIALS as u64 * share.every.num / share.every.den;
+        assert!(
+            handed.abs_diff(want) <= 1 && handed > 0,
+            "{handed} of {DEFAULT_TRIALS}"
+        );
+        // one worker: nothing to share
+        assert!(Plan::new(&checks, 1).share.is_none());
     }
 }

@@ -118,100 +118,243 @@ pub fn check_laws(
     seed: u64,
     trials: usize,
 ) -> Result<LawReport, LawViolation> {
-    let mut rng = Rng::seeded(seed);
-    let fail = |law: Law, ce: Vec<(&str, &Grant)>| LawViolation {
-        tool: tool.to_string(),
-        algebra: alg.name(),
-        law,
-        seed,
-        counterexample: ce
-            .into_iter()
-            .map(|(n, g)| (n.to_string(), g.clone()))
-            .collect(),
-    };
-    let mut chains = 0;
-    for _ in 0..trials {
-        let raw_a = alg.sample(&mut rng);
-        if !alg.contains(&raw_a, &raw_a) {
-            return Err(fail(Law::Reflexive, vec![("a", &raw_a)]));
+    let mut check = LawCheck::new(tool, alg, seed, trials);
+    let mut tally = LawTally::default();
+    while let Some(trial) = check.draw(alg) {
+        trial.check(alg, &mut tally);
+        if tally.broken() {
+            break;
         }
-        // the laws run on canonical forms (cheap to compare); the canonical form must mean the same as the raw one
-        let canonical = |raw: Grant| {
-            let c = alg.canonicalize(&raw);
-            if equivalent(alg, &raw, &c) {
-                Ok(c)
-            } else {
-                Err(fail(
-                    Law::Canonical,
-                    vec![("a", &raw), ("canonicalize(a)", &c)],
-                ))
-            }
-        };
-        // the canonical-form law is checked on `a` every trial (300 checks); b and c are only canonicalised
-        let a = canonical(raw_a)?;
-        let b = alg.canonicalize_owned(alg.sample(&mut rng));
-        let c = alg.canonicalize_owned(alg.sample(&mut rng));
-        // random triples rarely chain, so also build a chain big ⊇ b ⊇ small from the samples
-        let ba = alg.merge(&b, &a);
-        let small = sub_grant(&b, &mut rng);
-        for (x, y, z) in [(&a, &b, &c), (&ba, &b, &small)] {
-            if alg.contains(x, y) && alg.contains(y, z) {
-                chains += 1;
-                if !alg.contains(x, z) {
-                    return Err(fail(Law::Transitive, vec![("a", x), ("b", y), ("c", z)]));
+    }
+    check.verdict(tally)
+}
+
+/// [`check_laws`] a trial at a time, for a caller that spreads the work over threads (`loom audit` does).
+///
+/// Trials must be drawn in order, from one `LawCheck` (each trial's grants come from the one seeded generator);
+/// each drawn [`Trial`] can then be checked anywhere, with any instance of the same algebra, into a [`LawTally`].
+/// [`LawCheck::finish`] turns the tallies into exactly what `check_laws` returns for the same arguments.
+#[derive(Debug, Clone)]
+pub struct LawCheck {
+    tool: String,
+    algebra: &'static str,
+    seed: u64,
+    trials: usize,
+    rng: Rng,
+    drawn: usize,
+}
+
+/// What the trials checked into it found: how many, the transitive chains exercised, and the first broken law.
+#[derive(Debug, Clone, Default)]
+pub struct LawTally {
+    checked: usize,
+    chains: usize,
+    broken: Option<(usize, Broken)>,
+}
+
+impl LawTally {
+    /// True once a trial broke a law: later trials cannot change the outcome.
+    pub fn broken(&self) -> bool {
+        self.broken.is_some()
+    }
+}
+
+impl LawCheck {
+    /// The check of `alg` (its name is taken now) for `tool`, with `trials` trials drawn from `seed`.
+    pub fn new(tool: &str, alg: &dyn Algebra, seed: u64, trials: usize) -> LawCheck {
+        LawCheck {
+            tool: tool.to_string(),
+            algebra: alg.name(),
+            seed,
+            trials,
+            rng: Rng::seeded(seed),
+            drawn: 0,
+        }
+    }
+
+    /// Draws the next trial's grants with `alg`, or `None` once every trial has been drawn.
+    pub fn draw(&mut self, alg: &dyn Algebra) -> Option<Trial> {
+        if self.drawn == self.trials {
+            return None;
+        }
+        let trial = Trial::draw(self.drawn, alg, &mut self.rng);
+        self.drawn += 1;
+        Some(trial)
+    }
+
+    /// Joins the tallies: the broken law of the earliest trial that broke one, or the report. `None` when the
+    /// tallies pass but did not check every trial (a tally lost with a crashed thread must not pass).
+    pub fn finish(
+        &self,
+        tallies: impl IntoIterator<Item = LawTally>,
+    ) -> Option<Result<LawReport, LawViolation>> {
+        let mut all = LawTally::default();
+        for t in tallies {
+            all.checked += t.checked;
+            all.chains += t.chains;
+            if let Some((i, broken)) = t.broken {
+                if all.broken.as_ref().is_none_or(|(j, _)| i < *j) {
+                    all.broken = Some((i, broken));
                 }
             }
         }
-        let ab = alg.merge(&a, &b);
-        if !alg.contains(&ab, &a) || !alg.contains(&ab, &b) {
-            return Err(fail(
-                Law::MergeUpperBound,
-                vec![("a", &a), ("b", &b), ("merge(a, b)", &ab)],
-            ));
-        }
-        if !equivalent(alg, &ab, &ba) {
-            return Err(fail(
-                Law::Commutative,
-                vec![
-                    ("a", &a),
-                    ("b", &b),
-                    ("merge(a, b)", &ab),
-                    ("merge(b, a)", &ba),
-                ],
-            ));
-        }
-        let aa = alg.merge(&a, &a);
-        if !equivalent(alg, &aa, &a) {
-            return Err(fail(Law::Idempotent, vec![("a", &a), ("merge(a, a)", &aa)]));
-        }
-        let left = alg.merge(&ab, &c);
-        let right = alg.merge(&a, &alg.merge(&b, &c));
-        if !equivalent(alg, &left, &right) {
-            return Err(fail(
-                Law::Associative,
-                vec![
-                    ("a", &a),
-                    ("b", &b),
-                    ("c", &c),
-                    ("merge(merge(a, b), c)", &left),
-                    ("merge(a, merge(b, c))", &right),
-                ],
-            ));
-        }
-        if !adds_nothing(alg, &a, &b, &ab) {
-            return Err(fail(
-                Law::MergeAddsNothing,
-                vec![("a", &a), ("b", &b), ("merge(a, b)", &ab)],
-            ));
+        (all.broken() || all.checked == self.trials).then(|| self.verdict(all))
+    }
+
+    fn verdict(&self, tally: LawTally) -> Result<LawReport, LawViolation> {
+        match tally.broken {
+            Some((_, broken)) => Err(broken.violation(&self.tool, self.algebra, self.seed)),
+            None => Ok(LawReport {
+                tool: self.tool.clone(),
+                algebra: self.algebra,
+                seed: self.seed,
+                trials: self.trials,
+                transitive_chains: tally.chains,
+            }),
         }
     }
-    Ok(LawReport {
-        tool: tool.to_string(),
-        algebra: alg.name(),
-        seed,
-        trials,
-        transitive_chains: chains,
-    })
+}
+
+/// One trial of a [`LawCheck`]: the grants it drew, in the order it drew them (`a` as sampled, `b` and `c`
+/// canonical, and `small`, a random subset of `b`'s rows).
+#[derive(Debug, Clone)]
+pub struct Trial {
+    index: usize,
+    raw_a: Grant,
+    b: Grant,
+    c: Grant,
+    small: Grant,
+}
+
+/// A law a trial broke, with its counterexample.
+#[derive(Debug, Clone)]
+struct Broken {
+    law: Law,
+    counterexample: Vec<(&'static str, Grant)>,
+}
+
+impl Broken {
+    fn new(law: Law, ce: &[(&'static str, &Grant)]) -> Broken {
+        Broken {
+            law,
+            counterexample: ce.iter().map(|(n, g)| (*n, (*g).clone())).collect(),
+        }
+    }
+
+    fn violation(self, tool: &str, algebra: &'static str, seed: u64) -> LawViolation {
+        LawViolation {
+            tool: tool.to_string(),
+            algebra,
+            law: self.law,
+            seed,
+            counterexample: self
+                .counterexample
+                .into_iter()
+                .map(|(n, g)| (n.to_string(), g))
+                .collect(),
+        }
+    }
+}
+
+impl Trial {
+    fn draw(index: usize, alg: &dyn Algebra, rng: &mut Rng) -> Trial {
+        let raw_a = alg.sample(rng);
+        // the laws run on canonical forms (cheap to compare); b and c are only canonicalised, a is checked below
+        let b = alg.canonicalize_owned(alg.sample(rng));
+        let c = alg.canonicalize_owned(alg.sample(rng));
+        // random triples rarely chain, so a chain merge(b, a) ⊇ b ⊇ small is also built from the samples
+        let small = sub_grant(&b, rng);
+        Trial {
+            index,
+            raw_a,
+            b,
+            c,
+            small,
+        }
+    }
+
+    /// Checks every law on this trial with `alg` (the algebra it was drawn with, or another instance of it) into
+    /// `tally`. A tally that has seen a broken law ignores later trials, as [`check_laws`] stops at the first.
+    pub fn check(&self, alg: &dyn Algebra, tally: &mut LawTally) {
+        if tally.broken() {
+            return;
+        }
+        tally.checked += 1;
+        if let Err(broken) = self.laws(alg, &mut tally.chains) {
+            tally.broken = Some((self.index, broken));
+        }
+    }
+
+    /// Every law on this trial's grants, in [`Law`] order after reflexivity and the canonical form.
+    fn laws(&self, alg: &dyn Algebra, chains: &mut usize) -> Result<(), Broken> {
+        let Trial {
+            raw_a, b, c, small, ..
+        } = self;
+        if !alg.contains(raw_a, raw_a) {
+            return Err(Broken::new(Law::Reflexive, &[("a", raw_a)]));
+        }
+        // the canonical form must mean the same as the raw one (checked on a, every trial)
+        let a = &alg.canonicalize(raw_a);
+        if !equivalent(alg, raw_a, a) {
+            return Err(Broken::new(
+                Law::Canonical,
+                &[("a", raw_a), ("canonicalize(a)", a)],
+            ));
+        }
+        let ba = &alg.merge(b, a);
+        for (x, y, z) in [(a, b, c), (ba, b, small)] {
+            if alg.contains(x, y) && alg.contains(y, z) {
+                *chains += 1;
+                if !alg.contains(x, z) {
+                    return Err(Broken::new(
+                        Law::Transitive,
+                        &[("a", x), ("b", y), ("c", z)],
+                    ));
+                }
+            }
+        }
+        let ab = &alg.merge(a, b);
+        if !alg.contains(ab, a) || !alg.contains(ab, b) {
+            return Err(Broken::new(
+                Law::MergeUpperBound,
+                &[("a", a), ("b", b), ("merge(a, b)", ab)],
+            ));
+        }
+        if !equivalent(alg, ab, ba) {
+            return Err(Broken::new(
+                Law::Commutative,
+                &[("a", a), ("b", b), ("merge(a, b)", ab), ("merge(b, a)", ba)],
+            ));
+        }
+        let aa = &alg.merge(a, a);
+        if !equivalent(alg, aa, a) {
+            return Err(Broken::new(
+                Law::Idempotent,
+                &[("a", a), ("merge(a, a)", aa)],
+            ));
+        }
+        let left = &alg.merge(ab, c);
+        let right = &alg.merge(a, &alg.merge(b, c));
+        if !equivalent(alg, left, right) {
+            return Err(Broken::new(
+                Law::Associative,
+                &[
+                    ("a", a),
+                    ("b", b),
+                    ("c", c),
+                    ("merge(merge(a, b), c)", left),
+                    ("merge(a, merge(b, c))", right),
+                ],
+            ));
+        }
+        if !adds_nothing(alg, a, b, ab) {
+            return Err(Broken::new(
+                Law::MergeAddsNothing,
+                &[("a", a), ("b", b), ("merge(a, b)", ab)],
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// A grant made of a random subset of `g`'s rows (so `g` contains it under any sound lifting).
@@ -320,6 +463,50 @@ mod tests {
         }
         fn sample(&self, rng: &mut Rng) -> Grant {
             DefaultAlgebra.sample(rng)
+        }
+    }
+
+    #[test]
+    fn a_check_spread_over_tallies_is_the_check() {
+        let ctx = PathCtx::new("/w", Some("/home/u".into()));
+        let mut algebras: Vec<Box<dyn Algebra>> = [
+            AlgebraKind::Default,
+            AlgebraKind::Files,
+            AlgebraKind::Bash,
+            AlgebraKind::Mcp,
+        ]
+        .into_iter()
+        .map(|k| k.build(&ctx))
+        .collect();
+        algebras.push(Box::new(BoundingBox));
+        algebras.push(Box::new(NotReflexive));
+        for alg in &algebras {
+            for seed in [DEFAULT_SEED, 1, 7] {
+                let whole = check_laws("t", alg.as_ref(), seed, DEFAULT_TRIALS);
+                for spread in [1, 2, 3, 5] {
+                    // trial i goes to tally i % spread, checked with another instance where the algebra has one
+                    let mut check = LawCheck::new("t", alg.as_ref(), seed, DEFAULT_TRIALS);
+                    let mut tallies: Vec<LawTally> =
+                        (0..spread).map(|_| LawTally::default()).collect();
+                    let mut i = 0;
+                    while let Some(trial) = check.draw(alg.as_ref()) {
+                        trial.check(alg.as_ref(), &mut tallies[i % spread]);
+                        i += 1;
+                    }
+                    assert_eq!(i, DEFAULT_TRIALS);
+                    let reversed: Vec<LawTally> = tallies.iter().rev().cloned().collect();
+                    assert_eq!(
+                        check.finish(reversed),
+                        Some(whole.clone()),
+                        "{}",
+                        alg.name()
+                    );
+                    if whole.is_ok() && spread > 1 {
+                        // a tally lost with its thread never passes
+                        assert_eq!(check.finish(tallies[1..].to_vec()), None);
+                    }
+                }
+            }
         }
     }
 

@@ -64,7 +64,10 @@ pub use doom::{DoomGuard, DOOM_LOOP_THRESHOLD};
 pub use gate::{ceiling_growth, Growth};
 pub use grant::{Grant, GrantError, Kind, Row};
 pub use judge::{judge_group, DeclJudgement, DeclVerdict, GroupJudgement};
-pub use laws::{check_laws, Law, LawReport, LawViolation, DEFAULT_SEED, DEFAULT_TRIALS};
+pub use laws::{
+    check_laws, Law, LawCheck, LawReport, LawTally, LawViolation, Trial, DEFAULT_SEED,
+    DEFAULT_TRIALS,
+};
 pub use manifest::{
     manifest_from_table, parse_manifest, parse_sidecar_group, parse_tool_group, Agent, Harness,
     LayerSpec, Manifest, ManifestError, ProviderRef, ProviderSpec, Session, Shipped, Source,
