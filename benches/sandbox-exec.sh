@@ -6,15 +6,21 @@
 #   benches/sandbox-exec.sh            # debug build of loom (what `cargo build` gives)
 #   LOOM_PROFILE=release benches/sandbox-exec.sh
 #   RUNS=200 benches/sandbox-exec.sh
+#   BASELINE=/tmp/old/loom benches/sandbox-exec.sh   # an older loom's tiers in the same run, for before/after
+#
+# This is the whole-process view (each row pays loom's own start); the in-process view of the same spawn path, which
+# is what the bash tool pays per call, is `cargo bench -p loom-benches --bench sandbox_spawn`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 profile=${LOOM_PROFILE:-debug}
 target=${CARGO_TARGET_DIR:-target}
+# loom and its inner stage (tiers A and C run loom-sandbox-exec from next to loom)
+bins=(-p loom-cli --bin loom -p loom-sandbox --bin loom-sandbox-exec)
 if [ "$profile" = release ]; then
-  cargo build -q --release -p loom-cli --bin loom
+  cargo build -q --release "${bins[@]}"
 else
-  cargo build -q -p loom-cli --bin loom
+  cargo build -q "${bins[@]}"
 fi
 loom="$(cd "$target/$profile" && pwd)/loom"
 command -v hyperfine >/dev/null || { echo "sandbox-exec.sh: needs hyperfine (apt-get install hyperfine)" >&2; exit 2; }
@@ -30,12 +36,17 @@ cmds=(
   -n "bwrap alone (userns+pidns+netns, ro /)" "bwrap --unshare-user --unshare-pid --unshare-net --die-with-parent --new-session --ro-bind / / --dev /dev --proc /proc /bin/true"
   -n "loom, grant \"*\" (unconfined)" "$loom sandbox run --grant '\"*\"' -- /bin/true"
 )
-for tier in a b c; do
-  if "$loom" sandbox run --tier "$tier" --cwd "$work" --grant "$grant" -- /bin/true 2>/dev/null; then
-    cmds+=(-n "loom tier ${tier^^}" "$loom sandbox run --tier $tier --cwd $work --grant '$grant' -- /bin/true")
-  else
-    echo "sandbox-exec.sh: tier ${tier^^} is not available here; skipped (see loom doctor)" >&2
-  fi
+# BASELINE=/path/to/an/older/loom adds its tiers to the same run (e.g. a build of an earlier commit).
+for bin in "$loom" ${BASELINE:+"$BASELINE"}; do
+  label=loom
+  [ "$bin" = "$loom" ] || label="baseline loom"
+  for tier in a b c; do
+    if "$bin" sandbox run --tier "$tier" --cwd "$work" --grant "$grant" -- /bin/true 2>/dev/null; then
+      cmds+=(-n "$label tier ${tier^^}" "$bin sandbox run --tier $tier --cwd $work --grant '$grant' -- /bin/true")
+    else
+      echo "sandbox-exec.sh: $label tier ${tier^^} is not available here; skipped (see loom doctor)" >&2
+    fi
+  done
 done
 
 mkdir -p benches/results

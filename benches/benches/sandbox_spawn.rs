@@ -15,6 +15,8 @@
 //! ```sh
 //! cargo bench -p loom-benches --bench sandbox_spawn     # RUNS=500: more rounds; ONLY="tier B": one configuration
 //! INNER_EXE=target/release/loom cargo bench ...            # compare another inner stage (loom runs it too)
+//! BWRAP_BREAKDOWN=1 cargo bench ...                         # also bwrap built up one namespace / mount group at a time
+//! BASELINE_INNER=/tmp/old/loom cargo bench ...               # tiers A and C again with an older inner stage
 //! ```
 
 use std::ffi::OsString;
@@ -201,6 +203,38 @@ impl Case {
     }
 }
 
+/// bwrap built up one step at a time towards tier A's view (`BWRAP_BREAKDOWN=1`): what each namespace, flag and
+/// mount group costs on this host.
+fn bwrap_breakdown() -> Vec<(&'static str, Vec<&'static str>)> {
+    let steps: [(&str, &[&str]); 8] = [
+        ("bwrap: mount ns, ro /", &["--ro-bind", "/", "/"]),
+        ("  + user ns", &["--unshare-user"]),
+        ("  + pid ns", &["--unshare-pid"]),
+        (
+            "  + ipc, uts, cgroup ns",
+            &["--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"],
+        ),
+        ("  + net ns", &["--unshare-net"]),
+        (
+            "  + die-with-parent, new-session, cap-drop",
+            &["--die-with-parent", "--new-session", "--cap-drop", "ALL"],
+        ),
+        ("  + disable-userns", &["--disable-userns"]),
+        (
+            "  + fresh /dev and /proc",
+            &["--dev", "/dev", "--proc", "/proc"],
+        ),
+    ];
+    let mut args: Vec<&str> = Vec::new();
+    steps
+        .into_iter()
+        .map(|(name, more)| {
+            args.extend_from_slice(more);
+            (name, args.clone())
+        })
+        .collect()
+}
+
 fn loadavg() -> String {
     std::fs::read_to_string("/proc/loadavg")
         .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
@@ -249,26 +283,42 @@ fn main() -> Result<(), String> {
     if let Some(bwrap) = h.bwrap.clone() {
         cases.push((
             "bwrap alone (userns+pidns+netns, ro /)".into(),
-            Box::new(move || {
-                let mut cmd = Command::new(&bwrap);
-                cmd.args([
-                    "--unshare-user",
-                    "--unshare-pid",
-                    "--unshare-net",
-                    "--die-with-parent",
-                    "--new-session",
-                    "--ro-bind",
-                    "/",
-                    "/",
-                    "--dev",
-                    "/dev",
-                    "--proc",
-                    "/proc",
-                    "/bin/true",
-                ]);
-                status_ok(quiet(&mut cmd).status(), "bwrap alone")
+            Box::new({
+                let bwrap = bwrap.clone();
+                move || {
+                    let mut cmd = Command::new(&bwrap);
+                    cmd.args([
+                        "--unshare-user",
+                        "--unshare-pid",
+                        "--unshare-net",
+                        "--die-with-parent",
+                        "--new-session",
+                        "--ro-bind",
+                        "/",
+                        "/",
+                        "--dev",
+                        "/dev",
+                        "--proc",
+                        "/proc",
+                        "/bin/true",
+                    ]);
+                    status_ok(quiet(&mut cmd).status(), "bwrap alone")
+                }
             }),
         ));
+        if std::env::var_os("BWRAP_BREAKDOWN").is_some() {
+            for (name, args) in bwrap_breakdown() {
+                let bwrap = bwrap.clone();
+                cases.push((
+                    name.into(),
+                    Box::new(move || {
+                        let mut cmd = Command::new(&bwrap);
+                        cmd.args(&args).arg("/bin/true");
+                        status_ok(quiet(&mut cmd).status(), name)
+                    }),
+                ));
+            }
+        }
         let c = case.clone();
         cases.push((
             "bwrap, tier A's view, no inner stage".into(),
@@ -282,6 +332,17 @@ fn main() -> Result<(), String> {
             format!("tier {} (`run_row`)", tier.name()),
             Box::new(move || c.run(tier, &inner)),
         ));
+    }
+    // `BASELINE_INNER=path/to/loom`: tiers A and C again with another inner stage (an older loom runs it too).
+    if let Some(other) = std::env::var_os("BASELINE_INNER").map(PathBuf::from) {
+        for tier in [Tier::A, Tier::C] {
+            let c = case.clone();
+            let other = other.clone();
+            cases.push((
+                format!("tier {}, inner stage {}", tier.name(), other.display()),
+                Box::new(move || c.run(tier, &other)),
+            ));
+        }
     }
     // `ONLY=tier` keeps the configurations whose name contains it (for profiling one of them).
     let only = std::env::var("ONLY").unwrap_or_default();

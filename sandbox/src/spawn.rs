@@ -377,11 +377,135 @@ fn kill_tree(pid: u32) {
     }
 }
 
+/// What the wait for a confined command saw: its exit status, the inner stage's status line and what followed it.
+struct Waited {
+    status: std::process::ExitStatus,
+    line: String,
+    rest: String,
+    timed_out: bool,
+}
+
+/// Waits for the sandbox's root process (killing its tree after `timeout`), reading the inner stage's status pipe,
+/// and turns what the inner stage reported into the outcome. One thread: polls a pidfd and the pipe together when
+/// the kernel has pidfds (Linux 5.3+), else reads the pipe on a helper thread.
 pub(crate) fn wait_confined(
-    mut child: Child,
+    child: Child,
     status_r: OwnedFd,
     timeout: Option<Duration>,
 ) -> Result<Outcome, SpawnError> {
+    let waited = match pidfd_open(child.id()) {
+        Some(pidfd) => wait_confined_poll(child, &pidfd, status_r, timeout)?,
+        None => wait_confined_thread(child, status_r, timeout)?,
+    };
+    let Waited {
+        status,
+        line,
+        rest,
+        timed_out,
+    } = waited;
+    if let Some(msg) = rest.lines().find_map(|l| l.strip_prefix("execfailed ")) {
+        return Err(SpawnError::Setup(format!("exec {msg}")));
+    }
+    match line.split_once(' ').unwrap_or((line.as_str(), "")) {
+        ("ok", enforced) => Ok(Outcome {
+            code: exit_code(status),
+            enforced: enforced.to_string(),
+            timed_out,
+        }),
+        ("err", msg) => Err(SpawnError::Setup(msg.to_string())),
+        ("notfound", cmd) => Err(SpawnError::NotFound(cmd.to_string())),
+        _ if timed_out => Err(SpawnError::Setup(
+            "timed out while the sandbox was starting".into(),
+        )),
+        _ => Err(SpawnError::Setup(format!(
+            "the sandbox exited with status {} before the command started (see the message above)",
+            exit_code(status)
+        ))),
+    }
+}
+
+fn wait_confined_poll(
+    mut child: Child,
+    pidfd: &OwnedFd,
+    status_r: OwnedFd,
+    timeout: Option<Duration>,
+) -> Result<Waited, SpawnError> {
+    let pid = child.id();
+    let mut file = std::fs::File::from(status_r);
+    // SAFETY: setting O_NONBLOCK on a descriptor we own.
+    unsafe { libc::fcntl(file.as_raw_fd(), libc::F_SETFL, libc::O_NONBLOCK) };
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 512];
+    let mut pipe_open = true;
+    let deadline = timeout.map(|t| Instant::now() + t);
+    let mut timed_out = false;
+    loop {
+        let wait_ms = match deadline {
+            Some(d) if !timed_out => {
+                let left = d.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    timed_out = true;
+                    kill_tree(pid);
+                    continue;
+                }
+                // Round up, so the deadline has passed when poll times out.
+                i32::try_from(left.as_micros().div_ceil(1000)).unwrap_or(i32::MAX)
+            }
+            _ => -1,
+        };
+        let mut fds = [
+            libc::pollfd {
+                fd: pidfd.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: if pipe_open { file.as_raw_fd() } else { -1 },
+                events: libc::POLLIN,
+                revents: 0,
+            },
+        ];
+        // SAFETY: two valid pollfds (a negative fd is ignored by poll).
+        let rc = unsafe { libc::poll(fds.as_mut_ptr(), 2, wait_ms) };
+        if rc < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            kill_tree(pid);
+            let _ = child.wait();
+            return Err(SpawnError::Io(e));
+        }
+        if fds[1].revents != 0 {
+            match file.read(&mut chunk) {
+                Ok(0) => pipe_open = false,
+                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                Err(_) => pipe_open = false,
+            }
+        }
+        if fds[0].revents != 0 {
+            break;
+        }
+    }
+    let status = child.wait()?;
+    // Everything that held the pipe is gone now (or about to be); read what is left without blocking.
+    let _ = file.read_to_end(&mut buf);
+    let newline = buf.iter().position(|b| *b == b'\n').unwrap_or(buf.len());
+    let rest = buf.split_off(newline);
+    Ok(Waited {
+        status,
+        line: String::from_utf8_lossy(&buf).into_owned(),
+        rest: String::from_utf8_lossy(&rest).into_owned(),
+        timed_out,
+    })
+}
+
+fn wait_confined_thread(
+    mut child: Child,
+    status_r: OwnedFd,
+    timeout: Option<Duration>,
+) -> Result<Waited, SpawnError> {
     let pid = child.id();
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
@@ -438,25 +562,12 @@ pub(crate) fn wait_confined(
         ));
     };
     let status = status?;
-    if let Some(msg) = rest.lines().find_map(|l| l.strip_prefix("execfailed ")) {
-        return Err(SpawnError::Setup(format!("exec {msg}")));
-    }
-    match line.split_once(' ').unwrap_or((line.as_str(), "")) {
-        ("ok", enforced) => Ok(Outcome {
-            code: exit_code(status),
-            enforced: enforced.to_string(),
-            timed_out,
-        }),
-        ("err", msg) => Err(SpawnError::Setup(msg.to_string())),
-        ("notfound", cmd) => Err(SpawnError::NotFound(cmd.to_string())),
-        _ if timed_out => Err(SpawnError::Setup(
-            "timed out while the sandbox was starting".into(),
-        )),
-        _ => Err(SpawnError::Setup(format!(
-            "the sandbox exited with status {} before the command started (see the message above)",
-            exit_code(status)
-        ))),
-    }
+    Ok(Waited {
+        status,
+        line,
+        rest,
+        timed_out,
+    })
 }
 
 /// Runs the command with no sandbox: only for the grant `"*"`. The tree is still killed on timeout.
