@@ -53,7 +53,7 @@ fn quiet(cmd: &mut Command) -> &mut Command {
         .stderr(Stdio::null())
 }
 
-/// The inner-stage binary: built next to this bench's profile directory (`target/release/`).
+/// The inner-stage binary: built into this bench's profile directory (`target/release/` under `cargo bench`).
 fn inner_exe() -> Result<PathBuf, String> {
     if let Some(p) = std::env::var_os("INNER_EXE") {
         // another inner stage to compare (e.g. `target/release/loom`, which also runs it)
@@ -69,11 +69,13 @@ fn inner_exe() -> Result<PathBuf, String> {
     let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .ok_or("no workspace")?;
-    let status = Command::new(env!("CARGO"))
+    let mut cargo = Command::new(env!("CARGO"));
+    cargo.args(["build", "-q"]);
+    if profile_dir.ends_with("release") {
+        cargo.arg("--release");
+    }
+    let status = cargo
         .args([
-            "build",
-            "-q",
-            "--release",
             "-p",
             "loom-sandbox",
             "--bin",
@@ -254,11 +256,14 @@ fn stats(samples: &mut [Duration]) -> (f64, f64, f64) {
 }
 
 fn main() -> Result<(), String> {
-    // `cargo bench` passes `--bench`; there are no other options.
-    let runs: usize = std::env::var("RUNS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(200);
+    // `cargo bench` passes `--bench`; without it (`cargo test --benches`) every configuration runs once, as a check.
+    let measuring = std::env::args().any(|a| a == "--bench");
+    let runs: usize = match std::env::var("RUNS").ok().and_then(|s| s.parse().ok()) {
+        Some(n) if measuring => n,
+        _ if measuring => 200,
+        _ => 1,
+    };
+    let warmup = if measuring { 10 } else { 0 };
     let inner = inner_exe()?;
     let work = std::env::temp_dir().join(format!("loom-bench-spawn-{}", std::process::id()));
     std::fs::create_dir_all(&work).map_err(fail("temp dir"))?;
@@ -356,7 +361,7 @@ fn main() -> Result<(), String> {
         }
     });
     let before = loadavg();
-    for _ in 0..10 {
+    for _ in 0..warmup {
         for (_, run) in cases.iter_mut() {
             run()?;
         }
