@@ -3,7 +3,8 @@
 use std::collections::BTreeMap;
 use std::panic::AssertUnwindSafe;
 use std::path::PathBuf;
-use std::sync::mpsc::{Receiver, Sender};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc::{Receiver, Sender, TryRecvError};
 
 use loom_kernel::{
     judge_group, tool_grants, Algebra, AlgebraKind, Ceiling, GroupJudgement, LawCheck, LawReport,
@@ -241,11 +242,12 @@ type LawResult = Result<LawReport, LawViolation>;
 
 /// The boot property check of each algebra in use, spread over the cores (this thread is one of the workers).
 ///
-/// Each algebra's trials are drawn in order on one worker (they come from one seeded generator); the algebras are
-/// dealt to the workers by estimated cost, and the worker with the most work hands a share of its costliest
-/// algebra's trials, as it draws them, to the worker with the least, which checks them between its own. Every worker
-/// checks with its own instance of the algebra; [`LawCheck::finish`] joins the tallies into exactly what
-/// `check_laws` returns. `None` for an algebra means a worker crashed before its tally came back.
+/// Each algebra's trials are drawn in order by one worker (they come from one seeded generator), and the algebras
+/// are dealt to the workers, the costliest first. The worker that draws the costliest one hands its trials, as it
+/// draws them, to a worker that has run out of work of its own, whenever that worker has fewer than [`DEPTH`]
+/// waiting: so both finish together whatever the machine, and no trial waits in memory for long. Every worker checks
+/// with its own instance of the algebra; [`LawCheck::finish`] joins the tallies into exactly what `check_laws`
+/// returns. `None` for an algebra means a worker crashed before its tally came back.
 fn check_algebras(
     by_kind: BTreeMap<AlgebraKind, Vec<String>>,
     ctx: &PathCtx,
@@ -257,40 +259,35 @@ fn check_algebras(
     let workers = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .clamp(1, checks.len().max(2));
-    let plan = Plan::new(&checks, workers);
+    let (owner, costliest, lightest) = deal(&checks, workers);
+    let relay = Relay {
+        check: costliest,
+        idle: AtomicBool::new(false),
+        pending: AtomicUsize::new(0),
+    };
     let mut tasks: Vec<Task> = (0..workers)
         .map(|w| Task {
-            own: (0..checks.len()).filter(|&i| plan.owner[i] == w).collect(),
-            outbox: None,
-            inbox: None,
+            own: (0..checks.len()).filter(|&i| owner[i] == w).collect(),
+            give: None,
+            take: None,
         })
         .collect();
-    if let Some(share) = &plan.share {
+    if owner[costliest] != lightest {
         let (to, from) = std::sync::mpsc::channel();
         let (back, returned) = std::sync::mpsc::channel();
-        tasks[share.from].outbox = Some(Outbox {
-            check: share.check,
-            every: share.every,
-            to: Some(to),
-            returned,
-            batch: Vec::with_capacity(BATCH),
-        });
-        tasks[share.to].inbox = Some(Inbox {
-            check: share.check,
-            from,
-            back,
-        });
+        tasks[owner[costliest]].give = Some(Give { to, returned });
+        tasks[lightest].take = Some(Take { from, back });
     }
     let outcome: Vec<Done> = std::thread::scope(|scope| {
         let mut tasks = tasks.into_iter();
         let mine = tasks.next();
         let helpers: Vec<_> = tasks
-            .map(|task| scope.spawn(|| task.run(&checks, ctx)))
+            .map(|task| scope.spawn(|| task.run(&checks, ctx, &relay)))
             .collect();
         // this thread's own part; a panic in it is caught like a helper's, so the audit still reports
         let mut done: Vec<Done> = mine
             .map(|task| {
-                std::panic::catch_unwind(AssertUnwindSafe(|| task.run(&checks, ctx)))
+                std::panic::catch_unwind(AssertUnwindSafe(|| task.run(&checks, ctx, &relay)))
                     .unwrap_or_default()
             })
             .unwrap_or_default();
@@ -317,158 +314,66 @@ fn check_algebras(
         .collect()
 }
 
-/// Estimated instructions (thousands) per trial to draw and to check an algebra's boot check: what the workers of
-/// [`check_algebras`] are balanced by (measured with callgrind; a wrong guess costs balance, never an answer).
-fn trial_cost(kind: AlgebraKind) -> (u64, u64) {
+/// Trials handed over and not yet checked, at most: enough that the taker never waits for the next, few enough that
+/// the worker drawing them checks the rest itself.
+const DEPTH: usize = 2;
+
+/// How costly an algebra's boot check is relative to the others (bash's rows have the most kinds), for dealing the
+/// algebras to workers. A wrong guess costs balance, never an answer.
+fn cost_rank(kind: AlgebraKind) -> u64 {
     match kind {
-        AlgebraKind::Bash => (12, 19),
-        AlgebraKind::Files => (7, 11),
-        AlgebraKind::Default => (7, 9),
-        AlgebraKind::Mcp => (6, 8),
+        AlgebraKind::Bash => 31,
+        AlgebraKind::Files => 18,
+        AlgebraKind::Default => 16,
+        AlgebraKind::Mcp => 14,
     }
 }
 
-/// Who checks what: the worker that owns (draws) each algebra, and the share of trials one worker hands another.
-struct Plan {
-    owner: Vec<usize>,
-    share: Option<Share>,
+/// Deals the checks to `workers` workers, the costliest first, each to the least loaded worker. Returns each
+/// check's worker, the costliest check, and the least loaded worker (the first to run out of work).
+fn deal(checks: &[(AlgebraKind, Vec<String>)], workers: usize) -> (Vec<usize>, usize, usize) {
+    let mut order: Vec<usize> = (0..checks.len()).collect();
+    order.sort_by_key(|&i| std::cmp::Reverse(cost_rank(checks[i].0)));
+    let mut load = vec![0u64; workers.max(1)];
+    let mut owner = vec![0; checks.len()];
+    for &i in &order {
+        let w = (0..load.len()).min_by_key(|&w| load[w]).unwrap_or(0);
+        owner[i] = w;
+        load[w] += cost_rank(checks[i].0);
+    }
+    let lightest = (0..load.len()).min_by_key(|&w| load[w]).unwrap_or(0);
+    (owner, order.first().copied().unwrap_or(0), lightest)
 }
 
-/// The trials of check `check` that worker `from` (which draws them) hands to worker `to`: those [`Every::takes`].
-struct Share {
+/// What the worker drawing the costliest check and the worker taking its trials share.
+struct Relay {
+    /// The check whose trials are handed over.
     check: usize,
-    from: usize,
-    to: usize,
-    every: Every,
+    /// Set by the taker once its own checks are done.
+    idle: AtomicBool,
+    /// Trials handed over and not yet checked.
+    pending: AtomicUsize,
 }
 
-/// A fraction `num / den` of the trials.
-#[derive(Clone, Copy)]
-struct Every {
-    num: u64,
-    den: u64,
+/// The handing side. Trials come back once checked, so the worker that drew them also frees them: glibc frees into
+/// another thread's arena under that arena's lock, and two workers allocating constantly would queue on it.
+struct Give {
+    to: Sender<Trial>,
+    returned: Receiver<Trial>,
 }
 
-impl Every {
-    /// Does trial `i` belong to the share? Spread evenly: the share's count grows by one at each such trial.
-    fn takes(self, i: usize) -> bool {
-        let i = i as u64;
-        (i + 1) * self.num / self.den > i * self.num / self.den
-    }
-}
-
-impl Plan {
-    fn new(checks: &[(AlgebraKind, Vec<String>)], workers: usize) -> Plan {
-        let cost = |i: usize| {
-            let (draw, check) = trial_cost(checks[i].0);
-            (draw + check) * DEFAULT_TRIALS as u64
-        };
-        // the costliest algebra first, each to the least loaded worker
-        let mut order: Vec<usize> = (0..checks.len()).collect();
-        order.sort_by_key(|&i| std::cmp::Reverse(cost(i)));
-        let mut load = vec![0u64; workers.max(1)];
-        let mut owner = vec![0; checks.len()];
-        for &i in &order {
-            let w = (0..load.len()).min_by_key(|&w| load[w]).unwrap_or(0);
-            owner[i] = w;
-            load[w] += cost(i);
-        }
-        let from = (0..load.len()).max_by_key(|&w| load[w]).unwrap_or(0);
-        let to = (0..load.len()).min_by_key(|&w| load[w]).unwrap_or(0);
-        // the busiest worker's costliest algebra hands over enough checking to even the two out
-        let share = order
-            .iter()
-            .find(|&&i| owner[i] == from)
-            .and_then(|&check| {
-                let per_trial = trial_cost(checks[check].0).1;
-                let den = per_trial * DEFAULT_TRIALS as u64 * 2;
-                let num = load[from].saturating_sub(load[to]);
-                (from != to && num > 0).then_some(Share {
-                    check,
-                    from,
-                    to,
-                    every: Every {
-                        num: num.min(den),
-                        den,
-                    },
-                })
-            });
-        Plan { owner, share }
-    }
+/// The taking side.
+struct Take {
+    from: Receiver<Trial>,
+    back: Sender<Trial>,
 }
 
 /// One worker's part of [`check_algebras`].
 struct Task {
     /// The checks it draws.
     own: Vec<usize>,
-    /// Where it hands over its share of one check's trials.
-    outbox: Option<Outbox>,
-    /// Where it takes another worker's share from.
-    inbox: Option<Inbox>,
-}
-
-/// Trials handed over per message: few messages (each may wake the taker), little imbalance at the end.
-const BATCH: usize = 8;
-
-/// The handing side of a share. Batches come back once checked, so the worker that drew the trials also frees
-/// them: glibc frees into another thread's arena under that arena's lock, and the two workers then queue on it.
-struct Outbox {
-    check: usize,
-    every: Every,
-    /// `None` once every trial has been handed over (dropping it ends the taker's wait).
-    to: Option<Sender<Vec<Trial>>>,
-    returned: Receiver<Vec<Trial>>,
-    batch: Vec<Trial>,
-}
-
-impl Outbox {
-    /// Keeps trial `n` for the taker if it belongs to the share; otherwise gives it back to be checked here.
-    fn offer(&mut self, n: usize, trial: Trial) -> Option<Trial> {
-        if !self.every.takes(n) {
-            return Some(trial);
-        }
-        self.batch.push(trial);
-        if self.batch.len() == BATCH {
-            self.send();
-        }
-        None
-    }
-
-    fn send(&mut self) {
-        // a buffer that came back is reused (its trials freed here); if the taker crashed, its tally is lost and
-        // the check fails as crashed, so a batch it can no longer take is simply dropped
-        let next = match self.returned.try_recv() {
-            Ok(mut used) => {
-                used.clear();
-                used
-            }
-            Err(_) => Vec::with_capacity(BATCH),
-        };
-        let batch = std::mem::replace(&mut self.batch, next);
-        if let Some(to) = &self.to {
-            let _ = to.send(batch);
-        }
-    }
-
-    /// Hands over what is left and says there is no more.
-    fn close(&mut self) {
-        if !self.batch.is_empty() {
-            self.send();
-        }
-        self.to = None;
-    }
-
-    /// Frees the trials that came back.
-    fn collect(&self) {
-        while self.returned.try_recv().is_ok() {}
-    }
-}
-
-/// The taking side of a share.
-struct Inbox {
-    check: usize,
-    from: Receiver<Vec<Trial>>,
-    back: Sender<Vec<Trial>>,
+    give: Option<Give>,
+    take: Option<Take>,
 }
 
 /// What a worker hands back.
@@ -478,46 +383,58 @@ enum Done {
 }
 
 impl Task {
-    fn run(mut self, checks: &[(AlgebraKind, Vec<String>)], ctx: &PathCtx) -> Vec<Done> {
-        let mut algebras: Vec<Option<Box<dyn Algebra>>> = checks.iter().map(|_| None).collect();
+    fn run(
+        mut self,
+        checks: &[(AlgebraKind, Vec<String>)],
+        ctx: &PathCtx,
+        relay: &Relay,
+    ) -> Vec<Done> {
         let mut tallies: Vec<LawTally> = checks.iter().map(|_| LawTally::default()).collect();
         let mut done = Vec::new();
-        // the shared check first, so the taker never waits long for its share
-        let mut own = std::mem::take(&mut self.own);
-        if let Some(out) = &self.outbox {
-            own.sort_by_key(|&i| i != out.check);
-        }
-        for i in own {
+        // the handed-over check first: the taker may run out of work early
+        self.own.sort_by_key(|&i| i != relay.check);
+        for i in std::mem::take(&mut self.own) {
             let (kind, names) = &checks[i];
-            let alg = algebras[i].take().unwrap_or_else(|| kind.build(ctx));
-            let tools = names.join(", ");
-            let mut check = LawCheck::new(&tools, alg.as_ref(), DEFAULT_SEED, DEFAULT_TRIALS);
-            let mut n = 0;
-            while let Some(trial) = check.draw(alg.as_ref()) {
-                let trial = match &mut self.outbox {
-                    Some(out) if out.check == i => out.offer(n, trial),
+            let built = kind.build(ctx);
+            let alg = built.as_ref();
+            let mut check = LawCheck::new(&names.join(", "), alg, DEFAULT_SEED, DEFAULT_TRIALS);
+            let give = self.give.as_ref().filter(|_| i == relay.check);
+            while let Some(trial) = check.draw(alg) {
+                let trial = match give {
+                    Some(give)
+                        if relay.idle.load(Ordering::Acquire)
+                            && relay.pending.load(Ordering::Acquire) < DEPTH =>
+                    {
+                        relay.pending.fetch_add(1, Ordering::AcqRel);
+                        // if the taker crashed, its tally is lost and the check fails as crashed anyway
+                        give.to.send(trial).err().map(|e| e.0)
+                    }
                     _ => Some(trial),
                 };
-                n += 1;
                 if let Some(trial) = trial {
-                    trial.check(alg.as_ref(), &mut tallies[i]);
+                    trial.check(alg, &mut tallies[i]);
+                }
+                if let Some(give) = give {
+                    // free the trials that came back
+                    while give.returned.try_recv().is_ok() {}
                 }
                 if tallies[i].broken() {
                     // later trials cannot change the outcome (the first broken law wins)
                     break;
                 }
-                if let Some(out) = &self.outbox {
-                    out.collect();
-                }
-                self.take(checks, ctx, &mut algebras, &mut tallies, false);
             }
-            if let Some(out) = self.outbox.as_mut().filter(|o| o.check == i) {
-                out.close();
+            if give.is_some() {
+                // no more trials: dropping the sender ends the taker's wait
+                self.give = None;
             }
-            algebras[i] = Some(alg);
             done.push(Done::Drawn(i, check));
         }
-        self.take(checks, ctx, &mut algebras, &mut tallies, true);
+        if let Some(take) = &self.take {
+            relay.idle.store(true, Ordering::Release);
+            let i = relay.check;
+            let built = checks[i].0.build(ctx);
+            take.all(built.as_ref(), &mut tallies[i], &relay.pending);
+        }
         done.extend(
             tallies
                 .into_iter()
@@ -526,35 +443,32 @@ impl Task {
         );
         done
     }
+}
 
-    /// Checks the trials handed over: the batches waiting now, or (`all`) every batch until the hander is done.
-    fn take(
-        &self,
-        checks: &[(AlgebraKind, Vec<String>)],
-        ctx: &PathCtx,
-        algebras: &mut [Option<Box<dyn Algebra>>],
-        tallies: &mut [LawTally],
-        all: bool,
-    ) {
-        let Some(inbox) = &self.inbox else {
-            return;
-        };
-        let i = inbox.check;
+impl Take {
+    /// Checks every trial handed over until the hander says there are no more. The wait is short (the hander is
+    /// drawing the next trial), so it spins rather than sleeping on a lock.
+    fn all(&self, alg: &dyn Algebra, tally: &mut LawTally, pending: &AtomicUsize) {
+        let mut spins: u32 = 0;
         loop {
-            let batch = if all {
-                inbox.from.recv().ok()
-            } else {
-                inbox.from.try_recv().ok()
-            };
-            let Some(batch) = batch else {
-                return;
-            };
-            let alg = algebras[i].get_or_insert_with(|| checks[i].0.build(ctx));
-            for trial in &batch {
-                trial.check(alg.as_ref(), &mut tallies[i]);
+            match self.from.try_recv() {
+                Ok(trial) => {
+                    trial.check(alg, tally);
+                    pending.fetch_sub(1, Ordering::AcqRel);
+                    // back to the hander, which frees it; if the hander is done, it is freed here
+                    let _ = self.back.send(trial);
+                    spins = 0;
+                }
+                Err(TryRecvError::Empty) => {
+                    spins = spins.wrapping_add(1);
+                    if spins.is_multiple_of(64) {
+                        std::thread::yield_now();
+                    } else {
+                        std::hint::spin_loop();
+                    }
+                }
+                Err(TryRecvError::Disconnected) => return,
             }
-            // back to the hander, which frees them; if it is gone, they are freed here
-            let _ = inbox.back.send(batch);
         }
     }
 }
@@ -662,30 +576,21 @@ mod tests {
     }
 
     #[test]
-    fn the_busiest_worker_hands_over_an_even_share() {
-        let checks: Vec<(AlgebraKind, Vec<String>)> =
-            names(&[AlgebraKind::Files, AlgebraKind::Bash])
-                .into_iter()
-                .collect();
-        let plan = Plan::new(&checks, 2);
-        // bash (index 1) and the file tools land on different workers; bash's hands part of its trials over
-        assert_ne!(plan.owner[0], plan.owner[1]);
-        let Some(share) = plan.share.as_ref() else {
-            panic!("bash should hand part of its trials over");
-        };
-        assert_eq!(
-            (share.check, share.from, share.to),
-            (1, plan.owner[1], plan.owner[0])
-        );
-        let handed = (0..DEFAULT_TRIALS)
-            .filter(|&i| share.every.takes(i))
-            .count() as u64;
-        let want = DEFAULT_TRIALS as u64 * share.every.num / share.every.den;
-        assert!(
-            handed.abs_diff(want) <= 1 && handed > 0,
-            "{handed} of {DEFAULT_TRIALS}"
-        );
-        // one worker: nothing to share
-        assert!(Plan::new(&checks, 1).share.is_none());
+    fn the_costliest_check_is_dealt_first() {
+        let checks: Vec<(AlgebraKind, Vec<String>)> = names(&[
+            AlgebraKind::Default,
+            AlgebraKind::Files,
+            AlgebraKind::Bash,
+            AlgebraKind::Mcp,
+        ])
+        .into_iter()
+        .collect();
+        let (owner, costliest, lightest) = deal(&checks, 2);
+        assert_eq!(checks[costliest].0, AlgebraKind::Bash);
+        // bash (31) + mcp (14) on one worker, files (18) + default (16) on the other, which runs out first
+        assert_eq!(owner, vec![1, 1, 0, 0]);
+        assert_eq!(lightest, 1);
+        let (owner, costliest, lightest) = deal(&checks, 1);
+        assert_eq!((owner, costliest, lightest), (vec![0; 4], 2, 0));
     }
 }
