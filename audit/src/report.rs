@@ -5,6 +5,7 @@ use std::panic::AssertUnwindSafe;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, Sender, TryRecvError};
+use std::sync::Mutex;
 
 use loom_kernel::{
     judge_group, tool_grants, Algebra, AlgebraKind, Ceiling, GroupJudgement, LawCheck, LawReport,
@@ -278,24 +279,26 @@ fn check_algebras(
         tasks[owner[costliest]].give = Some(Give { to, returned });
         tasks[lightest].take = Some(Take { from, back });
     }
-    let outcome: Vec<Done> = std::thread::scope(|scope| {
+    // every worker hands its results over here; a panicking worker hands nothing, and its checks count as crashed.
+    // Threads are not joined one by one: the scope's end waits for them without waiting on each thread's exit.
+    let outcome: Mutex<Vec<Done>> = Mutex::new(Vec::new());
+    let work = |task: Task| {
+        let done = std::panic::catch_unwind(AssertUnwindSafe(|| task.run(&checks, ctx, &relay)));
+        if let (Ok(done), Ok(mut outcome)) = (done, outcome.lock()) {
+            outcome.extend(done);
+        }
+    };
+    std::thread::scope(|scope| {
         let mut tasks = tasks.into_iter();
         let mine = tasks.next();
-        let helpers: Vec<_> = tasks
-            .map(|task| scope.spawn(|| task.run(&checks, ctx, &relay)))
-            .collect();
-        // this thread's own part; a panic in it is caught like a helper's, so the audit still reports
-        let mut done: Vec<Done> = mine
-            .map(|task| {
-                std::panic::catch_unwind(AssertUnwindSafe(|| task.run(&checks, ctx, &relay)))
-                    .unwrap_or_default()
-            })
-            .unwrap_or_default();
-        for helper in helpers {
-            done.extend(helper.join().unwrap_or_default());
+        for task in tasks {
+            scope.spawn(move || work(task));
         }
-        done
+        if let Some(task) = mine {
+            work(task);
+        }
     });
+    let outcome = outcome.into_inner().unwrap_or_default();
     let mut drawn: Vec<Option<LawCheck>> = checks.iter().map(|_| None).collect();
     let mut tallies: Vec<Vec<LawTally>> = checks.iter().map(|_| Vec::new()).collect();
     for d in outcome {
