@@ -46,6 +46,7 @@ impl Ord for Row {
 
 impl Row {
     /// The value granted for `kind`, if any.
+    #[inline]
     pub fn get(&self, kind: &str) -> Option<&Value> {
         self.0.get(kind)
     }

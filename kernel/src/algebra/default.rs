@@ -43,9 +43,7 @@ fn sorted_subset(sub: &[Value], sup: &[Value]) -> bool {
 /// Row containment with default semantics for every kind: each kind the sub-row requests must be granted by the
 /// super-row with a containing value.
 pub fn default_row_contains(sup: &Row, sub: &Row) -> bool {
-    sub.0
-        .iter()
-        .all(|(k, v)| sup.get(k).is_some_and(|s| value_contains(s, v)))
+    sup.0.covers_each(&sub.0, value_contains)
 }
 
 impl Algebra for DefaultAlgebra {

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use crate::path::{is_clean_absolute, path_within, NormCache, PathCtx};
 use crate::rng::Rng;
-use crate::row_map::Known;
+use crate::row_map::{Known, RowMap};
 use crate::value::Value;
 
 /// Path kinds compare by lexical containment after normalisation against [`PathCtx`]; `paths` (read-write) contains
@@ -98,23 +98,54 @@ pub(crate) fn canonicalize_paths(paths: &Paths, g: Grant) -> Grant {
 }
 
 fn canonical_row(paths: &Paths, mut row: Row) -> Row {
-    for kind in ["paths", "read_paths"] {
-        if !row.get(kind).is_some_and(needs_canonical) {
-            continue;
-        }
-        if let Some(Value::List(items)) = Arc::make_mut(&mut row.0).get_mut(kind) {
-            for v in items.iter_mut() {
-                if let Value::Str(s) = v {
-                    if !is_clean_absolute(s) {
-                        *s = paths.norm(s).to_string();
+    let needs = |kind| row.0.known(kind).is_some_and(needs_canonical);
+    let (rw, ro) = (needs(Known::Paths), needs(Known::ReadPaths));
+    if !rw && !ro {
+        return row;
+    }
+    let changes = |kind: &str| (rw && kind == "paths") || (ro && kind == "read_paths");
+    match Arc::get_mut(&mut row.0) {
+        // a row no one else holds is changed in place
+        Some(map) => {
+            for kind in ["paths", "read_paths"] {
+                if let Some(Value::List(items)) = map.get_mut(kind).filter(|_| changes(kind)) {
+                    for v in items.iter_mut() {
+                        if let Value::Str(s) = v {
+                            if !is_clean_absolute(s) {
+                                *s = paths.norm(s).to_string();
+                            }
+                        }
                     }
+                    items.sort();
+                    items.dedup();
                 }
             }
-            items.sort();
-            items.dedup();
+            row
         }
+        // a shared row is rebuilt, its path lists normalised as they are copied
+        None => Row::from(
+            row.0
+                .iter()
+                .map(|(k, v)| {
+                    let v = match v {
+                        Value::List(items) if changes(k) => Value::list(
+                            items
+                                .iter()
+                                .map(|v| match v {
+                                    Value::Str(s) if !is_clean_absolute(s) => {
+                                        Value::Str(paths.norm(s).to_string())
+                                    }
+                                    other => other.clone(),
+                                })
+                                .collect(),
+                        ),
+                        other => other.clone(),
+                    };
+                    (k.clone(), v)
+                })
+                .collect::<RowMap>(),
+        ),
     }
-    row
 }
 
 /// True when a path list is not yet canonical: an element that normalisation would change, or not a sorted set.
@@ -206,14 +237,14 @@ impl Algebra for FilesAlgebra {
 
     fn sample(&self, rng: &mut Rng) -> Grant {
         sample_rows(rng, |rng| {
-            let mut row = Vec::with_capacity(2);
+            let mut row: [Option<Value>; Known::COUNT] = Default::default();
             if rng.one_in(2) {
-                row.push(("paths", sample_paths(rng)));
+                row[Known::Paths as usize] = Some(sample_paths(rng));
             }
             if rng.one_in(2) {
-                row.push(("read_paths", sample_paths(rng)));
+                row[Known::ReadPaths as usize] = Some(sample_paths(rng));
             }
-            Row::from_pairs(row)
+            Row::from(RowMap::of_known(row))
         })
     }
 }
