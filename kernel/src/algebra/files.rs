@@ -68,24 +68,36 @@ fn paths_contains(paths: &Paths, sup: &Value, sub: &Value) -> bool {
 /// normalisation; clean absolute paths (the canonical form, see [`Algebra::canonicalize`]) are used as they are, and
 /// each element of `subs` is normalised once, not once per root. Non-string elements compare by equality.
 fn all_within(paths: &Paths, roots: [&[Value]; 2], subs: &[Value]) -> bool {
-    let roots = || roots[0].iter().chain(roots[1]);
-    subs.iter().all(|sub| match sub {
-        Value::Str(raw) => {
-            let normed;
-            let sub: &str = if is_clean_absolute(raw) {
-                raw
-            } else {
-                normed = paths.norm(raw);
-                &normed
-            };
-            roots().any(|root| match root {
-                Value::Str(r) if is_clean_absolute(r) => path_within(r, sub),
-                Value::Str(r) => path_within(&paths.norm(r), sub),
-                _ => false,
-            })
+    'subs: for sub in subs {
+        let Value::Str(raw) = sub else {
+            let mut roots = roots.iter().flat_map(|list| list.iter());
+            if roots.any(|root| !matches!(root, Value::Str(_)) && root == sub) {
+                continue;
+            }
+            return false;
+        };
+        let normed;
+        let sub: &str = if is_clean_absolute(raw) {
+            raw
+        } else {
+            normed = paths.norm(raw);
+            &normed
+        };
+        for list in roots {
+            for root in list {
+                let within = match root {
+                    Value::Str(r) if is_clean_absolute(r) => path_within(r, sub),
+                    Value::Str(r) => path_within(&paths.norm(r), sub),
+                    _ => false,
+                };
+                if within {
+                    continue 'subs;
+                }
+            }
         }
-        other => roots().any(|root| !matches!(root, Value::Str(_)) && root == other),
-    })
+        return false;
+    }
+    true
 }
 
 /// Rewrites the path kinds of every row to their normalised absolute form (see [`Algebra::canonicalize`]). Rows
@@ -112,7 +124,7 @@ fn canonical_row(paths: &Paths, mut row: Row) -> Row {
                     for v in items.iter_mut() {
                         if let Value::Str(s) = v {
                             if !is_clean_absolute(s) {
-                                *s = paths.norm(s).to_string();
+                                *s = String::from(&*paths.norm(s));
                             }
                         }
                     }
@@ -133,7 +145,7 @@ fn canonical_row(paths: &Paths, mut row: Row) -> Row {
                                 .iter()
                                 .map(|v| match v {
                                     Value::Str(s) if !is_clean_absolute(s) => {
-                                        Value::Str(paths.norm(s).to_string())
+                                        Value::Str(String::from(&*paths.norm(s)))
                                     }
                                     other => other.clone(),
                                 })
