@@ -5,7 +5,7 @@ use std::panic::AssertUnwindSafe;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, Sender, TryRecvError};
-use std::sync::Mutex;
+use std::sync::Arc;
 
 use loom_kernel::{
     judge_group, tool_grants, Algebra, AlgebraKind, Ceiling, GroupJudgement, LawCheck, LawReport,
@@ -117,6 +117,8 @@ pub struct Facts<'a> {
 
 /// Builds the report. Pure apart from what `facts.loader` does.
 pub fn build_report(manifest: Manifest, facts: Facts<'_>) -> Report {
+    // started first, so it is running by the time the boot checks are dealt out
+    let helper = Helper::start();
     let ctx = facts.ctx;
     let ceiling = manifest.effective_ceiling(&ctx);
     let tools = tool_grants(&manifest, &ceiling);
@@ -181,7 +183,7 @@ pub fn build_report(manifest: Manifest, facts: Facts<'_>) -> Report {
     }
     // a check that panics is a failure, never a pass
     let mut laws: Vec<LawOutcome> = Vec::new();
-    for (kind, names, result) in check_algebras(by_kind, &ctx) {
+    for (kind, names, result) in check_algebras(by_kind, &ctx, helper) {
         match result {
             Some(result) => laws.push(LawOutcome {
                 algebra: kind,
@@ -241,31 +243,34 @@ pub fn build_report(manifest: Manifest, facts: Facts<'_>) -> Report {
 
 type LawResult = Result<LawReport, LawViolation>;
 
-/// The boot property check of each algebra in use, spread over the cores (this thread is one of the workers).
+/// The boot property check of each algebra in use, on two workers: this thread and `helper` (when there is one).
 ///
 /// Each algebra's trials are drawn in order by one worker (they come from one seeded generator), and the algebras
 /// are dealt to the workers, the costliest first. The worker that draws the costliest one hands its trials, as it
-/// draws them, to a worker that has run out of work of its own, whenever that worker has fewer than [`DEPTH`]
-/// waiting: so both finish together whatever the machine, and no trial waits in memory for long. Every worker checks
-/// with its own instance of the algebra; [`LawCheck::finish`] joins the tallies into exactly what `check_laws`
-/// returns. `None` for an algebra means a worker crashed before its tally came back.
+/// draws them, to the other worker once that one has run out of work of its own, whenever it has fewer than
+/// [`DEPTH`] waiting: so both finish together whatever the machine, and no trial waits in memory for long. Every
+/// worker checks with its own instance of the algebra; [`LawCheck::finish`] joins the tallies into exactly what
+/// `check_laws` returns. `None` for an algebra means a worker crashed before its tally came back.
+///
+/// Two workers, not one per core: a manifest's tools use at most four algebras, usually two (bash and the file
+/// tools), and asking the system how many cores there are costs more (~0.1 ms of cgroup files) than a third worker
+/// would save on the rare manifest with more.
 fn check_algebras(
     by_kind: BTreeMap<AlgebraKind, Vec<String>>,
     ctx: &PathCtx,
+    helper: Option<Helper>,
 ) -> Vec<(AlgebraKind, Vec<String>, Option<LawResult>)> {
-    let checks: Vec<(AlgebraKind, Vec<String>)> = by_kind.into_iter().collect();
+    let checks: Arc<[(AlgebraKind, Vec<String>)]> = by_kind.into_iter().collect();
     if checks.is_empty() {
         return Vec::new();
     }
-    let workers = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .clamp(1, checks.len().max(2));
+    let workers = if helper.is_some() { 2 } else { 1 };
     let (owner, costliest, lightest) = deal(&checks, workers);
-    let relay = Relay {
+    let relay = Arc::new(Relay {
         check: costliest,
         idle: AtomicBool::new(false),
         pending: AtomicUsize::new(0),
-    };
+    });
     let mut tasks: Vec<Task> = (0..workers)
         .map(|w| Task {
             own: (0..checks.len()).filter(|&i| owner[i] == w).collect(),
@@ -279,26 +284,33 @@ fn check_algebras(
         tasks[owner[costliest]].give = Some(Give { to, returned });
         tasks[lightest].take = Some(Take { from, back });
     }
-    // every worker hands its results over here; a panicking worker hands nothing, and its checks count as crashed.
-    // Threads are not joined one by one: the scope's end waits for them without waiting on each thread's exit.
-    let outcome: Mutex<Vec<Done>> = Mutex::new(Vec::new());
-    let work = |task: Task| {
-        let done = std::panic::catch_unwind(AssertUnwindSafe(|| task.run(&checks, ctx, &relay)));
-        if let (Ok(done), Ok(mut outcome)) = (done, outcome.lock()) {
-            outcome.extend(done);
+    let mut tasks = tasks.into_iter();
+    let mine = tasks.next();
+    // the helper's part; if the helper is gone, its part is done here after this thread's own
+    let (mut left, mut waiting) = (None, None);
+    if let (Some(helper), Some(task)) = (&helper, tasks.next()) {
+        let job = Job {
+            task,
+            checks: checks.clone(),
+            ctx: ctx.clone(),
+            relay: relay.clone(),
+        };
+        match helper.job.send(job) {
+            Ok(()) => waiting = Some(&helper.done),
+            Err(e) => left = Some(e.0.task),
         }
+    }
+    // a panicking worker hands nothing back, and its checks count as crashed
+    let run = |task: Task| {
+        std::panic::catch_unwind(AssertUnwindSafe(|| task.run(&checks, ctx, &relay)))
+            .unwrap_or_default()
     };
-    std::thread::scope(|scope| {
-        let mut tasks = tasks.into_iter();
-        let mine = tasks.next();
-        for task in tasks {
-            scope.spawn(move || work(task));
-        }
-        if let Some(task) = mine {
-            work(task);
-        }
-    });
-    let outcome = outcome.into_inner().unwrap_or_default();
+    let mut outcome: Vec<Done> = mine.map(run).unwrap_or_default();
+    outcome.extend(left.map(run).unwrap_or_default());
+    if let Some(done) = waiting {
+        // the helper finishes about when this thread does (see Relay): wait by polling, not by sleeping on a lock
+        outcome.extend(poll(done).unwrap_or_default());
+    }
     let mut drawn: Vec<Option<LawCheck>> = checks.iter().map(|_| None).collect();
     let mut tallies: Vec<Vec<LawTally>> = checks.iter().map(|_| Vec::new()).collect();
     for d in outcome {
@@ -308,13 +320,66 @@ fn check_algebras(
         }
     }
     checks
-        .into_iter()
+        .iter()
         .zip(drawn.into_iter().zip(tallies))
         .map(|((kind, names), (check, tallies))| {
             let result = check.and_then(|c| c.finish(tallies));
-            (kind, names, result)
+            (*kind, names.clone(), result)
         })
         .collect()
+}
+
+/// The next message on `from`, waiting for it by polling (with a yield, so a machine with one core still runs the
+/// sender) for up to a millisecond, then by sleeping. `None` once the sender is gone.
+fn poll<T>(from: &Receiver<T>) -> Option<T> {
+    let start = std::time::Instant::now();
+    loop {
+        match from.try_recv() {
+            Ok(message) => return Some(message),
+            Err(TryRecvError::Disconnected) => return None,
+            Err(TryRecvError::Empty) if start.elapsed().as_micros() < 1000 => {
+                std::thread::yield_now()
+            }
+            Err(TryRecvError::Empty) => return from.recv().ok(),
+        }
+    }
+}
+
+/// A worker thread started as the report begins, so that it is already running when the boot checks are dealt out
+/// (timed: a thread started at that point began its work ~0.1 ms after this one).
+struct Helper {
+    job: Sender<Job>,
+    done: Receiver<Vec<Done>>,
+}
+
+/// What the helper is handed: its part of the checks, and what that part reads.
+struct Job {
+    task: Task,
+    checks: Arc<[(AlgebraKind, Vec<String>)]>,
+    ctx: PathCtx,
+    relay: Arc<Relay>,
+}
+
+impl Helper {
+    /// Starts the helper; `None` if no thread can be started (this thread then does all the work). The thread ends
+    /// once its job is done, or at once if the report needs no job (the `Helper` is dropped).
+    fn start() -> Option<Helper> {
+        let (job, jobs) = std::sync::mpsc::channel::<Job>();
+        let (report, done) = std::sync::mpsc::channel();
+        std::thread::Builder::new()
+            .name("loom-audit-check".into())
+            .spawn(move || {
+                let Some(job) = poll(&jobs) else {
+                    return;
+                };
+                let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| {
+                    job.task.run(&job.checks, &job.ctx, &job.relay)
+                }));
+                let _ = report.send(outcome.unwrap_or_default());
+            })
+            .ok()?;
+        Some(Helper { job, done })
+    }
 }
 
 /// Trials handed over and not yet checked, at most: enough that the taker never waits for the next, few enough that
@@ -562,20 +627,23 @@ mod tests {
             AlgebraKind::Mcp,
         ];
         for kinds in [&all[..], &all[1..3], &all[2..3], &all[..1]] {
-            let got = check_algebras(names(kinds), &ctx);
-            assert_eq!(got.len(), kinds.len());
-            for (kind, tools, result) in got {
-                let alg = kind.build(&ctx);
-                let want = check_laws(
-                    &tools.join(", "),
-                    alg.as_ref(),
-                    DEFAULT_SEED,
-                    DEFAULT_TRIALS,
-                );
-                assert_eq!(result, Some(want), "{kind:?} among {kinds:?}");
+            // with the helper thread, and without (this thread alone)
+            for helper in [Helper::start(), None] {
+                let got = check_algebras(names(kinds), &ctx, helper);
+                assert_eq!(got.len(), kinds.len());
+                for (kind, tools, result) in got {
+                    let alg = kind.build(&ctx);
+                    let want = check_laws(
+                        &tools.join(", "),
+                        alg.as_ref(),
+                        DEFAULT_SEED,
+                        DEFAULT_TRIALS,
+                    );
+                    assert_eq!(result, Some(want), "{kind:?} among {kinds:?}");
+                }
             }
         }
-        assert!(check_algebras(BTreeMap::new(), &ctx).is_empty());
+        assert!(check_algebras(BTreeMap::new(), &ctx, Helper::start()).is_empty());
     }
 
     #[test]
