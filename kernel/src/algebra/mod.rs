@@ -15,6 +15,8 @@ pub use default::{value_contains, DefaultAlgebra};
 pub use files::{paths_value_contains, FilesAlgebra};
 pub use mcp::McpAlgebra;
 
+use std::sync::Arc;
+
 use crate::grant::{Grant, Row};
 use crate::path::PathCtx;
 use crate::rng::Rng;
@@ -33,9 +35,18 @@ pub trait Algebra: Send + Sync {
         match (sup, sub) {
             (Grant::Unrestricted, _) => true,
             (Grant::Set(_), Grant::Unrestricted) => false,
-            (Grant::Set(sups), Grant::Set(subs)) => subs
-                .iter()
-                .all(|r| sups.iter().any(|s| self.row_contains(s, r))),
+            (Grant::Set(sups), Grant::Set(subs)) => subs.iter().all(|r| {
+                // The row that *is* `r` (merges share rows) is tried first, then the others: the order rows are tried
+                // in never changes the answer, and for a sound algebra the first try usually settles it.
+                match sups.iter().position(|s| Arc::ptr_eq(&s.0, &r.0)) {
+                    Some(i) if self.row_contains(&sups[i], r) => true,
+                    Some(i) => sups
+                        .iter()
+                        .enumerate()
+                        .any(|(j, s)| j != i && self.row_contains(s, r)),
+                    None => sups.iter().any(|s| self.row_contains(s, r)),
+                }
+            }),
         }
     }
 
