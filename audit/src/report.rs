@@ -3,14 +3,13 @@
 use std::collections::BTreeMap;
 use std::panic::AssertUnwindSafe;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, Sender, TryRecvError};
 use std::sync::Arc;
 
 use loom_kernel::{
-    judge_group, tool_grants, Algebra, AlgebraKind, Ceiling, GroupJudgement, LawCheck, LawReport,
-    LawTally, LawViolation, Manifest, ManifestLoader, PathCtx, ProviderRef, ProviderSpec,
-    SubagentVerdict, ToolGrant, Trial, DEFAULT_SEED, DEFAULT_TRIALS,
+    judge_group, tool_grants, AlgebraKind, Ceiling, GroupJudgement, LawCheck, LawReport, LawTally,
+    LawViolation, Manifest, ManifestLoader, PathCtx, ProviderRef, ProviderSpec, SubagentVerdict,
+    ToolGrant, DEFAULT_SEED, DEFAULT_TRIALS,
 };
 
 /// How serious a finding is. `Error` makes the audit fail (exit 1).
@@ -245,88 +244,80 @@ type LawResult = Result<LawReport, LawViolation>;
 
 /// The boot property check of each algebra in use, on two workers: this thread and `helper` (when there is one).
 ///
-/// Each algebra's trials are drawn in order by one worker (they come from one seeded generator), and the algebras
-/// are dealt to the workers, the costliest first. The worker that draws the costliest one hands its trials, as it
-/// draws them, to the other worker once that one has run out of work of its own, whenever it has fewer than
-/// [`DEPTH`] waiting: so both finish together whatever the machine, and no trial waits in memory for long. Every
-/// worker checks with its own instance of the algebra; [`LawCheck::finish`] joins the tallies into exactly what
-/// `check_laws` returns. `None` for an algebra means a worker crashed before its tally came back.
+/// Every trial of a check draws its grants from a generator of its own ([`LawCheck::trial`]), so the work is split
+/// by trial, not by algebra: worker `w` of `n` checks trials `w, w + n, w + 2n, ...` of every algebra, in increasing
+/// order, each with its own instance of the algebra, and stops an algebra at its first broken trial. Both workers
+/// get the same share of every algebra, so they finish together whatever the mix; [`LawCheck::finish`] joins their
+/// tallies into exactly what `check_laws` returns. `None` for an algebra means a worker crashed before its tally
+/// came back (a lost tally never passes).
 ///
-/// Two workers, not one per core: a manifest's tools use at most four algebras, usually two (bash and the file
-/// tools), and asking the system how many cores there are costs more (~0.1 ms of cgroup files) than a third worker
-/// would save on the rare manifest with more.
+/// Two workers, not one per core: asking the system how many cores there are costs more (~0.1 ms of cgroup files)
+/// than a third worker would save on this machine class (the target machine has two).
 fn check_algebras(
     by_kind: BTreeMap<AlgebraKind, Vec<String>>,
     ctx: &PathCtx,
     helper: Option<Helper>,
 ) -> Vec<(AlgebraKind, Vec<String>, Option<LawResult>)> {
-    let checks: Arc<[(AlgebraKind, Vec<String>)]> = by_kind.into_iter().collect();
-    if checks.is_empty() {
+    if by_kind.is_empty() {
         return Vec::new();
     }
-    let workers = if helper.is_some() { 2 } else { 1 };
-    let (owner, costliest, lightest) = deal(&checks, workers);
-    let relay = Arc::new(Relay {
-        check: costliest,
-        idle: AtomicBool::new(false),
-        pending: AtomicUsize::new(0),
-    });
-    let mut tasks: Vec<Task> = (0..workers)
-        .map(|w| Task {
-            own: (0..checks.len()).filter(|&i| owner[i] == w).collect(),
-            give: None,
-            take: None,
+    let checks: Arc<[Check]> = by_kind
+        .into_iter()
+        .map(|(kind, names)| {
+            let alg = kind.build(ctx);
+            let law = LawCheck::new(
+                &names.join(", "),
+                alg.as_ref(),
+                DEFAULT_SEED,
+                DEFAULT_TRIALS,
+            );
+            Check { kind, names, law }
         })
         .collect();
-    if owner[costliest] != lightest {
-        let (to, from) = std::sync::mpsc::channel();
-        let (back, returned) = std::sync::mpsc::channel();
-        tasks[owner[costliest]].give = Some(Give { to, returned });
-        tasks[lightest].take = Some(Take { from, back });
-    }
-    let mut tasks = tasks.into_iter();
-    let mine = tasks.next();
-    // the helper's part; if the helper is gone, its part is done here after this thread's own
+    let workers = if helper.is_some() { 2 } else { 1 };
+    // the helper's share; if the helper is gone, its share is checked here after this thread's own
     let (mut left, mut waiting) = (None, None);
-    if let (Some(helper), Some(task)) = (&helper, tasks.next()) {
+    if let Some(helper) = &helper {
         let job = Job {
-            task,
+            share: Share { worker: 1, workers },
             checks: checks.clone(),
             ctx: ctx.clone(),
-            relay: relay.clone(),
         };
         match helper.job.send(job) {
             Ok(()) => waiting = Some(&helper.done),
-            Err(e) => left = Some(e.0.task),
+            Err(e) => left = Some(e.0.share),
         }
     }
     // a panicking worker hands nothing back, and its checks count as crashed
-    let run = |task: Task| {
-        std::panic::catch_unwind(AssertUnwindSafe(|| task.run(&checks, ctx, &relay)))
-            .unwrap_or_default()
+    let run = |share: Share| {
+        std::panic::catch_unwind(AssertUnwindSafe(|| share.run(&checks, ctx))).unwrap_or_default()
     };
-    let mut outcome: Vec<Done> = mine.map(run).unwrap_or_default();
-    outcome.extend(left.map(run).unwrap_or_default());
-    if let Some(done) = waiting {
-        // the helper finishes about when this thread does (see Relay): wait by polling, not by sleeping on a lock
-        outcome.extend(poll(done).unwrap_or_default());
-    }
-    let mut drawn: Vec<Option<LawCheck>> = checks.iter().map(|_| None).collect();
     let mut tallies: Vec<Vec<LawTally>> = checks.iter().map(|_| Vec::new()).collect();
-    for d in outcome {
-        match d {
-            Done::Drawn(i, check) => drawn[i] = Some(check),
-            Done::Tally(i, tally) => tallies[i].push(tally),
+    let mut collect = |outcome: Vec<(usize, LawTally)>| {
+        for (i, tally) in outcome {
+            tallies[i].push(tally);
         }
+    };
+    collect(run(Share { worker: 0, workers }));
+    if let Some(share) = left {
+        collect(run(share));
+    }
+    if let Some(done) = waiting {
+        // the helper finishes about when this thread does: wait by polling, not by sleeping on a lock
+        collect(poll(done).unwrap_or_default());
     }
     checks
         .iter()
-        .zip(drawn.into_iter().zip(tallies))
-        .map(|((kind, names), (check, tallies))| {
-            let result = check.and_then(|c| c.finish(tallies));
-            (*kind, names.clone(), result)
-        })
+        .zip(tallies)
+        .map(|(check, tallies)| (check.kind, check.names.clone(), check.law.finish(tallies)))
         .collect()
+}
+
+/// One algebra's boot check: the algebra, the tools that use it, and the kernel's check.
+struct Check {
+    kind: AlgebraKind,
+    names: Vec<String>,
+    law: LawCheck,
 }
 
 /// The next message on `from`, waiting for it by polling (with a yield, so a machine with one core still runs the
@@ -345,19 +336,18 @@ fn poll<T>(from: &Receiver<T>) -> Option<T> {
     }
 }
 
-/// A worker thread started as the report begins, so that it is already running when the boot checks are dealt out
-/// (timed: a thread started at that point began its work ~0.1 ms after this one).
+/// A worker thread started as the report begins, so that it is already running when the boot checks are handed
+/// out (timed: a thread started at that point began its work ~0.1 ms after this one).
 struct Helper {
     job: Sender<Job>,
-    done: Receiver<Vec<Done>>,
+    done: Receiver<Vec<(usize, LawTally)>>,
 }
 
-/// What the helper is handed: its part of the checks, and what that part reads.
+/// What the helper is handed: its share of the checks, and what that share reads.
 struct Job {
-    task: Task,
-    checks: Arc<[(AlgebraKind, Vec<String>)]>,
+    share: Share,
+    checks: Arc<[Check]>,
     ctx: PathCtx,
-    relay: Arc<Relay>,
 }
 
 impl Helper {
@@ -373,7 +363,7 @@ impl Helper {
                     return;
                 };
                 let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| {
-                    job.task.run(&job.checks, &job.ctx, &job.relay)
+                    job.share.run(&job.checks, &job.ctx)
                 }));
                 let _ = report.send(outcome.unwrap_or_default());
             })
@@ -382,162 +372,33 @@ impl Helper {
     }
 }
 
-/// Trials handed over and not yet checked, at most: enough that the taker never waits for the next, few enough that
-/// the worker drawing them checks the rest itself.
-const DEPTH: usize = 2;
-
-/// How costly an algebra's boot check is relative to the others (bash's rows have the most kinds), for dealing the
-/// algebras to workers. A wrong guess costs balance, never an answer.
-fn cost_rank(kind: AlgebraKind) -> u64 {
-    match kind {
-        AlgebraKind::Bash => 31,
-        AlgebraKind::Files => 18,
-        AlgebraKind::Default => 16,
-        AlgebraKind::Mcp => 14,
-    }
+/// One worker's share of [`check_algebras`]: trials `worker, worker + workers, ...` of every check.
+#[derive(Debug, Clone, Copy)]
+struct Share {
+    worker: usize,
+    workers: usize,
 }
 
-/// Deals the checks to `workers` workers, the costliest first, each to the least loaded worker. Returns each
-/// check's worker, the costliest check, and the least loaded worker (the first to run out of work).
-fn deal(checks: &[(AlgebraKind, Vec<String>)], workers: usize) -> (Vec<usize>, usize, usize) {
-    let mut order: Vec<usize> = (0..checks.len()).collect();
-    order.sort_by_key(|&i| std::cmp::Reverse(cost_rank(checks[i].0)));
-    let mut load = vec![0u64; workers.max(1)];
-    let mut owner = vec![0; checks.len()];
-    for &i in &order {
-        let w = (0..load.len()).min_by_key(|&w| load[w]).unwrap_or(0);
-        owner[i] = w;
-        load[w] += cost_rank(checks[i].0);
-    }
-    let lightest = (0..load.len()).min_by_key(|&w| load[w]).unwrap_or(0);
-    (owner, order.first().copied().unwrap_or(0), lightest)
-}
-
-/// What the worker drawing the costliest check and the worker taking its trials share.
-struct Relay {
-    /// The check whose trials are handed over.
-    check: usize,
-    /// Set by the taker once its own checks are done.
-    idle: AtomicBool,
-    /// Trials handed over and not yet checked.
-    pending: AtomicUsize,
-}
-
-/// The handing side. Trials come back once checked, so the worker that drew them also frees them: glibc frees into
-/// another thread's arena under that arena's lock, and two workers allocating constantly would queue on it.
-struct Give {
-    to: Sender<Trial>,
-    returned: Receiver<Trial>,
-}
-
-/// The taking side.
-struct Take {
-    from: Receiver<Trial>,
-    back: Sender<Trial>,
-}
-
-/// One worker's part of [`check_algebras`].
-struct Task {
-    /// The checks it draws.
-    own: Vec<usize>,
-    give: Option<Give>,
-    take: Option<Take>,
-}
-
-/// What a worker hands back.
-enum Done {
-    Drawn(usize, LawCheck),
-    Tally(usize, LawTally),
-}
-
-impl Task {
-    fn run(
-        mut self,
-        checks: &[(AlgebraKind, Vec<String>)],
-        ctx: &PathCtx,
-        relay: &Relay,
-    ) -> Vec<Done> {
-        let mut tallies: Vec<LawTally> = checks.iter().map(|_| LawTally::default()).collect();
-        let mut done = Vec::new();
-        // the handed-over check first: the taker may run out of work early
-        self.own.sort_by_key(|&i| i != relay.check);
-        for i in std::mem::take(&mut self.own) {
-            let (kind, names) = &checks[i];
-            let built = kind.build(ctx);
-            let alg = built.as_ref();
-            let mut check = LawCheck::new(&names.join(", "), alg, DEFAULT_SEED, DEFAULT_TRIALS);
-            let give = self.give.as_ref().filter(|_| i == relay.check);
-            while let Some(trial) = check.draw(alg) {
-                let trial = match give {
-                    Some(give)
-                        if relay.idle.load(Ordering::Acquire)
-                            && relay.pending.load(Ordering::Acquire) < DEPTH =>
-                    {
-                        relay.pending.fetch_add(1, Ordering::AcqRel);
-                        // if the taker crashed, its tally is lost and the check fails as crashed anyway
-                        give.to.send(trial).err().map(|e| e.0)
-                    }
-                    _ => Some(trial),
-                };
-                if let Some(trial) = trial {
-                    trial.check(alg, &mut tallies[i]);
-                }
-                if let Some(give) = give {
-                    // free the trials that came back
-                    while give.returned.try_recv().is_ok() {}
-                }
-                if tallies[i].broken() {
-                    // later trials cannot change the outcome (the first broken law wins)
-                    break;
-                }
-            }
-            if give.is_some() {
-                // no more trials: dropping the sender ends the taker's wait
-                self.give = None;
-            }
-            done.push(Done::Drawn(i, check));
-        }
-        if let Some(take) = &self.take {
-            relay.idle.store(true, Ordering::Release);
-            let i = relay.check;
-            let built = checks[i].0.build(ctx);
-            take.all(built.as_ref(), &mut tallies[i], &relay.pending);
-        }
-        done.extend(
-            tallies
-                .into_iter()
-                .enumerate()
-                .map(|(i, t)| Done::Tally(i, t)),
-        );
-        done
-    }
-}
-
-impl Take {
-    /// Checks every trial handed over until the hander says there are no more. The wait is short (the hander is
-    /// drawing the next trial), so it spins rather than sleeping on a lock.
-    fn all(&self, alg: &dyn Algebra, tally: &mut LawTally, pending: &AtomicUsize) {
-        let mut spins: u32 = 0;
-        loop {
-            match self.from.try_recv() {
-                Ok(trial) => {
-                    trial.check(alg, tally);
-                    pending.fetch_sub(1, Ordering::AcqRel);
-                    // back to the hander, which frees it; if the hander is done, it is freed here
-                    let _ = self.back.send(trial);
-                    spins = 0;
-                }
-                Err(TryRecvError::Empty) => {
-                    spins = spins.wrapping_add(1);
-                    if spins.is_multiple_of(64) {
-                        std::thread::yield_now();
-                    } else {
-                        std::hint::spin_loop();
+impl Share {
+    /// Checks this share's trials of every check, each algebra with an instance of its own; one tally per check.
+    fn run(self, checks: &[Check], ctx: &PathCtx) -> Vec<(usize, LawTally)> {
+        checks
+            .iter()
+            .enumerate()
+            .map(|(i, check)| {
+                let built = check.kind.build(ctx);
+                let alg = built.as_ref();
+                let mut tally = LawTally::default();
+                for index in (self.worker..check.law.trials()).step_by(self.workers) {
+                    check.law.trial(alg, index).check(alg, &mut tally);
+                    if tally.broken() {
+                        // later trials cannot change the outcome (the earliest broken trial wins)
+                        break;
                     }
                 }
-                Err(TryRecvError::Disconnected) => return,
-            }
-        }
+                (i, tally)
+            })
+            .collect()
     }
 }
 
@@ -644,24 +505,5 @@ mod tests {
             }
         }
         assert!(check_algebras(BTreeMap::new(), &ctx, Helper::start()).is_empty());
-    }
-
-    #[test]
-    fn the_costliest_check_is_dealt_first() {
-        let checks: Vec<(AlgebraKind, Vec<String>)> = names(&[
-            AlgebraKind::Default,
-            AlgebraKind::Files,
-            AlgebraKind::Bash,
-            AlgebraKind::Mcp,
-        ])
-        .into_iter()
-        .collect();
-        let (owner, costliest, lightest) = deal(&checks, 2);
-        assert_eq!(checks[costliest].0, AlgebraKind::Bash);
-        // bash (31) + mcp (14) on one worker, files (18) + default (16) on the other, which runs out first
-        assert_eq!(owner, vec![1, 1, 0, 0]);
-        assert_eq!(lightest, 1);
-        let (owner, costliest, lightest) = deal(&checks, 1);
-        assert_eq!((owner, costliest, lightest), (vec![0; 4], 2, 0));
     }
 }
