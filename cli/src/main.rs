@@ -29,6 +29,10 @@ enum Command {
     Run(cmd::run::Args),
     /// Serve an agent to editors and other clients over the Agent Client Protocol (`loom acp serve agent.toml`).
     Acp(cmd::acp::Args),
+    /// Show which grant row, rule and remembered answer decide a call, and why (no model, nothing run).
+    Explain(cmd::explain::Args),
+    /// List or revoke the "always" answers remembered for an agent.
+    Permissions(cmd::permissions::Args),
     /// Print the installed version.
     Version,
 }
@@ -61,6 +65,8 @@ fn main() {
         Command::Prompt(args) => cmd::prompt::run(args),
         Command::Run(args) => cmd::run::run(args),
         Command::Acp(args) => cmd::acp::run(args),
+        Command::Explain(args) => cmd::explain::run(args),
+        Command::Permissions(args) => cmd::permissions::run(args),
         Command::Version => {
             println!("loom {}", env!("CARGO_PKG_VERSION"));
             exit::OK

@@ -78,6 +78,9 @@ pub use mcp::{bind_schema, ArgBinding, BindError, BoundTool};
 pub use path::{path_within, NormCache, PathCtx};
 pub use rng::Rng;
 pub use row_map::{RowIntoIter, RowIter, RowMap};
-pub use rules::{combine, wildcard_match, CallFacts, Permissions, Rule, Verdict};
+pub use rules::{
+    combine, wildcard_match, Approval, CallFacts, Permissions, Rule, RuleKind, RulesVerdict,
+    Subject, Verdict,
+};
 pub use subagent::{check_subagents, Excess, ManifestLoader, SubagentVerdict, MAX_DEPTH};
 pub use value::{toml_key, toml_string, Float, Value};

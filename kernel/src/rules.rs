@@ -126,15 +126,138 @@ pub struct Permissions {
 impl Permissions {
     /// The rules' verdict for a call: deny → ask → allow → `default`.
     pub fn evaluate(&self, facts: &CallFacts, default: Verdict) -> Verdict {
-        if self.deny.iter().any(|r| r.matches(facts, false)) {
-            Verdict::Deny
-        } else if self.ask.iter().any(|r| r.matches(facts, false)) {
-            Verdict::Ask
-        } else if self.allow.iter().any(|r| r.matches(facts, true)) {
-            Verdict::Allow
-        } else {
-            default
+        self.judge(facts, default, &[]).verdict
+    }
+
+    /// The rules' verdict for a call and what gave it: the first matching deny rule, else the first matching ask
+    /// rule — answered by a remembered "always" answer for this very call if `approvals` holds one — else the
+    /// first matching allow rule, else `default`. An approval only ever answers an ask rule: it never overrides a
+    /// deny rule, and it is not consulted when no ask rule matched.
+    pub fn judge(
+        &self,
+        facts: &CallFacts,
+        default: Verdict,
+        approvals: &[Approval],
+    ) -> RulesVerdict {
+        let first =
+            |rules: &[Rule], allow: bool| rules.iter().position(|r| r.matches(facts, allow));
+        if let Some(index) = first(&self.deny, false) {
+            return RulesVerdict::by(Verdict::Deny, RuleKind::Deny, index, None);
         }
+        if let Some(index) = first(&self.ask, false) {
+            let approval = approvals.iter().position(|a| a.covers(facts));
+            let verdict = if approval.is_some() {
+                Verdict::Allow
+            } else {
+                Verdict::Ask
+            };
+            return RulesVerdict::by(verdict, RuleKind::Ask, index, approval);
+        }
+        if let Some(index) = first(&self.allow, true) {
+            return RulesVerdict::by(Verdict::Allow, RuleKind::Allow, index, None);
+        }
+        RulesVerdict {
+            verdict: default,
+            rule: None,
+            approval: None,
+        }
+    }
+}
+
+/// Which list a rule is in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RuleKind {
+    /// `[[permissions.allow_rules]]`.
+    Allow,
+    /// `[[permissions.ask_rules]]`.
+    Ask,
+    /// `[[permissions.deny_rules]]`.
+    Deny,
+}
+
+impl RuleKind {
+    /// The manifest key of the list.
+    pub fn key(self) -> &'static str {
+        match self {
+            RuleKind::Allow => "permissions.allow_rules",
+            RuleKind::Ask => "permissions.ask_rules",
+            RuleKind::Deny => "permissions.deny_rules",
+        }
+    }
+}
+
+/// The rules' verdict for one call, with what gave it (for the turn loop's messages and `loom explain`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RulesVerdict {
+    /// The verdict.
+    pub verdict: Verdict,
+    /// The rule that matched (its list and index in it); `None`: no rule matched, the default applied.
+    pub rule: Option<(RuleKind, usize)>,
+    /// The remembered "always" answer (its index in the approvals passed) that answered the ask rule.
+    pub approval: Option<usize>,
+}
+
+impl RulesVerdict {
+    fn by(verdict: Verdict, kind: RuleKind, index: usize, approval: Option<usize>) -> Self {
+        RulesVerdict {
+            verdict,
+            rule: Some((kind, index)),
+            approval,
+        }
+    }
+
+    /// True when an ask rule matched, so the user's answer may be remembered ("always"). Asks of the doom-loop
+    /// guard are never rememberable: they are about this run, not about the call.
+    pub fn rememberable(&self) -> bool {
+        matches!(self.rule, Some((RuleKind::Ask, _)))
+    }
+}
+
+/// A remembered "always" answer to an ask: this tool, with exactly this subject, runs without asking again (as
+/// long as the grant still allows it and no deny rule matches). Deliberately exact — the command line, the path or
+/// the host the user saw — so approving `git push origin main` approves nothing else.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Approval {
+    /// The tool instance.
+    pub tool: String,
+    /// What the call was about; `None`: the tool's calls carry none of a command, a path or a host, so the answer
+    /// covers every call of the tool the ask rule matches.
+    pub subject: Option<Subject>,
+}
+
+/// What an [`Approval`] is about.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Subject {
+    /// A command line (compared after trimming surrounding whitespace).
+    Command(String),
+    /// A resolved absolute path.
+    Path(String),
+    /// A URL host.
+    Host(String),
+}
+
+impl Approval {
+    /// The approval that answering "always" to the call with these facts records.
+    pub fn for_call(facts: &CallFacts) -> Approval {
+        Approval {
+            tool: facts.tool.clone(),
+            subject: subject_of(facts),
+        }
+    }
+
+    /// Does this approval answer an ask about the call with these facts?
+    pub fn covers(&self, facts: &CallFacts) -> bool {
+        self.tool == facts.tool && self.subject == subject_of(facts)
+    }
+}
+
+fn subject_of(facts: &CallFacts) -> Option<Subject> {
+    if let Some(c) = &facts.command {
+        Some(Subject::Command(c.trim().to_string()))
+    } else if let Some(p) = &facts.path {
+        Some(Subject::Path(p.clone()))
+    } else {
+        facts.host.clone().map(Subject::Host)
     }
 }
 
@@ -223,6 +346,77 @@ mod tests {
         let v = |p: &str| rules.evaluate(&facts("read_file", None, Some(p)), Verdict::Allow);
         assert_eq!(v("/w/secrets/key"), Verdict::Deny);
         assert_eq!(v("/w/secretsother"), Verdict::Allow);
+    }
+
+    #[test]
+    fn judge_names_the_rule_and_an_approval_answers_only_its_own_ask() {
+        let rules = Permissions {
+            allow: vec![cmd_rule("git")],
+            ask: vec![cmd_rule("git push")],
+            deny: vec![cmd_rule("git push --force")],
+        };
+        let push = facts("bash", Some("git push origin main"), None);
+        let v = rules.judge(&push, Verdict::Allow, &[]);
+        assert_eq!(v.verdict, Verdict::Ask);
+        assert_eq!(v.rule, Some((RuleKind::Ask, 0)));
+        assert!(v.rememberable());
+        let always = Approval::for_call(&push);
+        let approvals = [
+            Approval::for_call(&facts("bash", Some("ls"), None)),
+            always.clone(),
+        ];
+        let v = rules.judge(&push, Verdict::Allow, &approvals);
+        assert_eq!((v.verdict, v.approval), (Verdict::Allow, Some(1)));
+        // the same command with surrounding whitespace is the same call; any other command is not
+        let spaced = facts("bash", Some("  git push origin main "), None);
+        assert_eq!(
+            rules.judge(&spaced, Verdict::Allow, &approvals).verdict,
+            Verdict::Allow
+        );
+        let other = facts("bash", Some("git push origin dev"), None);
+        assert_eq!(
+            rules.judge(&other, Verdict::Allow, &approvals).verdict,
+            Verdict::Ask
+        );
+        // another tool with the same command is not covered
+        let renamed = facts("sh2", Some("git push origin main"), None);
+        assert!(!always.covers(&renamed));
+        // an approval never answers a deny rule, even one recorded for that exact call
+        let force = facts("bash", Some("git push --force"), None);
+        let v = rules.judge(&force, Verdict::Allow, &[Approval::for_call(&force)]);
+        assert_eq!(
+            (v.verdict, v.rule),
+            (Verdict::Deny, Some((RuleKind::Deny, 0)))
+        );
+        assert!(!v.rememberable());
+        // the allow rule and the default are named as such
+        let status = facts("bash", Some("git status"), None);
+        assert_eq!(
+            rules.judge(&status, Verdict::Ask, &[]).rule,
+            Some((RuleKind::Allow, 0))
+        );
+        let ls = facts("bash", Some("ls"), None);
+        let v = rules.judge(&ls, Verdict::Ask, &approvals);
+        assert_eq!((v.verdict, v.rule, v.approval), (Verdict::Ask, None, None));
+    }
+
+    #[test]
+    fn an_approval_is_for_the_subject_the_user_saw() {
+        let read = facts("read_file", None, Some("/w/a"));
+        let a = Approval::for_call(&read);
+        assert_eq!(a.subject, Some(Subject::Path("/w/a".into())));
+        assert!(!a.covers(&facts("read_file", None, Some("/w/b"))));
+        let mut fetch = facts("fetch", None, None);
+        fetch.host = Some("example.com".into());
+        assert_eq!(
+            Approval::for_call(&fetch).subject,
+            Some(Subject::Host("example.com".into()))
+        );
+        // a call with no subject at all: the answer covers the tool
+        let bare = Approval::for_call(&facts("notes", None, None));
+        assert_eq!(bare.subject, None);
+        assert!(bare.covers(&facts("notes", None, None)));
+        assert!(!bare.covers(&facts("notes", None, Some("/w/a"))));
     }
 
     #[test]

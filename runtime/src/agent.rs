@@ -18,15 +18,19 @@ use std::sync::{Arc, Mutex as StdMutex};
 
 use futures::future::BoxFuture;
 use futures::StreamExt;
-use loom_kernel::{combine, decide, AlgebraKind, Decision, Grant, PathCtx, Permissions, Verdict};
+use loom_kernel::{
+    combine, decide, AlgebraKind, Approval, CallFacts, Decision, Grant, PathCtx, Permissions, Rule,
+    RuleKind, RulesVerdict, Verdict,
+};
 use tokio_util::sync::CancellationToken;
 
+use crate::approvals::{now_secs, ApprovalStore, Remembered};
 use crate::bus::{Bus, Capacity, Subscription};
 use crate::harness::{EventStream, Harness, HarnessError};
 use crate::model::{ModelEvent, ModelRequest, Role, StopReason, ToolSpec};
 use crate::retry::{jitter, wait, RetryPolicy, Sleeper, TokioSleeper};
 use crate::session::{to_messages, Chain, CompactCtx, CompactMode, Compaction, SessionError};
-use crate::tools::{Progress, Tool, ToolCtx, ToolOutput};
+use crate::tools::{Prepared, Progress, Tool, ToolCtx, ToolOutput};
 use crate::update::{
     Chunk, Content, Frame, FrameKind, SessionUpdate, ThoughtChunk, ThoughtMeta, ToolCall,
     ToolCallContent, ToolCallUpdate, ToolKind, ToolStatus, TurnStop, UsageUpdate,
@@ -75,6 +79,9 @@ pub struct PermissionAsk {
     pub call: ToolCall,
     /// Why approval is needed.
     pub reason: String,
+    /// True when an "always" answer can be remembered for this call (an ask rule asked; the doom-loop guard's
+    /// asks are about this run and are never remembered). A client offers "always" only then.
+    pub rememberable: bool,
 }
 
 /// The user's answer to a [`PermissionAsk`].
@@ -82,6 +89,9 @@ pub struct PermissionAsk {
 pub enum AskAnswer {
     /// Run this one call.
     AllowOnce,
+    /// Run it, and remember the answer for this exact call (see [`loom_kernel::Approval`]); for an ask that is not
+    /// [`rememberable`](PermissionAsk::rememberable) it means the same as `AllowOnce`.
+    AllowAlways,
     /// Refuse it; the text says why (the user rejected it, the client went away, …) and is fed back to the model.
     Reject(String),
 }
@@ -117,6 +127,8 @@ pub struct AgentParts {
     pub sleeper: Arc<dyn Sleeper>,
     /// Who answers permission asks (none: headless, asks are refused).
     pub asker: Option<Arc<dyn Asker>>,
+    /// Remembered "always" answers (none: nothing is remembered, and "always" counts as once).
+    pub approvals: Option<Arc<ApprovalStore>>,
 }
 
 impl AgentParts {
@@ -134,6 +146,7 @@ impl AgentParts {
             retry: RetryPolicy::default(),
             sleeper: Arc::new(TokioSleeper),
             asker: None,
+            approvals: None,
         }
     }
 }
@@ -152,6 +165,7 @@ pub struct Agent {
     retry: RetryPolicy,
     sleeper: Arc<dyn Sleeper>,
     asker: Option<Arc<dyn Asker>>,
+    approvals: Option<Arc<ApprovalStore>>,
     turns: AtomicU64,
     steering: StdMutex<Vec<String>>,
     /// Distinguishes this agent instance's message ids from those of earlier runs stored in the same session.
@@ -222,6 +236,7 @@ impl Agent {
             retry: parts.retry,
             sleeper: parts.sleeper,
             asker: parts.asker,
+            approvals: parts.approvals,
             turns: AtomicU64::new(0),
             steering: StdMutex::new(Vec::new()),
             nonce: format!("{:x}", nonce()),
@@ -797,16 +812,10 @@ impl Agent {
         };
         self.announce(session, &call, &input, kind, prepared.locations.clone())
             .await?;
-        let decision = decide(
-            &call.name,
-            slot.algebra,
-            &self.ctx,
-            &slot.grant,
-            &prepared.request,
-        );
-        let rules = self.permissions.evaluate(&prepared.facts, Verdict::Allow);
+        let (decision, judged) = self.judge(&call.name, slot, &prepared);
         let stuck = doom.check(&call.name, &input);
-        let verdict = combine(&decision, rules, &[stuck]);
+        let verdict = combine(&decision, judged.verdict, &[stuck]);
+        let mut remember_failed = None;
         let auth = match (decision, verdict) {
             (Decision::Deny(d), _) => {
                 return self
@@ -821,6 +830,7 @@ impl Agent {
                 return self.finish(session, &call.id, out).await;
             }
             (Decision::Allow(a), Verdict::Ask) => {
+                let rememberable = judged.rememberable() && stuck != Verdict::Ask;
                 let reason = if stuck == Verdict::Ask {
                     format!(
                         "{}: this is the same call with the same input {} times in a row — the model appears stuck \
@@ -829,9 +839,11 @@ impl Agent {
                         loom_kernel::DOOM_LOOP_THRESHOLD
                     )
                 } else {
+                    let (kind, index) = judged.rule.unwrap_or((RuleKind::Ask, 0));
                     format!(
-                        "{}: a [permissions] ask rule needs the user's approval for this call",
-                        call.name
+                        "{}: a [permissions] ask rule ({}[{index}]) needs the user's approval for this call",
+                        call.name,
+                        kind.key()
                     )
                 };
                 let Some(asker) = &self.asker else {
@@ -853,6 +865,7 @@ impl Agent {
                         locations: prepared.locations.clone(),
                     },
                     reason: reason.clone(),
+                    rememberable,
                 };
                 // a cancelled turn stops waiting even when an answer is ready too
                 let answer = tokio::select! {
@@ -865,6 +878,16 @@ impl Agent {
                 };
                 match answer {
                     AskAnswer::AllowOnce => a,
+                    AskAnswer::AllowAlways if rememberable => {
+                        if let Some(store) = &self.approvals {
+                            let approval = Approval::for_call(&prepared.facts);
+                            if let Err(e) = store.remember(approval, now_secs()) {
+                                remember_failed = Some(e);
+                            }
+                        }
+                        a
+                    }
+                    AskAnswer::AllowAlways => a,
                     AskAnswer::Reject(why) => {
                         let out = ToolOutput::error(format!("{reason}, and it was refused: {why}"));
                         return self.finish(session, &call.id, out).await;
@@ -901,6 +924,102 @@ impl Agent {
             out.is_error = true;
             out.text = format!("interrupted\n{}", out.text);
         }
+        if let Some(e) = remember_failed {
+            out.text = format!(
+                "{}\n(the user answered \"always\", but loom could not remember it, so the next such call is asked \
+                 about again: {e})",
+                out.text
+            );
+        }
         self.finish(session, &call.id, out).await
     }
+
+    /// The kernel's decision on a prepared call, and the `[permissions]` rules' verdict inside it (remembered
+    /// "always" answers included). The turn loop and [`Agent::explain`] both decide through here.
+    fn judge(&self, name: &str, slot: &ToolSlot, prepared: &Prepared) -> (Decision, RulesVerdict) {
+        let decision = decide(
+            name,
+            slot.algebra,
+            &self.ctx,
+            &slot.grant,
+            &prepared.request,
+        );
+        let approvals = self
+            .approvals
+            .as_ref()
+            .map(|s| s.approvals())
+            .unwrap_or_default();
+        let judged = self
+            .permissions
+            .judge(&prepared.facts, Verdict::Allow, &approvals);
+        (decision, judged)
+    }
+
+    /// What the turn loop would decide about a call of `tool` with `input`, without running it (`loom explain`):
+    /// the grant, the kernel's decision with the authorising row, the `[permissions]` rule and remembered answer
+    /// that applied, and the final verdict. The doom-loop guard is not part of it (it depends on the calls before).
+    pub fn explain(&self, tool: &str, input: &serde_json::Value) -> Result<Explanation, String> {
+        let Some(slot) = self.tools.get(tool) else {
+            let names: Vec<&str> = self.tools.keys().map(String::as_str).collect();
+            return Err(format!(
+                "there is no tool named {tool:?} in this agent; the tools are: {}",
+                if names.is_empty() {
+                    "(none)".to_string()
+                } else {
+                    names.join(", ")
+                }
+            ));
+        };
+        let prepared = slot
+            .tool
+            .prepare(input)
+            .map_err(|e| format!("the tool refuses this input before any decision: {e}"))?;
+        let (decision, rules) = self.judge(tool, slot, &prepared);
+        let verdict = combine(&decision, rules.verdict, &[]);
+        let approval = rules
+            .approval
+            .and_then(|i| self.approvals.as_ref()?.entries().into_iter().nth(i));
+        let rule = rules.rule.map(|(kind, index)| {
+            let list = match kind {
+                RuleKind::Allow => &self.permissions.allow,
+                RuleKind::Ask => &self.permissions.ask,
+                RuleKind::Deny => &self.permissions.deny,
+            };
+            (kind, index, list.get(index).cloned().unwrap_or_default())
+        });
+        Ok(Explanation {
+            tool: tool.to_string(),
+            algebra: slot.algebra,
+            grant: slot.grant.clone(),
+            facts: prepared.facts,
+            decision,
+            rule,
+            approval,
+            verdict,
+            headless: self.asker.is_none(),
+        })
+    }
+}
+
+/// What [`Agent::explain`] found.
+#[derive(Debug, Clone)]
+pub struct Explanation {
+    /// The tool instance.
+    pub tool: String,
+    /// Its algebra.
+    pub algebra: AlgebraKind,
+    /// Its grant.
+    pub grant: Grant,
+    /// The facts the rules matched against.
+    pub facts: CallFacts,
+    /// The kernel's decision (the authorising row, or the denial and its reason).
+    pub decision: Decision,
+    /// The rule that matched: its list, its index and the rule.
+    pub rule: Option<(RuleKind, usize, Rule)>,
+    /// The remembered "always" answer that answered an ask rule.
+    pub approval: Option<Remembered>,
+    /// The verdict: allow, ask (a headless run refuses it) or deny.
+    pub verdict: Verdict,
+    /// True when no one can answer an ask (the agent as `loom explain` boots it is headless).
+    pub headless: bool,
 }

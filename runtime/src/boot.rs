@@ -12,6 +12,7 @@ use loom_kernel::{
 };
 
 use crate::agent::{Agent, AgentParts, ToolSlot};
+use crate::approvals::ApprovalStore;
 use crate::harness::{
     build_harness, max_turn_requests_of, small_model_of_parent, Harness, HarnessConfigError,
 };
@@ -98,6 +99,14 @@ pub enum BootError {
         /// The manifest.
         file: String,
         /// Why (never a value).
+        message: String,
+    },
+    /// The agent's stored state cannot be used.
+    #[error("{file}: {message}")]
+    Storage {
+        /// The manifest.
+        file: String,
+        /// Why, and the fix.
         message: String,
     },
     /// The system prompt file cannot be read.
@@ -305,6 +314,12 @@ pub fn boot_with(
             storage.display()
         )),
     }
+    // remembered "always" answers live with the agent's other state; a damaged file stops boot rather than being
+    // overwritten
+    let approvals = ApprovalStore::open(&storage).map_err(|message| BootError::Storage {
+        file: file.clone(),
+        message,
+    })?;
     let place = SessionPlace {
         manifest_dir: loaded.dir.clone(),
         storage,
@@ -350,6 +365,7 @@ pub fn boot_with(
     parts.system = system;
     parts.tools = tools;
     parts.permissions = m.permissions.clone();
+    parts.approvals = Some(Arc::new(approvals));
     parts.retry = RetryPolicy::default();
     parts.sleeper = opts
         .sleeper

@@ -46,9 +46,11 @@
 
 mod acp;
 mod agent;
+mod approvals;
 mod baseline;
 mod boot;
 mod bus;
+mod explain;
 mod harness;
 mod load;
 mod model;
@@ -67,11 +69,14 @@ mod tests;
 
 pub use acp::{serve, serve_stdio, AcpError, ACP_PROTOCOL_VERSION};
 pub use agent::{
-    Agent, AgentParts, AskAnswer, Asker, PermissionAsk, Preamble, ToolSlot, TurnOutcome,
+    Agent, AgentParts, AskAnswer, Asker, Explanation, PermissionAsk, Preamble, ToolSlot,
+    TurnOutcome,
 };
+pub use approvals::{ApprovalStore, Remembered, APPROVALS_FILE};
 pub use baseline::{git_show, BaselineSpec};
 pub use boot::{boot, boot_loaded, boot_with, BootError, BootOptions, Booted, Prebuilt};
 pub use bus::{Bus, Capacity, Subscription, DEFAULT_CAPACITY};
+pub use explain::{explain_call, ExplainError};
 pub use harness::{
     anthropic_request_body, AnthropicConfig, AnthropicDecoder, AnthropicHarness, ANTHROPIC_API_KEY,
     ANTHROPIC_DEFAULT_API_BASE, ANTHROPIC_DEFAULT_MAX_TOKENS, ANTHROPIC_DEFAULT_MODEL,

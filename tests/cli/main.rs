@@ -2,5 +2,6 @@
 //! End-to-end tests of the real `loom` binary.
 
 mod audit;
+mod explain;
 mod gate;
 mod version;

@@ -3,6 +3,8 @@
 pub mod acp;
 pub mod audit;
 pub mod doctor;
+pub mod explain;
+pub mod permissions;
 pub mod prompt;
 pub mod run;
 pub mod sandbox;

@@ -86,9 +86,10 @@ impl Peer {
 /// answer goes.
 type AskMsg = (Value, oneshot::Sender<Reply>);
 
-/// `session/request_permission`: the client's user answers a `[permissions]` ask or a doom-loop ask. Only
-/// "allow once" and "reject once" are offered: persisting an "always" answer is not implemented, so it is not
-/// offered. The question goes through the turn's task, which sends every update published before it first, so the
+/// `session/request_permission`: the client's user answers a `[permissions]` ask or a doom-loop ask. "Allow once"
+/// and "reject once" are always offered; "allow always" only when the agent can remember the answer (an ask rule
+/// asked — the doom-loop guard's asks are about this run), and an option that was not offered is never accepted.
+/// The question goes through the turn's task, which sends every update published before it first, so the
 /// client has seen the `tool_call` it is asked about.
 struct ClientAsker {
     asks: mpsc::UnboundedSender<AskMsg>,
@@ -97,6 +98,7 @@ struct ClientAsker {
 
 const ALLOW_ONCE: &str = "allow_once";
 const REJECT_ONCE: &str = "reject_once";
+const ALLOW_ALWAYS: &str = "allow_always";
 
 impl Asker for ClientAsker {
     fn ask(&self, ask: PermissionAsk) -> BoxFuture<'static, AskAnswer> {
@@ -107,13 +109,17 @@ impl Asker for ClientAsker {
                 json!([{"type": "content", "content": {"type": "text", "text": ask.reason}}]),
             );
         }
+        let always = ask.rememberable;
+        let mut options =
+            vec![json!({"optionId": ALLOW_ONCE, "name": "Allow once", "kind": "allow_once"})];
+        if always {
+            options.push(json!({"optionId": ALLOW_ALWAYS, "name": "Always allow this call", "kind": "allow_always"}));
+        }
+        options.push(json!({"optionId": REJECT_ONCE, "name": "Reject", "kind": "reject_once"}));
         let params = json!({
             "sessionId": self.session_id,
             "toolCall": tool_call,
-            "options": [
-                {"optionId": ALLOW_ONCE, "name": "Allow once", "kind": "allow_once"},
-                {"optionId": REJECT_ONCE, "name": "Reject", "kind": "reject_once"},
-            ],
+            "options": options,
         });
         let (tx, rx) = oneshot::channel();
         let sent = self.asks.send((params, tx)).is_ok();
@@ -122,7 +128,7 @@ impl Asker for ClientAsker {
                 return AskAnswer::Reject("no client turn is running to ask".into());
             }
             match rx.await {
-                Ok(Ok(result)) => answer_of(&result),
+                Ok(Ok(result)) => answer_of(&result, always),
                 // a plain string is our own note (the client went away); an object is the client's error
                 Ok(Err(Value::String(why))) => AskAnswer::Reject(why),
                 Ok(Err(e)) => AskAnswer::Reject(format!(
@@ -137,11 +143,13 @@ impl Asker for ClientAsker {
     }
 }
 
-/// The client's `RequestPermissionResponse` as an answer; anything but "allow once" selected is a refusal.
-fn answer_of(result: &Value) -> AskAnswer {
+/// The client's `RequestPermissionResponse` as an answer; anything but an offered "allow" option selected is a
+/// refusal.
+pub(super) fn answer_of(result: &Value, offered_always: bool) -> AskAnswer {
     let outcome = &result["outcome"];
     match (outcome["outcome"].as_str(), outcome["optionId"].as_str()) {
         (Some("selected"), Some(ALLOW_ONCE)) => AskAnswer::AllowOnce,
+        (Some("selected"), Some(ALLOW_ALWAYS)) if offered_always => AskAnswer::AllowAlways,
         (Some("selected"), Some(REJECT_ONCE)) => AskAnswer::Reject("the user rejected it".into()),
         (Some("cancelled"), _) => AskAnswer::Reject("the client cancelled the question".into()),
         _ => AskAnswer::Reject(format!("the client's answer was not understood: {result}")),

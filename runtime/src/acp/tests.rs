@@ -187,6 +187,33 @@ fn stop_reasons_map_to_acp() {
 }
 
 /// The asker seam the server plugs into: what is asked, and what each answer does.
+#[test]
+fn allow_always_is_accepted_only_when_it_was_offered() {
+    use super::server::answer_of;
+    use crate::agent::AskAnswer;
+    let picked = |id: &str| json!({"outcome": {"outcome": "selected", "optionId": id}});
+    assert_eq!(
+        answer_of(&picked("allow_always"), true),
+        AskAnswer::AllowAlways
+    );
+    assert!(matches!(
+        answer_of(&picked("allow_always"), false),
+        AskAnswer::Reject(_)
+    ));
+    assert_eq!(
+        answer_of(&picked("allow_once"), false),
+        AskAnswer::AllowOnce
+    );
+    assert!(matches!(
+        answer_of(&picked("reject_once"), true),
+        AskAnswer::Reject(_)
+    ));
+    assert!(matches!(
+        answer_of(&json!({"outcome": {"outcome": "cancelled"}}), true),
+        AskAnswer::Reject(_)
+    ));
+}
+
 mod asker {
     use std::sync::{Arc, Mutex};
 
@@ -195,6 +222,7 @@ mod asker {
     use tokio_util::sync::CancellationToken;
 
     use crate::agent::{Agent, AgentParts, AskAnswer, Asker, PermissionAsk, ToolSlot};
+    use crate::approvals::ApprovalStore;
     use crate::bus::Capacity;
     use crate::harness::TestHarness;
     use crate::session::{Chain, MemoryLayer};
@@ -225,8 +253,20 @@ mod asker {
         answer: AskAnswer,
     ) -> (Vec<PermissionAsk>, Vec<(ToolStatus, String)>) {
         let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("a.txt"), "x").unwrap();
-        let cwd = std::fs::canonicalize(dir.path()).unwrap();
+        run_with(script, rules, answer, None, dir.path()).await
+    }
+
+    /// [`run`] with remembered answers kept in `approvals`.
+    async fn run_with(
+        script: &str,
+        rules: &str,
+        answer: AskAnswer,
+        approvals: Option<Arc<ApprovalStore>>,
+        dir: &std::path::Path,
+    ) -> (Vec<PermissionAsk>, Vec<(ToolStatus, String)>) {
+        std::fs::write(dir.join("a.txt"), "x").unwrap();
+        std::fs::write(dir.join("b.txt"), "y").unwrap();
+        let cwd = std::fs::canonicalize(dir).unwrap();
         let t: toml::Table = toml::from_str(&format!("script = {script}")).unwrap();
         let harness = Arc::new(TestHarness::from_config(&t).unwrap());
         let m = loom_kernel::parse_manifest(
@@ -263,6 +303,7 @@ mod asker {
             asked: Mutex::new(Vec::new()),
         });
         parts.asker = Some(recorder.clone());
+        parts.approvals = approvals;
         let agent = Agent::new(parts);
         let sub = agent.subscribe(Capacity::Unbounded);
         agent.prompt("go", CancellationToken::new()).await;
@@ -319,6 +360,82 @@ mod asker {
         let (asked, r) = run(inside, &rules, AskAnswer::AllowOnce).await;
         assert!(asked.is_empty(), "{asked:?}");
         assert!(r[0].1.contains("deny rule"), "{}", r[0].1);
+    }
+
+    #[tokio::test]
+    async fn an_always_answer_is_remembered_for_that_call_only() {
+        let store_dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(ApprovalStore::open(store_dir.path()).unwrap());
+        let work = tempfile::tempdir().unwrap();
+        let a = r#"{ call = { tool = "read_file", input = { path = "a.txt" } } }"#;
+        let b = r#"{ call = { tool = "read_file", input = { path = "b.txt" } } }"#;
+        // a is asked about and remembered, so the second a is not asked about; b is another call
+        let script = format!("[[{a}, {a}, {b}, {{ say = \"done\" }}]]");
+        let (asked, r) = run_with(
+            &script,
+            ASK_READS,
+            AskAnswer::AllowAlways,
+            Some(store.clone()),
+            work.path(),
+        )
+        .await;
+        let paths: Vec<String> = asked
+            .iter()
+            .map(|q| q.call.raw_input["path"].as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(paths, ["a.txt", "b.txt"]);
+        assert!(asked.iter().all(|q| q.rememberable));
+        assert!(r.iter().all(|(s, _)| *s == ToolStatus::Completed), "{r:?}");
+        let kept = ApprovalStore::open(store_dir.path()).unwrap().entries();
+        assert_eq!(kept.len(), 2, "{kept:?}");
+        assert!(kept.iter().all(|k| k.approval.tool == "read_file"));
+
+        // a later run with the same store: neither is asked about, even by an asker that would refuse
+        let script = format!("[[{a}, {b}, {{ say = \"done\" }}]]");
+        let (asked, r) = run_with(
+            &script,
+            ASK_READS,
+            AskAnswer::Reject("no".into()),
+            Some(store.clone()),
+            work.path(),
+        )
+        .await;
+        assert!(asked.is_empty(), "{asked:?}");
+        assert!(r.iter().all(|(s, _)| *s == ToolStatus::Completed), "{r:?}");
+
+        // a remembered answer never overrides a deny rule
+        let rules = format!("{ASK_READS}[[permissions.deny_rules]]\ntool = \"read_file\"\n");
+        let script = format!("[[{a}, {{ say = \"done\" }}]]");
+        let (asked, r) = run_with(
+            &script,
+            &rules,
+            AskAnswer::AllowAlways,
+            Some(store.clone()),
+            work.path(),
+        )
+        .await;
+        assert!(asked.is_empty());
+        assert!(r[0].1.contains("deny rule"), "{}", r[0].1);
+
+        // the doom-loop guard's ask is about this run: "always" is not offered and nothing is remembered
+        let script = format!("[[{a}, {a}, {a}, {{ say = \"done\" }}]]");
+        let (asked, _) = run_with(
+            &script,
+            ASK_READS,
+            AskAnswer::AllowAlways,
+            Some(store.clone()),
+            work.path(),
+        )
+        .await;
+        assert_eq!(asked.len(), 1);
+        assert!(!asked[0].rememberable && asked[0].reason.contains("appears stuck"));
+        assert_eq!(
+            ApprovalStore::open(store_dir.path())
+                .unwrap()
+                .entries()
+                .len(),
+            2
+        );
     }
 
     #[tokio::test]

@@ -1,0 +1,151 @@
+//! `loom permissions list|revoke <agent.toml>`: the "always" answers remembered for an agent.
+//!
+//! An answer is remembered when the user picks "always" for a call a `[permissions]` ask rule asked about; it covers
+//! exactly that call (the command line, path or host shown) of that tool, and never a call a deny rule or the grant
+//! refuses. Answers live in the agent's storage directory, so every manifest sharing the agent's name or
+//! `storage_id` shares them. Exit codes: 0 on success, 1 when the file cannot be read or written, 2 for usage errors
+//! (an answer number that does not exist).
+
+use std::path::PathBuf;
+
+use loom_kernel::Subject;
+use loom_runtime::{env_map, load_manifest, storage_dir, ApprovalStore, Remembered};
+
+use crate::exit;
+use crate::output::{emit, fail};
+
+/// Arguments of `loom permissions`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[command(subcommand)]
+    action: Action,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum Action {
+    /// List the remembered "always" answers, numbered.
+    List {
+        /// The agent manifest.
+        manifest: PathBuf,
+    },
+    /// Forget remembered answers by number (as `list` shows them), or all of them.
+    Revoke {
+        /// The agent manifest.
+        manifest: PathBuf,
+        /// The answers to forget (1-based).
+        #[arg(required_unless_present = "all", conflicts_with = "all")]
+        numbers: Vec<usize>,
+        /// Forget every remembered answer.
+        #[arg(long)]
+        all: bool,
+    },
+}
+
+/// Runs `loom permissions`.
+pub fn run(args: Args) -> i32 {
+    let manifest = match &args.action {
+        Action::List { manifest } | Action::Revoke { manifest, .. } => manifest.clone(),
+    };
+    let loaded = match load_manifest(&manifest) {
+        Ok(l) => l,
+        Err(e) => return fail(exit::FAILED, &e.to_string()),
+    };
+    let dir = storage_dir(&loaded.manifest, &env_map());
+    let store = match ApprovalStore::open(&dir) {
+        Ok(s) => s,
+        Err(e) => return fail(exit::FAILED, &e),
+    };
+    match args.action {
+        Action::List { .. } => {
+            let entries = store.entries();
+            if entries.is_empty() {
+                emit(&format!(
+                    "no remembered answers for agent {:?} ({})\n",
+                    loaded.manifest.agent.name,
+                    store.path().display()
+                ));
+            } else {
+                let mut out = format!(
+                    "remembered \"always\" answers for agent {:?} ({}):\n",
+                    loaded.manifest.agent.name,
+                    store.path().display()
+                );
+                for (i, r) in entries.iter().enumerate() {
+                    out.push_str(&format!("{:>3}  {}\n", i + 1, describe(r)));
+                }
+                emit(&out);
+            }
+            exit::OK
+        }
+        Action::Revoke { numbers, all, .. } => {
+            let indices: Vec<usize> = if all {
+                (0..store.entries().len()).collect()
+            } else {
+                if numbers.contains(&0) {
+                    return fail(
+                        exit::USAGE,
+                        "answers are numbered from 1, as `loom permissions list` shows",
+                    );
+                }
+                numbers.iter().map(|n| n - 1).collect()
+            };
+            match store.revoke(&indices) {
+                Ok(gone) => {
+                    let mut out = String::new();
+                    for r in &gone {
+                        out.push_str(&format!("revoked  {}\n", describe(r)));
+                    }
+                    if gone.is_empty() {
+                        out.push_str("nothing to revoke\n");
+                    }
+                    emit(&out);
+                    exit::OK
+                }
+                Err(e) if e.contains("there is no remembered answer") => fail(exit::USAGE, &e),
+                Err(e) => fail(exit::FAILED, &e),
+            }
+        }
+    }
+}
+
+fn describe(r: &Remembered) -> String {
+    let subject = match &r.approval.subject {
+        Some(Subject::Command(c)) => format!("command {c:?}"),
+        Some(Subject::Path(p)) => format!("path {p}"),
+        Some(Subject::Host(h)) => format!("host {h}"),
+        None => "any call".into(),
+    };
+    format!("{}  {subject}  (given {})", r.approval.tool, utc(r.at))
+}
+
+/// `secs` since the Unix epoch as `YYYY-MM-DD HH:MM UTC` (civil-from-days, proleptic Gregorian).
+pub fn utc(secs: u64) -> String {
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02} {:02}:{:02} UTC",
+        rem / 3_600,
+        rem % 3_600 / 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::utc;
+
+    #[test]
+    fn dates() {
+        assert_eq!(utc(0), "1970-01-01 00:00 UTC");
+        assert_eq!(utc(951_782_400), "2000-02-29 00:00 UTC");
+        assert_eq!(utc(1_796_056_200), "2026-11-30 16:30 UTC");
+    }
+}

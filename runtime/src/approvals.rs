@@ -1,0 +1,296 @@
+//! Remembered "always" answers to permission asks, one file per agent in its storage directory.
+//!
+//! The kernel decides what an answer covers ([`Approval`]) and when it applies (only to an ask rule, never past a
+//! deny rule or a grant denial); this module only keeps the list: read at boot, appended to when the user answers
+//! "always", listed and revoked by `loom permissions`. Writes are atomic (a temporary file renamed over the old one),
+//! so a crash leaves either the old list or the new one. A file that cannot be read is an error naming it, never an
+//! empty list written over it.
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use loom_kernel::{Approval, Subject};
+use serde::{Deserialize, Serialize};
+
+/// The file, in the agent's storage directory.
+pub const APPROVALS_FILE: &str = "approvals.json";
+
+/// One remembered answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Remembered {
+    /// What it covers.
+    pub approval: Approval,
+    /// When the user gave it (seconds since the Unix epoch).
+    pub at: u64,
+}
+
+/// The remembered answers of one agent.
+#[derive(Debug)]
+pub struct ApprovalStore {
+    path: PathBuf,
+    entries: Mutex<Vec<Remembered>>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileEntry {
+    tool: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    command: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    path: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    host: Option<String>,
+    at: u64,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct File {
+    version: u32,
+    approvals: Vec<FileEntry>,
+}
+
+impl ApprovalStore {
+    /// The store of the agent whose storage directory is `dir`; the file need not exist yet (nothing remembered).
+    /// A file that exists but cannot be read or parsed is an error naming it and the fix.
+    pub fn open(dir: &Path) -> Result<ApprovalStore, String> {
+        let path = dir.join(APPROVALS_FILE);
+        let entries = match std::fs::read_to_string(&path) {
+            Ok(text) => parse(&text).map_err(|e| {
+                format!(
+                    "{}: {e}; fix the file, or revoke every remembered answer with `loom permissions revoke \
+                     <agent.toml> --all` after moving it away",
+                    path.display()
+                )
+            })?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+            Err(e) => return Err(format!("{}: cannot read it: {e}", path.display())),
+        };
+        Ok(ApprovalStore {
+            path,
+            entries: Mutex::new(entries),
+        })
+    }
+
+    /// The file the answers are kept in.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The remembered answers, oldest first.
+    pub fn entries(&self) -> Vec<Remembered> {
+        self.lock().clone()
+    }
+
+    /// What the remembered answers cover, oldest first (what the kernel's rules judge takes).
+    pub fn approvals(&self) -> Vec<Approval> {
+        self.lock().iter().map(|r| r.approval.clone()).collect()
+    }
+
+    /// Remembers `approval` (given at `at`) and writes the file; remembering one already kept changes nothing.
+    pub fn remember(&self, approval: Approval, at: u64) -> Result<(), String> {
+        let mut entries = self.lock();
+        if entries.iter().any(|r| r.approval == approval) {
+            return Ok(());
+        }
+        let mut next = entries.clone();
+        next.push(Remembered { approval, at });
+        self.write(&next)?;
+        *entries = next;
+        Ok(())
+    }
+
+    /// Forgets the answers at `indices` (0-based, as [`entries`](Self::entries) lists them) and writes the file.
+    /// An index out of range is an error and nothing is forgotten.
+    pub fn revoke(&self, indices: &[usize]) -> Result<Vec<Remembered>, String> {
+        let mut entries = self.lock();
+        if let Some(bad) = indices.iter().find(|&&i| i >= entries.len()) {
+            return Err(format!(
+                "there is no remembered answer number {} (there are {}); `loom permissions list` numbers them",
+                bad + 1,
+                entries.len()
+            ));
+        }
+        let (gone, kept): (Vec<_>, Vec<_>) = entries
+            .iter()
+            .cloned()
+            .enumerate()
+            .partition(|(i, _)| indices.contains(i));
+        let kept: Vec<Remembered> = kept.into_iter().map(|(_, r)| r).collect();
+        self.write(&kept)?;
+        *entries = kept;
+        Ok(gone.into_iter().map(|(_, r)| r).collect())
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Remembered>> {
+        // the list is plain data: a panic elsewhere cannot leave it half-changed
+        self.entries.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn write(&self, entries: &[Remembered]) -> Result<(), String> {
+        let file = File {
+            version: 1,
+            approvals: entries.iter().map(to_file).collect(),
+        };
+        let text = serde_json::to_string_pretty(&file)
+            .map_err(|e| format!("cannot encode the remembered answers: {e}"))?;
+        let fail = |e: std::io::Error| format!("{}: cannot write it: {e}", self.path.display());
+        let dir = self.path.parent().unwrap_or(Path::new("."));
+        std::fs::create_dir_all(dir).map_err(fail)?;
+        let tmp = dir.join(format!(".{APPROVALS_FILE}.{}.tmp", std::process::id()));
+        let written = (|| {
+            use std::io::Write;
+            let mut f = std::fs::File::create(&tmp)?;
+            f.write_all(text.as_bytes())?;
+            f.write_all(b"\n")?;
+            f.sync_all()?;
+            std::fs::rename(&tmp, &self.path)
+        })();
+        if let Err(e) = written {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(fail(e));
+        }
+        Ok(())
+    }
+}
+
+fn parse(text: &str) -> Result<Vec<Remembered>, String> {
+    let file: File =
+        serde_json::from_str(text).map_err(|e| format!("not a remembered-answers file: {e}"))?;
+    if file.version != 1 {
+        return Err(format!(
+            "version {} is not one this loom reads (it reads version 1)",
+            file.version
+        ));
+    }
+    file.approvals
+        .into_iter()
+        .enumerate()
+        .map(|(i, e)| {
+            let subject = match (e.command, e.path, e.host) {
+                (None, None, None) => None,
+                (Some(c), None, None) => Some(Subject::Command(c)),
+                (None, Some(p), None) => Some(Subject::Path(p)),
+                (None, None, Some(h)) => Some(Subject::Host(h)),
+                _ => {
+                    return Err(format!(
+                        "approvals[{i}]: at most one of command, path and host"
+                    ))
+                }
+            };
+            Ok(Remembered {
+                approval: Approval {
+                    tool: e.tool,
+                    subject,
+                },
+                at: e.at,
+            })
+        })
+        .collect()
+}
+
+fn to_file(r: &Remembered) -> FileEntry {
+    let (mut command, mut path, mut host) = (None, None, None);
+    match &r.approval.subject {
+        Some(Subject::Command(c)) => command = Some(c.clone()),
+        Some(Subject::Path(p)) => path = Some(p.clone()),
+        Some(Subject::Host(h)) => host = Some(h.clone()),
+        None => {}
+    }
+    FileEntry {
+        tool: r.approval.tool.clone(),
+        command,
+        path,
+        host,
+        at: r.at,
+    }
+}
+
+/// Seconds since the Unix epoch, now.
+pub fn now_secs() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cmd(tool: &str, c: &str) -> Approval {
+        Approval {
+            tool: tool.into(),
+            subject: Some(Subject::Command(c.into())),
+        }
+    }
+
+    #[test]
+    fn answers_are_kept_listed_and_revoked_across_opens() {
+        let d = tempfile::tempdir().unwrap();
+        let dir = d.path().join("agents/a");
+        let store = ApprovalStore::open(&dir).unwrap();
+        assert!(store.entries().is_empty());
+        assert!(!store.path().exists(), "opening writes nothing");
+        store
+            .remember(cmd("bash", "git push origin main"), 10)
+            .unwrap();
+        store
+            .remember(cmd("bash", "git push origin main"), 11)
+            .unwrap();
+        let host = Approval {
+            tool: "fetch".into(),
+            subject: Some(Subject::Host("example.com".into())),
+        };
+        store.remember(host.clone(), 12).unwrap();
+        store
+            .remember(
+                Approval {
+                    tool: "notes".into(),
+                    subject: None,
+                },
+                13,
+            )
+            .unwrap();
+        let again = ApprovalStore::open(&dir).unwrap();
+        assert_eq!(again.entries(), store.entries());
+        assert_eq!(again.entries().len(), 3, "a repeated answer is kept once");
+        let gone = again.revoke(&[0, 2]).unwrap();
+        assert_eq!(gone.len(), 2);
+        assert_eq!(ApprovalStore::open(&dir).unwrap().approvals(), vec![host]);
+        let err = again.revoke(&[5]).unwrap_err();
+        assert!(
+            err.contains("number 6") && err.contains("loom permissions list"),
+            "{err}"
+        );
+        assert_eq!(
+            ApprovalStore::open(&dir).unwrap().entries().len(),
+            1,
+            "a bad revoke forgets nothing"
+        );
+        // no temporary file is left behind
+        let names: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, vec![std::ffi::OsString::from(APPROVALS_FILE)]);
+    }
+
+    #[test]
+    fn a_damaged_file_is_an_error_and_is_left_alone() {
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join(APPROVALS_FILE);
+        for bad in [
+            "{not json",
+            r#"{"version": 2, "approvals": []}"#,
+            r#"{"version": 1, "approvals": [{"tool": "bash", "command": "ls", "path": "/x", "at": 1}]}"#,
+            r#"{"version": 1, "approvals": [{"tool": "bash", "commmand": "ls", "at": 1}]}"#,
+        ] {
+            std::fs::write(&path, bad).unwrap();
+            let err = ApprovalStore::open(d.path()).unwrap_err();
+            assert!(err.contains(APPROVALS_FILE), "{err}");
+            assert_eq!(std::fs::read_to_string(&path).unwrap(), bad);
+        }
+    }
+}
