@@ -68,7 +68,10 @@ pub fn explain_call(
             layers: Vec::new(),
         };
         let booted = boot_with(loaded, opts, prebuilt)?;
-        let explanation = booted.agent.explain(tool, input).map_err(ExplainError::Call)?;
+        let explanation = booted
+            .agent
+            .explain(tool, input)
+            .map_err(ExplainError::Call)?;
         Ok((explanation, booted.notes))
     })
 }

@@ -100,7 +100,9 @@ pub use model::{
     ContentBlock, Message, ModelEvent, ModelRequest, Role, StopReason, ToolSpec, Usage,
 };
 pub use prompt::{prompt_blocking, PromptError, PromptSink};
-pub use repl::{parse_command, run_repl, Command, ReplUi, TurnStats, COMMANDS, TICK};
+pub use repl::{
+    ask_question, parse_answer, parse_command, run_repl, Command, ReplUi, TurnStats, COMMANDS, TICK,
+};
 pub use retry::{RetryPolicy, Sleeper, TokioSleeper, BASE_DELAY, MAX_ATTEMPTS, MAX_DELAY};
 pub use sdk::{run_agent, AgentDef, LayerSlot};
 pub use secrets::{env_names, Secret, SecretChain, SecretSource, SecretsFileError};

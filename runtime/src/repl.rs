@@ -4,15 +4,20 @@
 //!
 //! Ctrl-C during a turn cancels that turn (its tools are killed and marked interrupted) and the loop goes on; at the
 //! prompt it asks for a second Ctrl-C, Ctrl-D or `/quit` to leave. A line typed while a turn runs is steering: it is
-//! queued and enters the history after the current tool batch.
+//! queued and enters the history after the current tool batch — except while the agent asks the user to approve a
+//! call (a `[permissions]` ask rule or the doom-loop guard): then the next line is the answer (once, always when
+//! the ask can be remembered, or reject), asked again until it is one of those; Ctrl-C or the end of input refuses.
 
 use std::io::BufRead;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use futures::future::BoxFuture;
+use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
-use crate::agent::{Agent, TurnOutcome};
+use crate::agent::{Agent, AskAnswer, Asker, PermissionAsk, TurnOutcome};
 use crate::boot::{boot, BootOptions};
 use crate::bus::Capacity;
 use crate::prompt::PromptError;
@@ -35,6 +40,55 @@ pub trait ReplUi: Send {
     fn tick(&mut self, elapsed: Duration);
     /// The turn ended.
     fn turn_end(&mut self, outcome: &TurnOutcome, stats: &TurnStats);
+    /// The agent asks the user to approve a call; the next line typed is the answer (see [`ask_question`]).
+    fn ask(&mut self, ask: &PermissionAsk) {
+        self.note(&ask_question(ask));
+    }
+}
+
+/// The question for an ask: why, the call, and the answers possible.
+pub fn ask_question(ask: &PermissionAsk) -> String {
+    let choices = if ask.rememberable {
+        "[o]nce, [a]lways (this exact call, remembered for this agent), [r]eject"
+    } else {
+        "[o]nce, [r]eject"
+    };
+    format!(
+        "approve? {}\n  {} {}\n  {choices}",
+        ask.reason, ask.call.title, ask.call.raw_input
+    )
+}
+
+/// The answer a typed line gives to `ask`, or `None` when it is not one of the choices offered.
+pub fn parse_answer(line: &str, ask: &PermissionAsk) -> Option<AskAnswer> {
+    match line.trim().to_ascii_lowercase().as_str() {
+        "o" | "once" | "y" | "yes" => Some(AskAnswer::AllowOnce),
+        "a" | "always" if ask.rememberable => Some(AskAnswer::AllowAlways),
+        "r" | "reject" | "n" | "no" => Some(AskAnswer::Reject("the user rejected it".into())),
+        _ => None,
+    }
+}
+
+/// Asks go from the running turn to the loop that reads the terminal.
+type AskMsg = (PermissionAsk, oneshot::Sender<AskAnswer>);
+
+/// The REPL's [`Asker`]: hands each ask to the loop, which puts it to the user.
+struct ReplAsker {
+    asks: mpsc::UnboundedSender<AskMsg>,
+}
+
+impl Asker for ReplAsker {
+    fn ask(&self, ask: PermissionAsk) -> BoxFuture<'static, AskAnswer> {
+        let (tx, rx) = oneshot::channel();
+        let sent = self.asks.send((ask, tx)).is_ok();
+        Box::pin(async move {
+            if !sent {
+                return AskAnswer::Reject("no one is at the terminal to answer".into());
+            }
+            rx.await
+                .unwrap_or_else(|_| AskAnswer::Reject("the question went unanswered".into()))
+        })
+    }
 }
 
 /// Measurements of one turn, for the meters.
@@ -153,7 +207,9 @@ pub fn run_repl(
         for n in &booted.notes {
             ui.note(n);
         }
-        let agent = booted.agent;
+        let mut agent = booted.agent;
+        let (ask_tx, mut asks) = mpsc::unbounded_channel::<AskMsg>();
+        agent.set_asker(Arc::new(ReplAsker { asks: ask_tx }));
         let (tx, mut lines) = tokio::sync::mpsc::unbounded_channel::<Option<String>>();
         // a plain thread reads the terminal: blocking reads never hold a runtime worker
         std::thread::spawn(move || {
@@ -196,7 +252,7 @@ pub fn run_repl(
                 Some(Ok(c)) => command(&agent, c, ui, audit).await,
                 Some(Err(e)) => ui.note(&e),
                 None => {
-                    let eof = turn(&agent, &line, ui, &mut lines, &mut sigint).await;
+                    let eof = turn(&agent, &line, ui, &mut lines, &mut asks, &mut sigint).await;
                     if eof {
                         break;
                     }
@@ -216,8 +272,11 @@ async fn turn(
     text: &str,
     ui: &mut dyn ReplUi,
     lines: &mut tokio::sync::mpsc::UnboundedReceiver<Option<String>>,
+    asks: &mut mpsc::UnboundedReceiver<AskMsg>,
     sigint: &mut tokio::signal::unix::Signal,
 ) -> bool {
+    // the ask being put to the user: the next line answers it
+    let mut asking: Option<AskMsg> = None;
     let updates = agent.subscribe(Capacity::Unbounded);
     let cancel = CancellationToken::new();
     let start = Instant::now();
@@ -251,15 +310,38 @@ async fn turn(
             Some(u) = updates.recv() => seen(&u, ui, &mut stats),
             o = &mut run => break o,
             _ = sigint.recv() => {
+                // dropping an unanswered question refuses it; the cancelled turn stops waiting anyway
+                asking = None;
                 cancel.cancel();
             }
-            l = lines.recv(), if !eof => match l.flatten() {
-                Some(l) if !l.trim().is_empty() => {
+            Some(msg) = asks.recv(), if asking.is_none() => {
+                ui.ask(&msg.0);
+                asking = Some(msg);
+            }
+            l = lines.recv(), if !eof => match (l.flatten(), asking.take()) {
+                (Some(l), Some((ask, reply))) => match parse_answer(&l, &ask) {
+                    Some(answer) => {
+                        let _ = reply.send(answer);
+                    }
+                    None => {
+                        ui.note(if ask.rememberable {
+                            "answer o (once), a (always) or r (reject)"
+                        } else {
+                            "answer o (once) or r (reject)"
+                        });
+                        asking = Some((ask, reply));
+                    }
+                },
+                (Some(l), None) if !l.trim().is_empty() => {
                     agent.steer(l);
                     ui.note("(queued: the agent reads it after the current tool calls)");
                 }
-                Some(_) => {}
-                None => eof = true,
+                (Some(_), None) => {}
+                (None, question) => {
+                    // the end of input answers nothing: an open question is refused
+                    drop(question);
+                    eof = true;
+                }
             },
             _ = ticker.tick() => ui.tick(start.elapsed()),
         }
@@ -335,6 +417,33 @@ async fn command(agent: &Agent, c: Command, ui: &mut dyn ReplUi, audit: &dyn Fn(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn answers_are_only_the_choices_offered() {
+        use crate::update::{ToolCall, ToolKind, ToolStatus};
+        let mut ask = PermissionAsk {
+            call: ToolCall {
+                tool_call_id: "c".into(),
+                title: "bash".into(),
+                kind: ToolKind::Execute,
+                status: ToolStatus::Pending,
+                raw_input: serde_json::json!({"command": "git push"}),
+                content: vec![],
+                locations: vec![],
+            },
+            reason: "an ask rule".into(),
+            rememberable: true,
+        };
+        assert_eq!(parse_answer(" A ", &ask), Some(AskAnswer::AllowAlways));
+        assert_eq!(parse_answer("once", &ask), Some(AskAnswer::AllowOnce));
+        assert!(matches!(parse_answer("r", &ask), Some(AskAnswer::Reject(_))));
+        assert_eq!(parse_answer("sure", &ask), None);
+        assert!(ask_question(&ask).contains("[a]lways"));
+        // the doom-loop guard's asks cannot be remembered: "always" is neither offered nor accepted
+        ask.rememberable = false;
+        assert_eq!(parse_answer("a", &ask), None);
+        assert!(!ask_question(&ask).contains("always"));
+    }
 
     #[test]
     fn commands_parse_and_unknown_ones_are_named() {

@@ -36,34 +36,64 @@ fn scratch() -> Scratch {
 fn explain_names_the_row_the_rule_and_the_verdict_without_a_key_or_a_model() {
     let s = scratch();
     // no ANTHROPIC_API_KEY anywhere: explain never needs the provider
-    s.loom(&["explain", "agent.toml", "bash", r#"{"command": "git push origin main"}"#])
-        .expect_code(0)
-        .stdout_has("allowed by row 2 of the grant: { commands = [\"git\"], paths = [\"./\"] }")
-        .stdout_has("runs as the argv [\"git\", \"push\", \"origin\", \"main\"] (no shell)")
-        .stdout_has("permissions.ask_rules[0] { tool = \"bash\", command_prefix = \"git push\" } matched: ask")
-        .stdout_has("verdict  ASK")
-        .stdout_has("headless run (loom prompt) refuses it");
-    s.loom(&["explain", "agent.toml", "bash", r#"{"command": "git push --force"}"#])
-        .expect_code(0)
-        .stdout_has("permissions.deny_rules[0]")
-        .stdout_has("verdict  DENY — a deny rule refuses it inside the grant");
-    s.loom(&["explain", "agent.toml", "bash", r#"{"command": "ls | wc -l"}"#])
-        .expect_code(0)
-        .stdout_has("allowed by row 1 of the grant: { commands = \"*\", paths = [\"./\"] }")
-        .stdout_has("runs as `/bin/bash -c`")
-        .stdout_has("no [permissions] rule matched")
-        .stdout_has("verdict  ALLOW");
-    s.loom(&["explain", "agent.toml", "read_file", r#"{"path": "/etc/passwd"}"#])
-        .expect_code(0)
-        .stdout_has("DENIED: read_file may not read /etc/passwd")
-        .stdout_has("rule     not consulted: a grant denial is final")
-        .stdout_has("verdict  DENY — the grant does not allow it");
+    s.loom(&[
+        "explain",
+        "agent.toml",
+        "bash",
+        r#"{"command": "git push origin main"}"#,
+    ])
+    .expect_code(0)
+    .stdout_has("allowed by row 2 of the grant: { commands = [\"git\"], paths = [\"./\"] }")
+    .stdout_has("runs as the argv [\"git\", \"push\", \"origin\", \"main\"] (no shell)")
+    .stdout_has(
+        "permissions.ask_rules[0] { tool = \"bash\", command_prefix = \"git push\" } matched: ask",
+    )
+    .stdout_has("verdict  ASK")
+    .stdout_has("headless run (loom prompt) refuses it");
+    s.loom(&[
+        "explain",
+        "agent.toml",
+        "bash",
+        r#"{"command": "git push --force"}"#,
+    ])
+    .expect_code(0)
+    .stdout_has("permissions.deny_rules[0]")
+    .stdout_has("verdict  DENY — a deny rule refuses it inside the grant");
+    s.loom(&[
+        "explain",
+        "agent.toml",
+        "bash",
+        r#"{"command": "ls | wc -l"}"#,
+    ])
+    .expect_code(0)
+    .stdout_has("allowed by row 1 of the grant: { commands = \"*\", paths = [\"./\"] }")
+    .stdout_has("runs as `/bin/bash -c`")
+    .stdout_has("no [permissions] rule matched")
+    .stdout_has("verdict  ALLOW");
+    s.loom(&[
+        "explain",
+        "agent.toml",
+        "read_file",
+        r#"{"path": "/etc/passwd"}"#,
+    ])
+    .expect_code(0)
+    .stdout_has("DENIED: read_file may not read /etc/passwd")
+    .stdout_has("rule     not consulted: a grant denial is final")
+    .stdout_has("verdict  DENY — the grant does not allow it");
     // nothing ran: explain never runs the call
     assert!(!s.path().join("out.txt").exists());
-    s.loom(&["explain", "agent.toml", "bash", r#"{"command": "echo x > out.txt"}"#])
-        .expect_code(0)
-        .stdout_has("verdict  ALLOW");
-    assert!(!s.path().join("out.txt").exists(), "explain ran the command");
+    s.loom(&[
+        "explain",
+        "agent.toml",
+        "bash",
+        r#"{"command": "echo x > out.txt"}"#,
+    ])
+    .expect_code(0)
+    .stdout_has("verdict  ALLOW");
+    assert!(
+        !s.path().join("out.txt").exists(),
+        "explain ran the command"
+    );
 }
 
 #[test]
@@ -71,7 +101,9 @@ fn explain_refuses_bad_input_clearly() {
     let s = scratch();
     s.loom(&["explain", "agent.toml", "nope", "{}"])
         .expect_code(1)
-        .stderr_has("there is no tool named \"nope\" in this agent; the tools are: bash, read_file");
+        .stderr_has(
+            "there is no tool named \"nope\" in this agent; the tools are: bash, read_file",
+        );
     s.loom(&["explain", "agent.toml", "bash", "not json"])
         .expect_code(2)
         .stderr_has("the input is not valid JSON");
@@ -104,24 +136,39 @@ fn a_remembered_answer_is_shown_listed_and_revoked() {
         .expect_code(0)
         .stdout_has("  1  bash  command \"git push origin main\"  (given 2026-11-30 16:30 UTC)")
         .stdout_has("  2  read_file  path /nowhere/x");
-    s.loom(&["explain", "agent.toml", "bash", r#"{"command": "git push origin main"}"#])
-        .expect_code(0)
-        .stdout_has("answered by a remembered \"always\" (command \"git push origin main\"")
-        .stdout_has("verdict  ALLOW");
+    s.loom(&[
+        "explain",
+        "agent.toml",
+        "bash",
+        r#"{"command": "git push origin main"}"#,
+    ])
+    .expect_code(0)
+    .stdout_has("answered by a remembered \"always\" (command \"git push origin main\"")
+    .stdout_has("verdict  ALLOW");
     // exactly that command: another push is still asked about, a forced push still denied
-    s.loom(&["explain", "agent.toml", "bash", r#"{"command": "git push origin dev"}"#])
-        .expect_code(0)
-        .stdout_has("verdict  ASK");
+    s.loom(&[
+        "explain",
+        "agent.toml",
+        "bash",
+        r#"{"command": "git push origin dev"}"#,
+    ])
+    .expect_code(0)
+    .stdout_has("verdict  ASK");
     s.loom(&["permissions", "revoke", "agent.toml", "3"])
         .expect_code(2)
         .stderr_has("there is no remembered answer number 3 (there are 2)");
     s.loom(&["permissions", "revoke", "agent.toml", "1"])
         .expect_code(0)
         .stdout_has("revoked  bash  command \"git push origin main\"");
-    s.loom(&["explain", "agent.toml", "bash", r#"{"command": "git push origin main"}"#])
-        .expect_code(0)
-        .stdout_lacks("remembered")
-        .stdout_has("verdict  ASK");
+    s.loom(&[
+        "explain",
+        "agent.toml",
+        "bash",
+        r#"{"command": "git push origin main"}"#,
+    ])
+    .expect_code(0)
+    .stdout_lacks("remembered")
+    .stdout_has("verdict  ASK");
     s.loom(&["permissions", "revoke", "agent.toml", "--all"])
         .expect_code(0)
         .stdout_has("revoked  read_file");
@@ -142,5 +189,8 @@ fn a_damaged_answers_file_stops_boot_and_is_left_alone() {
     s.loom(&["explain", "agent.toml", "bash", r#"{"command": "ls"}"#])
         .expect_code(1)
         .stderr_has("approvals.json");
-    assert_eq!(std::fs::read_to_string(store.join("approvals.json")).unwrap(), "{oops");
+    assert_eq!(
+        std::fs::read_to_string(store.join("approvals.json")).unwrap(),
+        "{oops"
+    );
 }

@@ -218,3 +218,76 @@ bash = "builtin"
     };
     assert!(status.success(), "{status:?}");
 }
+
+#[test]
+fn a_person_answers_asks_once_always_and_reject() {
+    let s = Scratch::new();
+    s.write("a.txt", "alpha");
+    s.write("b.txt", "beta");
+    s.write(
+        "agent.toml",
+        r##"[agent]
+name = "asker"
+
+[harness]
+provider = "test"
+script = [
+  [ { call = { tool = "read_file", input = { path = "a.txt" } } }, { say = "read a" } ],
+  [ { call = { tool = "read_file", input = { path = "a.txt" } } }, { say = "read a again" } ],
+  [ { call = { tool = "read_file", input = { path = "b.txt" } } }, { say = "tried b" } ],
+]
+
+[session]
+provider = "in-memory"
+
+[capabilities]
+read_file = { paths = ["./"] }
+
+[tools]
+read_file = "builtin"
+
+[[permissions.ask_rules]]
+tool = "read_file"
+"##,
+    );
+    let mut t = Pty::spawn(s.path(), &["run", "agent.toml"]);
+    t.expect("> ");
+    t.send("read a\r");
+    t.expect("approve? read_file: a [permissions] ask rule (permissions.ask_rules[0])");
+    t.expect("[o]nce, [a]lways");
+    // not an answer: asked again, and nothing runs meanwhile
+    t.send("perhaps\r");
+    t.expect("answer o (once), a (always) or r (reject)");
+    t.send("a\r");
+    t.expect("⎿ ok alpha");
+    t.expect("read a");
+    t.expect("> ");
+    // remembered: the same call runs without a question
+    t.send("again\r");
+    let turn = t.expect("read a again");
+    assert!(!turn.contains("approve?"), "{turn:?}");
+    t.expect("> ");
+    // another path is another call: asked, and rejected
+    t.send("now b\r");
+    t.expect("approve?");
+    t.send("r\r");
+    t.expect("the user rejected it");
+    t.expect("tried b");
+    t.expect("> ");
+    t.send("/quit\r");
+    let deadline = Instant::now() + PATIENCE;
+    while t.child.try_wait().unwrap().is_none() {
+        assert!(
+            Instant::now() < deadline,
+            "loom run did not exit after /quit"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let kept =
+        std::fs::read_to_string(s.path().join(".loom-data/agents/asker/approvals.json")).unwrap();
+    assert!(kept.contains("a.txt") && !kept.contains("b.txt"), "{kept}");
+    s.loom(&["permissions", "list", "agent.toml"])
+        .expect_code(0)
+        .stdout_has("  1  read_file  path ")
+        .stdout_has("a.txt");
+}

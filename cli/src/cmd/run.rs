@@ -9,7 +9,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use loom_runtime::{
-    run_repl, BootOptions, ReplUi, SessionUpdate, ToolStatus, TurnOutcome, TurnStats, TurnStop,
+    ask_question, run_repl, BootOptions, PermissionAsk, ReplUi, SessionUpdate, ToolStatus,
+    TurnOutcome, TurnStats, TurnStop,
 };
 
 use crate::exit;
@@ -152,6 +153,15 @@ impl ReplUi for Terminal {
             }
             _ => {}
         }
+    }
+
+    fn ask(&mut self, ask: &PermissionAsk) {
+        self.clear_spinner();
+        self.end_run();
+        // the spinner would draw over the answer being typed: it resumes with the next update
+        self.waiting = None;
+        let styled = self.style("1;33", &ask_question(ask));
+        self.write(&format!("{styled}\n? "));
     }
 
     fn tick(&mut self, elapsed: Duration) {
