@@ -17,6 +17,7 @@ use crate::harness::{
     build_harness, max_turn_requests_of, small_model_of_parent, Harness, HarnessConfigError,
 };
 use crate::load::{env_map, load_manifest, path_ctx, LoadError, Loaded};
+use crate::mcp::{mcp_provider, McpPlace, McpServers, McpTool};
 use crate::retry::{RetryPolicy, Sleeper, TokioSleeper};
 use crate::secrets::{Secret, SecretChain};
 use crate::session::{build_chain_with, Layer, SessionError, SessionPlace};
@@ -173,6 +174,7 @@ pub fn boot_with(
     };
     let mut tools = BTreeMap::new();
     let mut algebras = BTreeSet::new();
+    let mut mcp_servers = McpServers::default();
     let harness_cell = HarnessCell::default();
     // secrets first: tools that call services (web_search) take their key at boot
     let chain =
@@ -193,7 +195,9 @@ pub fn boot_with(
         if !g.problems.is_empty() {
             return Err(tool_err(&g.instance, g.problems.join("; ")));
         }
+        let mcp = mcp_provider(m, &g.provider);
         let what = match &g.provider {
+            _ if mcp.is_some() => None,
             ProviderRef::Builtin if IMPLEMENTED.contains(&g.underlying.as_str()) => None,
             ProviderRef::Builtin if loom_kernel::BUILTIN_TOOLS.contains(&g.underlying.as_str()) => {
                 Some(format!("the built-in tool {:?}", g.underlying))
@@ -213,7 +217,7 @@ pub fn boot_with(
             }
             ProviderRef::Harness(h) => Some(format!("harness server tools (provider = {h:?})")),
             ProviderRef::Handle(h) => Some(format!(
-                "tools from [providers].{h} (MCP servers and external providers)"
+                "tools from [providers].{h} (external providers; MCP servers are supported)"
             )),
             ProviderRef::Shipped(s) => Some(format!("tools from shipped providers ({})", s.label)),
             ProviderRef::Host => Some("contributed grant rows".to_string()),
@@ -233,7 +237,20 @@ pub fn boot_with(
             ctx: ctx.clone(),
             cwd: cwd.clone(),
         };
-        let built = if g.underlying == "web_search" {
+        let built = if let Some((key, table)) = mcp {
+            let place = McpPlace {
+                manifest_dir: &loaded.dir,
+                cwd: &cwd,
+                chain: &chain,
+                env: &env,
+            };
+            let server = mcp_servers
+                .get_or_start(&key, table, &place)
+                .map_err(|e| tool_err(&g.instance, e))?;
+            let tool = McpTool::new(&g.instance, &g.underlying, &g.grant, server)
+                .map_err(|e| tool_err(&g.instance, e))?;
+            Some(Arc::new(tool) as Arc<dyn crate::tools::Tool>)
+        } else if g.underlying == "web_search" {
             let key = chain
                 .get(BRAVE_SEARCH_API_KEY)
                 .map(|(k, _)| k)

@@ -53,6 +53,7 @@ mod bus;
 mod explain;
 mod harness;
 mod load;
+mod mcp;
 mod model;
 mod prompt;
 mod repl;
@@ -96,6 +97,12 @@ pub use load::{
     env_map, load_manifest, path_ctx, read_text, FsLoader, LoadError, Loaded, MAX_MANIFEST_BYTES,
 };
 pub use loom_kernel::{DoomGuard, DOOM_LOOP_THRESHOLD};
+pub use mcp::{
+    flatten_result, mcp_provider, server_config, CallResult, Launch, McpError, McpPlace, McpServer,
+    McpServers, McpTool, ServerConfig, UpstreamTool, DEFAULT_CALL_TIMEOUT_MS,
+    DEFAULT_STARTUP_TIMEOUT_MS, MAX_MESSAGE_BYTES, MAX_RESULT_CHARS, PROTOCOL_VERSIONS,
+    STDERR_TAIL_BYTES,
+};
 pub use model::{
     ContentBlock, Message, ModelEvent, ModelRequest, Role, StopReason, ToolSpec, Usage,
 };

@@ -6,6 +6,7 @@
 mod acp;
 mod anthropic;
 mod compacting;
+mod mcp;
 mod openai_chat;
 mod prompt;
 mod repl;

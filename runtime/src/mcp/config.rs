@@ -1,0 +1,306 @@
+//! From a `{ provider = "mcp-server", ... }` table (already checked by the manifest grammar) to what the client
+//! launches: the program and its environment, or the URL and its headers, with secrets looked up in the chain.
+
+use std::path::Path;
+use std::time::Duration;
+
+use super::http::HttpSpec;
+use super::stdio::StdioSpawn;
+use crate::secrets::SecretChain;
+
+/// Default `startup_timeout_ms`: spawning, `initialize` and `tools/list` (generous: `npx -y` may download).
+pub const DEFAULT_STARTUP_TIMEOUT_MS: u64 = 60_000;
+/// Default `call_timeout_ms`: one `tools/call`.
+pub const DEFAULT_CALL_TIMEOUT_MS: u64 = 60_000;
+
+/// The variables of loom's own environment a stdio server inherits (locale, home, search path); nothing else, and
+/// in particular no secret, unless `env` or `secrets` names it.
+const INHERITED: &[&str] = &[
+    "HOME", "USER", "LOGNAME", "SHELL", "TERM", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "PATH",
+    "TMPDIR",
+];
+
+/// How a server is reached.
+#[derive(Debug, Clone)]
+pub enum Launch {
+    /// A child process speaking stdio.
+    Stdio(StdioSpawn),
+    /// A Streamable HTTP endpoint.
+    Http(HttpSpec),
+}
+
+impl Launch {
+    /// For messages: `command node server.mjs`, `url https://…` (never a header or env value).
+    pub fn describe(&self) -> String {
+        match self {
+            Launch::Stdio(s) => format!("command {} {}", s.program, s.args.join(" "))
+                .trim_end()
+                .to_string(),
+            Launch::Http(h) => format!("url {}", h.url),
+        }
+    }
+}
+
+/// A server's launch and timeouts.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// How to reach it.
+    pub launch: Launch,
+    /// Spawn + `initialize` + `tools/list`.
+    pub startup_timeout: Duration,
+    /// One `tools/call`.
+    pub call_timeout: Duration,
+}
+
+/// Builds the config of server `handle` from its provider table. `manifest_dir` resolves a `./` command; `cwd` is
+/// where the server runs; `env` is loom's environment. Secrets named by `secrets` (`LOOM_NAME = "ENV_VAR"`) go into
+/// a stdio server's environment; `{secret:NAME}` in a header value is replaced by that secret. A missing secret is
+/// an error naming it (never a value).
+pub fn server_config(
+    handle: &str,
+    table: &toml::Table,
+    manifest_dir: &Path,
+    cwd: &Path,
+    chain: &SecretChain,
+    env: &std::collections::BTreeMap<String, String>,
+) -> Result<ServerConfig, String> {
+    let at = |key: &str| format!("[providers].{handle}.{key}");
+    let s = |key: &str| {
+        table
+            .get(key)
+            .and_then(toml::Value::as_str)
+            .map(str::to_string)
+    };
+    let map = |key: &str| -> Vec<(String, String)> {
+        table
+            .get(key)
+            .and_then(toml::Value::as_table)
+            .map(|t| {
+                t.iter()
+                    .filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_string())))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let ms = |key: &str, default: u64| {
+        let n = table
+            .get(key)
+            .and_then(toml::Value::as_integer)
+            .and_then(|n| u64::try_from(n).ok())
+            .unwrap_or(default);
+        Duration::from_millis(n.max(1))
+    };
+    let secret = |name: &str, key: &str| -> Result<String, String> {
+        chain.get(name).map(|(v, _)| v.expose().to_string()).ok_or_else(|| {
+            format!(
+                "{} names the secret {name}, which is not set; add {name}=… to .loom-secrets next to the manifest, \
+                 export it, or put it in $XDG_CONFIG_HOME/loom/secrets.toml",
+                at(key)
+            )
+        })
+    };
+    let launch = if let Some(url) = s("url") {
+        if table.contains_key("env") || table.contains_key("secrets") {
+            return Err(format!(
+                "{}: env and secrets only go with a spawned server (command or npm); for a url server put \
+                 `{{secret:NAME}}` in a header value",
+                at("url")
+            ));
+        }
+        let parsed = reqwest::Url::parse(&url)
+            .map_err(|e| format!("{}: {url:?} is not a URL: {e}", at("url")))?;
+        if !matches!(parsed.scheme(), "http" | "https") {
+            return Err(format!(
+                "{}: the URL must be http:// or https://",
+                at("url")
+            ));
+        }
+        let mut headers = Vec::new();
+        for (name, value) in map("headers") {
+            headers.push((name, fill_secrets(&value, &|n| secret(n, "headers"))?));
+        }
+        Launch::Http(HttpSpec {
+            url: parsed,
+            headers,
+        })
+    } else {
+        let (program, args) = match (s("command"), s("npm")) {
+            (Some(c), _) => {
+                let program = if c.starts_with("./") || c.starts_with("../") {
+                    manifest_dir.join(&c).display().to_string()
+                } else {
+                    c
+                };
+                let args = table
+                    .get("args")
+                    .and_then(toml::Value::as_array)
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(|v| v.as_str().map(str::to_string))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                (program, args)
+            }
+            (None, Some(pkg)) => ("npx".to_string(), vec!["-y".to_string(), pkg]),
+            (None, None) => {
+                return Err(format!(
+                    "[providers].{handle}: names no command, npm or url"
+                ))
+            }
+        };
+        let mut vars: Vec<(String, String)> = INHERITED
+            .iter()
+            .filter_map(|k| env.get(*k).map(|v| (k.to_string(), v.clone())))
+            .collect();
+        let mut set = |k: String, v: String| {
+            vars.retain(|(name, _)| *name != k);
+            vars.push((k, v));
+        };
+        for (k, v) in map("env") {
+            let v = fill_secrets(&v, &|n| secret(n, "env"))?;
+            set(k, v);
+        }
+        for (loom_name, var) in map("secrets") {
+            set(var, secret(&loom_name, "secrets")?);
+        }
+        Launch::Stdio(StdioSpawn {
+            program,
+            args,
+            env: vars,
+            cwd: cwd.to_path_buf(),
+        })
+    };
+    Ok(ServerConfig {
+        launch,
+        startup_timeout: ms("startup_timeout_ms", DEFAULT_STARTUP_TIMEOUT_MS),
+        call_timeout: ms("call_timeout_ms", DEFAULT_CALL_TIMEOUT_MS),
+    })
+}
+
+/// Replaces each `{secret:NAME}` in `value` with the secret.
+fn fill_secrets(
+    value: &str,
+    get: &dyn Fn(&str) -> Result<String, String>,
+) -> Result<String, String> {
+    let mut out = String::new();
+    let mut rest = value;
+    while let Some(start) = rest.find("{secret:") {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + "{secret:".len()..];
+        let Some(end) = after.find('}') else {
+            out.push_str(&rest[start..]);
+            return Ok(out);
+        };
+        out.push_str(&get(&after[..end])?);
+        rest = &after[end + 1..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::secrets::Secret;
+    use std::collections::BTreeMap;
+
+    fn chain(secrets: &[(&str, &str)]) -> SecretChain {
+        let caller: BTreeMap<String, Secret> = secrets
+            .iter()
+            .map(|(k, v)| (k.to_string(), Secret::new(*v)))
+            .collect();
+        let dir = std::env::temp_dir().join("loom-mcp-config-test-nonexistent");
+        SecretChain::standard(caller, &dir, &dir, &BTreeMap::new()).unwrap()
+    }
+
+    fn table(text: &str) -> toml::Table {
+        toml::from_str(text).unwrap()
+    }
+
+    #[test]
+    fn npm_is_npx_and_the_environment_is_scrubbed_but_for_named_secrets() {
+        let env: BTreeMap<String, String> = [
+            ("PATH", "/bin"),
+            ("AWS_SECRET_ACCESS_KEY", "leak"),
+            ("HOME", "/h"),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let cfg = server_config(
+            "fs",
+            &table("npm = \"@x/fs\"\nsecrets = { API = \"X_API_KEY\" }\nenv = { MODE = \"a-{secret:API}\" }\ncall_timeout_ms = 5"),
+            Path::new("/m"),
+            Path::new("/w"),
+            &chain(&[("API", "s3cret")]),
+            &env,
+        )
+        .unwrap();
+        let Launch::Stdio(s) = cfg.launch else {
+            panic!("stdio")
+        };
+        assert_eq!(
+            (s.program.as_str(), s.args.clone()),
+            ("npx", vec!["-y".to_string(), "@x/fs".to_string()])
+        );
+        let vars: BTreeMap<String, String> = s.env.into_iter().collect();
+        assert_eq!(vars.get("X_API_KEY").map(String::as_str), Some("s3cret"));
+        assert_eq!(vars.get("MODE").map(String::as_str), Some("a-s3cret"));
+        assert_eq!(vars.get("PATH").map(String::as_str), Some("/bin"));
+        assert!(!vars.contains_key("AWS_SECRET_ACCESS_KEY"), "{vars:?}");
+        assert_eq!(cfg.call_timeout, Duration::from_millis(5));
+        assert_eq!(
+            cfg.startup_timeout,
+            Duration::from_millis(DEFAULT_STARTUP_TIMEOUT_MS)
+        );
+    }
+
+    #[test]
+    fn a_missing_secret_is_named_and_a_relative_command_resolves_against_the_manifest() {
+        let err = server_config(
+            "lin",
+            &table("command = \"npx\"\nsecrets = { LINEAR_API_KEY = \"LINEAR_API_KEY\" }"),
+            Path::new("/m"),
+            Path::new("/w"),
+            &chain(&[]),
+            &BTreeMap::new(),
+        )
+        .unwrap_err();
+        assert!(
+            err.contains("[providers].lin.secrets") && err.contains("LINEAR_API_KEY"),
+            "{err}"
+        );
+        let cfg = server_config(
+            "x",
+            &table("command = \"./srv\""),
+            Path::new("/m"),
+            Path::new("/w"),
+            &chain(&[]),
+            &BTreeMap::new(),
+        )
+        .unwrap();
+        assert_eq!(cfg.launch.describe(), "command /m/./srv");
+    }
+
+    #[test]
+    fn header_secrets_are_filled_and_never_described() {
+        let cfg = server_config(
+            "h",
+            &table("url = \"http://127.0.0.1:1/mcp\"\nheaders = { Authorization = \"Bearer {secret:TOKEN}\" }"),
+            Path::new("/m"),
+            Path::new("/w"),
+            &chain(&[("TOKEN", "tok-123")]),
+            &BTreeMap::new(),
+        )
+        .unwrap();
+        assert!(!cfg.launch.describe().contains("tok-123"));
+        let Launch::Http(h) = cfg.launch else {
+            panic!("http")
+        };
+        assert_eq!(
+            h.headers,
+            vec![("Authorization".to_string(), "Bearer tok-123".to_string())]
+        );
+    }
+}

@@ -1,0 +1,645 @@
+//! The MCP client behind the `mcp-server` meta-factory: JSON-RPC 2.0 over stdio ([`stdio`]) or Streamable HTTP
+//! ([`http`]), `initialize` with protocol version negotiation, paginated `tools/list`, `tools/call`, startup and call
+//! timeouts, `notifications/tools/list_changed` (the next call re-lists; a tool that disappeared is refused), bounded
+//! messages, and one restart of a server that died.
+//!
+//! The client is synchronous on purpose: boot (which lists every server's tools) is synchronous, and a tool call
+//! runs it on a blocking thread. One [`McpServer`] per `[providers]` handle; calls to one server are serialised.
+
+mod config;
+mod http;
+mod stdio;
+mod tool;
+
+#[cfg(test)]
+mod tests;
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value as Json};
+
+pub use config::{
+    server_config, Launch, ServerConfig, DEFAULT_CALL_TIMEOUT_MS, DEFAULT_STARTUP_TIMEOUT_MS,
+};
+pub use stdio::STDERR_TAIL_BYTES;
+pub use tool::McpTool;
+
+/// The protocol versions this client speaks, newest first; `initialize` offers the first.
+pub const PROTOCOL_VERSIONS: &[&str] = &["2025-06-18", "2025-03-26", "2024-11-05"];
+
+/// The largest JSON-RPC message accepted from a server; a larger one is dropped unread and the call fails.
+pub const MAX_MESSAGE_BYTES: usize = 4 * 1024 * 1024;
+
+/// The most result text handed to the model; the rest is cut with a note.
+pub const MAX_RESULT_CHARS: usize = 100_000;
+
+/// `tools/list` pages followed before giving up (a server that keeps returning a cursor).
+const MAX_PAGES: usize = 100;
+
+/// What a transport read.
+#[derive(Debug)]
+pub(crate) enum Incoming {
+    /// A JSON-RPC message.
+    Message(Json),
+    /// A message over [`MAX_MESSAGE_BYTES`], dropped; its size.
+    TooLarge(usize),
+    /// A line that is not JSON (logging on stdout): skipped.
+    Noise,
+    /// End of stream.
+    Closed,
+}
+
+/// The outcome of waiting for the next message.
+pub(crate) enum Wait {
+    /// A message arrived.
+    Got(Incoming),
+    /// The deadline passed.
+    TimedOut,
+    /// The server is gone; why.
+    Closed(String),
+    /// The exchange failed otherwise (an HTTP status, an expired session).
+    Fail(McpError),
+}
+
+/// Why an exchange failed.
+#[derive(Debug, Clone, PartialEq)]
+pub enum McpError {
+    /// The server is gone (exited, closed its pipes, refused the connection).
+    Dead(String),
+    /// No answer in time.
+    Timeout(String),
+    /// The HTTP session expired (404): re-initialise and retry.
+    SessionExpired,
+    /// Anything else: a JSON-RPC error, a malformed or oversized answer.
+    Failed(String),
+}
+
+impl std::fmt::Display for McpError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            McpError::Dead(m) | McpError::Timeout(m) | McpError::Failed(m) => f.write_str(m),
+            McpError::SessionExpired => {
+                f.write_str("the server no longer knows this session (HTTP 404)")
+            }
+        }
+    }
+}
+
+/// A way to exchange JSON-RPC messages with one server.
+pub(crate) trait Transport: Send {
+    /// Sends one message.
+    fn send(&mut self, message: &Json) -> Result<(), McpError>;
+    /// Waits for the next message until `deadline`.
+    fn next(&mut self, deadline: Instant) -> Wait;
+    /// The server's recent stderr (stdio only).
+    fn stderr_tail(&self) -> String;
+    /// The protocol version `initialize` settled on (HTTP sends it on every later request).
+    fn negotiated(&mut self, _version: &str) {}
+}
+
+/// One tool as the server lists it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UpstreamTool {
+    /// Its MCP name.
+    pub name: String,
+    /// Its description.
+    pub description: String,
+    /// Its input schema (as sent; may be malformed — binding checks it).
+    pub input_schema: Json,
+}
+
+/// A tool call's result, flattened for the model.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CallResult {
+    /// The text the model sees.
+    pub text: String,
+    /// True when the server flagged the result as an error.
+    pub is_error: bool,
+    /// The raw result (content blocks, structured content), for hosts; `None` when it was cut.
+    pub raw: Option<Json>,
+}
+
+/// A live, initialised connection.
+struct Conn {
+    transport: Box<dyn Transport>,
+    next_id: u64,
+    list_changed: bool,
+}
+
+impl Conn {
+    /// Sends a request and waits for its response until `timeout`, answering the server's own requests and
+    /// noting `tools/list_changed` meanwhile.
+    fn request(&mut self, method: &str, params: Json, timeout: Duration) -> Result<Json, McpError> {
+        self.next_id += 1;
+        let id = self.next_id;
+        self.transport
+            .send(&json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params }))?;
+        let deadline = Instant::now() + timeout;
+        loop {
+            let msg = match self.transport.next(deadline) {
+                Wait::Got(Incoming::Message(m)) => m,
+                Wait::Got(Incoming::Noise) => continue,
+                Wait::Got(Incoming::TooLarge(n)) => {
+                    return Err(McpError::Failed(format!(
+                        "the server's answer to {method} is {n} bytes, over loom's limit of {MAX_MESSAGE_BYTES} \
+                         bytes; it was dropped unread (ask for less, e.g. narrower arguments)"
+                    )))
+                }
+                Wait::Got(Incoming::Closed) => return Err(McpError::Dead("the server closed the stream".into())),
+                Wait::Closed(why) => return Err(McpError::Dead(why)),
+                Wait::Fail(e) => return Err(e),
+                Wait::TimedOut => {
+                    let _ = self.transport.send(&json!({
+                        "jsonrpc": "2.0",
+                        "method": "notifications/cancelled",
+                        "params": { "requestId": id, "reason": "timed out" }
+                    }));
+                    return Err(McpError::Timeout(format!(
+                        "the server did not answer {method} within {} ms",
+                        timeout.as_millis()
+                    )));
+                }
+            };
+            if let Some(result) = self.handle(msg, id)? {
+                return Ok(result);
+            }
+        }
+    }
+
+    /// Handles one incoming message; returns the result when it answers request `id`.
+    fn handle(&mut self, msg: Json, id: u64) -> Result<Option<Json>, McpError> {
+        if let Json::Array(batch) = msg {
+            let mut answer = None;
+            for m in batch {
+                if let Some(r) = self.handle(m, id)? {
+                    answer = Some(r);
+                }
+            }
+            return Ok(answer);
+        }
+        let method = msg.get("method").and_then(Json::as_str).map(str::to_string);
+        match (method, msg.get("id")) {
+            (Some(m), Some(req_id)) => {
+                // the server's own request: loom offers no client features (sampling, roots, elicitation)
+                let reply = if m == "ping" {
+                    json!({ "jsonrpc": "2.0", "id": req_id, "result": {} })
+                } else {
+                    json!({ "jsonrpc": "2.0", "id": req_id,
+                            "error": { "code": -32601, "message": format!("loom does not offer {m}") } })
+                };
+                self.transport.send(&reply)?;
+                Ok(None)
+            }
+            (Some(m), None) => {
+                if m == "notifications/tools/list_changed" {
+                    self.list_changed = true;
+                }
+                Ok(None)
+            }
+            (None, Some(got)) if got.as_u64() == Some(id) => {
+                if let Some(err) = msg.get("error") {
+                    let code = err.get("code").and_then(Json::as_i64).unwrap_or(0);
+                    let text = err
+                        .get("message")
+                        .and_then(Json::as_str)
+                        .unwrap_or("(no message)");
+                    return Err(McpError::Failed(format!(
+                        "the server answered with error {code}: {text}"
+                    )));
+                }
+                match msg.get("result") {
+                    Some(r) => Ok(Some(r.clone())),
+                    None => Err(McpError::Failed(
+                        "the server's answer has neither result nor error".into(),
+                    )),
+                }
+            }
+            // a late answer to a request that timed out, or junk
+            _ => Ok(None),
+        }
+    }
+
+    /// Handles whatever already arrived (a `list_changed` sent after the last answer), without waiting.
+    fn drain(&mut self) {
+        while let Wait::Got(Incoming::Message(m)) = self.transport.next(Instant::now()) {
+            if self.handle(m, 0).is_err() {
+                return;
+            }
+        }
+    }
+
+    fn notify(&mut self, method: &str) -> Result<(), McpError> {
+        self.transport
+            .send(&json!({ "jsonrpc": "2.0", "method": method }))
+    }
+}
+
+/// One MCP server (one `[providers]` handle): its connection, its last tool listing, and whether it was restarted.
+pub struct McpServer {
+    /// The `[providers]` handle (or the inline spec's description).
+    pub handle: String,
+    cfg: ServerConfig,
+    inner: Mutex<Inner>,
+}
+
+struct Inner {
+    conn: Option<Conn>,
+    restarted: bool,
+    tools: Vec<UpstreamTool>,
+    /// Why the server died, when it did.
+    death: Option<String>,
+}
+
+impl std::fmt::Debug for McpServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("McpServer")
+            .field("handle", &self.handle)
+            .finish_non_exhaustive()
+    }
+}
+
+impl McpServer {
+    /// Starts the server, initialises it and lists its tools. The error names the handle, what failed, the
+    /// server's stderr tail and a fix.
+    pub fn start(handle: &str, cfg: ServerConfig) -> Result<Arc<McpServer>, String> {
+        let server = McpServer {
+            handle: handle.to_string(),
+            cfg,
+            inner: Mutex::new(Inner {
+                conn: None,
+                restarted: false,
+                tools: vec![],
+                death: None,
+            }),
+        };
+        let (conn, tools) = server
+            .connect()
+            .map_err(|e| server.explain("cannot start", &e))?;
+        if let Ok(mut inner) = server.inner.lock() {
+            inner.conn = Some(conn);
+            inner.tools = tools;
+        }
+        Ok(Arc::new(server))
+    }
+
+    /// The tools listed at start (or at the latest re-list).
+    pub fn tools(&self) -> Vec<UpstreamTool> {
+        self.inner
+            .lock()
+            .map(|i| i.tools.clone())
+            .unwrap_or_default()
+    }
+
+    /// How the server is launched, for messages (`npm @x/y`, `command node a.mjs`, `url https://…`).
+    pub fn launch(&self) -> String {
+        self.cfg.launch.describe()
+    }
+
+    fn connect(&self) -> Result<(Conn, Vec<UpstreamTool>), McpError> {
+        let transport: Box<dyn Transport> = match &self.cfg.launch {
+            Launch::Stdio(spawn) => {
+                Box::new(stdio::StdioTransport::spawn(spawn).map_err(McpError::Dead)?)
+            }
+            Launch::Http(h) => Box::new(http::HttpTransport::new(
+                h.clone(),
+                self.cfg.startup_timeout,
+            )?),
+        };
+        let mut conn = Conn {
+            transport,
+            next_id: 0,
+            list_changed: false,
+        };
+        let timeout = self.cfg.startup_timeout;
+        let fail = |conn: &Conn, e: McpError| with_stderr(e, &conn.transport.stderr_tail());
+        let init = conn
+            .request(
+                "initialize",
+                json!({
+                    "protocolVersion": PROTOCOL_VERSIONS[0],
+                    "capabilities": {},
+                    "clientInfo": { "name": "loom", "version": env!("CARGO_PKG_VERSION") }
+                }),
+                timeout,
+            )
+            .map_err(|e| fail(&conn, e))?;
+        let version = init
+            .get("protocolVersion")
+            .and_then(Json::as_str)
+            .unwrap_or("");
+        if !PROTOCOL_VERSIONS.contains(&version) {
+            return Err(McpError::Failed(format!(
+                "the server speaks MCP protocol version {version:?}; loom speaks {}",
+                PROTOCOL_VERSIONS.join(", ")
+            )));
+        }
+        conn.transport.negotiated(version);
+        conn.notify("notifications/initialized")
+            .map_err(|e| fail(&conn, e))?;
+        let tools = list_tools(&mut conn, timeout).map_err(|e| fail(&conn, e))?;
+        // a list_changed sent during start-up is already answered by this listing
+        conn.list_changed = false;
+        Ok((conn, tools))
+    }
+
+    /// "provider `fs` (npm @x/fs): <what>: <why>" plus the fix.
+    fn explain(&self, what: &str, e: &McpError) -> String {
+        let fix = match e {
+            McpError::Timeout(_) => format!(
+                "; if the server is just slow to start, raise startup_timeout_ms / call_timeout_ms on \
+                 [providers].{}",
+                self.handle
+            ),
+            McpError::Dead(_) => format!(
+                "; check that [providers].{} launches a working MCP server (try `loom mcp inspect` on it)",
+                self.handle
+            ),
+            _ => String::new(),
+        };
+        format!(
+            "MCP server [providers].{} ({}): {what}: {e}{fix}",
+            self.handle,
+            self.launch()
+        )
+    }
+
+    /// Calls `tool` with `arguments`. `still_ok` re-checks the tool's current listing when the server changed its
+    /// tool list (the tool's grant must still bind to its schema). A dead server is reported, and restarted once on
+    /// the next call.
+    pub fn call(
+        &self,
+        tool: &str,
+        arguments: Json,
+        still_ok: &dyn Fn(&UpstreamTool) -> Result<(), String>,
+    ) -> Result<CallResult, String> {
+        let mut inner = self.inner.lock().map_err(|_| {
+            format!(
+                "MCP server [providers].{}: its state is poisoned",
+                self.handle
+            )
+        })?;
+        if inner.conn.is_none() {
+            if inner.restarted {
+                return Err(format!(
+                    "MCP server [providers].{} ({}) died again after a restart ({}); loom will not restart it \
+                     again in this session — fix the server, then restart loom",
+                    self.handle,
+                    self.launch(),
+                    inner.death.clone().unwrap_or_default()
+                ));
+            }
+            inner.restarted = true;
+            let (conn, tools) = self
+                .connect()
+                .map_err(|e| self.explain("cannot restart", &e))?;
+            inner.conn = Some(conn);
+            inner.tools = tools;
+        }
+        let Some(conn) = inner.conn.as_mut() else {
+            return Err(format!(
+                "MCP server [providers].{}: not connected",
+                self.handle
+            ));
+        };
+        conn.drain();
+        if conn.list_changed {
+            conn.list_changed = false;
+            let listed = list_tools(conn, self.cfg.call_timeout);
+            match listed {
+                Ok(tools) => inner.tools = tools,
+                Err(e) => return Err(self.fail(&mut inner, e, "cannot re-list its tools")),
+            }
+        }
+        let Some(current) = inner.tools.iter().find(|t| t.name == tool).cloned() else {
+            return Err(format!(
+                "MCP server [providers].{} no longer offers the tool `{tool}` (it changed its tool list); the call \
+                 is refused — restart loom after checking [tools] against `loom mcp inspect`",
+                self.handle
+            ));
+        };
+        still_ok(&current)?;
+        let Some(conn) = inner.conn.as_mut() else {
+            return Err(format!(
+                "MCP server [providers].{}: not connected",
+                self.handle
+            ));
+        };
+        let params = json!({ "name": tool, "arguments": arguments });
+        let mut answer = conn.request("tools/call", params.clone(), self.cfg.call_timeout);
+        if answer == Err(McpError::SessionExpired) {
+            // the HTTP server forgot the session: a fresh one, then the same call once more
+            inner.conn = None;
+            let (mut conn, tools) = self
+                .connect()
+                .map_err(|e| self.explain("cannot re-initialise", &e))?;
+            inner.tools = tools;
+            answer = conn.request("tools/call", params, self.cfg.call_timeout);
+            inner.conn = Some(conn);
+        }
+        match answer {
+            Ok(result) => Ok(flatten_result(&result)),
+            Err(e) => Err(self.fail(&mut inner, e, &format!("calling `{tool}` failed"))),
+        }
+    }
+
+    /// Reports a failed exchange; a dead server's connection is dropped so the next call restarts it.
+    fn fail(&self, inner: &mut Inner, e: McpError, what: &str) -> String {
+        let tail = inner
+            .conn
+            .as_ref()
+            .map(|c| c.transport.stderr_tail())
+            .unwrap_or_default();
+        let e = with_stderr(e, &tail);
+        let mut msg = self.explain(what, &e);
+        if let McpError::Dead(why) = &e {
+            inner.conn = None;
+            inner.death = Some(why.clone());
+            msg.push_str(if inner.restarted {
+                "; it was already restarted once, so loom will not restart it again — fix the server, then restart loom"
+            } else {
+                "; loom restarts it once on the next call"
+            });
+        }
+        msg
+    }
+}
+
+/// Appends the server's stderr tail to a failure that has one.
+fn with_stderr(e: McpError, tail: &str) -> McpError {
+    if tail.is_empty() {
+        return e;
+    }
+    let add = |m: String| format!("{m}; the server's stderr ends with:\n{tail}\n");
+    match e {
+        McpError::Dead(m) => McpError::Dead(add(m)),
+        McpError::Timeout(m) => McpError::Timeout(add(m)),
+        McpError::Failed(m) => McpError::Failed(add(m)),
+        other => other,
+    }
+}
+
+/// `tools/list`, following `nextCursor`.
+fn list_tools(conn: &mut Conn, timeout: Duration) -> Result<Vec<UpstreamTool>, McpError> {
+    let mut tools = Vec::new();
+    let mut cursor: Option<String> = None;
+    for _ in 0..MAX_PAGES {
+        let params = match &cursor {
+            Some(c) => json!({ "cursor": c }),
+            None => json!({}),
+        };
+        let page = conn.request("tools/list", params, timeout)?;
+        let Some(list) = page.get("tools").and_then(Json::as_array) else {
+            return Err(McpError::Failed(
+                "the server's tools/list answer has no `tools` array".into(),
+            ));
+        };
+        for t in list {
+            // an entry without a name cannot be named in [tools]: skip it
+            let Some(name) = t.get("name").and_then(Json::as_str) else {
+                continue;
+            };
+            tools.push(UpstreamTool {
+                name: name.to_string(),
+                description: t
+                    .get("description")
+                    .and_then(Json::as_str)
+                    .unwrap_or("")
+                    .to_string(),
+                input_schema: t.get("inputSchema").cloned().unwrap_or(Json::Null),
+            });
+        }
+        match page.get("nextCursor").and_then(Json::as_str) {
+            Some(c) if !c.is_empty() => cursor = Some(c.to_string()),
+            _ => return Ok(tools),
+        }
+    }
+    Err(McpError::Failed(format!(
+        "the server's tools/list did not end after {MAX_PAGES} pages"
+    )))
+}
+
+/// Flattens a `tools/call` result: text blocks as text, other blocks as a short note, cut at [`MAX_RESULT_CHARS`].
+pub fn flatten_result(result: &Json) -> CallResult {
+    let mut parts = Vec::new();
+    for block in result
+        .get("content")
+        .and_then(Json::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let kind = block.get("type").and_then(Json::as_str).unwrap_or("");
+        let s = |k: &str| block.get(k).and_then(Json::as_str).unwrap_or("");
+        parts.push(match kind {
+            "text" => s("text").to_string(),
+            "image" | "audio" => format!(
+                "[{kind}: {}, {} bytes of base64]",
+                s("mimeType"),
+                s("data").len()
+            ),
+            "resource" => {
+                let r = &block["resource"];
+                match r.get("text").and_then(Json::as_str) {
+                    Some(t) => t.to_string(),
+                    None => format!(
+                        "[resource {}]",
+                        r.get("uri").and_then(Json::as_str).unwrap_or("")
+                    ),
+                }
+            }
+            "resource_link" => format!("[resource link {} {}]", s("name"), s("uri")),
+            other => format!("[{other} content]"),
+        });
+    }
+    if parts.is_empty() {
+        if let Some(sc) = result.get("structuredContent") {
+            parts.push(sc.to_string());
+        }
+    }
+    let mut text = parts.join("\n");
+    let mut raw = Some(result.clone());
+    if text.chars().count() > MAX_RESULT_CHARS {
+        let total = text.len();
+        text = text.chars().take(MAX_RESULT_CHARS).collect();
+        text.push_str(&format!(
+            "\n[… cut: the result was {total} bytes; loom passes the first {MAX_RESULT_CHARS} characters]"
+        ));
+        raw = None;
+    }
+    CallResult {
+        text,
+        is_error: result
+            .get("isError")
+            .and_then(Json::as_bool)
+            .unwrap_or(false),
+        raw,
+    }
+}
+
+/// The `mcp-server` table behind a tool entry's provider, with the handle it is known by: a `[providers]` handle,
+/// or an inline table's label (inline tables dedup by value: equal tables share one server). `None` when the
+/// provider is not the `mcp-server` factory.
+pub fn mcp_provider<'a>(
+    m: &'a loom_kernel::Manifest,
+    provider: &'a loom_kernel::ProviderRef,
+) -> Option<(String, &'a toml::Table)> {
+    use loom_kernel::{ProviderRef, ProviderSpec};
+    let spec = match provider {
+        ProviderRef::Handle(h) => m.providers.get(h)?,
+        ProviderRef::Shipped(s) => &s.spec,
+        _ => return None,
+    };
+    match spec {
+        ProviderSpec::Configured { factory, config } if factory == "mcp-server" => {
+            let key = match provider {
+                ProviderRef::Handle(h) => h.clone(),
+                _ => spec.describe(),
+            };
+            Some((key, config))
+        }
+        _ => None,
+    }
+}
+
+/// What starting a server needs from boot.
+pub struct McpPlace<'a> {
+    /// The manifest's directory (a `./` command resolves against it).
+    pub manifest_dir: &'a std::path::Path,
+    /// The agent's working directory (where servers run).
+    pub cwd: &'a std::path::Path,
+    /// The secrets chain.
+    pub chain: &'a crate::secrets::SecretChain,
+    /// loom's environment.
+    pub env: &'a std::collections::BTreeMap<String, String>,
+}
+
+/// The servers started so far, one per handle.
+#[derive(Default)]
+pub struct McpServers {
+    started: std::collections::BTreeMap<String, Arc<McpServer>>,
+}
+
+impl McpServers {
+    /// The server known as `key`, started on first use.
+    pub fn get_or_start(
+        &mut self,
+        key: &str,
+        table: &toml::Table,
+        place: &McpPlace<'_>,
+    ) -> Result<Arc<McpServer>, String> {
+        if let Some(s) = self.started.get(key) {
+            return Ok(s.clone());
+        }
+        let cfg = server_config(
+            key,
+            table,
+            place.manifest_dir,
+            place.cwd,
+            place.chain,
+            place.env,
+        )?;
+        let server = McpServer::start(key, cfg)?;
+        self.started.insert(key.to_string(), server.clone());
+        Ok(server)
+    }
+}

@@ -1,0 +1,193 @@
+//! One `[tools]` instance over an MCP server's tool: the kernel's pre-binding decides what the model sees and what
+//! is sent; each call is decided by the kernel like any other (its request row is the arguments actually sent).
+
+use std::sync::Arc;
+
+use futures::FutureExt;
+use loom_kernel::{bind_schema, ArgBinding, BoundTool, CallFacts, Grant, Request, Row, Value};
+use serde_json::Value as Json;
+
+use super::{McpServer, UpstreamTool};
+use crate::model::ToolSpec;
+use crate::tools::{Prepared, Tool, ToolOutput};
+use crate::update::ToolKind;
+
+/// An MCP tool instance.
+pub struct McpTool {
+    instance: String,
+    underlying: String,
+    grant: Grant,
+    description: String,
+    bound: BoundTool,
+    server: Arc<McpServer>,
+}
+
+impl McpTool {
+    /// Binds `grant` to the server's tool `underlying` as instance `instance`. The error says what to change in
+    /// the manifest (a tool the server does not have, a grant that does not fit its schema).
+    pub fn new(
+        instance: &str,
+        underlying: &str,
+        grant: &Grant,
+        server: Arc<McpServer>,
+    ) -> Result<McpTool, String> {
+        let tools = server.tools();
+        let Some(up) = tools.iter().find(|t| t.name == underlying) else {
+            let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
+            let rename = if instance == underlying {
+                format!("; to expose one of them under this name, add tool = \"<name>\" to tools.{instance}")
+            } else {
+                String::new()
+            };
+            return Err(format!(
+                "the MCP server [providers].{} has no tool `{underlying}` (it has: {}){rename}",
+                server.handle,
+                if names.is_empty() {
+                    "none".to_string()
+                } else {
+                    names.join(", ")
+                }
+            ));
+        };
+        let bound = bind_schema(instance, &up.input_schema, grant).map_err(|e| {
+            format!(
+                "{e} (server [providers].{}, tool `{underlying}`)",
+                server.handle
+            )
+        })?;
+        Ok(McpTool {
+            instance: instance.to_string(),
+            underlying: underlying.to_string(),
+            grant: grant.clone(),
+            description: up.description.clone(),
+            bound,
+            server,
+        })
+    }
+
+    /// The schema the model sees.
+    pub fn visible_schema(&self) -> &Json {
+        &self.bound.visible_schema
+    }
+}
+
+/// The request row of a call: each argument the grant names, as sent. An open argument's value that is no grant
+/// value (null, a nested `"*"`) is left out: `"*"` covers it whatever it is.
+fn request_row(bound: &BoundTool, sent: &Json) -> Result<Row, String> {
+    let Some(bindings) = &bound.bindings else {
+        return Ok(Row::default());
+    };
+    let mut pairs = Vec::new();
+    for (arg, binding) in bindings {
+        let Some(v) = sent.get(arg) else { continue };
+        match (Value::from_json(v), binding) {
+            (Ok(v), _) => pairs.push((arg.as_str(), v)),
+            (Err(_), ArgBinding::Open) => {}
+            (Err(e), _) => return Err(format!("argument `{arg}`: {e}")),
+        }
+    }
+    Ok(Row::from_pairs(pairs))
+}
+
+impl Tool for McpTool {
+    fn name(&self) -> &str {
+        &self.instance
+    }
+
+    fn kind(&self) -> ToolKind {
+        ToolKind::Other
+    }
+
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: self.instance.clone(),
+            description: self.description.clone(),
+            input_schema: self.bound.visible_schema.clone(),
+        }
+    }
+
+    fn prepare(&self, input: &Json) -> Result<Prepared, String> {
+        let sent = self.bound.apply(&self.instance, input)?;
+        let row = request_row(&self.bound, &sent).map_err(|e| format!("{}: {e}", self.instance))?;
+        let (server, underlying, instance, grant) = (
+            self.server.clone(),
+            self.underlying.clone(),
+            self.instance.clone(),
+            self.grant.clone(),
+        );
+        Ok(Prepared {
+            request: Request::Args(row),
+            facts: CallFacts {
+                tool: self.instance.clone(),
+                ..CallFacts::default()
+            },
+            locations: vec![],
+            run: Box::new(move |_auth, ctx| {
+                async move {
+                    // a changed tool list re-binds the grant to the tool's new schema: a grant that no longer fits
+                    // refuses the call rather than sending what the new schema would read differently
+                    let check = move |up: &UpstreamTool| {
+                        bind_schema(&instance, &up.input_schema, &grant)
+                            .map(|_| ())
+                            .map_err(|e| {
+                                format!("{e}; the server changed the tool `{}` since boot", up.name)
+                            })
+                    };
+                    let call =
+                        tokio::task::spawn_blocking(move || server.call(&underlying, sent, &check));
+                    tokio::select! {
+                        _ = ctx.cancel.cancelled() => ToolOutput::interrupted(""),
+                        joined = call => match joined {
+                            Ok(Ok(r)) => ToolOutput {
+                                text: r.text,
+                                is_error: r.is_error,
+                                raw_output: r.raw,
+                                ..ToolOutput::default()
+                            },
+                            Ok(Err(e)) => ToolOutput::error(e),
+                            Err(e) => ToolOutput::error(format!("the MCP call stopped: {e}")),
+                        },
+                    }
+                }
+                .boxed()
+            }),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use loom_kernel::{decide, AlgebraKind, PathCtx};
+    use serde_json::json;
+
+    fn bound(grant: &str) -> (Grant, BoundTool) {
+        let t: toml::Table = toml::from_str(&format!("g = {grant}")).unwrap();
+        let g = Grant::from_toml(&t["g"]).unwrap();
+        let schema = json!({ "type": "object", "properties": {
+            "path": { "type": "string" }, "status": { "type": "string" }, "extra": {} }, "required": ["path"] });
+        let b = bind_schema("t", &schema, &g).unwrap();
+        (g, b)
+    }
+
+    #[test]
+    fn the_sent_arguments_are_what_the_kernel_decides_on() {
+        let (g, b) = bound("{ path = \"/doc/a\", status = [\"online\", \"away\"], extra = \"*\" }");
+        let sent = b
+            .apply(
+                "t",
+                &json!({ "path": "/etc/shadow", "status": "away", "extra": null }),
+            )
+            .unwrap();
+        assert_eq!(
+            sent,
+            json!({ "path": "/doc/a", "status": "away", "extra": null })
+        );
+        let row = request_row(&b, &sent).unwrap();
+        let ctx = PathCtx::new("/".to_string(), None);
+        assert!(decide("t", AlgebraKind::Mcp, &ctx, &g, &Request::Args(row)).is_allowed());
+        // a row the grant does not cover is denied by the kernel, whatever apply let through
+        let forged = request_row(&b, &json!({ "path": "/etc/shadow" })).unwrap();
+        assert!(!decide("t", AlgebraKind::Mcp, &ctx, &g, &Request::Args(forged)).is_allowed());
+    }
+}

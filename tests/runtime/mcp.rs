@@ -1,0 +1,324 @@
+//! MCP servers through the real binary: `loom prompt` with the scripted harness calling tools of real npm servers
+//! (@modelcontextprotocol/server-everything over stdio and Streamable HTTP, @modelcontextprotocol/server-filesystem,
+//! installed by .ci/run from tests/mcp-peers/package-lock.json) and of tests/mcp-peers/fake.mjs, which misbehaves.
+
+use std::path::PathBuf;
+
+use loom_tests::{workspace_root, Scratch};
+
+use super::{results, updates};
+
+fn peers() -> PathBuf {
+    workspace_root().join("tests/mcp-peers")
+}
+
+/// The entry script of an installed peer package, or `None` (with the reason printed) when it is not installed.
+fn peer(package: &str) -> Option<String> {
+    let path = peers()
+        .join("node_modules/@modelcontextprotocol")
+        .join(package)
+        .join("dist/index.js");
+    if !path.exists() {
+        eprintln!(
+            "SKIPPED: {} is missing; run `npm ci` in tests/mcp-peers (.ci/run does)",
+            path.display()
+        );
+        return None;
+    }
+    Some(path.display().to_string())
+}
+
+fn fake() -> String {
+    peers().join("fake.mjs").display().to_string()
+}
+
+fn manifest(script: &str, rest: &str) -> String {
+    format!(
+        "[agent]\nname = \"mcp-e2e\"\n\n[harness]\nprovider = \"test\"\nscript = {script}\n\n[session]\nprovider = \
+         \"in-memory\"\n\n{rest}"
+    )
+}
+
+#[test]
+fn server_everything_over_stdio_renames_binds_narrows_and_gets_only_its_secrets() {
+    let Some(everything) = peer("server-everything") else {
+        return;
+    };
+    let s = Scratch::new();
+    s.write(".loom-secrets", "DEMO_TOKEN=tok-e2e-4711\n");
+    s.write(
+        "agent.toml",
+        &manifest(
+            r#"[[
+  { call = { tool = "shout", input = { message = "what the model wanted" } } },
+  { call = { tool = "sum", input = { a = 2, b = 3 } } },
+  { call = { tool = "sum", input = { a = 7, b = 3 } } },
+  { call = { tool = "env", input = {} } },
+  { say = "done" },
+]]"#,
+            &format!(
+                r#"[providers]
+everything = {{ provider = "mcp-server", command = "node", args = [{everything:?}, "stdio"], secrets = {{ DEMO_TOKEN = "SERVER_TOKEN" }} }}
+
+[tools]
+shout = {{ provider = "everything", tool = "echo" }}
+sum = {{ provider = "everything", tool = "get-sum" }}
+env = {{ provider = "everything", tool = "get-env" }}
+
+[capabilities]
+shout = {{ message = "bound hello" }}
+sum = {{ a = [1, 2], b = "*" }}
+env = "*"
+"#
+            ),
+        ),
+    );
+    let run = s.loom_env(
+        &["prompt", "agent.toml", "go", "--format", "jsonl"],
+        &[("LOOM_CANARY_NOT_A_SECRET", "canary-value-0815")],
+    );
+    run.expect_code(0);
+    let r = results(&updates(&run));
+    assert_eq!(r.len(), 4, "{r:#?}");
+    assert_eq!(r[0].0, "completed", "{r:#?}");
+    assert!(
+        r[0].1.contains("bound hello") && !r[0].1.contains("what the model wanted"),
+        "{r:#?}"
+    );
+    assert_eq!(r[1].0, "completed", "{r:#?}");
+    assert!(r[1].1.contains('5'), "{r:#?}");
+    assert_eq!(r[2].0, "failed", "a = 7 is outside the enum: {r:#?}");
+    assert!(r[2].1.contains("must be one of"), "{r:#?}");
+    assert_eq!(r[3].0, "completed", "{r:#?}");
+    assert!(
+        r[3].1.contains("SERVER_TOKEN") && r[3].1.contains("tok-e2e-4711"),
+        "the named secret is in the server's env: {r:#?}"
+    );
+    assert!(
+        !r[3].1.contains("canary-value-0815"),
+        "loom's other env vars are not: {r:#?}"
+    );
+    assert!(!run.stderr().contains("tok-e2e-4711"), "{}", run.stderr());
+}
+
+#[test]
+fn server_filesystem_with_a_bound_path_reads_only_that_file() {
+    let Some(fs) = peer("server-filesystem") else {
+        return;
+    };
+    let s = Scratch::new();
+    s.write("welcome.md", "welcome to loom\n");
+    s.write("secret.txt", "do not read\n");
+    let dir = std::fs::canonicalize(s.path())
+        .unwrap()
+        .display()
+        .to_string();
+    let welcome = format!("{dir}/welcome.md");
+    s.write(
+        "agent.toml",
+        &manifest(
+            r#"[[
+  { call = { tool = "read_one_doc", input = { path = "secret.txt" } } },
+  { call = { tool = "list_directory", input = { path = "/etc" } } },
+  { say = "done" },
+]]"#,
+            &format!(
+                r#"[providers]
+fs_mcp = {{ provider = "mcp-server", command = "node", args = [{fs:?}, {dir:?}] }}
+
+[tools.read_one_doc]
+provider = "fs_mcp"
+tool = "read_text_file"
+
+[tools.list_directory]
+provider = "fs_mcp"
+
+[capabilities]
+read_one_doc = {{ path = {welcome:?} }}
+list_directory = {{ path = {dir:?} }}
+"#
+            ),
+        ),
+    );
+    let run = s.loom(&["prompt", "agent.toml", "go", "--format", "jsonl"]);
+    run.expect_code(0);
+    let r = results(&updates(&run));
+    assert_eq!(
+        r[0],
+        ("completed".to_string(), "welcome to loom\n".to_string()),
+        "{r:#?}"
+    );
+    assert_eq!(r[1].0, "completed", "{r:#?}");
+    assert!(
+        r[1].1.contains("welcome.md") && r[1].1.contains("secret.txt"),
+        "the bound directory was listed, not /etc: {r:#?}"
+    );
+}
+
+#[test]
+fn server_everything_over_streamable_http() {
+    let Some(everything) = peer("server-everything") else {
+        return;
+    };
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut server = std::process::Command::new("node")
+        .args([everything.as_str(), "streamableHttp"])
+        .env("PORT", port.to_string())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        if let Ok(Some(status)) = server.try_wait() {
+            panic!("server-everything streamableHttp exited: {status}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let s = Scratch::new();
+    s.write(".loom-secrets", "WEB_TOKEN=hdr-secret-99\n");
+    s.write(
+        "agent.toml",
+        &manifest(
+            r#"[[
+  { call = { tool = "echo", input = { message = "over http" } } },
+  { call = { tool = "echo", input = { message = "again" } } },
+  { say = "done" },
+]]"#,
+            &format!(
+                r#"[providers]
+web = {{ provider = "mcp-server", url = "http://127.0.0.1:{port}/mcp", headers = {{ Authorization = "Bearer {{secret:WEB_TOKEN}}" }} }}
+
+[tools]
+echo = {{ provider = "web" }}
+
+[capabilities]
+echo = {{ message = "*" }}
+"#
+            ),
+        ),
+    );
+    let run = s.loom(&["prompt", "agent.toml", "go", "--format", "jsonl"]);
+    let _ = server.kill();
+    let _ = server.wait();
+    run.expect_code(0);
+    let r = results(&updates(&run));
+    assert_eq!(
+        r[0],
+        ("completed".to_string(), "Echo: over http".to_string()),
+        "{r:#?}"
+    );
+    assert_eq!(
+        r[1],
+        ("completed".to_string(), "Echo: again".to_string()),
+        "{r:#?}"
+    );
+    assert!(!run.stdout().contains("hdr-secret-99") && !run.stderr().contains("hdr-secret-99"));
+}
+
+#[test]
+fn misbehaving_servers_fail_their_calls_clearly_and_the_turn_goes_on() {
+    let s = Scratch::new();
+    let fake = fake();
+    let marker = s.path().join("crash-marker").display().to_string();
+    s.write(
+        "agent.toml",
+        &manifest(
+            r#"[[
+  { call = { tool = "stuck", input = { text = "x" } } },
+  { call = { tool = "crashy", input = { text = "first" } } },
+  { call = { tool = "crashy", input = { text = "second" } } },
+  { call = { tool = "huge", input = {} } },
+  { say = "still here" },
+]]"#,
+            &format!(
+                r#"[providers]
+hang = {{ provider = "mcp-server", command = "node", args = [{fake:?}, "hang-call"], call_timeout_ms = 300 }}
+crash = {{ provider = "mcp-server", command = "node", args = [{fake:?}, "crash", {marker:?}] }}
+big = {{ provider = "mcp-server", command = "node", args = [{fake:?}, "big"] }}
+
+[tools]
+stuck = {{ provider = "hang", tool = "a" }}
+crashy = {{ provider = "crash", tool = "a" }}
+huge = {{ provider = "big", tool = "a" }}
+
+[capabilities]
+stuck = {{ text = "*" }}
+crashy = {{ text = "*" }}
+huge = "*"
+"#
+            ),
+        ),
+    );
+    let run = s.loom(&["prompt", "agent.toml", "go", "--format", "jsonl"]);
+    run.expect_code(0).stdout_has("still here");
+    let r = results(&updates(&run));
+    assert_eq!(r[0].0, "failed", "{r:#?}");
+    assert!(
+        r[0].1.contains("[providers].hang") && r[0].1.contains("call_timeout_ms"),
+        "{r:#?}"
+    );
+    assert_eq!(r[1].0, "failed", "{r:#?}");
+    assert!(
+        r[1].1.contains("[providers].crash") && r[1].1.contains("simulated crash"),
+        "{r:#?}"
+    );
+    assert_eq!(
+        r[2],
+        (
+            "completed".to_string(),
+            "after restart: {\"text\":\"second\"}".to_string()
+        ),
+        "{r:#?}"
+    );
+    assert_eq!(r[3].0, "failed", "{r:#?}");
+    assert!(
+        r[3].1.contains("[providers].big") && r[3].1.contains("over loom's limit"),
+        "{r:#?}"
+    );
+}
+
+#[test]
+fn boot_refuses_a_grant_that_does_not_fit_the_servers_schema() {
+    let s = Scratch::new();
+    let fake = fake();
+    let tools = format!(
+        "[providers]\nbad = {{ provider = \"mcp-server\", command = \"node\", args = [{fake:?}, \"malformed\"] }}\n\n[tools]\n"
+    );
+    s.write(
+        "agent.toml",
+        &manifest(
+            "[[{ say = \"hi\" }]]",
+            &format!("{tools}broken = {{ provider = \"bad\" }}\n\n[capabilities]\nbroken = {{ text = \"*\" }}\n"),
+        ),
+    );
+    let run = s.loom(&["prompt", "agent.toml", "go"]);
+    assert_ne!(run.code(), 0);
+    run.stderr_has("tools.broken")
+        .stderr_has("[providers].bad")
+        .stderr_has("not a JSON object schema");
+    // a tool the server lacks
+    s.write(
+        "agent.toml",
+        &manifest(
+            "[[{ say = \"hi\" }]]",
+            &format!("{tools}nope = {{ provider = \"bad\" }}\n\n[capabilities]\nnope = \"*\"\n"),
+        ),
+    );
+    s.loom(&["prompt", "agent.toml", "go"])
+        .stderr_has("has no tool `nope` (it has: broken, ok)");
+    // the server's other tools are fine: only the broken one is refused
+    s.write(
+        "agent.toml",
+        &manifest(
+            "[[{ say = \"booted\" }]]",
+            &format!("{tools}ok = {{ provider = \"bad\" }}\n\n[capabilities]\nok = {{}}\n"),
+        ),
+    );
+    s.loom(&["prompt", "agent.toml", "go"])
+        .expect_code(0)
+        .stdout_has("booted");
+}
