@@ -35,6 +35,10 @@ pub fn render_json(r: &Report) -> Json {
                     GrantSource::Nothing => "nothing",
                 },
                 "problems": t.problems,
+                "mcp": r.mcp.get(&t.instance).map(|m| match m {
+                    Ok(m) => json!({ "server": m.server, "description": m.description, "schema": m.schema }),
+                    Err(e) => json!({ "error": e }),
+                }),
             })
         })
         .collect();

@@ -79,6 +79,8 @@ pub struct Report {
     pub subagents: Vec<SubagentVerdict>,
     /// Findings, most severe first.
     pub findings: Vec<Finding>,
+    /// Each MCP tool instance: its server and schema after pre-binding, or why it could not be resolved.
+    pub mcp: BTreeMap<String, Result<loom_runtime::McpResolution, String>>,
 }
 
 impl Report {
@@ -112,6 +114,9 @@ pub struct Facts<'a> {
     pub groups: Vec<loom_kernel::ToolGroup>,
     /// Loads sub-manifests named by path.
     pub loader: &'a mut dyn ManifestLoader,
+    /// MCP tools resolved by spawning their servers (`loom_runtime::resolve_mcp_tools`); an MCP tool missing here
+    /// is reported as unresolved.
+    pub mcp: BTreeMap<String, Result<loom_runtime::McpResolution, String>>,
 }
 
 /// Builds the report. Pure apart from what `facts.loader` does.
@@ -131,7 +136,24 @@ pub fn build_report(manifest: Manifest, facts: Facts<'_>) -> Report {
                 message: p.clone(),
             });
         }
-        if let Some(pending) = unresolved(&manifest, &t.provider) {
+        if t.algebra == AlgebraKind::Mcp {
+            let message = match facts.mcp.get(&t.instance) {
+                Some(Ok(_)) => None,
+                Some(Err(e)) => Some(format!("cannot resolve this MCP tool: {e}")),
+                None => Some(
+                    "this MCP tool was not resolved (its server was not started), so audit cannot vouch for its \
+                     schema or argument grants"
+                        .to_string(),
+                ),
+            };
+            if let Some(message) = message {
+                findings.push(Finding {
+                    level: Level::Error,
+                    subject: t.instance.clone(),
+                    message,
+                });
+            }
+        } else if let Some(pending) = unresolved(&manifest, &t.provider) {
             findings.push(Finding {
                 level: Level::Error,
                 subject: t.instance.clone(),
@@ -237,6 +259,7 @@ pub fn build_report(manifest: Manifest, facts: Facts<'_>) -> Report {
         groups,
         subagents,
         findings,
+        mcp: facts.mcp,
     }
 }
 
@@ -444,9 +467,9 @@ fn is_subagent_key(manifest: &Manifest, key: &str) -> bool {
 /// Why a provider's tools cannot be resolved by this version, if they cannot.
 fn unresolved(manifest: &Manifest, provider: &ProviderRef) -> Option<String> {
     let describe = |spec: &ProviderSpec| match spec {
+        // resolved by spawning the server (see build_report); reached only for a tool whose algebra is not MCP
         ProviderSpec::Configured { factory, .. } if factory == "mcp-server" => {
-            "an MCP server (spawning servers to list their tools comes with MCP support)"
-                .to_string()
+            "an MCP server".to_string()
         }
         ProviderSpec::Configured { factory, .. } => {
             format!("provider factory `{factory}` (external providers)")

@@ -96,6 +96,15 @@ pub fn render_text(r: &Report) -> String {
     let _ = writeln!(o, "\ntools");
     for t in &r.tools {
         render_tool(&mut o, &r.ctx, t);
+        match r.mcp.get(&t.instance) {
+            Some(Ok(m)) => {
+                let _ = writeln!(o, "      model sees  {}", m.schema);
+            }
+            Some(Err(e)) => {
+                let _ = writeln!(o, "      unresolved  {e}");
+            }
+            None => {}
+        }
     }
     if r.tools.is_empty() {
         let _ = writeln!(o, "  (none)");

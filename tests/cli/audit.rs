@@ -151,23 +151,90 @@ fn cyclic_subagent_manifests_are_detected() {
 }
 
 #[test]
-fn an_mcp_tool_is_not_resolved_yet_and_says_so() {
+fn audit_resolves_mcp_tools_by_starting_their_servers() {
+    let fs = loom_tests::workspace_root()
+        .join("tests/mcp-peers/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js");
+    if !fs.exists() {
+        eprintln!(
+            "SKIPPED: {} is missing; run `npm ci` in tests/mcp-peers (.ci/run does)",
+            fs.display()
+        );
+        return;
+    }
     let s = Scratch::new();
+    let dir = std::fs::canonicalize(s.path())
+        .unwrap()
+        .display()
+        .to_string();
     let m = s.write(
         "agent.toml",
-        r#"[agent]
+        &format!(
+            r#"[agent]
 name = "m"
 [providers]
-fs_mcp = { provider = "mcp-server", npm = "@modelcontextprotocol/server-filesystem" }
-[tools.read_text_file]
+fs_mcp = {{ provider = "mcp-server", command = "node", args = [{fs:?}, {dir:?}] }}
+[tools.read_one_doc]
+provider = "fs_mcp"
+tool = "read_text_file"
+[tools.list_directory]
 provider = "fs_mcp"
 [capabilities]
-read_text_file = { path = "*" }
+read_one_doc = {{ path = "/docs/welcome.md" }}
+list_directory = {{ path = "*" }}
+"#
+        ),
+    );
+    let run = s.loom(&["audit", m.to_str().unwrap()]);
+    run.expect_code(0)
+        .stdout_has("read_one_doc (= read_text_file)")
+        .stdout_has(r#""type":"object","properties":{}}"#)
+        .stdout_has(r#""properties":{"path":{"type":"string"}},"required":["path"]}"#);
+    assert!(
+        !run.stdout().contains("MCP tool was not resolved")
+            && !run.stdout().contains("cannot resolve"),
+        "{}",
+        run.stdout()
+    );
+    let json = s.loom(&["audit", m.to_str().unwrap(), "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&json.stdout()).unwrap();
+    let tool = v["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "read_one_doc")
+        .unwrap();
+    assert_eq!(tool["mcp"]["server"], "fs_mcp", "{tool}");
+    assert_eq!(
+        tool["mcp"]["schema"]["properties"],
+        serde_json::json!({}),
+        "{tool}"
+    );
+}
+
+#[test]
+fn an_mcp_server_that_does_not_start_is_an_audit_error_naming_it() {
+    let s = Scratch::new();
+    let fake = loom_tests::workspace_root().join("tests/mcp-peers/fake.mjs");
+    let m = s.write(
+        "agent.toml",
+        &format!(
+            r#"[agent]
+name = "m"
+[providers]
+slow = {{ provider = "mcp-server", command = "node", args = [{:?}, "hang-start"], startup_timeout_ms = 300 }}
+[tools]
+a = {{ provider = "slow" }}
+[capabilities]
+a = "*"
 "#,
+            fake.display().to_string()
+        ),
     );
     s.loom(&["audit", m.to_str().unwrap()])
         .expect_code(1)
-        .stdout_has("not resolved yet");
+        .stdout_has("cannot resolve this MCP tool")
+        .stdout_has("[providers].slow")
+        .stdout_has("startup_timeout_ms");
 }
 
 mod bad_input {

@@ -8,8 +8,8 @@ use loom_audit::{
 };
 use loom_kernel::{check_subagents, parse_manifest, Manifest, SubagentVerdict};
 use loom_runtime::{
-    env_map, git_show, load_manifest, path_ctx, read_text, storage_dir, BaselineSpec, FsLoader,
-    Loaded,
+    env_map, git_show, load_manifest, path_ctx, read_text, resolve_mcp_tools, storage_dir,
+    BaselineSpec, FsLoader, Loaded,
 };
 
 use crate::exit;
@@ -76,6 +76,8 @@ pub fn run(args: Args) -> i32 {
 fn report_of(manifest: &Path, loaded: Loaded, ctx: loom_kernel::PathCtx) -> Report {
     let mut loader = FsLoader::new(ctx.clone());
     let storage = storage_dir(&loaded.manifest, &env_map());
+    // MCP tools are resolved by starting their servers (no model calls); the servers stop before the report
+    let mcp = resolve_mcp_tools(&loaded, Path::new(&ctx.base));
     build_report(
         loaded.manifest,
         Facts {
@@ -85,6 +87,7 @@ fn report_of(manifest: &Path, loaded: Loaded, ctx: loom_kernel::PathCtx) -> Repo
             ctx,
             groups: Vec::new(),
             loader: &mut loader,
+            mcp,
         },
     )
 }

@@ -643,3 +643,52 @@ impl McpServers {
         Ok(server)
     }
 }
+
+/// One MCP tool instance as `loom audit` shows it: its server and the schema the model sees after pre-binding.
+#[derive(Debug, Clone, PartialEq)]
+pub struct McpResolution {
+    /// The server's handle.
+    pub server: String,
+    /// The upstream tool's description.
+    pub description: String,
+    /// The model-visible input schema (after the grant's pre-binding).
+    pub schema: Json,
+}
+
+/// Starts every MCP server the manifest's tools use (no model calls), lists their tools and binds each instance's
+/// grant: per instance, its resolution or why it cannot be resolved (the message boot would refuse with). Servers
+/// are stopped before this returns.
+pub fn resolve_mcp_tools(
+    loaded: &crate::load::Loaded,
+    cwd: &std::path::Path,
+) -> std::collections::BTreeMap<String, Result<McpResolution, String>> {
+    let m = &loaded.manifest;
+    let ctx = crate::load::path_ctx(cwd);
+    let grants = loom_kernel::tool_grants(m, &m.effective_ceiling(&ctx));
+    let env = crate::load::env_map();
+    let mut out = std::collections::BTreeMap::new();
+    let chain = crate::secrets::SecretChain::standard(Default::default(), &loaded.dir, cwd, &env);
+    let mut servers = McpServers::default();
+    for g in &grants {
+        let Some((key, table)) = mcp_provider(m, &g.provider) else {
+            continue;
+        };
+        let resolved = chain.as_ref().map_err(|e| e.to_string()).and_then(|chain| {
+            let place = McpPlace {
+                manifest_dir: &loaded.dir,
+                cwd,
+                chain,
+                env: &env,
+            };
+            let server = servers.get_or_start(&key, table, &place)?;
+            let tool = McpTool::new(&g.instance, &g.underlying, &g.grant, server)?;
+            Ok(McpResolution {
+                server: key.clone(),
+                description: tool.description().to_string(),
+                schema: tool.visible_schema().clone(),
+            })
+        });
+        out.insert(g.instance.clone(), resolved);
+    }
+    out
+}

@@ -69,6 +69,11 @@ impl McpTool {
     pub fn visible_schema(&self) -> &Json {
         &self.bound.visible_schema
     }
+
+    /// The upstream tool's description.
+    pub fn description(&self) -> &str {
+        &self.description
+    }
 }
 
 /// The request row of a call: each argument the grant names, as sent. An open argument's value that is no grant
