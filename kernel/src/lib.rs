@@ -42,6 +42,7 @@ mod laws;
 mod manifest;
 mod mcp;
 mod path;
+mod plan;
 mod rng;
 mod row_map;
 mod rules;
@@ -76,6 +77,7 @@ pub use manifest::{
 };
 pub use mcp::{bind_schema, ArgBinding, BindError, BoundTool};
 pub use path::{path_within, NormCache, PathCtx};
+pub use plan::{plan_mode_verdict, Effect};
 pub use rng::Rng;
 pub use row_map::{RowIntoIter, RowIter, RowMap};
 pub use rules::{

@@ -13,14 +13,14 @@
 //! interrupted, so history always pairs every call with a result.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex as StdMutex};
 
 use futures::future::BoxFuture;
 use futures::StreamExt;
 use loom_kernel::{
-    combine, decide, AlgebraKind, Approval, CallFacts, Decision, Grant, PathCtx, Permissions, Rule,
-    RuleKind, RulesVerdict, Verdict,
+    combine, decide, plan_mode_verdict, AlgebraKind, Approval, CallFacts, Decision, Effect, Grant,
+    PathCtx, Permissions, Rule, RuleKind, RulesVerdict, Verdict,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -129,6 +129,8 @@ pub struct AgentParts {
     pub asker: Option<Arc<dyn Asker>>,
     /// Remembered "always" answers (none: nothing is remembered, and "always" counts as once).
     pub approvals: Option<Arc<ApprovalStore>>,
+    /// Start in plan mode (see [`Agent::set_plan_mode`]).
+    pub plan_mode: bool,
 }
 
 impl AgentParts {
@@ -147,6 +149,7 @@ impl AgentParts {
             sleeper: Arc::new(TokioSleeper),
             asker: None,
             approvals: None,
+            plan_mode: false,
         }
     }
 }
@@ -166,6 +169,7 @@ pub struct Agent {
     sleeper: Arc<dyn Sleeper>,
     asker: Option<Arc<dyn Asker>>,
     approvals: Option<Arc<ApprovalStore>>,
+    plan_mode: AtomicBool,
     turns: AtomicU64,
     steering: StdMutex<Vec<String>>,
     /// Distinguishes this agent instance's message ids from those of earlier runs stored in the same session.
@@ -237,6 +241,7 @@ impl Agent {
             sleeper: parts.sleeper,
             asker: parts.asker,
             approvals: parts.approvals,
+            plan_mode: AtomicBool::new(parts.plan_mode),
             turns: AtomicU64::new(0),
             steering: StdMutex::new(Vec::new()),
             nonce: format!("{:x}", nonce()),
@@ -255,7 +260,24 @@ impl Agent {
 
     /// The tools the model sees.
     pub fn tool_specs(&self) -> Vec<ToolSpec> {
-        self.tools.values().map(|s| s.tool.spec()).collect()
+        let planning = self.plan_mode();
+        self.tools
+            .values()
+            .filter(|s| !planning || plan_mode_verdict(effect_of(s.tool.kind())) == Verdict::Allow)
+            .map(|s| s.tool.spec())
+            .collect()
+    }
+
+    /// Enters or leaves plan mode: while on, tools that change anything (files, commands, sub-agents, anything
+    /// loom cannot classify as a read) are left out of requests and refused if called anyway. Only the user
+    /// switches it (`/plan`, `/plan off`, `--plan`, an ACP client's `session/set_mode`); no tool can.
+    pub fn set_plan_mode(&self, on: bool) {
+        self.plan_mode.store(on, Ordering::SeqCst);
+    }
+
+    /// True in plan mode.
+    pub fn plan_mode(&self) -> bool {
+        self.plan_mode.load(Ordering::SeqCst)
     }
 
     /// Subscribes to updates (frames, chunks, tool calls, progress).
@@ -814,13 +836,26 @@ impl Agent {
             .await?;
         let (decision, judged) = self.judge(&call.name, slot, &prepared);
         let stuck = doom.check(&call.name, &input);
-        let verdict = combine(&decision, judged.verdict, &[stuck]);
+        let plan = if self.plan_mode() {
+            plan_mode_verdict(effect_of(kind))
+        } else {
+            Verdict::Allow
+        };
+        let verdict = combine(&decision, judged.verdict, &[stuck, plan]);
         let mut remember_failed = None;
         let auth = match (decision, verdict) {
             (Decision::Deny(d), _) => {
                 return self
                     .finish(session, &call.id, ToolOutput::error(d.reason))
                     .await
+            }
+            (Decision::Allow(_), Verdict::Deny) if plan == Verdict::Deny => {
+                let out = ToolOutput::error(format!(
+                    "{}: refused in plan mode — it can change the workspace, and the user is planning; describe \
+                     the change instead (only the user can leave plan mode)",
+                    call.name
+                ));
+                return self.finish(session, &call.id, out).await;
             }
             (Decision::Allow(_), Verdict::Deny) => {
                 let out = ToolOutput::error(format!(
@@ -998,6 +1033,14 @@ impl Agent {
             verdict,
             headless: self.asker.is_none(),
         })
+    }
+}
+
+/// What a tool of `kind` does, for plan mode: only reads and searches are known to change nothing.
+fn effect_of(kind: ToolKind) -> Effect {
+    match kind {
+        ToolKind::Read | ToolKind::Search => Effect::Reads,
+        ToolKind::Edit | ToolKind::Execute | ToolKind::Other => Effect::Changes,
     }
 }
 

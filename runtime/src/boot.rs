@@ -40,6 +40,8 @@ pub struct BootOptions {
     pub sleeper: Option<Arc<dyn Sleeper>>,
     /// What a sub-agent inherits from the agent that spawned it (default: a root agent).
     pub lineage: Lineage,
+    /// Start in plan mode (`--plan`): tools that change anything are neither offered nor run.
+    pub plan_mode: bool,
 }
 
 /// A booted agent and what boot wants the user to know.
@@ -383,6 +385,7 @@ pub fn boot_with(
     parts.tools = tools;
     parts.permissions = m.permissions.clone();
     parts.approvals = Some(Arc::new(approvals));
+    parts.plan_mode = opts.plan_mode;
     parts.retry = RetryPolicy::default();
     parts.sleeper = opts
         .sleeper

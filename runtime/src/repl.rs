@@ -142,6 +142,10 @@ pub enum Command {
     Compact,
     /// `/tokens`: tokens in the context.
     Tokens,
+    /// `/plan`: enter plan mode.
+    Plan,
+    /// `/plan off`: leave plan mode.
+    PlanOff,
     /// `/quit`.
     Quit,
 }
@@ -170,12 +174,19 @@ pub const COMMANDS: &[(&str, Command, &str)] = &[
         Command::Tokens,
         "tokens in the context, as the provider last reported",
     ),
+    (
+        "/plan",
+        Command::Plan,
+        "plan mode: tools that change anything are neither offered nor run",
+    ),
+    ("/plan off", Command::PlanOff, "leave plan mode"),
     ("/quit", Command::Quit, "leave (also Ctrl-D)"),
 ];
 
 /// Parses a line: `None` when it is not a command (a prompt), else the command or why it is not one.
 pub fn parse_command(line: &str) -> Option<Result<Command, String>> {
-    let word = line.trim();
+    let word = line.split_whitespace().collect::<Vec<_>>().join(" ");
+    let word = word.as_str();
     if !word.starts_with('/') {
         return None;
     }
@@ -410,6 +421,14 @@ async fn command(agent: &Agent, c: Command, ui: &mut dyn ReplUi, audit: &dyn Fn(
             Some(n) => ui.note(&format!("{n} tokens in the context (as the provider last reported)")),
             None => ui.note("no usage reported yet (or the session has no compacting layer to track it)"),
         },
+        Command::Plan => {
+            agent.set_plan_mode(true);
+            ui.note("plan mode: tools that change anything are neither offered nor run; /plan off leaves it");
+        }
+        Command::PlanOff => {
+            agent.set_plan_mode(false);
+            ui.note("plan mode is off: every granted tool is offered again");
+        }
         Command::Quit => {}
     }
 }
@@ -436,7 +455,10 @@ mod tests {
         };
         assert_eq!(parse_answer(" A ", &ask), Some(AskAnswer::AllowAlways));
         assert_eq!(parse_answer("once", &ask), Some(AskAnswer::AllowOnce));
-        assert!(matches!(parse_answer("r", &ask), Some(AskAnswer::Reject(_))));
+        assert!(matches!(
+            parse_answer("r", &ask),
+            Some(AskAnswer::Reject(_))
+        ));
         assert_eq!(parse_answer("sure", &ask), None);
         assert!(ask_question(&ask).contains("[a]lways"));
         // the doom-loop guard's asks cannot be remembered: "always" is neither offered nor accepted
@@ -450,6 +472,8 @@ mod tests {
         assert_eq!(parse_command("hello"), None);
         assert_eq!(parse_command(" /quit "), Some(Ok(Command::Quit)));
         assert_eq!(parse_command("/tokens"), Some(Ok(Command::Tokens)));
+        assert_eq!(parse_command("/plan"), Some(Ok(Command::Plan)));
+        assert_eq!(parse_command(" /plan   off "), Some(Ok(Command::PlanOff)));
         let err = parse_command("/qiut").unwrap().unwrap_err();
         assert!(err.contains("/qiut") && err.contains("/help"), "{err}");
     }

@@ -36,6 +36,7 @@ script = [
   [{ call = { tool = "read_file", input = { path = "a.txt" } } }, { say = "after" }],
   [{ call = { tool = "read_file", input = { path = "a.txt" } } }, { say = "after" }],
   [{ call = { tool = "read_file", input = { path = "a.txt" } } }, { say = "after" }],
+  [{ call = { tool = "read_file", input = { path = "a.txt" } } }, { say = "after" }],
 ]
 
 [session]
@@ -142,6 +143,7 @@ impl Server {
             json!({"cwd": cwd.to_str().unwrap(), "mcpServers": []}),
         );
         let (new, _) = self.reply(2);
+        assert_eq!(new["result"]["modes"]["currentModeId"], "default", "{new}");
         new["result"]["sessionId"]
             .as_str()
             .unwrap_or_else(|| panic!("{new}"))
@@ -302,6 +304,7 @@ fn a_permission_ask_is_a_request_to_the_client_and_its_answer_decides() {
     for (turn, option, status) in [
         (10, "allow_once", "completed"),
         (11, "reject_once", "failed"),
+        (12, "allow_always", "completed"),
     ] {
         server.prompt(turn, &sid, "go");
         // the tool_call is on the wire before the question about it
@@ -322,8 +325,8 @@ fn a_permission_ask_is_a_request_to_the_client_and_its_answer_decides() {
             .collect();
         assert_eq!(
             kinds,
-            ["allow_once", "reject_once"],
-            "no 'always' is offered"
+            ["allow_once", "allow_always", "reject_once"],
+            "an ask rule's ask can be remembered"
         );
         server.send(json!({"jsonrpc": "2.0", "id": ask["id"],
             "result": {"outcome": {"outcome": "selected", "optionId": option}}}));
@@ -337,6 +340,29 @@ fn a_permission_ask_is_a_request_to_the_client_and_its_answer_decides() {
             assert!(text.contains("the user rejected it"), "{text}");
         }
     }
+    // remembered: the same call runs without a question, and the answer is on disk for `loom permissions`
+    server.prompt(13, &sid, "go");
+    let (done, before) = server.reply(13);
+    assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
+    assert!(
+        before
+            .iter()
+            .all(|m| m["method"] != "session/request_permission"),
+        "{before:#?}"
+    );
+    // modes: plan mode is the client's to switch, and an unknown mode is refused
+    server.request(
+        14,
+        "session/set_mode",
+        json!({"sessionId": sid, "modeId": "yolo"}),
+    );
+    error_of(&server.reply(14).0, -32602, "unknown modeId \"yolo\"");
+    server.request(
+        15,
+        "session/set_mode",
+        json!({"sessionId": sid, "modeId": "plan"}),
+    );
+    assert_eq!(server.reply(15).0["result"], json!({}));
     let (code, stderr) = server.finish();
     assert_eq!(code, 0, "{stderr}");
 }
@@ -538,7 +564,11 @@ fn a_real_acp_client_drives_loom_acp_serve() {
         r["askedTools"],
         json!(["read_file", "read_file", "read_file"])
     );
-    assert_eq!(r["options"][0], json!(["allow_once", "reject_once"]));
+    // an ask rule's ask can be remembered, so the real client is offered "always" too
+    assert_eq!(
+        r["options"][0],
+        json!(["allow_once", "allow_always", "reject_once"])
+    );
     assert_eq!(r["allowed"]["stopReason"], "end_turn");
     assert_eq!(r["allowed"]["toolResults"][0]["status"], "completed");
     assert_eq!(r["allowed"]["text"], "after");

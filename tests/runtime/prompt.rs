@@ -321,3 +321,62 @@ provider = "in-memory"
     assert_eq!(diff["content"][1]["oldText"], "one two three\n");
     assert_eq!(diff["content"][1]["newText"], "1 two 3\n");
 }
+
+#[test]
+fn plan_mode_offers_and_runs_only_tools_that_change_nothing() {
+    let s = Scratch::new();
+    s.write("a.txt", "alpha");
+    s.write(
+        "agent.toml",
+        r#"[agent]
+name = "planner"
+
+[harness]
+provider = "test"
+script = [[
+  { call = { tool = "write_file", input = { path = "b.txt", content = "x" } } },
+  { call = { tool = "bash", input = { command = "touch c.txt" } } },
+  { call = { tool = "read_file", input = { path = "a.txt" } } },
+  { say = "planned" },
+]]
+
+[session]
+provider = "in-memory"
+"#,
+    );
+    let run = s.loom(&[
+        "prompt",
+        "agent.toml",
+        "plan it",
+        "--plan",
+        "--format",
+        "jsonl",
+        "--emit-preamble",
+    ]);
+    run.expect_code(0);
+    let ups = updates(&run);
+    let tools: Vec<&str> = ups[0]["preamble"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    // the default tools are bash, read_file, write_file and edit_file
+    assert_eq!(
+        tools,
+        ["read_file"],
+        "the model is not offered tools that change anything"
+    );
+    // a call of a withheld tool is refused at execution too, and nothing changed on disk
+    let r = results(&ups);
+    assert_eq!(r.len(), 3, "{r:?}");
+    for (status, text) in &r[..2] {
+        assert_eq!(status, "failed");
+        assert!(text.contains("refused in plan mode"), "{text}");
+    }
+    assert_eq!(r[2], ("completed".to_string(), "alpha".to_string()));
+    assert!(!s.path().join("b.txt").exists() && !s.path().join("c.txt").exists());
+    // without --plan the same turn writes
+    s.loom(&["prompt", "agent.toml", "do it"]).expect_code(0);
+    assert!(s.path().join("b.txt").exists());
+}

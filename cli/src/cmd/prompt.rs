@@ -43,6 +43,9 @@ pub struct Args {
     /// Print what the model is about to see first (jsonl only).
     #[arg(long)]
     emit_preamble: bool,
+    /// Run the turn in plan mode: tools that change anything are neither offered nor run.
+    #[arg(long)]
+    plan: bool,
 }
 
 struct Sink {
@@ -171,7 +174,15 @@ pub fn run(args: Args) -> i32 {
         open: true,
         run: None,
     };
-    let outcome = match prompt_blocking(&args.manifest, &text, BootOptions::default(), &mut sink) {
+    let outcome = match prompt_blocking(
+        &args.manifest,
+        &text,
+        BootOptions {
+            plan_mode: args.plan,
+            ..BootOptions::default()
+        },
+        &mut sink,
+    ) {
         Ok(o) => o,
         Err(e) => return fail(exit::FAILED, &e.to_string()),
     };

@@ -20,6 +20,9 @@ use crate::output::fail;
 #[derive(Debug, clap::Args)]
 pub struct Args {
     manifest: PathBuf,
+    /// Start in plan mode: tools that change anything are neither offered nor run (`/plan off` leaves it).
+    #[arg(long)]
+    plan: bool,
 }
 
 const MODEL: &str = "waiting for the model";
@@ -222,7 +225,10 @@ pub fn run(args: Args) -> i32 {
     let input = Box::new(std::io::BufReader::new(std::io::stdin()));
     match run_repl(
         &args.manifest,
-        BootOptions::default(),
+        BootOptions {
+            plan_mode: args.plan,
+            ..BootOptions::default()
+        },
         input,
         &mut ui,
         &audit,

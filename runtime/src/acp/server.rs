@@ -100,6 +100,20 @@ const ALLOW_ONCE: &str = "allow_once";
 const REJECT_ONCE: &str = "reject_once";
 const ALLOW_ALWAYS: &str = "allow_always";
 
+const MODE_DEFAULT: &str = "default";
+const MODE_PLAN: &str = "plan";
+
+/// The session modes loom offers (ACP `SessionModeState`), with plan mode current or not.
+fn modes(plan: bool) -> Value {
+    json!({
+        "currentModeId": if plan { MODE_PLAN } else { MODE_DEFAULT },
+        "availableModes": [
+            {"id": MODE_DEFAULT, "name": "Default", "description": "every granted tool, decided by the grant and the rules"},
+            {"id": MODE_PLAN, "name": "Plan", "description": "tools that change anything are neither offered nor run"},
+        ],
+    })
+}
+
 impl Asker for ClientAsker {
     fn ask(&self, ask: PermissionAsk) -> BoxFuture<'static, AskAnswer> {
         let mut tool_call = serde_json::to_value(&ask.call).unwrap_or(Value::Null);
@@ -299,6 +313,7 @@ impl Server {
                 let answer = match method.as_str() {
                     "initialize" => self.initialize(&params),
                     "session/new" => self.new_session(&params),
+                    "session/set_mode" => self.set_mode(&params),
                     "session/prompt" => match self.prompt(id.clone(), &params) {
                         // the turn's task answers
                         Ok(()) => return,
@@ -411,7 +426,24 @@ impl Server {
         if let Ok(mut s) = self.sessions.lock() {
             s.insert(id.clone(), session);
         }
-        Ok(json!({ "sessionId": id }))
+        Ok(json!({ "sessionId": id, "modes": modes(false) }))
+    }
+
+    /// `session/set_mode`: the client's user switches between the default mode and plan mode. The model has no
+    /// way to do this; only the client (its user) does.
+    fn set_mode(&self, params: &Value) -> Result<Value, RpcError> {
+        let (_, session) = self.session(params)?;
+        let plan = match str_param(params, "modeId")? {
+            MODE_DEFAULT => false,
+            MODE_PLAN => true,
+            other => {
+                return Err(RpcError::params(format!(
+                    "invalid params: unknown modeId {other:?} (the modes are {MODE_DEFAULT:?} and {MODE_PLAN:?})"
+                )))
+            }
+        };
+        session.agent.set_plan_mode(plan);
+        Ok(json!({}))
     }
 
     fn prompt(self: &Arc<Server>, id: Value, params: &Value) -> Result<(), RpcError> {
