@@ -33,6 +33,8 @@ enum Command {
     Explain(cmd::explain::Args),
     /// List or revoke the "always" answers remembered for an agent.
     Permissions(cmd::permissions::Args),
+    /// Inspect MCP servers: `loom mcp inspect <npm-name | path | handle>` prints paste-and-prune TOML.
+    Mcp(cmd::mcp::Args),
     /// Print the installed version.
     Version,
 }
@@ -67,6 +69,7 @@ fn main() {
         Command::Acp(args) => cmd::acp::run(args),
         Command::Explain(args) => cmd::explain::run(args),
         Command::Permissions(args) => cmd::permissions::run(args),
+        Command::Mcp(args) => cmd::mcp::run(args),
         Command::Version => {
             println!("loom {}", env!("CARGO_PKG_VERSION"));
             exit::OK

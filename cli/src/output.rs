@@ -12,6 +12,16 @@ pub fn emit(text: &str) -> bool {
     }
 }
 
+/// The working directory, or (after saying why on stderr) the exit code to return.
+pub fn current_dir() -> Result<std::path::PathBuf, i32> {
+    std::env::current_dir().map_err(|e| {
+        fail(
+            crate::exit::FAILED,
+            &format!("cannot read the working directory: {e}"),
+        )
+    })
+}
+
 /// Prints `loom: <message>` to stderr and returns `code`.
 pub fn fail(code: i32, message: &str) -> i32 {
     eprintln!("loom: {message}");

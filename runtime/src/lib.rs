@@ -98,10 +98,10 @@ pub use load::{
 };
 pub use loom_kernel::{DoomGuard, DOOM_LOOP_THRESHOLD};
 pub use mcp::{
-    flatten_result, mcp_provider, resolve_mcp_tools, server_config, CallResult, Launch, McpError,
-    McpPlace, McpResolution, McpServer, McpServers, McpTool, ServerConfig, UpstreamTool,
-    DEFAULT_CALL_TIMEOUT_MS, DEFAULT_STARTUP_TIMEOUT_MS, MAX_MESSAGE_BYTES, MAX_RESULT_CHARS,
-    PROTOCOL_VERSIONS, STDERR_TAIL_BYTES,
+    flatten_result, inspect_server, mcp_provider, resolve_mcp_tools, server_config, CallResult,
+    Inspected, Launch, McpError, McpPlace, McpResolution, McpServer, McpServers, McpTool,
+    ServerConfig, UpstreamTool, DEFAULT_CALL_TIMEOUT_MS, DEFAULT_STARTUP_TIMEOUT_MS,
+    MAX_MESSAGE_BYTES, MAX_RESULT_CHARS, PROTOCOL_VERSIONS, STDERR_TAIL_BYTES,
 };
 pub use model::{
     ContentBlock, Message, ModelEvent, ModelRequest, Role, StopReason, ToolSpec, Usage,

@@ -4,4 +4,5 @@
 mod audit;
 mod explain;
 mod gate;
+mod mcp;
 mod version;

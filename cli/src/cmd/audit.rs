@@ -13,7 +13,7 @@ use loom_runtime::{
 };
 
 use crate::exit;
-use crate::output::{emit, fail};
+use crate::output::{current_dir, emit, fail};
 
 /// Output formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -53,14 +53,9 @@ pub fn run(args: Args) -> i32 {
     if format == Format::Sarif && args.baseline.is_none() {
         return fail(exit::USAGE, "--format sarif reports the ceiling gate; pass --baseline OLD.toml or --baseline git:REV");
     }
-    let cwd = match std::env::current_dir() {
+    let cwd = match current_dir() {
         Ok(d) => d,
-        Err(e) => {
-            return fail(
-                exit::FAILED,
-                &format!("cannot read the working directory: {e}"),
-            )
-        }
+        Err(code) => return code,
     };
     let ctx = path_ctx(&cwd);
     let loaded = match load_manifest(&args.manifest) {

@@ -4,6 +4,7 @@ pub mod acp;
 pub mod audit;
 pub mod doctor;
 pub mod explain;
+pub mod mcp;
 pub mod permissions;
 pub mod prompt;
 pub mod run;
