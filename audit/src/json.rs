@@ -2,7 +2,7 @@
 
 use serde_json::{json, Value as Json};
 
-use loom_kernel::{DeclVerdict, GrantSource, SubagentVerdict};
+use loom_kernel::{DeclVerdict, GrantSource, ProviderRef, SubagentVerdict};
 
 use crate::report::{Level, Report};
 use crate::text::provider_label;
@@ -39,6 +39,7 @@ pub fn render_json(r: &Report) -> Json {
                     Ok(m) => json!({ "server": m.server, "description": m.description, "schema": m.schema }),
                     Err(e) => json!({ "error": e }),
                 }),
+                "secrets": tool_secrets(t, &m.agent.secrets),
             })
         })
         .collect();
@@ -107,4 +108,14 @@ fn subagent_json(s: &SubagentVerdict) -> Json {
         "excess": s.excess.iter().map(|x| json!({ "key": x.key, "parent": x.parent.as_ref().map(|g| g.to_json()), "child": x.child.to_json() })).collect::<Vec<_>>(),
         "subagents": s.children.iter().map(subagent_json).collect::<Vec<_>>(),
     })
+}
+
+/// The secrets a tool is handed: a bash tool's environment gets those its grant names (see
+/// `loom_kernel::grant_secrets`); the builtin `web_search` sends its key in a request header.
+fn tool_secrets(t: &loom_kernel::ToolGrant, shared: &[String]) -> Vec<String> {
+    match (t.algebra, t.underlying.as_str(), &t.provider) {
+        (loom_kernel::AlgebraKind::Bash, _, _) => loom_kernel::grant_secrets(&t.grant, shared),
+        (_, "web_search", ProviderRef::Builtin) => vec!["BRAVE_SEARCH_API_KEY".to_string()],
+        _ => Vec::new(),
+    }
 }

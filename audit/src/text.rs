@@ -95,7 +95,7 @@ pub fn render_text(r: &Report) -> String {
 
     let _ = writeln!(o, "\ntools");
     for t in &r.tools {
-        render_tool(&mut o, &r.ctx, t);
+        render_tool(&mut o, &r.ctx, t, &m.agent.secrets);
         match r.mcp.get(&t.instance) {
             Some(Ok(m)) => {
                 let _ = writeln!(o, "      model sees  {}", m.schema);
@@ -232,7 +232,7 @@ pub fn provider_label(p: &ProviderRef) -> String {
     }
 }
 
-fn render_tool(o: &mut String, ctx: &PathCtx, t: &ToolGrant) {
+fn render_tool(o: &mut String, ctx: &PathCtx, t: &ToolGrant, shared: &[String]) {
     let name = if t.instance == t.underlying {
         t.instance.clone()
     } else {
@@ -248,6 +248,16 @@ fn render_tool(o: &mut String, ctx: &PathCtx, t: &ToolGrant) {
     let _ = writeln!(o, "      grant  {}  ({from})", t.grant);
     if t.algebra == AlgebraKind::Bash {
         render_bash(o, ctx, &t.grant);
+        let secrets = loom_kernel::grant_secrets(&t.grant, shared);
+        let _ = writeln!(
+            o,
+            "      secrets  {}  (in its environment; every other secret loom knows is screened out)",
+            if secrets.is_empty() {
+                "none".to_string()
+            } else {
+                secrets.join(", ")
+            }
+        );
     }
     if t.underlying == "web_search" && t.provider == ProviderRef::Builtin {
         let _ = writeln!(

@@ -151,6 +151,7 @@ impl Case {
             inner_exe: Some(inner.to_path_buf()),
             shim: None,
             broker: BrokerLimits::default(),
+            secrets: &loom_sandbox::SecretFacts::default(),
         };
         let streams = Streams {
             stdin: Stdio::null(),

@@ -164,6 +164,7 @@ fn prepare(shared: &Arc<Shared>, stream: &UnixStream) -> Result<Prepared, Refusa
     let mut env = build_env(
         &profile.env,
         cfg.host_env.iter().filter(|(k, _)| k != "PATH").cloned(),
+        &cfg.secrets,
     );
     for entry in &req.env {
         let bytes = entry.as_bytes();

@@ -30,6 +30,7 @@
 //!     home: None,
 //!     host_path: std::env::var_os("PATH").unwrap_or_default(),
 //!     host_env: std::env::vars_os().collect(),
+//!     secrets: loom_sandbox::SecretFacts::default(),
 //!     backend: None, // no backend: every call is refused
 //!     limits: BrokerLimits::default(),
 //!     shim: shim_next_to_current_exe().unwrap(),

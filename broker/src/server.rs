@@ -11,7 +11,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use loom_kernel::{brokered_commands, Grant, PathCtx};
-use loom_sandbox::{BwrapFeatures, Limits, Profile, Tier};
+use loom_sandbox::{BwrapFeatures, Limits, Profile, SecretFacts, Tier};
 
 use crate::call::{refuse, serve};
 use crate::dir::BrokerDir;
@@ -79,6 +79,8 @@ pub struct BrokerConfig {
     pub host_path: OsString,
     /// The host environment brokered commands start from (filtered by each row's `env`).
     pub host_env: Vec<(OsString, OsString)>,
+    /// The secrets loom knows and which the agent shares: a brokered command sees only those its row is granted.
+    pub secrets: SecretFacts,
     /// The sandbox backend; `None` refuses every call.
     pub backend: Option<Backend>,
     /// Bounds.

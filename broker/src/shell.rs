@@ -12,7 +12,7 @@ use loom_kernel::{brokered_commands, is_general_row, Grant, PathCtx, Row};
 use loom_sandbox::{
     build_env, build_profile, choose_tier, host_support, inner_exe_next_to_current_exe,
     spawn_sandboxed_io, BackendError, HostFs, InnerExeError, Launch, Limits, Outcome, Place,
-    ProfileError, SpawnError, Streams, Tier,
+    ProfileError, SecretFacts, SpawnError, Streams, Tier,
 };
 
 use crate::dir::shim_next_to_current_exe;
@@ -76,6 +76,9 @@ pub struct RowRun<'a> {
     pub shim: Option<PathBuf>,
     /// Bounds of the broker, when one starts. A brokered call's time limit defaults to `limits.timeout`.
     pub broker: BrokerLimits,
+    /// The secrets loom knows and which the agent shares: the command (and each brokered one) sees only the
+    /// secrets its row is granted (`SecretFacts::default()`: none known, nothing screened).
+    pub secrets: &'a SecretFacts,
 }
 
 /// Runs `run` confined under its row, with the broker when the row is a general row of a set that also names
@@ -98,7 +101,7 @@ pub fn run_row(
         Some(p) => p,
         None => inner_exe_next_to_current_exe()?,
     };
-    let mut env = build_env(&profile.env, std::env::vars_os());
+    let mut env = build_env(&profile.env, std::env::vars_os(), run.secrets);
     for (k, v) in env.iter_mut() {
         if k == "PWD" {
             *v = profile.cwd.clone().into_os_string();
@@ -128,6 +131,7 @@ pub fn run_row(
         home: run.home,
         host_path: std::env::var_os("PATH").unwrap_or_default(),
         host_env: std::env::vars_os().collect(),
+        secrets: run.secrets.clone(),
         backend: Some(Backend {
             tier,
             bwrap: support.bwrap.clone(),

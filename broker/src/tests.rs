@@ -22,6 +22,7 @@ fn config(grant: &str) -> BrokerConfig {
         home: None,
         host_path: "/usr/bin:/bin".into(),
         host_env: Vec::new(),
+        secrets: loom_sandbox::SecretFacts::default(),
         backend: None,
         limits: BrokerLimits::default(),
         shim: std::env::current_exe().unwrap(),

@@ -46,6 +46,7 @@ mod plan;
 mod rng;
 mod row_map;
 mod rules;
+mod secrets;
 mod subagent;
 mod value;
 
@@ -84,5 +85,6 @@ pub use rules::{
     combine, wildcard_match, Approval, CallFacts, Permissions, Rule, RuleKind, RulesVerdict,
     Subject, Verdict,
 };
+pub use secrets::{env_var_passes, grant_secrets, row_secrets, secret_env_names, EnvPolicy};
 pub use subagent::{check_subagents, Excess, ManifestLoader, SubagentVerdict, MAX_DEPTH};
 pub use value::{toml_key, toml_string, Float, Value};

@@ -27,6 +27,14 @@ use crate::tools::{
     WebSearchTool, BRAVE_ENDPOINT, BRAVE_SEARCH_API_KEY, IMPLEMENTED,
 };
 
+/// The keys loom's own harnesses and tools take from the secrets chain: screened out of every tool environment
+/// unless `[agent] secrets` shares them.
+pub const SECRET_SLOTS: &[&str] = &[
+    crate::harness::ANTHROPIC_API_KEY,
+    crate::harness::OPENAI_API_KEY,
+    BRAVE_SEARCH_API_KEY,
+];
+
 /// What boot needs besides the manifest.
 #[derive(Clone, Default)]
 pub struct BootOptions {
@@ -192,6 +200,9 @@ pub fn boot_with(
             file: file.clone(),
             message,
         })?;
+    // per-tool secret filtering: a command sees only the secrets its row is granted
+    let mut sandbox = opts.sandbox.clone();
+    sandbox.secrets = chain.facts(SECRET_SLOTS, &m.agent.secrets);
 
     for g in &grants {
         if !g.problems.is_empty() {
@@ -280,7 +291,7 @@ pub fn boot_with(
             };
             Some(Arc::new(SpawnSubagentTool::new(tool_env, spawn)) as Arc<dyn crate::tools::Tool>)
         } else {
-            builtin_tool(&g.underlying, tool_env, &opts.sandbox)
+            builtin_tool(&g.underlying, tool_env, &sandbox)
         };
         let Some(tool) = built else {
             return Err(tool_err(

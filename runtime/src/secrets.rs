@@ -64,28 +64,9 @@ pub struct SecretsFileError {
     pub reason: String,
 }
 
-/// The name variants looked up in the environment for `name`.
+/// The name variants looked up in the environment for `name` (the kernel's rule: each of them carries the secret).
 pub fn env_names(name: &str) -> Vec<String> {
-    let upper: String = name
-        .chars()
-        .map(|c| {
-            if c == '-' || c == '.' {
-                '_'
-            } else {
-                c.to_ascii_uppercase()
-            }
-        })
-        .collect();
-    let mut out = vec![
-        name.to_string(),
-        format!("LOOM_{name}"),
-        upper.clone(),
-        format!("LOOM_{upper}"),
-    ];
-    out.dedup();
-    let mut seen = std::collections::BTreeSet::new();
-    out.retain(|n| seen.insert(n.clone()));
-    out
+    loom_kernel::secret_env_names(name)
 }
 
 impl SecretChain {
@@ -150,6 +131,40 @@ impl SecretChain {
         let (p, m) = self.xdg.as_ref()?;
         m.get(name)
             .map(|s| (s.clone(), SecretSource::File(p.clone())))
+    }
+
+    /// Every name a store of the chain holds other than the environment (the caller's store and the files), in
+    /// order, without duplicates.
+    pub fn stored_names(&self) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        let stores = std::iter::once(&self.caller)
+            .chain(self.files.iter().map(|(_, m)| m))
+            .chain(self.xdg.iter().map(|(_, m)| m));
+        for m in stores {
+            for k in m.keys() {
+                if !out.contains(k) {
+                    out.push(k.clone());
+                }
+            }
+        }
+        out
+    }
+
+    /// The facts the sandbox screens tool environments with: every secret the chain's stores hold, the keys of
+    /// loom's own secret slots (`slots`), and `[agent] secrets` (`shared`, the ones tools may be handed), each with
+    /// the chain's value when it has one.
+    pub fn facts(&self, slots: &[&str], shared: &[String]) -> loom_sandbox::SecretFacts {
+        let mut facts = loom_sandbox::SecretFacts::new(shared.to_vec());
+        let names = self
+            .stored_names()
+            .into_iter()
+            .chain(slots.iter().map(|s| s.to_string()))
+            .chain(shared.iter().cloned());
+        for name in names {
+            let value = self.get(&name).map(|(s, _)| s);
+            facts.add(&name, value.as_ref().map(Secret::expose));
+        }
+        facts
     }
 
     /// Resolves every name in `names`; the error lists the missing names and where to put them (never a value).

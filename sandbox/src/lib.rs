@@ -58,7 +58,7 @@ mod spawn;
 
 pub use bwrap::{build_bwrap_args, BwrapError, BwrapFeatures, PathFds, INNER_EXE_IN_VIEW};
 pub use cancel::kill_tree_on_signals;
-pub use env::{build_env, EnvPolicy};
+pub use env::{build_env, unconfined_env, EnvPolicy, SecretFacts};
 pub use extra::{spawn_sandboxed_io, Streams};
 pub use facts::HostFs;
 pub use inner::{inner_main, InnerSpec, INNER_ARG, SETUP_FAILED};

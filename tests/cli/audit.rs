@@ -318,3 +318,39 @@ mod bad_input {
             .stderr_has("nope.toml");
     }
 }
+
+#[test]
+fn audit_shows_which_secrets_each_bash_tool_is_handed() {
+    let s = Scratch::new();
+    let m = s.write(
+        "agent.toml",
+        r#"[agent]
+name = "secretive"
+secrets = ["GH_TOKEN", "GCAL_TOKEN"]
+[tools]
+bash = "builtin"
+shell = { provider = "builtin", tool = "bash" }
+[capabilities]
+bash = [{ commands = "*", paths = ["./"], env = "*" }, { commands = ["gh"], env = ["GH_TOKEN", "ANTHROPIC_API_KEY"] }]
+shell = { commands = "*", paths = ["./"], env = ["GCAL_*"] }
+"#,
+    );
+    let run = s.loom(&["audit", m.to_str().unwrap()]);
+    run.expect_code(0)
+        .stdout_has("secrets  GH_TOKEN  (in its environment")
+        .stdout_has("secrets  none  (in its environment");
+    let json = s.loom(&["audit", m.to_str().unwrap(), "--format", "json"]);
+    json.expect_code(0);
+    let v: serde_json::Value = serde_json::from_str(&json.stdout()).unwrap();
+    let secrets = |name: &str| {
+        v["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["name"] == name)
+            .map(|t| t["secrets"].clone())
+            .unwrap()
+    };
+    assert_eq!(secrets("bash"), serde_json::json!(["GH_TOKEN"]));
+    assert_eq!(secrets("shell"), serde_json::json!([]));
+}

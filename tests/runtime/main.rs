@@ -10,6 +10,7 @@ mod mcp;
 mod openai_chat;
 mod prompt;
 mod repl;
+mod secrets;
 mod session;
 mod subagent;
 mod thinking;

@@ -178,6 +178,7 @@ fn run_one(a: RunArgs) -> i32 {
         inner_exe: None,
         shim: None,
         broker: broker_limits(&a),
+        secrets: &loom_sandbox::SecretFacts::default(),
     };
     match run_row(run, Streams::inherit(), &mut |_| {}) {
         Ok(o) => {

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use loom_broker::{run_row, BrokerLimits, RowRun};
 use loom_kernel::{Authorization, CallFacts, Exec, Request, Row};
-use loom_sandbox::{Limits, Streams};
+use loom_sandbox::{unconfined_env, Limits, SecretFacts, Streams};
 use serde_json::{json, Value};
 
 use super::output::{OutputBuffer, DEFAULT_TAIL_BYTES};
@@ -70,6 +70,9 @@ pub struct SandboxEnv {
     pub spill_dir: Option<PathBuf>,
     /// The in-memory output bound; 0: the default.
     pub tail_bytes: usize,
+    /// The secrets loom resolved and the ones the agent shares (`[agent] secrets`); boot fills it in. A command
+    /// sees only the secrets its row is granted.
+    pub secrets: SecretFacts,
 }
 
 /// The `bash` tool.
@@ -474,6 +477,8 @@ fn start(
             };
             let mut cmd = std::process::Command::new(prog);
             cmd.args(args)
+                .env_clear()
+                .envs(unconfined_env(std::env::vars_os(), &sandbox.secrets))
                 .current_dir(cwd)
                 .stdin(Stdio::null())
                 .stdout(Stdio::from(writer))
@@ -514,6 +519,7 @@ fn start(
                 inner_exe: sandbox.inner_exe.clone(),
                 shim: sandbox.shim.clone(),
                 broker: BrokerLimits::default(),
+                secrets: &sandbox.secrets,
             };
             let streams = Streams {
                 stdin: Stdio::null(),
