@@ -397,6 +397,7 @@ impl Agent {
             role: None,
             message_id: None,
             stop_reason: Some(stop),
+            text: None,
         });
         // a failing store must not hide the outcome: the frame still reaches subscribers
         let _ = self.emit(&mut session, end).await;
@@ -447,8 +448,17 @@ impl Agent {
                 harness: self.harness.as_ref(),
                 cancel,
             };
-            // a failed automatic compaction keeps the history and pauses itself; the request goes ahead
-            session.compact(CompactMode::Auto, &ctx).await?;
+            // a failed automatic compaction keeps the history and pauses itself; the request goes ahead, and the
+            // user is told why the history was not shortened
+            for report in session.compact(CompactMode::Auto, &ctx).await? {
+                if let Compaction::Failed { .. } = report {
+                    self.bus.publish(&SessionUpdate::notice(format!(
+                        "{report}; the turn goes on with the full history, and automatic compaction pauses \
+                         for {} s",
+                        crate::session::PAUSE_AFTER_FAILURE.as_secs()
+                    )));
+                }
+            }
             // a context overflow gets one forced compaction and one retry of the request
             let mut compacted: Option<String> = None;
             let (mut stream, first) = loop {

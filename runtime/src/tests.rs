@@ -610,3 +610,78 @@ async fn cancelling_a_hanging_stream_ends_the_message_and_the_turn() {
         ]
     );
 }
+
+/// A compactor whose summariser is down.
+struct BrokenCompactor;
+
+impl crate::session::Compactor for BrokenCompactor {
+    fn name(&self) -> &str {
+        "broken"
+    }
+
+    fn summarize<'a>(
+        &'a self,
+        _events: &'a [SessionUpdate],
+        _ctx: &'a crate::session::CompactCtx<'a>,
+    ) -> BoxFuture<'a, Result<String, crate::session::SummaryError>> {
+        Box::pin(async {
+            Err(crate::session::SummaryError::Failed(
+                "the summariser is down".into(),
+            ))
+        })
+    }
+}
+
+#[tokio::test]
+async fn a_failed_automatic_compaction_is_a_notice_and_the_turn_goes_on() {
+    use crate::session::{CompactingConfig, CompactingLayer};
+    let layer = CompactingLayer::new(
+        CompactingConfig {
+            threshold: 1,
+            keep: 1,
+            ..CompactingConfig::default()
+        },
+        Arc::new(BrokenCompactor),
+    )
+    .unwrap();
+    let t: toml::Table = toml::from_str("echo = true").unwrap();
+    let parts = AgentParts::new(
+        Arc::new(TestHarness::from_config(&t).unwrap()),
+        Chain::new(vec![Box::new(layer), Box::new(MemoryLayer::default())]).unwrap(),
+        PathCtx::new("/", None),
+    );
+    let agent = Agent::new(parts);
+    let updates = agent.subscribe(Capacity::Unbounded);
+    let mut notices = Vec::new();
+    for i in 0..8 {
+        let out = agent
+            .prompt(&format!("turn {i}"), CancellationToken::new())
+            .await;
+        assert_eq!(out.stop, TurnStop::EndTurn, "{:?}", out.error);
+        assert_eq!(out.final_text, format!("turn {i}"));
+        for u in drain(&updates) {
+            if let Some(text) = u.notice_text() {
+                notices.push((i, text.to_string()));
+            }
+        }
+    }
+    // the threshold trips once the history is long enough; the failure is told once, then automatic compaction
+    // pauses (60 s on the real clock) instead of failing before every request
+    assert_eq!(notices.len(), 1, "{notices:#?}");
+    let (turn, text) = &notices[0];
+    assert!(*turn > 0, "{notices:#?}");
+    assert!(
+        text.contains("compaction failed: the summariser is down")
+            && text.contains("the turn goes on with the full history"),
+        "{text}"
+    );
+    // a notice is for the user, never part of the conversation the model sees
+    let json = serde_json::to_value(SessionUpdate::notice(text.clone())).unwrap();
+    assert_eq!(json["sessionUpdate"], "frame");
+    assert_eq!(json["frame"], "notice");
+    let wire = crate::acp::wire::session_update("s1", &SessionUpdate::notice("x")).unwrap();
+    assert_eq!(
+        wire["params"]["update"]["sessionUpdate"],
+        "agent_thought_chunk"
+    );
+}

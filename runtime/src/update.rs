@@ -237,6 +237,9 @@ pub enum FrameKind {
     MessageStart,
     /// It is complete.
     MessageEnd,
+    /// Something the user should know that is not part of the conversation (an automatic compaction that failed);
+    /// the text is in `text`. Never stored in the session; on the ACP wire it is a thought chunk.
+    Notice,
 }
 
 /// Why a turn ended (ACP `StopReason`).
@@ -272,6 +275,9 @@ pub struct Frame {
     /// Why the turn ended (`turn_end`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stop_reason: Option<TurnStop>,
+    /// What a `notice` says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
 }
 
 /// Token usage of the context (ACP `usage_update`).
@@ -317,7 +323,27 @@ impl SessionUpdate {
             role,
             message_id,
             stop_reason: None,
+            text: None,
         })
+    }
+
+    /// A notice frame saying `text`.
+    pub fn notice(text: impl Into<String>) -> SessionUpdate {
+        SessionUpdate::Frame(Frame {
+            frame: FrameKind::Notice,
+            role: None,
+            message_id: None,
+            stop_reason: None,
+            text: Some(text.into()),
+        })
+    }
+
+    /// The text of a notice frame.
+    pub fn notice_text(&self) -> Option<&str> {
+        match self {
+            SessionUpdate::Frame(f) if f.frame == FrameKind::Notice => f.text.as_deref(),
+            _ => None,
+        }
     }
 
     /// True for frames.

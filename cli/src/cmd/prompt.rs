@@ -97,6 +97,10 @@ impl Sink {
                 self.out(&format!("[result {} {status}] {text}", t.tool_call_id));
             }
             SessionUpdate::Frame(f) => {
+                if let Some(text) = u.notice_text() {
+                    self.end_run();
+                    self.out(&format!("[notice] {text}\n"));
+                }
                 if let Some(stop) = f.stop_reason {
                     self.end_run();
                     let stop = serde_json::to_value(stop)
@@ -133,7 +137,12 @@ impl PromptSink for Sink {
 
     fn update(&mut self, u: &SessionUpdate) {
         match self.format {
-            Format::Text => {}
+            // the answer alone goes to stdout; a notice is for the user
+            Format::Text => {
+                if let Some(text) = u.notice_text() {
+                    eprintln!("loom: notice: {text}");
+                }
+            }
             Format::Trace => self.trace(u),
             Format::Jsonl => {
                 if let Ok(line) = serde_json::to_string(u) {

@@ -154,6 +154,14 @@ impl ReplUi for Terminal {
                 self.write(&format!("{styled}\n"));
                 self.waiting = Some(MODEL.into());
             }
+            SessionUpdate::Frame(_) => {
+                if let Some(text) = u.notice_text() {
+                    self.clear_spinner();
+                    self.end_run();
+                    let styled = self.style("33", &format!("notice: {text}"));
+                    self.write(&format!("{styled}\n"));
+                }
+            }
             _ => {}
         }
     }

@@ -13,7 +13,7 @@
 //! closed (file sessions flushed) and [`serve`] returns. Nothing but protocol messages is written to the output.
 
 mod server;
-mod wire;
+pub(crate) mod wire;
 
 #[cfg(test)]
 mod tests;

@@ -161,6 +161,13 @@ pub fn request(id: u64, method: &str, params: Value) -> Value {
 /// prompt echoed back (the client sent it), and a `usage_update` without the context window's `size` (ACP requires
 /// it, and loom does not invent one when the harness does not know its window).
 pub fn session_update(session_id: &str, update: &SessionUpdate) -> Option<Value> {
+    // a notice (an automatic compaction that failed) reaches the client as a thought, which clients show aside
+    if let Some(text) = update.notice_text() {
+        return Some(json!({"jsonrpc": "2.0", "method": "session/update",
+            "params": {"sessionId": session_id, "update": {
+                "sessionUpdate": "agent_thought_chunk",
+                "content": {"type": "text", "text": format!("loom: {text}")}}}}));
+    }
     if matches!(
         update,
         SessionUpdate::Frame(_) | SessionUpdate::UserMessageChunk(_)
