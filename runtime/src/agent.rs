@@ -566,14 +566,21 @@ impl Agent {
                     ModelEvent::ThinkingSignature(signature) => {
                         let meta = ThoughtMeta {
                             signature: Some(signature),
-                            redacted: None,
+                            ..ThoughtMeta::default()
                         };
                         self.emit(session, thought_meta(meta, &message_id)).await?;
                     }
                     ModelEvent::RedactedThinking(data) => {
                         let meta = ThoughtMeta {
-                            signature: None,
                             redacted: Some(data),
+                            ..ThoughtMeta::default()
+                        };
+                        self.emit(session, thought_meta(meta, &message_id)).await?;
+                    }
+                    ModelEvent::ReasoningItem(item) => {
+                        let meta = ThoughtMeta {
+                            reasoning: Some(item),
+                            ..ThoughtMeta::default()
                         };
                         self.emit(session, thought_meta(meta, &message_id)).await?;
                     }

@@ -35,6 +35,12 @@ pub enum ContentBlock {
         /// The opaque data.
         data: String,
     },
+    /// A provider's whole reasoning item (OpenAI Responses `reasoning`: its id, summary and `encrypted_content`),
+    /// replayed verbatim to that provider and skipped by the others.
+    Reasoning {
+        /// The item as the API returned it.
+        item: serde_json::Value,
+    },
     /// A tool call the model made.
     ToolUse {
         /// The call id (unique within the conversation).
@@ -155,6 +161,8 @@ pub enum ModelEvent {
     ThinkingSignature(String),
     /// A whole redacted thinking block (its opaque data).
     RedactedThinking(String),
+    /// A whole reasoning item to replay verbatim (OpenAI Responses `reasoning`).
+    ReasoningItem(serde_json::Value),
     /// A tool call begins.
     ToolUseStart {
         /// The call id.

@@ -104,12 +104,19 @@ pub struct ThoughtMeta {
         skip_serializing_if = "Option::is_none"
     )]
     pub redacted: Option<String>,
+    /// A whole reasoning item to replay verbatim (OpenAI Responses `reasoning`, with its `encrypted_content`).
+    #[serde(
+        rename = "loom/openaiReasoning",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub reasoning: Option<serde_json::Value>,
 }
 
 impl ThoughtMeta {
     /// True when it carries nothing.
     pub fn is_empty(&self) -> bool {
-        self.signature.is_none() && self.redacted.is_none()
+        self.signature.is_none() && self.redacted.is_none() && self.reasoning.is_none()
     }
 }
 
@@ -414,6 +421,7 @@ mod tests {
             meta: ThoughtMeta {
                 signature: Some("EqQB".into()),
                 redacted: None,
+                reasoning: None,
             },
         });
         assert_eq!(

@@ -155,6 +155,8 @@ fn block(b: &ContentBlock) -> Option<Value> {
         ContentBlock::RedactedThinking { data } => {
             Some(json!({"type": "redacted_thinking", "data": data}))
         }
+        // another provider's reasoning: not replayable here
+        ContentBlock::Reasoning { .. } => None,
         ContentBlock::ToolUse { id, name, input } => {
             let input = match input {
                 Value::Object(_) => input.clone(),

@@ -63,8 +63,9 @@ impl OpenAiConfig {
 }
 
 /// The Responses API body for `request`: system sections as `instructions`, the conversation as input items
-/// (user and assistant text as messages, calls as `function_call`, results as `function_call_output`; thinking is
-/// not replayed), tools as function tools, `store = false`.
+/// (user and assistant text as messages, calls as `function_call`, results as `function_call_output`, `reasoning`
+/// items replayed verbatim where they came; other providers' thinking is not replayed), tools as function tools,
+/// `store = false`, and for reasoning models `include = ["reasoning.encrypted_content"]`.
 pub fn responses_request_body(request: &ModelRequest, config: &OpenAiConfig) -> Value {
     let mut input = Vec::new();
     for m in &request.messages {
@@ -82,6 +83,11 @@ pub fn responses_request_body(request: &ModelRequest, config: &OpenAiConfig) -> 
             match b {
                 ContentBlock::Text { text: t } => text.push_str(t),
                 ContentBlock::Thinking { .. } | ContentBlock::RedactedThinking { .. } => {}
+                // a reasoning item goes back exactly as the API returned it, in its place
+                ContentBlock::Reasoning { item } => {
+                    flush(&mut text, &mut input);
+                    input.push(item.clone());
+                }
                 ContentBlock::ToolUse {
                     id,
                     name,
@@ -115,6 +121,10 @@ pub fn responses_request_body(request: &ModelRequest, config: &OpenAiConfig) -> 
         flush(&mut text, &mut input);
     }
     let mut body = json!({"model": config.model, "input": input, "store": false});
+    if reasons(&config.model) {
+        // stateless (store = false): the reasoning comes back encrypted, to be replayed in later requests
+        body["include"] = json!(["reasoning.encrypted_content"]);
+    }
     let system: Vec<&str> = request
         .system
         .iter()
@@ -145,6 +155,14 @@ pub fn responses_request_body(request: &ModelRequest, config: &OpenAiConfig) -> 
         body["stream"] = json!(true);
     }
     body
+}
+
+/// True for the model families that reason (and so return `reasoning` items): `gpt-5*`, `o1*`, `o3*`, `o4*`,
+/// `codex*`. Other models refuse the `reasoning.encrypted_content` include.
+pub fn reasons(model: &str) -> bool {
+    ["gpt-5", "o1", "o3", "o4", "codex"]
+        .iter()
+        .any(|p| model.starts_with(p))
 }
 
 fn protocol(message: impl Into<String>) -> HarnessError {
@@ -262,6 +280,13 @@ impl ResponsesDecoder {
                 });
             }
             "response.output_item.done" => {
+                let item = &v["item"];
+                if item.get("type").and_then(Value::as_str) == Some("reasoning") {
+                    if item.get("id").and_then(Value::as_str).is_none() {
+                        return Err(protocol("a reasoning item has no id"));
+                    }
+                    out.push(ModelEvent::ReasoningItem(item.clone()));
+                }
                 if let Some(call) = self.calls.remove(&index) {
                     let args = v["item"]
                         .get("arguments")
@@ -328,6 +353,21 @@ impl ResponsesDecoder {
                     events.push(
                         json!({"type": "response.output_item.added", "output_index": i, "item": item}),
                     );
+                    events.push(
+                        json!({"type": "response.output_item.done", "output_index": i, "item": item}),
+                    );
+                }
+                Some("reasoning") => {
+                    for part in item
+                        .get("summary")
+                        .and_then(Value::as_array)
+                        .into_iter()
+                        .flatten()
+                    {
+                        if let Some(t) = part.get("text").and_then(Value::as_str) {
+                            events.push(json!({"type": "response.reasoning_summary_text.delta", "output_index": i, "delta": t}));
+                        }
+                    }
                     events.push(
                         json!({"type": "response.output_item.done", "output_index": i, "item": item}),
                     );

@@ -137,7 +137,10 @@ pub(super) fn same_run(a: &SessionUpdate, b: &SessionUpdate) -> bool {
         (SessionUpdate::UserMessageChunk(x), SessionUpdate::UserMessageChunk(y))
         | (SessionUpdate::AgentMessageChunk(x), SessionUpdate::AgentMessageChunk(y)) => same(x, y),
         (SessionUpdate::AgentThoughtChunk(x), SessionUpdate::AgentThoughtChunk(y)) => {
-            x.message_id == y.message_id && x.meta.is_empty() && y.meta.redacted.is_none()
+            x.message_id == y.message_id
+                && x.meta.is_empty()
+                && y.meta.redacted.is_none()
+                && y.meta.reasoning.is_none()
         }
         _ => false,
     }
@@ -259,11 +262,22 @@ mod tests {
         assert_eq!(l2.pull(vec![]).unwrap(), vec![user("hi"), agent("ab")]);
     }
 
+    /// Pushes `streamed` one event at a time (as the turn loop does) into a fresh log at `path`, closes it, and
+    /// returns what a reopened log holds.
+    async fn stream_and_reload(path: &Path, streamed: &[SessionUpdate]) -> Vec<SessionUpdate> {
+        let (mut l, _) = FileLayer::open(path).unwrap();
+        for e in streamed {
+            l.push(vec![e.clone()]).unwrap();
+        }
+        l.close().await.unwrap();
+        let (l2, _) = FileLayer::open(path).unwrap();
+        l2.pull(vec![]).unwrap()
+    }
+
     #[tokio::test]
     async fn coalescing_keeps_one_signature_per_thinking_block_across_a_reload() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("session.jsonl");
-        let (mut l, _) = FileLayer::open(&path).unwrap();
         let streamed = vec![
             user("go"),
             thought("First, ", None, None),
@@ -278,13 +292,7 @@ mod tests {
             call("c1"),
             done("c1", "out"),
         ];
-        // the turn loop pushes one event at a time
-        for e in &streamed {
-            l.push(vec![e.clone()]).unwrap();
-        }
-        l.close().await.unwrap();
-        let (l2, _) = FileLayer::open(&path).unwrap();
-        let stored = l2.pull(vec![]).unwrap();
+        let stored = stream_and_reload(&path, &streamed).await;
         assert_eq!(
             stored,
             vec![
@@ -306,6 +314,36 @@ mod tests {
             text.contains(r#""_meta":{"loom/thinkingSignature":"sigA"}"#),
             "{text}"
         );
+    }
+
+    #[tokio::test]
+    async fn an_openai_reasoning_item_survives_coalescing_and_a_reload() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("session.jsonl");
+        let item = serde_json::json!({"id": "rs_1", "type": "reasoning", "encrypted_content": "gAAAAB==",
+                                      "summary": [{"type": "summary_text", "text": "Need it."}]});
+        let reasoning = SessionUpdate::AgentThoughtChunk(crate::update::ThoughtChunk {
+            content: crate::update::Content::text(""),
+            message_id: Some("m1".into()),
+            meta: crate::update::ThoughtMeta {
+                reasoning: Some(item.clone()),
+                ..Default::default()
+            },
+        });
+        let streamed = vec![
+            user("go"),
+            thought("Need ", None, None),
+            thought("it.", None, None),
+            reasoning.clone(),
+            thought("More.", None, None),
+            call("c1"),
+            done("c1", "out"),
+        ];
+        let stored = stream_and_reload(&path, &streamed).await;
+        assert!(stored.contains(&reasoning), "{stored:#?}");
+        assert_eq!(to_messages(&stored), to_messages(&streamed));
+        let blocks = &to_messages(&stored)[1].content;
+        assert_eq!(blocks[1], crate::model::ContentBlock::Reasoning { item });
     }
 
     #[tokio::test]

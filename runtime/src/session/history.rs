@@ -87,6 +87,7 @@ impl Builder {
             ContentBlock::Text { .. }
                 | ContentBlock::Thinking { .. }
                 | ContentBlock::RedactedThinking { .. }
+                | ContentBlock::Reasoning { .. }
         ) {
             self.last_id = None;
         }
@@ -127,6 +128,11 @@ impl Builder {
     fn thought(&mut self, chunk: &ThoughtChunk) {
         let text = chunk.content.as_text();
         let open = self.continued(Role::Assistant, &chunk.message_id);
+        if let Some(item) = &chunk.meta.reasoning {
+            let item = item.clone();
+            self.block(Role::Assistant, ContentBlock::Reasoning { item });
+            return;
+        }
         if let Some(data) = &chunk.meta.redacted {
             let data = data.clone();
             self.block(Role::Assistant, ContentBlock::RedactedThinking { data });
@@ -222,6 +228,7 @@ pub(crate) mod tests {
             meta: ThoughtMeta {
                 signature: signature.map(str::to_string),
                 redacted: redacted.map(str::to_string),
+                reasoning: None,
             },
         })
     }

@@ -64,7 +64,7 @@ event: response.reasoning_summary_text.delta
 data: {"type":"response.reasoning_summary_text.delta","sequence_number":2,"item_id":"rs_1","output_index":0,"summary_index":0,"delta":"Need the file."}
 
 event: response.output_item.done
-data: {"type":"response.output_item.done","sequence_number":3,"output_index":0,"item":{"id":"rs_1","type":"reasoning","summary":[{"type":"summary_text","text":"Need the file."}]}}
+data: {"type":"response.output_item.done","sequence_number":3,"output_index":0,"item":{"id":"rs_1","type":"reasoning","encrypted_content":"gAAAAABpEnc-rs1-opaque==","summary":[{"type":"summary_text","text":"Need the file."}]}}
 
 event: response.output_item.added
 data: {"type":"response.output_item.added","sequence_number":4,"output_index":1,"item":{"type":"function_call","id":"fc_67ca09c6bedc8190a7abfec07b1a1332","call_id":"call_unLAR8MvFNptuiZK6K6HCy5k","name":"read_file","arguments":"","status":"in_progress"}}
@@ -85,6 +85,12 @@ event: response.completed
 data: {"type":"response.completed","sequence_number":9,"response":{"id":"resp_fc1","object":"response","status":"completed","output":[],"usage":{"input_tokens":60,"output_tokens":20,"total_tokens":80}}}
 
 "#;
+
+/// The reasoning item of `TOOL_STREAM`, as the API returned it.
+fn reasoning_item() -> serde_json::Value {
+    json!({"id": "rs_1", "type": "reasoning", "encrypted_content": "gAAAAABpEnc-rs1-opaque==",
+           "summary": [{"type": "summary_text", "text": "Need the file."}]})
+}
 
 fn config(base: &str) -> OpenAiConfig {
     let t: toml::Table =
@@ -212,6 +218,7 @@ fn the_tool_stream_decodes() {
                 message_id: "resp_fc1".into()
             },
             ModelEvent::ThinkingDelta("Need the file.".into()),
+            ModelEvent::ReasoningItem(reasoning_item()),
             ModelEvent::ToolUseStart {
                 id: id.clone(),
                 name: "read_file".into()
@@ -381,8 +388,11 @@ async fn a_function_call_round_trips_through_the_loop_after_a_529() {
         ctx: ctx.clone(),
         cwd,
     };
+    // a reasoning model: its reasoning comes back encrypted and is replayed
+    let mut reasoning = config(&server.base);
+    reasoning.model = "gpt-5.1".into();
     let mut parts = AgentParts::new(
-        harness(&server.base),
+        Arc::new(OpenAiHarness::new(reasoning, Secret::new(KEY)).unwrap()),
         Chain::new(vec![Box::new(MemoryLayer::default())]).unwrap(),
         ctx,
     );
@@ -422,5 +432,60 @@ async fn a_function_call_round_trips_through_the_loop_after_a_529() {
             &json!({"type": "function_call_output", "call_id": "call_unLAR8MvFNptuiZK6K6HCy5k",
             "output": "the notes say hi"})
         )
+    );
+    // every request of a reasoning model asks for the encrypted reasoning (store = false keeps nothing server-side)
+    for r in &reqs[1..] {
+        assert_eq!(r.body["include"], json!(["reasoning.encrypted_content"]));
+    }
+    // the reasoning item is replayed verbatim, in its place: right before the call it led to
+    let at = |item: &serde_json::Value| input.iter().position(|i| i == item);
+    let call = input
+        .iter()
+        .position(|i| i["type"] == "function_call")
+        .unwrap();
+    assert_eq!(at(&reasoning_item()), Some(call - 1), "{input:#?}");
+    // its summary, streamed as thinking, is not sent a second time as text
+    assert!(
+        !input
+            .iter()
+            .any(|i| i["content"].as_str() == Some("Need the file.")),
+        "{input:#?}"
+    );
+}
+
+#[test]
+fn reasoning_items_are_replayed_only_to_the_responses_api_and_include_only_for_reasoning_models() {
+    let mut request = hello();
+    request.messages.push(Message {
+        role: crate::model::Role::Assistant,
+        content: vec![
+            ContentBlock::Thinking {
+                text: "Need the file.".into(),
+                signature: None,
+            },
+            ContentBlock::Reasoning {
+                item: reasoning_item(),
+            },
+            ContentBlock::Text {
+                text: "Reading.".into(),
+            },
+        ],
+    });
+    let body = responses_request_body(&request, &config("http://x"));
+    assert!(body.get("include").is_none(), "gpt-test does not reason");
+    let input = body["input"].as_array().unwrap();
+    assert_eq!(input[1], reasoning_item());
+    assert_eq!(
+        input[2],
+        json!({"role": "assistant", "content": "Reading."})
+    );
+    assert!(reasons("gpt-5.1") && reasons("o3-mini") && !reasons("gpt-4.1"));
+    // the Anthropic harness leaves another provider's reasoning out
+    let anthropic_config =
+        crate::harness::AnthropicConfig::from_config(&toml::Table::new()).unwrap();
+    let anthropic = crate::harness::anthropic_request_body(&request, &anthropic_config);
+    assert!(
+        !anthropic.to_string().contains("gAAAAABpEnc"),
+        "{anthropic}"
     );
 }
