@@ -34,6 +34,9 @@ pub const MAX_MESSAGE_BYTES: usize = 4 * 1024 * 1024;
 /// The most result text handed to the model; the rest is cut with a note.
 pub const MAX_RESULT_CHARS: usize = 100_000;
 
+/// How often a waiting call checks whether its turn was cancelled.
+const STOP_POLL: Duration = Duration::from_millis(50);
+
 /// `tools/list` pages followed before giving up (a server that keeps returning a cursor).
 const MAX_PAGES: usize = 100;
 
@@ -131,13 +134,34 @@ impl Conn {
     /// Sends a request and waits for its response until `timeout`, answering the server's own requests and
     /// noting `tools/list_changed` meanwhile.
     fn request(&mut self, method: &str, params: Json, timeout: Duration) -> Result<Json, McpError> {
+        self.request_until(method, params, timeout, &|| false)
+    }
+
+    /// [`Conn::request`] that gives up (telling the server) as soon as `stop` says so — checked every
+    /// [`STOP_POLL`].
+    fn request_until(
+        &mut self,
+        method: &str,
+        params: Json,
+        timeout: Duration,
+        stop: &dyn Fn() -> bool,
+    ) -> Result<Json, McpError> {
         self.next_id += 1;
         let id = self.next_id;
         self.transport
             .send(&json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params }))?;
         let deadline = Instant::now() + timeout;
         loop {
-            let msg = match self.transport.next(deadline) {
+            if stop() {
+                let _ = self.transport.send(&json!({
+                    "jsonrpc": "2.0",
+                    "method": "notifications/cancelled",
+                    "params": { "requestId": id, "reason": "the turn was cancelled" }
+                }));
+                return Err(McpError::Failed(format!("{method} was cancelled")));
+            }
+            let slice = deadline.min(Instant::now() + STOP_POLL);
+            let msg = match self.transport.next(slice) {
                 Wait::Got(Incoming::Message(m)) => m,
                 Wait::Got(Incoming::Noise) => continue,
                 Wait::Got(Incoming::TooLarge(n)) => {
@@ -149,6 +173,7 @@ impl Conn {
                 Wait::Got(Incoming::Closed) => return Err(McpError::Dead("the server closed the stream".into())),
                 Wait::Closed(why) => return Err(McpError::Dead(why)),
                 Wait::Fail(e) => return Err(e),
+                Wait::TimedOut if Instant::now() < deadline => continue,
                 Wait::TimedOut => {
                     let _ = self.transport.send(&json!({
                         "jsonrpc": "2.0",
@@ -373,6 +398,18 @@ impl McpServer {
         arguments: Json,
         still_ok: &dyn Fn(&UpstreamTool) -> Result<(), String>,
     ) -> Result<CallResult, String> {
+        self.call_until(tool, arguments, still_ok, &|| false)
+    }
+
+    /// [`McpServer::call`] that stops waiting (and sends `notifications/cancelled`) once `stop` says so, so a
+    /// cancelled turn frees the server for the next call.
+    pub fn call_until(
+        &self,
+        tool: &str,
+        arguments: Json,
+        still_ok: &dyn Fn(&UpstreamTool) -> Result<(), String>,
+        stop: &dyn Fn() -> bool,
+    ) -> Result<CallResult, String> {
         let mut inner = self.inner.lock().map_err(|_| {
             format!(
                 "MCP server [providers].{}: its state is poisoned",
@@ -426,7 +463,8 @@ impl McpServer {
             ));
         };
         let params = json!({ "name": tool, "arguments": arguments });
-        let mut answer = conn.request("tools/call", params.clone(), self.cfg.call_timeout);
+        let mut answer =
+            conn.request_until("tools/call", params.clone(), self.cfg.call_timeout, stop);
         if answer == Err(McpError::SessionExpired) {
             // the HTTP server forgot the session: a fresh one, then the same call once more
             inner.conn = None;
@@ -434,7 +472,7 @@ impl McpServer {
                 .connect()
                 .map_err(|e| self.explain("cannot re-initialise", &e))?;
             inner.tools = tools;
-            answer = conn.request("tools/call", params, self.cfg.call_timeout);
+            answer = conn.request_until("tools/call", params, self.cfg.call_timeout, stop);
             inner.conn = Some(conn);
         }
         match answer {

@@ -76,6 +76,26 @@ fn a_call_that_never_returns_times_out_and_the_server_stays_usable() {
 }
 
 #[test]
+fn a_cancelled_call_stops_waiting_and_frees_the_server() {
+    let Some(cfg) = stdio("hang-call", &[], 600_000) else {
+        return;
+    };
+    let s = McpServer::start("hang", cfg).unwrap();
+    // the turn is cancelled while the call waits (after a few polls), long before its 10-minute timeout
+    let polls = std::sync::atomic::AtomicUsize::new(0);
+    let stop = || polls.fetch_add(1, std::sync::atomic::Ordering::SeqCst) >= 3;
+    let err = s.call_until("a", json!({}), &ok, &stop).unwrap_err();
+    assert!(err.contains("tools/call was cancelled"), "{err}");
+    assert!(
+        polls.load(std::sync::atomic::Ordering::SeqCst) > 3,
+        "it was waiting when cancelled"
+    );
+    // the server is still usable: its tools can be listed and another cancelled call returns too
+    assert_eq!(s.tools().len(), 2);
+    assert!(s.call_until("b", json!({}), &ok, &|| true).is_err());
+}
+
+#[test]
 fn a_crash_mid_call_is_reported_with_stderr_and_the_server_restarts_once() {
     let dir = tempfile::tempdir().unwrap();
     let marker = dir.path().join("crashed");

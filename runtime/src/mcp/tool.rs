@@ -138,8 +138,11 @@ impl Tool for McpTool {
                                 format!("{e}; the server changed the tool `{}` since boot", up.name)
                             })
                     };
-                    let call =
-                        tokio::task::spawn_blocking(move || server.call(&underlying, sent, &check));
+                    // a cancelled turn also stops the blocking wait, so the server is free for the next call
+                    let token = ctx.cancel.clone();
+                    let call = tokio::task::spawn_blocking(move || {
+                        server.call_until(&underlying, sent, &check, &|| token.is_cancelled())
+                    });
                     tokio::select! {
                         _ = ctx.cancel.cancelled() => ToolOutput::interrupted(""),
                         joined = call => match joined {
