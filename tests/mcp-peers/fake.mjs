@@ -6,7 +6,9 @@
 //   malformed    lists `broken` with an input schema that is not an object, and a good `ok`
 //   big          answers tools/call with a 10 MB text result
 //   changing     lists `a` and `b`; after the first call, drops `b` and sends notifications/tools/list_changed
-//   http-404     Streamable HTTP on a free port (written to [arg]); forgets every session after each tools/call
+//   http-404     Streamable HTTP on a free port (written to [arg]); forgets every session after each tools/call;
+//                POST /redirect answers 307
+// With FAKE_PIDFILE set, a stdio server writes its pid there.
 import { createServer } from "node:http";
 import { writeFileSync, existsSync } from "node:fs";
 
@@ -68,6 +70,7 @@ if (mode === "http-404") {
     req.on("data", (c) => (body += c));
     req.on("end", () => {
       if (req.method === "DELETE") { res.writeHead(200).end(); return; }
+      if (req.url === "/redirect") { res.writeHead(307, { location: "/mcp" }).end(); return; }
       const msg = JSON.parse(body);
       const sid = req.headers["mcp-session-id"];
       if (msg.method !== "initialize" && sid !== live) {
@@ -92,6 +95,12 @@ if (mode === "http-404") {
   });
   server.listen(0, "127.0.0.1", () => writeFileSync(marker, String(server.address().port)));
 } else {
+  // for the process-group test: where a grandchild of loom's child can be found
+  // (and it outlives its stdin closing, as a careless server would: only a kill ends it)
+  if (process.env.FAKE_PIDFILE) {
+    writeFileSync(process.env.FAKE_PIDFILE, String(process.pid));
+    setInterval(() => {}, 1000);
+  }
   let buf = "";
   process.stdin.on("data", (chunk) => {
     buf += chunk;

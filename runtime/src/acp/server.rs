@@ -377,9 +377,9 @@ impl Server {
             Some(Value::Array(list)) if list.is_empty() => {}
             Some(Value::Array(_)) => {
                 return Err(RpcError::params(
-                    "session/new: mcpServers: loom does not connect MCP servers a client passes yet — each one \
-                     would first have to be checked against the manifest's capability ceiling, and MCP is not \
-                     implemented in this build; send an empty list",
+                    "session/new: mcpServers: loom does not connect MCP servers a client passes — the manifest \
+                     alone decides which tools exist; declare the server under [providers] with provider = \
+                     \"mcp-server\" and name its tools in [tools]; send an empty list",
                 ))
             }
             Some(_) => {

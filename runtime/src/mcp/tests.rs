@@ -209,15 +209,20 @@ fn an_expired_http_session_is_re_initialised() {
         }
         std::thread::sleep(Duration::from_millis(20));
     };
-    let cfg = ServerConfig {
+    let cfg = |path: &str| ServerConfig {
         launch: Launch::Http(super::http::HttpSpec {
-            url: reqwest::Url::parse(&format!("http://127.0.0.1:{port}/mcp")).unwrap(),
+            url: reqwest::Url::parse(&format!("http://127.0.0.1:{port}{path}")).unwrap(),
             headers: vec![],
         }),
         startup_timeout: Duration::from_secs(10),
         call_timeout: Duration::from_secs(10),
     };
-    let s = McpServer::start("web", cfg).unwrap();
+    let err = McpServer::start("moved", cfg("/redirect")).unwrap_err();
+    assert!(
+        err.contains("307") && err.contains("does not follow redirects"),
+        "{err}"
+    );
+    let s = McpServer::start("web", cfg("/mcp")).unwrap();
     let first = s.call("a", json!({ "text": "x" }), &ok).unwrap();
     assert_eq!(first.text, "a got {\"text\":\"x\"} in session s1");
     // the server forgot s1: the client gets a 404, initialises s2 and sends the call again
@@ -226,4 +231,57 @@ fn an_expired_http_session_is_re_initialised() {
     drop(s);
     let _ = child.kill();
     let _ = child.wait();
+}
+
+#[test]
+fn dropping_a_server_kills_its_whole_process_group() {
+    let Some(script) = fake() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let pidfile = dir.path().join("pid");
+    // sh stays the direct child, node is its child: what `npx -y pkg` looks like
+    let cfg = ServerConfig {
+        launch: Launch::Stdio(StdioSpawn {
+            program: "sh".into(),
+            args: vec![
+                "-c".into(),
+                format!("node {} hang-call; exit 0", script.display()),
+            ],
+            env: vec![
+                (
+                    "PATH".to_string(),
+                    std::env::var("PATH").unwrap_or_default(),
+                ),
+                ("FAKE_PIDFILE".to_string(), pidfile.display().to_string()),
+            ],
+            cwd: std::env::temp_dir(),
+        }),
+        startup_timeout: Duration::from_secs(30),
+        call_timeout: Duration::from_secs(30),
+    };
+    let s = McpServer::start("grand", cfg).unwrap();
+    let pid: i32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let alive = || {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .map(|st| {
+                !st.rsplit(')')
+                    .next()
+                    .unwrap_or("")
+                    .trim_start()
+                    .starts_with('Z')
+            })
+            .unwrap_or(false)
+    };
+    assert!(alive(), "the grandchild runs while the server is up");
+    drop(s);
+    // SIGKILL is delivered before killpg returns; the grandchild is gone or a zombie once it is scheduled
+    let mut polls = 0;
+    while alive() && polls < 1000 {
+        std::thread::sleep(Duration::from_millis(10));
+        polls += 1;
+    }
+    assert!(!alive(), "the grandchild {pid} outlived the server");
 }
