@@ -5,6 +5,7 @@
 //   crash        exits (status 3, with a line on stderr) on its first tools/call; a restarted one works
 //   malformed    lists `broken` with an input schema that is not an object, and a good `ok`
 //   big          answers tools/call with a 10 MB text result
+//   paged        lists `a` and `b` one per page (nextCursor)
 //   changing     lists `a` and `b`; after the first call, drops `b` and sends notifications/tools/list_changed
 //   http-404     Streamable HTTP on a free port (written to [arg]); forgets every session after each tools/call;
 //                POST /redirect answers 307
@@ -34,8 +35,14 @@ function answer(msg) {
     case "initialize":
       if (mode === "hang-start") return [null, []];
       return [reply({ protocolVersion: msg.params.protocolVersion, capabilities: { tools: { listChanged: true } }, serverInfo: { name: "fake", version: "0" } }), []];
-    case "tools/list":
-      return [reply({ tools }), []];
+    case "tools/list": {
+      if (mode !== "paged") return [reply({ tools }), []];
+      // one tool per page, the cursor is the next index
+      const at = Number(msg.params?.cursor ?? 0);
+      const page = { tools: tools.slice(at, at + 1) };
+      if (at + 1 < tools.length) page.nextCursor = String(at + 1);
+      return [reply(page), []];
+    }
     case "tools/call": {
       calls += 1;
       const text = JSON.stringify(msg.params.arguments ?? {});

@@ -172,6 +172,16 @@ fn a_ten_megabyte_result_is_refused_without_buffering_it() {
 }
 
 #[test]
+fn tools_list_follows_next_cursor() {
+    let Some(cfg) = stdio("paged", &[], 10_000) else {
+        return;
+    };
+    let s = McpServer::start("paged", cfg).unwrap();
+    let names: Vec<String> = s.tools().into_iter().map(|t| t.name).collect();
+    assert_eq!(names, ["a", "b"]);
+}
+
+#[test]
 fn a_tool_that_disappears_after_list_changed_is_refused() {
     let Some(cfg) = stdio("changing", &[], 10_000) else {
         return;
