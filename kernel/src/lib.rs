@@ -47,6 +47,7 @@ mod rng;
 mod row_map;
 mod rules;
 mod secrets;
+mod server_tools;
 mod subagent;
 mod value;
 
@@ -86,5 +87,6 @@ pub use rules::{
     Subject, Verdict,
 };
 pub use secrets::{env_var_passes, grant_secrets, row_secrets, secret_env_names, EnvPolicy};
+pub use server_tools::server_tool_limits;
 pub use subagent::{check_subagents, Excess, ManifestLoader, SubagentVerdict, MAX_DEPTH};
 pub use value::{toml_key, toml_string, Float, Value};

@@ -577,9 +577,9 @@ impl Agent {
                         };
                         self.emit(session, thought_meta(meta, &message_id)).await?;
                     }
-                    ModelEvent::ReasoningItem(item) => {
+                    ModelEvent::ProviderItem(item) => {
                         let meta = ThoughtMeta {
-                            reasoning: Some(item),
+                            provider_item: Some(item),
                             ..ThoughtMeta::default()
                         };
                         self.emit(session, thought_meta(meta, &message_id)).await?;

@@ -183,6 +183,7 @@ pub fn boot_with(
         message,
     };
     let mut tools = BTreeMap::new();
+    let mut server_tools = Vec::new();
     let mut algebras = BTreeSet::new();
     let mut mcp_servers = McpServers::default();
     let harness_cell = HarnessCell::default();
@@ -207,6 +208,14 @@ pub fn boot_with(
     for g in &grants {
         if !g.problems.is_empty() {
             return Err(tool_err(&g.instance, g.problems.join("; ")));
+        }
+        // a harness server tool runs at the provider: the kernel turns its grant into the provider's limits, and
+        // the harness (below) offers it with every request
+        if let ProviderRef::Harness(h) = &g.provider {
+            let def = server_tool_definition(h, &g.underlying, &g.grant)
+                .map_err(|e| tool_err(&g.instance, e))?;
+            server_tools.push(def);
+            continue;
         }
         let mcp = mcp_provider(m, &g.provider);
         let what = match &g.provider {
@@ -333,6 +342,18 @@ pub fn boot_with(
         ),
         _ => build_harness(m.harness.as_ref(), &chain).map_err(harness_err)?,
     };
+    let harness = if server_tools.is_empty() {
+        harness
+    } else {
+        harness.with_server_tools(server_tools).ok_or_else(|| BootError::Harness {
+            file: file.clone(),
+            source: HarnessConfigError::Invalid(format!(
+                "web_search / web_fetch = \"anthropic\" are Anthropic server tools, but the harness is {:?}; use \
+                 [harness] provider = \"anthropic\", or web_search = \"builtin\"",
+                harness.name()
+            )),
+        })?
+    };
     // spawn_subagent reaches the harness through this cell (a sub-agent's small-model-of-parent clones it)
     let _ = harness_cell.set((harness.clone(), max_turn_requests));
 
@@ -406,4 +427,26 @@ pub fn boot_with(
         agent: Agent::new(parts),
         notes,
     })
+}
+
+/// The wire definition of harness server tool `underlying` (`web_search`, `web_fetch`) of harness `harness`, with the
+/// limits the kernel derives from its grant.
+pub(crate) fn server_tool_definition(
+    harness: &str,
+    underlying: &str,
+    grant: &loom_kernel::Grant,
+) -> Result<serde_json::Value, String> {
+    let ty = match (harness, underlying) {
+        ("anthropic", "web_search") => "web_search_20250305",
+        ("anthropic", "web_fetch") => "web_fetch_20250910",
+        _ => {
+            return Err(format!(
+                "the harness {harness:?} has no server tool {underlying:?} (anthropic has web_search and web_fetch)"
+            ))
+        }
+    };
+    let mut def = loom_kernel::server_tool_limits(underlying, grant)?;
+    def.insert("type".into(), ty.into());
+    def.insert("name".into(), underlying.into());
+    Ok(serde_json::Value::Object(def))
 }

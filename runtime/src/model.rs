@@ -35,9 +35,10 @@ pub enum ContentBlock {
         /// The opaque data.
         data: String,
     },
-    /// A provider's whole reasoning item (OpenAI Responses `reasoning`: its id, summary and `encrypted_content`),
-    /// replayed verbatim to that provider and skipped by the others.
-    Reasoning {
+    /// A provider's opaque item, replayed verbatim to the provider that knows its `type` and skipped by the others:
+    /// an OpenAI Responses `reasoning` item (id, summary, `encrypted_content`), an Anthropic server tool's
+    /// `server_tool_use` and its `web_search_tool_result` / `web_fetch_tool_result`.
+    ProviderItem {
         /// The item as the API returned it.
         item: serde_json::Value,
     },
@@ -161,8 +162,8 @@ pub enum ModelEvent {
     ThinkingSignature(String),
     /// A whole redacted thinking block (its opaque data).
     RedactedThinking(String),
-    /// A whole reasoning item to replay verbatim (OpenAI Responses `reasoning`).
-    ReasoningItem(serde_json::Value),
+    /// A provider's opaque item to replay verbatim (OpenAI `reasoning`, Anthropic server tool blocks).
+    ProviderItem(serde_json::Value),
     /// A tool call begins.
     ToolUseStart {
         /// The call id.

@@ -104,19 +104,20 @@ pub struct ThoughtMeta {
         skip_serializing_if = "Option::is_none"
     )]
     pub redacted: Option<String>,
-    /// A whole reasoning item to replay verbatim (OpenAI Responses `reasoning`, with its `encrypted_content`).
+    /// A provider's opaque item to replay verbatim (OpenAI Responses `reasoning` with its `encrypted_content`,
+    /// Anthropic server tool blocks).
     #[serde(
-        rename = "loom/openaiReasoning",
+        rename = "loom/providerItem",
         default,
         skip_serializing_if = "Option::is_none"
     )]
-    pub reasoning: Option<serde_json::Value>,
+    pub provider_item: Option<serde_json::Value>,
 }
 
 impl ThoughtMeta {
     /// True when it carries nothing.
     pub fn is_empty(&self) -> bool {
-        self.signature.is_none() && self.redacted.is_none() && self.reasoning.is_none()
+        self.signature.is_none() && self.redacted.is_none() && self.provider_item.is_none()
     }
 }
 
@@ -421,7 +422,7 @@ mod tests {
             meta: ThoughtMeta {
                 signature: Some("EqQB".into()),
                 redacted: None,
-                reasoning: None,
+                provider_item: None,
             },
         });
         assert_eq!(

@@ -138,6 +138,14 @@ fn boot_refuses_what_it_does_not_implement_or_cannot_use_by_name() {
         ),
         ("[agent]\nname = \"a\"\n", "no [harness]"),
         (
+            "[agent]\nname = \"a\"\n[harness]\nprovider = \"test\"\necho = true\n[session]\nprovider = \"in-memory\"\n[capabilities]\nweb_search = \"*\"\n[tools]\nweb_search = \"anthropic\"\n",
+            "are Anthropic server tools, but the harness is \"test\"",
+        ),
+        (
+            "[agent]\nname = \"a\"\n[harness]\nprovider = \"test\"\necho = true\n[session]\nprovider = \"in-memory\"\n[capabilities]\nweb_fetch = [{ max_uses = 1 }, { max_uses = 2 }]\n[tools]\nweb_fetch = \"anthropic\"\n",
+            "tools.web_fetch: web_fetch runs at the provider with one set of limits",
+        ),
+        (
             "[agent]\nname = \"a\"\nsecrets = [\"LOOM_E2E_MISSING_KEY\"]\n[harness]\nprovider = \"test\"\necho = true\n[session]\nprovider = \"in-memory\"\n",
             "LOOM_E2E_MISSING_KEY not set",
         ),

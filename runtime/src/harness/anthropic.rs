@@ -59,6 +59,9 @@ pub struct AnthropicConfig {
     /// `thinkingBudget`: turns on extended thinking with this many tokens of reasoning per response (at least
     /// 1024, below `maxTokens`); unset sends no `thinking` parameter.
     pub thinking_budget: Option<u64>,
+    /// Server tool definitions sent with every request (`web_search_20250305`, `web_fetch_20250910`), set at boot
+    /// from the granted `web_search` / `web_fetch = "anthropic"` tools; never from `[harness]`.
+    pub server_tools: Vec<Value>,
 }
 
 impl AnthropicConfig {
@@ -87,6 +90,7 @@ impl AnthropicConfig {
             stream,
             context_window,
             thinking_budget,
+            server_tools: Vec::new(),
         })
     }
 }
@@ -123,7 +127,7 @@ pub fn request_body(request: &ModelRequest, config: &AnthropicConfig) -> Value {
     if !system.is_empty() {
         body["system"] = Value::Array(system);
     }
-    if !request.tools.is_empty() {
+    if !request.tools.is_empty() || !config.server_tools.is_empty() {
         body["tools"] = request
             .tools
             .iter()
@@ -134,6 +138,7 @@ pub fn request_body(request: &ModelRequest, config: &AnthropicConfig) -> Value {
                     "input_schema": t.input_schema,
                 })
             })
+            .chain(config.server_tools.iter().cloned())
             .collect();
     }
     if let Some(budget) = config.thinking_budget {
@@ -155,8 +160,10 @@ fn block(b: &ContentBlock) -> Option<Value> {
         ContentBlock::RedactedThinking { data } => {
             Some(json!({"type": "redacted_thinking", "data": data}))
         }
-        // another provider's reasoning: not replayable here
-        ContentBlock::Reasoning { .. } => None,
+        // a server tool's call and result go back verbatim; another provider's items are not replayable here
+        ContentBlock::ProviderItem { item } => SERVER_BLOCKS
+            .contains(&item["type"].as_str()?)
+            .then(|| item.clone()),
         ContentBlock::ToolUse { id, name, input } => {
             let input = match input {
                 Value::Object(_) => input.clone(),
@@ -178,12 +185,29 @@ fn block(b: &ContentBlock) -> Option<Value> {
     }
 }
 
+/// The content blocks of Anthropic's server tools: kept in history whole and replayed as they came.
+const SERVER_BLOCKS: &[&str] = &[
+    "server_tool_use",
+    "web_search_tool_result",
+    "web_fetch_tool_result",
+];
+
+/// The `anthropic-beta` flag `web_fetch_20250910` needs.
+const WEB_FETCH_BETA: &str = "web-fetch-2025-09-10";
+
 /// What kind of content block an index holds.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Block {
     Text,
     Thinking,
-    ToolUse { id: String },
+    ToolUse {
+        id: String,
+    },
+    /// A server tool block: the start event's block, and its input JSON as streamed so far.
+    Server {
+        block: Value,
+        json: String,
+    },
     Other,
 }
 
@@ -317,6 +341,17 @@ impl AnthropicDecoder {
                         }
                         Block::ToolUse { id: id.to_string() }
                     }
+                    t if SERVER_BLOCKS.contains(&t) => {
+                        if t == "server_tool_use"
+                            && (str_of("id").is_empty() || str_of("name").is_empty())
+                        {
+                            return Err(protocol("a server_tool_use block has no id or name"));
+                        }
+                        Block::Server {
+                            block: cb.clone(),
+                            json: String::new(),
+                        }
+                    }
                     _ => Block::Other,
                 };
                 self.blocks.insert(index, block);
@@ -341,6 +376,11 @@ impl AnthropicDecoder {
                             partial_json: str_of("partial_json").to_string(),
                         })
                     }
+                    ("input_json_delta", Some(Block::Server { .. })) => {
+                        if let Some(Block::Server { json, .. }) = self.blocks.get_mut(&index) {
+                            json.push_str(str_of("partial_json"));
+                        }
+                    }
                     (_, Some(Block::Other)) => {}
                     (
                         t @ ("text_delta" | "thinking_delta" | "signature_delta"
@@ -359,11 +399,21 @@ impl AnthropicDecoder {
                     _ => {}
                 }
             }
-            "content_block_stop" => {
-                if let Some(Block::ToolUse { id }) = self.blocks.remove(&index) {
-                    out.push(ModelEvent::ToolUseEnd { id });
+            "content_block_stop" => match self.blocks.remove(&index) {
+                Some(Block::ToolUse { id }) => out.push(ModelEvent::ToolUseEnd { id }),
+                // a server tool's call is complete with its streamed input: kept whole for replay
+                Some(Block::Server { mut block, json }) => {
+                    if !json.is_empty() {
+                        block["input"] = serde_json::from_str(&json).map_err(|e| {
+                            protocol(format!(
+                                "the input of server tool block {index} is not JSON ({e})"
+                            ))
+                        })?;
+                    }
+                    out.push(ModelEvent::ProviderItem(block));
                 }
-            }
+                _ => {}
+            },
             "message_delta" => {
                 if let Some(r) = v["delta"].get("stop_reason").and_then(Value::as_str) {
                     self.stop_reason = Some(stop_reason(r));
@@ -489,6 +539,16 @@ impl AnthropicHarness {
         AnthropicHarness::new(config, key)
     }
 
+    /// This harness (same key, endpoint and connection pool) with other settings.
+    fn with_config(&self, config: AnthropicConfig) -> std::sync::Arc<dyn Harness> {
+        std::sync::Arc::new(AnthropicHarness {
+            config,
+            key: self.key.clone(),
+            url: self.url.clone(),
+            client: self.client.clone(),
+        })
+    }
+
     /// Builds the harness from settings and a key.
     pub fn new(
         config: AnthropicConfig,
@@ -513,12 +573,9 @@ impl Harness for AnthropicHarness {
         config.model = model.to_string();
         // `contextWindow` describes the configured model, not this one
         config.context_window = None;
-        Some(std::sync::Arc::new(AnthropicHarness {
-            config,
-            key: self.key.clone(),
-            url: self.url.clone(),
-            client: self.client.clone(),
-        }))
+        // server tools are the parent's grants, not the sub-agent's: its own boot adds those it is granted
+        config.server_tools = Vec::new();
+        Some(self.with_config(config))
     }
 
     fn context_window(&self) -> Option<u64> {
@@ -531,6 +588,12 @@ impl Harness for AnthropicHarness {
         Some("claude-haiku-4-5".into())
     }
 
+    fn with_server_tools(&self, tools: Vec<Value>) -> Option<std::sync::Arc<dyn Harness>> {
+        let mut config = self.config.clone();
+        config.server_tools = tools;
+        Some(self.with_config(config))
+    }
+
     fn stream(
         &self,
         request: ModelRequest,
@@ -538,7 +601,7 @@ impl Harness for AnthropicHarness {
     ) -> BoxFuture<'_, Result<EventStream, HarnessError>> {
         Box::pin(async move {
             let body = request_body(&request, &self.config);
-            let headers = [
+            let mut headers = vec![
                 Header {
                     name: "x-api-key",
                     value: self.key.expose().to_string(),
@@ -550,6 +613,18 @@ impl Harness for AnthropicHarness {
                     secret: false,
                 },
             ];
+            if self
+                .config
+                .server_tools
+                .iter()
+                .any(|t| t["name"] == "web_fetch")
+            {
+                headers.push(Header {
+                    name: "anthropic-beta",
+                    value: WEB_FETCH_BETA.into(),
+                    secret: false,
+                });
+            }
             let resp = post_json(&self.client, &self.url, &headers, &body, &cancel).await?;
             if self.config.stream {
                 Ok(sse_stream(resp, AnthropicDecoder::default(), cancel))

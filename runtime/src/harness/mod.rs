@@ -77,6 +77,15 @@ pub trait Harness: Send + Sync {
     fn small_model(&self) -> Option<String> {
         None
     }
+
+    /// This provider offering the model its own server tools (`web_search = "anthropic"`): `tools` are the wire
+    /// definitions, limits already decided by the kernel. `None`: this provider has no server tools.
+    fn with_server_tools(
+        &self,
+        _tools: Vec<serde_json::Value>,
+    ) -> Option<std::sync::Arc<dyn Harness>> {
+        None
+    }
 }
 
 /// Why a request failed, classified for the retry policy. Messages never hold secrets.

@@ -84,10 +84,12 @@ pub fn responses_request_body(request: &ModelRequest, config: &OpenAiConfig) -> 
                 ContentBlock::Text { text: t } => text.push_str(t),
                 ContentBlock::Thinking { .. } | ContentBlock::RedactedThinking { .. } => {}
                 // a reasoning item goes back exactly as the API returned it, in its place
-                ContentBlock::Reasoning { item } => {
+                ContentBlock::ProviderItem { item } if item["type"] == "reasoning" => {
                     flush(&mut text, &mut input);
                     input.push(item.clone());
                 }
+                // another provider's item
+                ContentBlock::ProviderItem { .. } => {}
                 ContentBlock::ToolUse {
                     id,
                     name,
@@ -285,7 +287,7 @@ impl ResponsesDecoder {
                     if item.get("id").and_then(Value::as_str).is_none() {
                         return Err(protocol("a reasoning item has no id"));
                     }
-                    out.push(ModelEvent::ReasoningItem(item.clone()));
+                    out.push(ModelEvent::ProviderItem(item.clone()));
                 }
                 if let Some(call) = self.calls.remove(&index) {
                     let args = v["item"]

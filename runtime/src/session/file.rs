@@ -140,7 +140,7 @@ pub(super) fn same_run(a: &SessionUpdate, b: &SessionUpdate) -> bool {
             x.message_id == y.message_id
                 && x.meta.is_empty()
                 && y.meta.redacted.is_none()
-                && y.meta.reasoning.is_none()
+                && y.meta.provider_item.is_none()
         }
         _ => false,
     }
@@ -326,7 +326,7 @@ mod tests {
             content: crate::update::Content::text(""),
             message_id: Some("m1".into()),
             meta: crate::update::ThoughtMeta {
-                reasoning: Some(item.clone()),
+                provider_item: Some(item.clone()),
                 ..Default::default()
             },
         });
@@ -343,7 +343,7 @@ mod tests {
         assert!(stored.contains(&reasoning), "{stored:#?}");
         assert_eq!(to_messages(&stored), to_messages(&streamed));
         let blocks = &to_messages(&stored)[1].content;
-        assert_eq!(blocks[1], crate::model::ContentBlock::Reasoning { item });
+        assert_eq!(blocks[1], crate::model::ContentBlock::ProviderItem { item });
     }
 
     #[tokio::test]

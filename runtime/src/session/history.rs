@@ -87,7 +87,7 @@ impl Builder {
             ContentBlock::Text { .. }
                 | ContentBlock::Thinking { .. }
                 | ContentBlock::RedactedThinking { .. }
-                | ContentBlock::Reasoning { .. }
+                | ContentBlock::ProviderItem { .. }
         ) {
             self.last_id = None;
         }
@@ -128,9 +128,9 @@ impl Builder {
     fn thought(&mut self, chunk: &ThoughtChunk) {
         let text = chunk.content.as_text();
         let open = self.continued(Role::Assistant, &chunk.message_id);
-        if let Some(item) = &chunk.meta.reasoning {
+        if let Some(item) = &chunk.meta.provider_item {
             let item = item.clone();
-            self.block(Role::Assistant, ContentBlock::Reasoning { item });
+            self.block(Role::Assistant, ContentBlock::ProviderItem { item });
             return;
         }
         if let Some(data) = &chunk.meta.redacted {
@@ -228,7 +228,7 @@ pub(crate) mod tests {
             meta: ThoughtMeta {
                 signature: signature.map(str::to_string),
                 redacted: redacted.map(str::to_string),
-                reasoning: None,
+                provider_item: None,
             },
         })
     }

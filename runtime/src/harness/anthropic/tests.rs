@@ -212,6 +212,7 @@ fn config_defaults_follow_the_seed_and_bad_values_are_named() {
             stream: true,
             context_window: None,
             thinking_budget: None,
+            server_tools: Vec::new(),
         }
     );
     for (text, needle) in [
@@ -988,4 +989,142 @@ async fn cancelling_a_turn_mid_stream_ends_it_as_cancelled() {
     });
     let out = agent.prompt("hi", cancel).await;
     assert_eq!(out.stop, TurnStop::Cancelled, "{out:?}");
+}
+
+/// A web search by the server tool, as the Messages API streams it: text, the `server_tool_use` with its input as
+/// JSON deltas, the `web_search_tool_result` whole in its start event, then cited text and the usage.
+const SERVER_TOOL_STREAM: &str = r#"event: message_start
+data: {"type":"message_start","message":{"id":"msg_01GWebSearch","type":"message","role":"assistant","model":"claude-sonnet-4-5-20250929","content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":2679,"output_tokens":3}}}
+
+event: content_block_start
+data: {"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}
+
+event: content_block_delta
+data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"I'll search for that."}}
+
+event: content_block_stop
+data: {"type":"content_block_stop","index":0}
+
+event: content_block_start
+data: {"type":"content_block_start","index":1,"content_block":{"type":"server_tool_use","id":"srvtoolu_014hJH82Qum7Td6UV8gDXThB","name":"web_search","input":{}}}
+
+event: content_block_delta
+data: {"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":""}}
+
+event: content_block_delta
+data: {"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"{\"query"}}
+
+event: content_block_delta
+data: {"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"\": \"python 3.13 release date\"}"}}
+
+event: content_block_stop
+data: {"type":"content_block_stop","index":1}
+
+event: content_block_start
+data: {"type":"content_block_start","index":2,"content_block":{"type":"web_search_tool_result","tool_use_id":"srvtoolu_014hJH82Qum7Td6UV8gDXThB","content":[{"type":"web_search_result","title":"What's New In Python 3.13","url":"https://docs.python.org/3/whatsnew/3.13.html","encrypted_content":"EqgfCioIARgBIiQ3YTAwMjY1Mi1mZjM5","page_age":"October 7, 2024"}]}}
+
+event: content_block_stop
+data: {"type":"content_block_stop","index":2}
+
+event: content_block_start
+data: {"type":"content_block_start","index":3,"content_block":{"type":"text","text":"","citations":[]}}
+
+event: content_block_delta
+data: {"type":"content_block_delta","index":3,"delta":{"type":"citations_delta","citation":{"type":"web_search_result_location","cited_text":"Python 3.13 was released on October 7, 2024.","url":"https://docs.python.org/3/whatsnew/3.13.html","title":"What's New In Python 3.13","encrypted_index":"Eo8BCioIAhgBIiQyYjQ0"}}}
+
+event: content_block_delta
+data: {"type":"content_block_delta","index":3,"delta":{"type":"text_delta","text":"It came out on October 7, 2024."}}
+
+event: content_block_stop
+data: {"type":"content_block_stop","index":3}
+
+event: message_delta
+data: {"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"input_tokens":10682,"output_tokens":510,"server_tool_use":{"web_search_requests":1}}}
+
+event: message_stop
+data: {"type":"message_stop"}
+
+"#;
+
+#[tokio::test]
+async fn a_server_web_search_is_offered_with_the_grants_limits_kept_and_replayed() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = FakeServer::start(vec![
+        Reply::sse(SERVER_TOOL_STREAM),
+        Reply::sse(TEXT_STREAM),
+    ])
+    .await;
+    // the kernel turns the grant into the provider's limits
+    let t: toml::Table =
+        toml::from_str(r#"g = { max_uses = 3, allowed_domains = ["docs.python.org"] }"#).unwrap();
+    let def = crate::boot::server_tool_definition(
+        "anthropic",
+        "web_search",
+        &Grant::from_toml(&t["g"]).unwrap(),
+    )
+    .unwrap();
+    let h = harness(&server.base).with_server_tools(vec![def]).unwrap();
+    let (agent, _) = agent(dir.path(), h);
+    let out = agent
+        .prompt("when did python 3.13 come out?", CancellationToken::new())
+        .await;
+    assert_eq!(out.stop, TurnStop::EndTurn, "{out:?}");
+    assert!(
+        out.final_text.contains("It came out on October 7, 2024."),
+        "{out:?}"
+    );
+    let out = agent.prompt("thanks", CancellationToken::new()).await;
+    assert_eq!(out.stop, TurnStop::EndTurn, "{out:?}");
+    let reqs = server.requests();
+    assert_eq!(
+        reqs.len(),
+        2,
+        "the server tool ran at the provider: no tool loop"
+    );
+    let tools = reqs[0].body["tools"].as_array().unwrap();
+    assert_eq!(tools[0]["name"], json!("read_file"));
+    assert_eq!(
+        tools[1],
+        json!({"type": "web_search_20250305", "name": "web_search", "max_uses": 3,
+               "allowed_domains": ["docs.python.org"]})
+    );
+    // web_search needs no beta flag (web_fetch does)
+    assert!(!reqs[0].headers.iter().any(|(k, _)| k == "anthropic-beta"));
+    // the whole exchange goes back in order: the call with its input, the result as it came, the cited answer
+    assert_eq!(
+        reqs[1].body["messages"][1],
+        json!({"role": "assistant", "content": [
+            {"type": "text", "text": "I'll search for that."},
+            {"type": "server_tool_use", "id": "srvtoolu_014hJH82Qum7Td6UV8gDXThB", "name": "web_search",
+             "input": {"query": "python 3.13 release date"}},
+            {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_014hJH82Qum7Td6UV8gDXThB", "content": [
+                {"type": "web_search_result", "title": "What's New In Python 3.13",
+                 "url": "https://docs.python.org/3/whatsnew/3.13.html",
+                 "encrypted_content": "EqgfCioIARgBIiQ3YTAwMjY1Mi1mZjM5", "page_age": "October 7, 2024"}]},
+            {"type": "text", "text": "It came out on October 7, 2024."},
+        ]})
+    );
+}
+
+#[test]
+fn web_fetch_is_defined_and_only_anthropic_has_server_tools() {
+    let def = crate::boot::server_tool_definition("anthropic", "web_fetch", &Grant::Unrestricted)
+        .unwrap();
+    assert_eq!(
+        def,
+        json!({"type": "web_fetch_20250910", "name": "web_fetch"})
+    );
+    assert!(
+        crate::boot::server_tool_definition("openai", "web_search", &Grant::Unrestricted).is_err()
+    );
+    let mut c = config("http://x");
+    c.server_tools = vec![def];
+    let body = request_body(&hello(), &c);
+    assert_eq!(body["tools"].as_array().unwrap().len(), 2);
+    // a server tool block is replayed only to Anthropic; OpenAI's reasoning is not
+    let item = json!({"type": "reasoning", "id": "rs_1"});
+    assert_eq!(block(&ContentBlock::ProviderItem { item }), None);
+    let echo: toml::Table = toml::from_str("echo = true").unwrap();
+    let test: Arc<dyn Harness> = Arc::new(crate::harness::TestHarness::from_config(&echo).unwrap());
+    assert!(test.with_server_tools(vec![]).is_none());
 }

@@ -218,7 +218,7 @@ fn the_tool_stream_decodes() {
                 message_id: "resp_fc1".into()
             },
             ModelEvent::ThinkingDelta("Need the file.".into()),
-            ModelEvent::ReasoningItem(reasoning_item()),
+            ModelEvent::ProviderItem(reasoning_item()),
             ModelEvent::ToolUseStart {
                 id: id.clone(),
                 name: "read_file".into()
@@ -463,7 +463,7 @@ fn reasoning_items_are_replayed_only_to_the_responses_api_and_include_only_for_r
                 text: "Need the file.".into(),
                 signature: None,
             },
-            ContentBlock::Reasoning {
+            ContentBlock::ProviderItem {
                 item: reasoning_item(),
             },
             ContentBlock::Text {
