@@ -81,7 +81,7 @@ pub fn judge_group(
     }
 }
 
-fn algebra_for(manifest: &Manifest, instance: &str, entry: &ToolEntry) -> AlgebraKind {
+pub(crate) fn algebra_for(manifest: &Manifest, instance: &str, entry: &ToolEntry) -> AlgebraKind {
     match &entry.provider {
         ProviderRef::Builtin => AlgebraKind::for_builtin(entry.tool.as_deref().unwrap_or(instance)),
         ProviderRef::Shipped(s) if matches!(&s.spec, crate::manifest::ProviderSpec::Configured { factory, .. } if factory == "mcp-server") => {

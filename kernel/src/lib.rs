@@ -48,6 +48,7 @@ mod row_map;
 mod rules;
 mod secrets;
 mod server_tools;
+mod skill;
 mod subagent;
 mod value;
 
@@ -88,5 +89,10 @@ pub use rules::{
 };
 pub use secrets::{env_var_passes, grant_secrets, row_secrets, secret_env_names, EnvPolicy};
 pub use server_tools::server_tool_limits;
+pub use skill::{
+    binding_problem, bound_grants, check_skill_name, compile_skill, parse_skill_md, rescan_keeps,
+    SkillDoc, SkillFacts, DEFAULT_SKILL_TOOLS, MAX_COMPATIBILITY, MAX_DESCRIPTION, MAX_NAME,
+    READ_SKILL,
+};
 pub use subagent::{check_subagents, Excess, ManifestLoader, SubagentVerdict, MAX_DEPTH};
 pub use value::{toml_key, toml_string, Float, Value};

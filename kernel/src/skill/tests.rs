@@ -1,0 +1,219 @@
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::*;
+use crate::ceiling::tool_grants;
+use crate::judge::judge_group;
+use crate::manifest::parse_manifest;
+
+fn doc(text: &str, folder: &str) -> Result<SkillDoc, ManifestError> {
+    parse_skill_md(text, folder, &format!("/s/{folder}/SKILL.md"))
+}
+
+fn compile(text: &str, folder: &str, sidecar: Option<&str>) -> Result<ToolGroup, ManifestError> {
+    let d = doc(text, folder)?;
+    let origin = format!("/s/{folder}/SKILL.md");
+    let dir = format!("/s/{folder}");
+    let side = format!("/s/{folder}/loom.toml");
+    compile_skill(
+        SkillFacts {
+            doc: &d,
+            origin: &origin,
+            dir: &dir,
+            sidecar: sidecar.map(|t| (t, side.as_str())),
+        },
+        &BTreeMap::new(),
+        &BTreeSet::new(),
+    )
+}
+
+const DNS: &str = "---\nname: dns-lookup\ndescription: Look up DNS records with dig. Use when the user asks\n  what a domain resolves to.\nmetadata:\n  loom.tools: |\n    bash = { capabilities = { commands = [\"dig\"], network = \"*\" } }\n---\n\n# DNS lookup\n";
+
+#[test]
+fn name_rules() {
+    assert!(check_skill_name("pdf-processing", "pdf-processing").is_ok());
+    assert!(check_skill_name("a1", "a1").is_ok());
+    let cases = [
+        ("PDF-Processing", "contains 'P'", "\"pdf-processing\""),
+        ("-pdf", "starts or ends with a hyphen", "\"pdf\""),
+        ("pdf-", "starts or ends with a hyphen", "\"pdf\""),
+        ("pdf--x", "two hyphens in a row", "\"pdf-x\""),
+        ("pdf_x", "contains '_'", "\"pdf-x\""),
+        ("", "empty", "name: "),
+    ];
+    for (name, msg, fix) in cases {
+        let (m, hint) = check_skill_name(name, "pdf").unwrap_err();
+        assert!(m.contains(msg), "{name}: {m}");
+        assert!(hint.contains(fix), "{name}: {hint}");
+    }
+    let long = "a".repeat(65);
+    assert!(check_skill_name(&long, &long)
+        .unwrap_err()
+        .0
+        .contains("limit is 64"));
+    let (m, hint) = check_skill_name("calendar", "cal").unwrap_err();
+    assert!(
+        m.contains("does not match the skill's folder \"cal\""),
+        "{m}"
+    );
+    assert_eq!(
+        hint,
+        "set `name: cal`, or rename the folder to \"calendar\""
+    );
+}
+
+#[test]
+fn the_seed_dns_skill_parses_and_compiles_to_its_bash_row() {
+    let d = doc(DNS, "dns-lookup").unwrap();
+    assert_eq!(
+        d.description,
+        "Look up DNS records with dig. Use when the user asks what a domain resolves to."
+    );
+    assert_eq!(d.body, "\n# DNS lookup\n");
+    let g = compile(DNS, "dns-lookup", None).unwrap();
+    assert_eq!(g.label, "skill dns-lookup");
+    assert_eq!(g.origin, "/s/dns-lookup/SKILL.md");
+    assert_eq!(g.tools["bash"].provider, ProviderRef::Host);
+    assert_eq!(
+        g.tools["bash"].capabilities.as_ref().unwrap().to_string(),
+        "{ commands = [\"dig\"], network = \"*\" }"
+    );
+}
+
+#[test]
+fn a_spec_skill_without_loom_metadata_is_authority_free() {
+    let text = "---\nname: pdf-processing\ndescription: Extract text and tables from PDF files.\nlicense: Apache-2.0\nmetadata:\n  author: example-org\n  version: \"1.0\"\n---\nUse pdfplumber.\n";
+    let g = compile(text, "pdf-processing", None).unwrap();
+    assert_eq!(g.tools.len(), 1);
+    assert_eq!(g.tools["read_skill"].provider, ProviderRef::Host);
+    assert!(g.tools["read_skill"].capabilities.is_none());
+}
+
+#[test]
+fn the_sidecar_wins_and_skill_dir_is_substituted() {
+    let side = "[tools]\nrun = { provider = \"builtin\", tool = \"bash\", capabilities = { commands = [\"${SKILL_DIR}/run.sh\"], paths = [\"${SKILL_DIR}\"] } }\n";
+    let g = compile(DNS, "dns-lookup", Some(side)).unwrap();
+    assert_eq!(g.origin, "/s/dns-lookup/loom.toml");
+    assert!(
+        !g.tools.contains_key("bash"),
+        "frontmatter ignored when a sidecar exists"
+    );
+    assert_eq!(
+        g.tools["run"].capabilities.as_ref().unwrap().to_string(),
+        "{ commands = [\"/s/dns-lookup/run.sh\"], paths = [\"/s/dns-lookup\"] }"
+    );
+    let e = compile(DNS, "dns-lookup", Some("[tool]\nx = 1\n")).unwrap_err();
+    assert_eq!(e.file, "/s/dns-lookup/loom.toml");
+}
+
+#[test]
+fn malformed_skills_are_reported_with_file_key_and_fix() {
+    let cases = [
+        ("---\nname: x\ndescription: [broken\n---\n", "x", "frontmatter", "line 3"),
+        ("---\nname: other\ndescription: d\n---\n", "x", "name", "does not match"),
+        ("---\nname: x\n---\n", "x", "description", "missing or empty"),
+        ("---\nname: x\ndescription: d\nmetadata:\n  loom.tools:\n    - a\n---\n", "x", "metadata.loom.tools", "must be a string"),
+        ("---\nname: x\ndescription: d\nmetadata:\n  loom.tools: |\n    bash = { capabilities = 3 }\n---\n", "x", "tools.bash", ""),
+        ("---\nname: x\ndescription: d\nmetadata:\n  loom.providers: |\n    p = { provider = \"mcp-server\", command = \"node\" }\n---\n", "x", "metadata.loom.providers", "no tool uses"),
+    ];
+    for (text, folder, key, msg) in cases {
+        let e = compile(text, folder, None).unwrap_err();
+        assert_eq!(e.file, format!("/s/{folder}/SKILL.md"), "{text}");
+        assert!(e.key_path.starts_with(key), "{text}: {e}");
+        assert!(e.message.contains(msg), "{text}: {e}");
+    }
+    let long = format!("---\nname: x\ndescription: {}\n---\n", "d".repeat(1025));
+    let e = compile(&long, "x", None).unwrap_err();
+    assert!(e.to_string().contains("limit is 1024"), "{e}");
+}
+
+fn host(caps: &str) -> Manifest {
+    parse_manifest(
+        &format!("[agent]\nname = \"h\"\n[tools]\nbash = {{ capabilities = {{ commands = \"*\", paths = [\"./\"] }} }}\nread_file = \"builtin\"\n{caps}"),
+        "agent.toml",
+        &BTreeMap::new(),
+    )
+    .unwrap()
+}
+
+#[test]
+fn an_accepted_skill_adds_its_rows_to_the_hosts_tool() {
+    let m = host("[capabilities]\nbash = { commands = [\"dig\"], network = \"*\" }\n");
+    let ctx = PathCtx::new("/w", Some("/home/u".into()));
+    let ceiling = m.effective_ceiling(&ctx);
+    let g = compile(DNS, "dns-lookup", None).unwrap();
+    assert!(judge_group(&m, &ceiling, &ctx, &g).accepted);
+    assert_eq!(binding_problem(&m, &g), None);
+    let tools = tool_grants(&m, &ceiling);
+    let bound = bound_grants(&m, &ctx, &tools, &[&g]);
+    assert_eq!(
+        bound["bash"].to_string(),
+        "[{ commands = \"*\", paths = [\"./\"] }, { commands = [\"dig\"], network = \"*\" }]"
+    );
+    // already covered: nothing changes
+    assert!(bound_grants(&m, &ctx, &tools, &[&compile("---\nname: a\ndescription: d\nmetadata:\n  loom.tools: |\n    bash = { capabilities = { commands = [\"ls\"], paths = [\"./\"] } }\n---\n", "a", None).unwrap()]).is_empty());
+}
+
+/// Skill `a` declaring `tools` in its frontmatter.
+fn g(tools: &str) -> ToolGroup {
+    compile(
+        &format!("---\nname: a\ndescription: d\nmetadata:\n  loom.tools: |\n    {tools}\n---\n"),
+        "a",
+        None,
+    )
+    .unwrap()
+}
+
+#[test]
+fn binding_problems() {
+    let m = host("");
+    assert!(binding_problem(
+        &m,
+        &g("write_file = { capabilities = { paths = [\"./\"] } }")
+    )
+    .unwrap()
+    .contains("no [tools] entry for"));
+    assert!(binding_problem(&m, &g("remember = \"session\""))
+        .unwrap()
+        .contains("provides only `read_skill`"));
+    assert!(
+        binding_problem(&m, &g("bash = { provider = \"builtin\", tool = \"bash\" }"))
+            .unwrap()
+            .contains("already uses")
+    );
+    assert_eq!(binding_problem(&m, &g("jq = { provider = \"builtin\", tool = \"bash\", capabilities = { commands = [\"jq\"] } }")), None);
+    assert_eq!(binding_problem(&m, &g("read_skill = {}")), None);
+}
+
+#[test]
+fn a_rescan_may_only_shrink() {
+    let m = host("");
+    let ctx = PathCtx::new("/w", None);
+    let boot = g("bash = { capabilities = [{ commands = [\"dig\"], network = \"*\" }, { commands = [\"ls\"] }] }");
+    assert!(rescan_keeps(&m, &ctx, &boot, &boot).is_ok());
+    assert!(rescan_keeps(
+        &m,
+        &ctx,
+        &boot,
+        &g("bash = { capabilities = { commands = [\"ls\"] } }")
+    )
+    .is_ok());
+    let e = rescan_keeps(
+        &m,
+        &ctx,
+        &boot,
+        &g("bash = { capabilities = { commands = [\"curl\"], network = \"*\" } }"),
+    )
+    .unwrap_err();
+    assert!(e.contains("more than"), "{e}");
+    let e = rescan_keeps(
+        &m,
+        &ctx,
+        &boot,
+        &g("jq = { provider = \"builtin\", tool = \"bash\" }"),
+    )
+    .unwrap_err();
+    assert!(e.contains("not bound at boot"), "{e}");
+    let free = g("read_skill = {}");
+    assert!(rescan_keeps(&m, &ctx, &free, &free).is_ok());
+    assert!(rescan_keeps(&m, &ctx, &free, &boot).is_err());
+}
