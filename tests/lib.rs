@@ -209,3 +209,6 @@ impl Run {
         self
     }
 }
+
+#[path = "skills_fixture.rs"]
+pub mod skills_fixture;

@@ -116,7 +116,7 @@ pub fn render_text(r: &Report) -> String {
             o,
             "  (none{})",
             if layers.contains(&"skills") {
-                "; skills not resolved yet"
+                "; no skills found"
             } else {
                 ""
             }

@@ -8,11 +8,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use loom_kernel::{
-    check_laws, tool_grants, LawViolation, ProviderRef, SystemPrompt, DEFAULT_SEED, DEFAULT_TRIALS,
+    check_laws, tool_grants, AlgebraKind, LawViolation, ProviderRef, SystemPrompt, DEFAULT_SEED,
+    DEFAULT_TRIALS,
 };
 
 use crate::agent::{Agent, AgentParts, ToolSlot};
 use crate::approvals::ApprovalStore;
+use crate::contributed::{bind_groups, NewTool};
 use crate::harness::{
     build_harness, max_turn_requests_of, small_model_of_parent, Harness, HarnessConfigError,
 };
@@ -20,7 +22,7 @@ use crate::load::{env_map, load_manifest, path_ctx, LoadError, Loaded};
 use crate::mcp::{mcp_provider, McpPlace, McpServers, McpTool};
 use crate::retry::{RetryPolicy, Sleeper, TokioSleeper};
 use crate::secrets::{Secret, SecretChain};
-use crate::session::{build_chain_with, Layer, SessionError, SessionPlace};
+use crate::session::{build_chain_with, Layer, SessionError, SessionPlace, SkillsEnv};
 use crate::storage::{ensure_storage, storage_dir};
 use crate::tools::{
     builtin_tool, HarnessCell, Lineage, SandboxEnv, SpawnEnv, SpawnSubagentTool, ToolEnv,
@@ -205,6 +207,41 @@ pub fn boot_with(
     let mut sandbox = opts.sandbox.clone();
     sandbox.secrets = chain.facts(SECRET_SLOTS, &m.agent.secrets);
 
+    let storage = storage_dir(m, &env);
+    match ensure_storage(&storage, &loaded.path) {
+        Ok(warning) => notes.extend(warning),
+        Err(e) => notes.push(format!(
+            "cannot create the agent's storage {}: {e}",
+            storage.display()
+        )),
+    }
+    // remembered "always" answers live with the agent's other state; a damaged file stops boot rather than being
+    // overwritten
+    let approvals = ApprovalStore::open(&storage).map_err(|message| BootError::Storage {
+        file: file.clone(),
+        message,
+    })?;
+    let place = SessionPlace {
+        manifest_dir: loaded.dir.clone(),
+        storage,
+        parent_history: opts.lineage.parent_history.clone(),
+        skills: SkillsEnv {
+            home: ctx.home.as_ref().map(PathBuf::from),
+            env: env.clone(),
+            root_handles: m.providers.keys().cloned().collect(),
+        },
+    };
+    let (mut session, session_notes) = build_chain_with(&m.session, &place, prebuilt.layers)
+        .map_err(|source| BootError::Session {
+            file: file.clone(),
+            source,
+        })?;
+    notes.extend(session_notes);
+    notes.extend(session.notes());
+    // contributed tool groups (skills, session layers): judged by the kernel, fail-soft, bound before tools are built
+    let bound = bind_groups(&loaded, &ceiling, &ctx, &grants, &mut session);
+    notes.extend(bound.notes);
+
     for g in &grants {
         if !g.problems.is_empty() {
             return Err(tool_err(&g.instance, g.problems.join("; ")));
@@ -253,9 +290,10 @@ pub fn boot_with(
                 ),
             ));
         }
+        let grant = bound.widened.get(&g.instance).unwrap_or(&g.grant).clone();
         let tool_env = ToolEnv {
             instance: g.instance.clone(),
-            grant: g.grant.clone(),
+            grant: grant.clone(),
             ctx: ctx.clone(),
             cwd: cwd.clone(),
         };
@@ -321,9 +359,65 @@ pub fn boot_with(
             ToolSlot {
                 tool,
                 algebra: g.algebra,
-                grant: g.grant.clone(),
+                grant,
             },
         );
+    }
+    for new in bound.new_tools {
+        let (instance, slot) = match new {
+            NewTool::Builtin {
+                instance,
+                underlying,
+                grant,
+            } => {
+                let tool_env = ToolEnv {
+                    instance: instance.clone(),
+                    grant: grant.clone(),
+                    ctx: ctx.clone(),
+                    cwd: cwd.clone(),
+                };
+                let Some(tool) = builtin_tool(&underlying, tool_env, &opts.sandbox) else {
+                    continue;
+                };
+                let algebra = AlgebraKind::for_builtin(&underlying);
+                (
+                    instance,
+                    ToolSlot {
+                        tool,
+                        algebra,
+                        grant,
+                    },
+                )
+            }
+            NewTool::Session { instance } => {
+                // no active skill: no read_skill either (the catalog is empty too)
+                let Some((tool, grant)) = session
+                    .session_tool(&instance)
+                    .filter(|(_, g)| !g.is_none())
+                else {
+                    continue;
+                };
+                // read_skill's calls are file reads inside the active skills' folders
+                let algebra = AlgebraKind::for_builtin("read_file");
+                (
+                    instance,
+                    ToolSlot {
+                        tool,
+                        algebra,
+                        grant,
+                    },
+                )
+            }
+        };
+        if algebras.insert(slot.algebra) {
+            check_laws(
+                &instance,
+                slot.algebra.build(&ctx).as_ref(),
+                DEFAULT_SEED,
+                DEFAULT_TRIALS,
+            )?;
+        }
+        tools.insert(instance, slot);
     }
 
     let harness_err = |source| BootError::Harness {
@@ -356,45 +450,6 @@ pub fn boot_with(
     };
     // spawn_subagent reaches the harness through this cell (a sub-agent's small-model-of-parent clones it)
     let _ = harness_cell.set((harness.clone(), max_turn_requests));
-
-    let storage = storage_dir(m, &env);
-    match ensure_storage(&storage, &loaded.path) {
-        Ok(warning) => notes.extend(warning),
-        Err(e) => notes.push(format!(
-            "cannot create the agent's storage {}: {e}",
-            storage.display()
-        )),
-    }
-    // remembered "always" answers live with the agent's other state; a damaged file stops boot rather than being
-    // overwritten
-    let approvals = ApprovalStore::open(&storage).map_err(|message| BootError::Storage {
-        file: file.clone(),
-        message,
-    })?;
-    let place = SessionPlace {
-        manifest_dir: loaded.dir.clone(),
-        storage,
-        parent_history: opts.lineage.parent_history.clone(),
-    };
-    let (session, session_notes) =
-        build_chain_with(&m.session, &place, prebuilt.layers).map_err(|source| {
-            BootError::Session {
-                file: file.clone(),
-                source,
-            }
-        })?;
-    notes.extend(session_notes);
-    // contributed tool groups need judging against the ceiling and resolution through the chain: a later slice
-    if let Some((layer, group)) = session.tool_groups().into_iter().next() {
-        return Err(BootError::Session {
-            file: file.clone(),
-            source: SessionError::Config(format!(
-                "session: the {layer:?} layer contributes tool group {:?}; session tool groups are not supported yet \
-                 by this build of loom",
-                group.label
-            )),
-        });
-    }
 
     let mut system = Vec::new();
     match &m.agent.system_prompt {

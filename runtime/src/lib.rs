@@ -50,6 +50,7 @@ mod approvals;
 mod baseline;
 mod boot;
 mod bus;
+mod contributed;
 mod explain;
 mod harness;
 mod load;
@@ -77,6 +78,7 @@ pub use approvals::{ApprovalStore, Remembered, APPROVALS_FILE};
 pub use baseline::{git_show, BaselineSpec};
 pub use boot::{boot, boot_loaded, boot_with, BootError, BootOptions, Booted, Prebuilt};
 pub use bus::{Bus, Capacity, Subscription, DEFAULT_CAPACITY};
+pub use contributed::rejection_note;
 pub use explain::{explain_call, ExplainError};
 pub use harness::{
     anthropic_request_body, AnthropicConfig, AnthropicDecoder, AnthropicHarness, ANTHROPIC_API_KEY,
@@ -119,6 +121,11 @@ pub use session::{
     ModelCompactor, SessionError, SessionPlace, SummaryError, SystemClock, CHARS_PER_TOKEN,
     COMPACTION_TURN_BIT, DEFAULT_COMPACTOR_SYSTEM, DEFAULT_INSTRUCTION, DEFAULT_KEEP,
     DEFAULT_THRESHOLD, PAUSE_AFTER_FAILURE, STATE_FILE, SUMMARY_HEADER, SUMMARY_ID_PREFIX,
+};
+pub use session::{
+    discover, load_skill, manifest_skills, session_group, skill_roots, Discovery, FoundSkill,
+    Keeper, SkillsEnv, SkillsLayer, MAX_BUNDLED_READ, MAX_LISTED, MAX_SKILL_FILE,
+    SKILLS_SESSION_GROUP,
 };
 pub use storage::{ensure_storage, storage_dir, OWNER_FILE};
 pub use tools::{

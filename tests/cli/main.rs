@@ -5,4 +5,5 @@ mod audit;
 mod explain;
 mod gate;
 mod mcp;
+mod skills;
 mod version;

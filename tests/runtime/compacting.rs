@@ -145,7 +145,7 @@ fn a_corrupt_state_file_stops_boot_and_names_the_file() {
 }
 
 #[test]
-fn without_a_session_table_the_chain_is_compacting_over_in_memory() {
+fn without_a_session_table_the_default_chain_runs() {
     let s = Scratch::new();
     s.write(
         "agent.toml",
@@ -153,8 +153,7 @@ fn without_a_session_table_the_chain_is_compacting_over_in_memory() {
     );
     s.loom(&["prompt", "agent.toml", "hello"])
         .expect_code(0)
-        .stdout_has("hello")
-        .stderr_has("the default chain's skills layer is not supported yet, so the session is compacting -> in-memory");
+        .stdout_has("hello");
 }
 
 const KEY: &str = "sk-ant-compacting-e2e";

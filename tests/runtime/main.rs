@@ -12,6 +12,7 @@ mod prompt;
 mod repl;
 mod secrets;
 mod session;
+mod skills;
 mod subagent;
 mod thinking;
 

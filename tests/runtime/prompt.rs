@@ -129,10 +129,6 @@ fn boot_refuses_what_it_does_not_implement_or_cannot_use_by_name() {
             "works only in a sub-agent's manifest",
         ),
         (
-            "[agent]\nname = \"a\"\n[harness]\nprovider = \"test\"\necho = true\n[session]\nlayers = [\"skills\", \"compacting\", \"in-memory\"]\n",
-            "\"skills\" layer is not supported yet",
-        ),
-        (
             "[agent]\nname = \"a\"\n[harness]\nprovider = \"test\"\necho = true\n[session]\nprovider = \"in-memory\"\n[capabilities]\nweb_search = \"*\"\n[tools]\nweb_search = \"builtin\"\n",
             "tools.web_search: web_search needs the secret BRAVE_SEARCH_API_KEY",
         ),

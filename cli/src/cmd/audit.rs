@@ -4,12 +4,12 @@ use std::path::{Path, PathBuf};
 
 use loom_audit::{
     build_report, render_gate_json, render_gate_sarif, render_gate_text, render_json, render_text,
-    run_gate, Facts, Report,
+    run_gate, Facts, Finding, Level, Report,
 };
-use loom_kernel::{check_subagents, parse_manifest, Manifest, SubagentVerdict};
+use loom_kernel::{binding_problem, check_subagents, parse_manifest, Manifest, SubagentVerdict};
 use loom_runtime::{
-    env_map, git_show, load_manifest, path_ctx, read_text, resolve_mcp_tools, storage_dir,
-    BaselineSpec, FsLoader, Loaded,
+    env_map, git_show, load_manifest, manifest_skills, path_ctx, read_text, resolve_mcp_tools,
+    session_group, storage_dir, BaselineSpec, Discovery, FsLoader, Loaded, SkillsEnv,
 };
 
 use crate::exit;
@@ -70,21 +70,70 @@ pub fn run(args: Args) -> i32 {
 
 fn report_of(manifest: &Path, loaded: Loaded, ctx: loom_kernel::PathCtx) -> Report {
     let mut loader = FsLoader::new(ctx.clone());
-    let storage = storage_dir(&loaded.manifest, &env_map());
+    let env = env_map();
+    let storage = storage_dir(&loaded.manifest, &env);
+    let skills = manifest_skills(
+        &loaded.manifest,
+        &loaded.dir,
+        &SkillsEnv {
+            home: ctx.home.as_ref().map(PathBuf::from),
+            env,
+            root_handles: loaded.manifest.providers.keys().cloned().collect(),
+        },
+    );
+    let groups = match &skills {
+        Some(d) if !d.skills.is_empty() => std::iter::once(session_group())
+            .chain(d.skills.values().map(|k| k.group.clone()))
+            .collect(),
+        _ => Vec::new(),
+    };
     // MCP tools are resolved by starting their servers (no model calls); the servers stop before the report
     let mcp = resolve_mcp_tools(&loaded, Path::new(&ctx.base));
-    build_report(
+    let mut report = build_report(
         loaded.manifest,
         Facts {
             file: manifest.display().to_string(),
             id: loaded.path.display().to_string(),
             storage,
             ctx,
-            groups: Vec::new(),
+            groups,
             loader: &mut loader,
             mcp,
         },
-    )
+    );
+    if let Some(d) = skills {
+        skill_findings(&mut report, &d);
+    }
+    report
+}
+
+/// Skills findings: each skipped (malformed) skill, and each accepted skill the agent could not bind at boot.
+fn skill_findings(report: &mut Report, found: &Discovery) {
+    // the report's generic "skills not resolved yet" note predates the skills layer: they are resolved here
+    report.findings.retain(|f| f.subject != "session.skills");
+    for w in &found.warnings {
+        report.findings.push(Finding {
+            level: Level::Warning,
+            subject: "skills".into(),
+            message: w.clone(),
+        });
+    }
+    for k in found.skills.values() {
+        let accepted = report
+            .groups
+            .iter()
+            .any(|g| g.label == k.group.label && g.accepted);
+        if let Some(why) = binding_problem(&report.manifest, &k.group).filter(|_| accepted) {
+            report.findings.push(Finding {
+                level: Level::Warning,
+                subject: k.group.label.clone(),
+                message: format!(
+                    "fits the ceiling but cannot be bound, so it is inactive at run: {why}"
+                ),
+            });
+        }
+    }
+    report.findings.sort_by_key(|f| std::cmp::Reverse(f.level));
 }
 
 /// What `loom audit MANIFEST` prints, for `/audit` in `loom run`. The error is a message for the user.

@@ -17,8 +17,11 @@ mod compactor;
 mod file;
 mod history;
 mod memory;
+mod skills;
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
@@ -38,6 +41,11 @@ pub use compactor::{
 pub use file::FileLayer;
 pub use history::to_messages;
 pub use memory::MemoryLayer;
+pub use skills::{
+    discover, load_skill, manifest_skills, session_group, skill_roots, Discovery, FoundSkill,
+    Keeper, SkillsEnv, SkillsLayer, MAX_BUNDLED_READ, MAX_LISTED, MAX_SKILL_FILE,
+    SKILLS_SESSION_GROUP,
+};
 
 /// What a compaction may use: the agent's harness (a model compactor summarises through it) and the turn's
 /// cancellation token.
@@ -157,6 +165,25 @@ pub trait Layer: Send {
         Vec::new()
     }
 
+    /// What the layer wants the user to know at boot (malformed skills it skipped).
+    fn notes(&self) -> Vec<String> {
+        Vec::new()
+    }
+
+    /// Boot's verdicts on the groups this layer contributed: the labels of the accepted ones (the rest are trimmed,
+    /// invisible to the model), and the kernel's rule for re-judging a group mid-session.
+    fn bind(&mut self, _accepted: &BTreeSet<String>, _keeps: Keeper) {}
+
+    /// The implementation of a `provider = "session"` tool this layer provides.
+    fn session_tool(&self, _name: &str) -> Option<Arc<dyn crate::tools::Tool>> {
+        None
+    }
+
+    /// The grant the kernel decides calls of that session tool under.
+    fn session_tool_grant(&self, _name: &str) -> Option<loom_kernel::Grant> {
+        None
+    }
+
     /// Runs before each turn (skill rescans hook in here).
     fn prepare_turn(&mut self) -> BoxFuture<'_, Result<(), SessionError>> {
         Box::pin(async { Ok(()) })
@@ -251,6 +278,28 @@ impl Chain {
             .collect()
     }
 
+    /// Every layer's boot notes, top first.
+    pub fn notes(&self) -> Vec<String> {
+        self.layers.iter().flat_map(|l| l.notes()).collect()
+    }
+
+    /// Tells every layer which contributed groups boot accepted (see [`Layer::bind`]).
+    pub fn bind(&mut self, accepted: &BTreeSet<String>, keeps: Keeper) {
+        for l in self.layers.iter_mut() {
+            l.bind(accepted, keeps.clone());
+        }
+    }
+
+    /// The first layer's implementation of session tool `name`, with its grant.
+    pub fn session_tool(
+        &self,
+        name: &str,
+    ) -> Option<(Arc<dyn crate::tools::Tool>, loom_kernel::Grant)> {
+        self.layers
+            .iter()
+            .find_map(|l| Some((l.session_tool(name)?, l.session_tool_grant(name)?)))
+    }
+
     /// True when some layer compacts.
     pub fn compacts(&self) -> bool {
         self.layers.iter().any(|l| l.compacts())
@@ -311,11 +360,12 @@ pub struct SessionPlace {
     pub storage: PathBuf,
     /// The spawning agent's history, when this is a sub-agent (`fork-of-parent` starts from it).
     pub parent_history: Option<Vec<SessionUpdate>>,
+    /// What the skills layer needs to find and compile skills.
+    pub skills: SkillsEnv,
 }
 
-/// Builds the chain `[session]` declares. Layers not implemented yet are refused by name, never dropped. The
-/// default chain (`[session]` absent: skills -> compacting -> in-memory) runs without its skills layer for now; the
-/// returned notes say so.
+/// Builds the chain `[session]` declares (`[session]` absent: skills -> compacting -> in-memory). Layers not
+/// implemented are refused by name, never dropped.
 pub fn build_chain(
     session: &loom_kernel::Session,
     place: &SessionPlace,
@@ -331,19 +381,7 @@ pub fn build_chain_with(
     mut instances: Vec<Option<Box<dyn Layer>>>,
 ) -> Result<(Chain, Vec<String>), SessionError> {
     let mut notes = Vec::new();
-    let mut specs: Vec<&loom_kernel::LayerSpec> = session.layers.iter().collect();
-    if session.defaulted {
-        specs.retain(|s| s.provider != "skills");
-        notes.push(format!(
-            "session: [session] is absent; the default chain's skills layer is not supported yet, so the session \
-             is {}",
-            specs
-                .iter()
-                .map(|s| s.provider.as_str())
-                .collect::<Vec<_>>()
-                .join(" -> ")
-        ));
-    }
+    let specs: Vec<&loom_kernel::LayerSpec> = session.layers.iter().collect();
     let mut persisted: Option<PathBuf> = None;
     let mut layers: Vec<Box<dyn Layer>> = Vec::new();
     for (i, spec) in specs.into_iter().enumerate() {
@@ -353,6 +391,10 @@ pub fn build_chain_with(
         }
         let layer: Box<dyn Layer> = match spec.provider.as_str() {
             "in-memory" => Box::new(MemoryLayer::default()),
+            "skills" => {
+                let roots = skill_roots(&spec.config, &place.manifest_dir, place.skills.home.as_deref());
+                Box::new(SkillsLayer::new(roots, place.skills.clone()))
+            }
             "compacting" => {
                 let (config, config_notes) = CompactingConfig::from_toml(&spec.config, &place.storage)?;
                 if let Some(path) = &config.persist {
@@ -389,7 +431,7 @@ pub fn build_chain_with(
             other => {
                 return Err(SessionError::Config(format!(
                     "session: the {other:?} layer is not supported yet by this build of loom (supported: \
-                     \"in-memory\", \"file\", \"compacting\", \"fork-of-parent\"); remove it from [session] for \
+                     \"in-memory\", \"file\", \"compacting\", \"skills\", \"fork-of-parent\"); remove it from [session] for \
                      now"
                 )))
             }
@@ -486,26 +528,6 @@ mod tests {
         .is_ok());
     }
 
-    #[test]
-    fn unsupported_layers_are_named() {
-        let m = loom_kernel::parse_manifest(
-            "[agent]\nname = \"a\"\n[session]\nlayers = [\"skills\", \"in-memory\"]\n",
-            "agent.toml",
-            &Default::default(),
-        )
-        .unwrap();
-        let place = SessionPlace {
-            manifest_dir: "/nonexistent".into(),
-            storage: "/nonexistent".into(),
-            parent_history: None,
-        };
-        let err = build_chain(&m.session, &place).unwrap_err().to_string();
-        assert!(
-            err.contains("\"skills\" layer is not supported yet"),
-            "{err}"
-        );
-    }
-
     fn chain_of(toml: &str, storage: &Path) -> Result<(Chain, Vec<String>), SessionError> {
         let m = loom_kernel::parse_manifest(
             &format!("[agent]\nname = \"a\"\n{toml}"),
@@ -517,21 +539,29 @@ mod tests {
             manifest_dir: storage.to_path_buf(),
             storage: storage.to_path_buf(),
             parent_history: None,
+            skills: SkillsEnv {
+                home: Some(storage.join("home")),
+                ..SkillsEnv::default()
+            },
         };
         build_chain(&m.session, &place)
     }
 
     #[test]
-    fn the_default_chain_is_compacting_over_in_memory() {
+    fn the_default_chain_is_skills_over_compacting_over_in_memory() {
         let d = tempfile::tempdir().unwrap();
         let (chain, notes) = chain_of("", d.path()).unwrap();
-        assert_eq!(format!("{chain:?}"), r#"["compacting", "in-memory"]"#);
-        assert!(chain.compacts());
         assert_eq!(
-            notes,
-            ["session: [session] is absent; the default chain's skills layer is not supported yet, so the \
-              session is compacting -> in-memory"]
+            format!("{chain:?}"),
+            r#"["skills", "compacting", "in-memory"]"#
         );
+        assert!(chain.compacts());
+        assert!(notes.is_empty(), "{notes:?}");
+        // the skills layer contributes the session's read_skill group, and no skill exists: no catalog
+        let groups = chain.tool_groups();
+        assert_eq!(groups.len(), 1);
+        assert_eq!(groups[0].1.label, SKILLS_SESSION_GROUP);
+        assert!(chain.system_prompt_sections().is_empty());
     }
 
     #[test]

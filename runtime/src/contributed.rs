@@ -1,0 +1,199 @@
+//! Contributed tool groups at boot (skills, session layers): each is judged by the kernel against the effective
+//! ceiling — atomic per group, fail-soft — and an accepted group is bound: its provider-less rows join the manifest
+//! tool they name, its new built-in instances get built, its `provider = "session"` tools come from the chain. A
+//! group that is rejected, or that this build cannot bind, is trimmed with a note; the model never sees it.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use loom_kernel::{
+    binding_problem, bound_grants, builtin_contract, check_contract, judge_group, requested_grant,
+    rescan_keeps, Ceiling, DeclVerdict, Grant, GroupJudgement, Manifest, PathCtx, ProviderRef,
+    ToolGrant, ToolGroup,
+};
+
+use crate::session::{Chain, Keeper};
+use crate::tools::IMPLEMENTED;
+
+/// A tool instance a group adds.
+pub(crate) enum NewTool {
+    /// A built-in under a new name (`jq = { provider = "builtin", tool = "bash", … }`).
+    Builtin {
+        /// The instance.
+        instance: String,
+        /// The built-in.
+        underlying: String,
+        /// Its grant.
+        grant: Grant,
+    },
+    /// A tool the session implements (`read_skill`): taken from the chain once it is bound.
+    Session {
+        /// The instance.
+        instance: String,
+    },
+}
+
+/// What binding the chain's groups produced.
+#[derive(Default)]
+pub(crate) struct Bound {
+    /// Manifest tools whose grant grew by accepted rows.
+    pub widened: BTreeMap<String, Grant>,
+    /// New instances.
+    pub new_tools: Vec<NewTool>,
+    /// Trimmed groups and why, for the user.
+    pub notes: Vec<String>,
+}
+
+/// Why a rejected judgement was rejected, with the paste-ready lines.
+pub fn rejection_note(j: &GroupJudgement, manifest_file: &str) -> String {
+    let mut reasons = Vec::new();
+    let mut lines = Vec::new();
+    for d in &j.decls {
+        if let DeclVerdict::Rejected {
+            reason,
+            remediation,
+            ..
+        } = &d.verdict
+        {
+            reasons.push(format!("{}: {reason}", d.instance));
+            lines.push(remediation.clone());
+        }
+    }
+    format!(
+        "{} ({}) is inactive: {}; to accept it, add to [capabilities] in {manifest_file}: {}",
+        j.label,
+        j.origin,
+        reasons.join("; "),
+        lines.join(" ; ")
+    )
+}
+
+/// A problem this build has binding `group` (providers it cannot run yet), on top of the kernel's
+/// [`binding_problem`].
+fn unsupported(group: &ToolGroup) -> Option<String> {
+    for (name, entry) in &group.tools {
+        let what = match &entry.provider {
+            ProviderRef::Host | ProviderRef::Session => continue,
+            ProviderRef::Builtin => {
+                let underlying = entry.tool.as_deref().unwrap_or(name);
+                if IMPLEMENTED.contains(&underlying)
+                    && !matches!(underlying, "spawn_subagent" | "web_search")
+                {
+                    continue;
+                }
+                format!("the built-in {underlying:?} as a contributed instance")
+            }
+            ProviderRef::Handle(h) => format!("tools from [providers].{h}"),
+            ProviderRef::Shipped(s) => format!("tools from shipped providers ({})", s.label),
+            ProviderRef::Harness(h) => format!("harness server tools ({h})"),
+        };
+        return Some(format!(
+            "`{name}` needs {what}, which this build of loom cannot bind in a contributed group"
+        ));
+    }
+    None
+}
+
+/// Judges and binds every group the chain contributes, then tells the chain which were accepted.
+pub(crate) fn bind_groups(
+    manifest: &Arc<crate::load::Loaded>,
+    ceiling: &Ceiling,
+    ctx: &PathCtx,
+    grants: &[ToolGrant],
+    chain: &mut Chain,
+) -> Bound {
+    let m: &Manifest = &manifest.manifest;
+    let file = manifest.path.display().to_string();
+    let mut out = Bound::default();
+    let mut accepted = BTreeSet::new();
+    let mut taken: BTreeSet<String> = m.tools.keys().cloned().collect();
+    let mut current: Vec<ToolGrant> = grants.to_vec();
+    for (_layer, group) in chain.tool_groups() {
+        let j = judge_group(m, ceiling, ctx, &group);
+        if !j.accepted {
+            out.notes.push(rejection_note(&j, &file));
+            continue;
+        }
+        let trim = |why: String| format!("{} ({}) is inactive: {why}", group.label, group.origin);
+        if let Some(why) = binding_problem(m, &group).or_else(|| unsupported(&group)) {
+            out.notes.push(trim(why));
+            continue;
+        }
+        // new instances: a name no other tool or group has taken
+        let mut news = Vec::new();
+        let mut problem = None;
+        for (name, entry) in &group.tools {
+            match &entry.provider {
+                ProviderRef::Builtin => {
+                    let underlying = entry.tool.clone().unwrap_or_else(|| name.clone());
+                    let (grant, _) = requested_grant(ceiling, name, entry);
+                    let problems = builtin_contract(&underlying, None)
+                        .map(|c| check_contract(name, &c, &grant))
+                        .unwrap_or_default();
+                    if !problems.is_empty() {
+                        problem = Some(problems.join("; "));
+                    }
+                    news.push(NewTool::Builtin {
+                        instance: name.clone(),
+                        underlying,
+                        grant,
+                    });
+                }
+                ProviderRef::Session => match chain.session_tool(name) {
+                    Some(_) => news.push(NewTool::Session {
+                        instance: name.clone(),
+                    }),
+                    None => problem = Some(format!("no session layer provides `{name}`")),
+                },
+                _ => {}
+            }
+        }
+        let names: Vec<&String> = news
+            .iter()
+            .map(|n| match n {
+                NewTool::Builtin { instance, .. } | NewTool::Session { instance, .. } => instance,
+            })
+            .collect();
+        if let Some(dup) = names.iter().find(|n| taken.contains(**n)) {
+            problem.get_or_insert(format!(
+                "the tool name `{dup}` is already taken by another tool or group"
+            ));
+        }
+        // rows joined to the manifest's tools, checked against each built-in's contract
+        let widened = bound_grants(m, ctx, &current, &[&group]);
+        for (name, grant) in &widened {
+            let t = current.iter().find(|t| &t.instance == name);
+            if let Some(c) = t.and_then(|t| match &t.provider {
+                ProviderRef::Builtin => builtin_contract(&t.underlying, None),
+                _ => None,
+            }) {
+                let problems = check_contract(name, &c, grant);
+                if !problems.is_empty() {
+                    problem.get_or_insert(problems.join("; "));
+                }
+            }
+        }
+        if let Some(why) = problem {
+            out.notes.push(trim(why));
+            continue;
+        }
+        for n in &names {
+            taken.insert((*n).clone());
+        }
+        for t in current.iter_mut() {
+            if let Some(g) = widened.get(&t.instance) {
+                t.grant = g.clone();
+            }
+        }
+        out.widened.extend(widened);
+        out.new_tools.extend(news);
+        accepted.insert(group.label.clone());
+    }
+    let loaded = manifest.clone();
+    let rescan_ctx = ctx.clone();
+    let keeps: Keeper = Arc::new(move |boot: &ToolGroup, now: &ToolGroup| {
+        rescan_keeps(&loaded.manifest, &rescan_ctx, boot, now)
+    });
+    chain.bind(&accepted, keeps);
+    out
+}

@@ -1,0 +1,163 @@
+//! The skills session through the real `loom` binary: the default chain finds skills in `.agents/skills`, the
+//! catalog lists only accepted ones, `read_skill` activates, lists and reads (never outside a skill's folder), and an
+//! accepted skill's bash row joins the bash grant.
+
+use loom_tests::skills_fixture::write_skills;
+use loom_tests::Scratch;
+
+use super::{results, updates};
+
+const HOST: &str = r#"
+[tools]
+bash = { capabilities = { commands = "*", paths = ["./"] } }
+
+[capabilities]
+bash = { commands = ["dig"], network = "*" }
+"#;
+
+fn agent(s: &Scratch, session: &str, script: &str) {
+    s.write(
+        "agent.toml",
+        &format!("[agent]\nname = \"skills-e2e\"\n[harness]\nprovider = \"test\"\nscript = {script}\n{session}\n{HOST}"),
+    );
+}
+
+fn home(s: &Scratch) -> String {
+    s.path().join("home").display().to_string()
+}
+
+/// What the model would see first (`--emit-preamble`), with HOME in the scratch dir.
+fn preamble(s: &Scratch) -> serde_json::Value {
+    let args = [
+        "prompt",
+        "agent.toml",
+        "go",
+        "--format",
+        "jsonl",
+        "--emit-preamble",
+    ];
+    let run = s.loom_env(&args, &[("HOME", &home(s))]);
+    run.expect_code(0);
+    updates(&run)[0]["preamble"].clone()
+}
+
+#[test]
+fn read_skill_activates_lists_and_reads_through_the_real_binary() {
+    let s = Scratch::new();
+    write_skills(&s, ".agents/skills");
+    agent(
+        &s,
+        "",
+        r#"[[
+  { call = { tool = "read_skill", input = { skill = "pdf-processing" } } },
+  { call = { tool = "read_skill", input = { skill = "pdf-processing", path = "scripts/extract.py" } } },
+  { call = { tool = "read_skill", input = { skill = "pdf-processing", path = "../../../outside/SKILL.md" } } },
+  { call = { tool = "read_skill", input = { skill = "calendar" } } },
+  { call = { tool = "read_skill", input = { skill = "linked" } } },
+  { say = "done" },
+]]"#,
+    );
+    let run = s.loom_env(
+        &["prompt", "agent.toml", "go", "--format", "jsonl"],
+        &[("HOME", &home(&s))],
+    );
+    run.expect_code(0);
+    let dir =
+        std::fs::canonicalize(s.path().join(".agents/skills/pdf-processing")).unwrap_or_default();
+    let dir = dir.display();
+    let r = results(&updates(&run));
+    assert_eq!(r.len(), 5, "{r:#?}");
+    assert_eq!(r[0].0, "completed", "{r:#?}");
+    assert!(
+        r[0].1.starts_with(&format!(
+            "<skill name=\"pdf-processing\" directory=\"{dir}\">\n# PDF processing\n\nRun scripts/extract.py on the file.\n</skill>"
+        )),
+        "{}",
+        r[0].1
+    );
+    assert!(r[0].1.contains("\n- scripts/extract.py"), "{}", r[0].1);
+    assert_eq!(
+        r[1],
+        ("completed".to_string(), "print('extracted')\n".to_string())
+    );
+    assert_eq!(r[2].0, "failed");
+    assert!(
+        r[2].1
+            .contains(&format!("outside the skill's folder {dir}")),
+        "{}",
+        r[2].1
+    );
+    assert!(r[2].1.contains("give a path inside it"), "{}", r[2].1);
+    assert!(!r[2].1.contains("secret instructions"));
+    // the rejected skill and the malformed one are invisible
+    for (i, name) in [(3, "calendar"), (4, "linked")] {
+        assert_eq!(r[i].0, "failed");
+        assert!(
+            r[i].1.contains(&format!(
+                "there is no skill named \"{name}\"; the skills are: dns-lookup, pdf-processing"
+            )),
+            "{}",
+            r[i].1
+        );
+    }
+    // boot said why each skill is missing, with its path and the fix
+    run.stderr_has("calendar/SKILL.md) is inactive: bash: it requests")
+        .stderr_has("to accept it, add to [capabilities] in")
+        .stderr_has("broken-yaml/SKILL.md: frontmatter: line 3")
+        .stderr_has("wrong-name/SKILL.md: name: the name \"right-name\" does not match the skill's folder \"wrong-name\"")
+        .stderr_has("set `name: wrong-name`")
+        .stderr_has("linked/SKILL.md: it is a symlink to")
+        .stderr_has("copy the file into the folder");
+}
+
+#[test]
+fn the_catalog_lists_accepted_skills_and_a_skill_row_joins_the_bash_grant() {
+    let s = Scratch::new();
+    write_skills(&s, "skills");
+    agent(
+        &s,
+        "[session]\nlayers = [\"skills\", \"in-memory\"]\n[session.skills]\nroots = [\"./skills\"]\n",
+        "[[{ say = \"hi\" }]]",
+    );
+    let pre = &preamble(&s);
+    let system = pre["systemPrompt"].to_string();
+    assert!(system.contains("- dns-lookup ("), "{system}");
+    assert!(
+        system.contains(
+            "): Look up DNS records with dig. Use when the user asks what a domain resolves to."
+        ),
+        "{system}"
+    );
+    assert!(system.contains("- pdf-processing ("), "{system}");
+    assert!(
+        !system.contains("calendar") && !system.contains("wrong-name"),
+        "{system}"
+    );
+    let tools = pre["tools"].as_array().cloned().unwrap_or_default();
+    let names: Vec<&str> = tools.iter().filter_map(|t| t["name"].as_str()).collect();
+    assert_eq!(names, ["bash", "read_skill"]);
+    let bash = tools[0]["description"].as_str().unwrap_or_default();
+    assert!(
+        bash.contains(
+            r#"[{ commands = "*", paths = ["./"] }, { commands = ["dig"], network = "*" }]"#
+        ),
+        "the dns-lookup row joined the bash grant: {bash}"
+    );
+}
+
+#[test]
+fn without_skills_there_is_no_catalog_and_no_read_skill() {
+    let s = Scratch::new();
+    agent(&s, "", "[[{ say = \"hi\" }]]");
+    let pre = &preamble(&s);
+    assert_eq!(pre["systemPrompt"], serde_json::json!([]));
+    let names: Vec<String> = pre["tools"]
+        .as_array()
+        .map(|t| {
+            t.iter()
+                .filter_map(|t| t["name"].as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default();
+    assert_eq!(names, ["bash"]);
+}
