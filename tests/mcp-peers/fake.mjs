@@ -9,6 +9,7 @@
 //   changing     lists `a` and `b`; after the first call, drops `b` and sends notifications/tools/list_changed
 //   http-404     Streamable HTTP on a free port (written to [arg]); forgets every session after each tools/call;
 //                POST /redirect answers 307
+//   http-notify  the same without forgetting; its GET stream drops `b` and sends notifications/tools/list_changed
 // With FAKE_PIDFILE set, a stdio server writes its pid there.
 import { createServer } from "node:http";
 import { writeFileSync, existsSync } from "node:fs";
@@ -69,7 +70,7 @@ function answer(msg) {
   }
 }
 
-if (mode === "http-404") {
+if (mode.startsWith("http-")) {
   let session = 0;
   let live = null;
   const server = createServer((req, res) => {
@@ -78,8 +79,16 @@ if (mode === "http-404") {
     req.on("end", () => {
       if (req.method === "DELETE") { res.writeHead(200).end(); return; }
       if (req.url === "/redirect") { res.writeHead(307, { location: "/mcp" }).end(); return; }
-      const msg = JSON.parse(body);
       const sid = req.headers["mcp-session-id"];
+      if (req.method === "GET") {
+        if (mode !== "http-notify" || sid !== live) { res.writeHead(405).end(); return; }
+        // the server's own stream: it drops `b` and says so, then keeps the stream open
+        tools = tools.filter((t) => t.name !== "b");
+        res.writeHead(200, { "content-type": "text/event-stream" });
+        res.write('data: {"jsonrpc":"2.0","method":"notifications/tools/list_changed"}\n\n');
+        return;
+      }
+      const msg = JSON.parse(body);
       if (msg.method !== "initialize" && sid !== live) {
         res.writeHead(404).end("unknown session");
         return;
@@ -92,7 +101,7 @@ if (mode === "http-404") {
       }
       const [r] = answer(msg);
       if (!r) { res.writeHead(202).end(); return; }
-      if (msg.method === "tools/call") {
+      if (msg.method === "tools/call" && mode === "http-404") {
         // the reply names the session it was served in, then the session is forgotten
         r.result.content[0].text += ` in session ${live}`;
         live = null;

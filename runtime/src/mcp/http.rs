@@ -43,6 +43,8 @@ struct Job {
     /// The request's id; `None` for notifications and responses (their replies are not waited for).
     id: Option<Json>,
     delete: bool,
+    /// Open the GET stream for the server's own messages (sent once, after `initialize`).
+    listen: bool,
 }
 
 /// Session state shared with the HTTP thread.
@@ -80,6 +82,10 @@ impl HttpTransport {
                 while let Some(job) = rx.recv().await {
                     let (client, spec, state, tx) =
                         (client.clone(), spec.clone(), state.clone(), tx.clone());
+                    if job.listen {
+                        tokio::spawn(async move { listen(&client, &spec, &state, &tx).await });
+                        continue;
+                    }
                     if job.delete {
                         // the last job: end the session, briefly, then stop
                         let _ = tokio::time::timeout(
@@ -213,19 +219,37 @@ async fn post(
             Err(e) => send(Event::Fail(McpError::Dead(e))),
         };
     }
-    // SSE: events separated by blank lines; `data:` lines of one event join with newlines
+    let want = job.id.clone();
+    let ended = read_sse(&mut resp, &mut |ev| {
+        let done = matches!(&ev, Incoming::Message(m) if m.get("id") == want.as_ref() && m.get("method").is_none())
+            || matches!(ev, Incoming::TooLarge(_));
+        send(Event::Got(ev));
+        done
+    })
+    .await;
+    if let Err(e) = ended {
+        send(Event::Fail(McpError::Dead(e)));
+    }
+}
+
+/// Reads an SSE body, handing each event's message to `on` until it returns true or the stream ends (then
+/// [`Incoming::Closed`] is handed over). Events are separated by blank lines; the `data:` lines of one event join
+/// with newlines; an event over [`MAX_MESSAGE_BYTES`] is dropped unread as [`Incoming::TooLarge`].
+async fn read_sse(
+    resp: &mut reqwest::Response,
+    on: &mut (dyn FnMut(Incoming) -> bool + Send),
+) -> Result<(), String> {
     let mut pending: Vec<u8> = Vec::new();
     let mut data: Vec<u8> = Vec::new();
     let mut dropped = 0usize;
     loop {
         let chunk = match resp.chunk().await {
             Ok(Some(c)) => c,
-            Ok(None) => return send(Event::Got(Incoming::Closed)),
-            Err(e) => {
-                return send(Event::Fail(McpError::Dead(format!(
-                    "the event stream broke: {e}"
-                ))))
+            Ok(None) => {
+                on(Incoming::Closed);
+                return Ok(());
             }
+            Err(e) => return Err(format!("the event stream broke: {e}")),
         };
         pending.extend_from_slice(&chunk);
         while let Some(nl) = pending.iter().position(|&b| b == b'\n') {
@@ -245,11 +269,8 @@ async fn post(
                 data.clear();
                 dropped = 0;
                 if let Some(ev) = event {
-                    let done = matches!(&ev, Incoming::Message(m) if m.get("id") == job.id.as_ref() && m.get("method").is_none())
-                        || matches!(ev, Incoming::TooLarge(_));
-                    send(Event::Got(ev));
-                    if done {
-                        return;
+                    if on(ev) {
+                        return Ok(());
                     }
                 }
             } else if let Some(d) = line.strip_prefix(b"data:") {
@@ -270,6 +291,36 @@ async fn post(
             pending.clear();
         }
     }
+}
+
+/// The GET stream a server may open for its own notifications and requests (`tools/list_changed`): each message
+/// goes to the transport as if it came with no request. A server without one (405, or no SSE) is fine.
+async fn listen(
+    client: &reqwest::Client,
+    spec: &HttpSpec,
+    shared: &Mutex<Shared>,
+    tx: &mpsc::Sender<(Json, Event)>,
+) {
+    let mut headers = headers_of(spec, shared);
+    headers.remove("content-type");
+    let Ok(mut resp) = client.get(spec.url.clone()).headers(headers).send().await else {
+        return;
+    };
+    let is_sse = resp
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|c| c.starts_with("text/event-stream"));
+    if !resp.status().is_success() || !is_sse {
+        return;
+    }
+    let _ = read_sse(&mut resp, &mut |ev| match ev {
+        Incoming::Message(m) => tx
+            .send((Json::Null, Event::Got(Incoming::Message(m))))
+            .is_err(),
+        _ => false,
+    })
+    .await;
 }
 
 /// Reads a body up to `cap` bytes: the bytes, and the total when it was over (the rest is drained, not kept).
@@ -307,6 +358,7 @@ impl Transport for HttpTransport {
                 body: message.clone(),
                 id,
                 delete: false,
+                listen: false,
             })
             .map_err(|_| McpError::Dead("the HTTP thread stopped".into()))
     }
@@ -338,6 +390,12 @@ impl Transport for HttpTransport {
         if let Ok(mut s) = self.shared.lock() {
             s.version = Some(version.to_string());
         }
+        let _ = self.jobs.send(Job {
+            body: Json::Null,
+            id: None,
+            delete: false,
+            listen: true,
+        });
     }
 }
 
@@ -353,6 +411,7 @@ impl Drop for HttpTransport {
                 body: Json::Null,
                 id: None,
                 delete: true,
+                listen: false,
             });
         }
     }

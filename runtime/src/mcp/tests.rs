@@ -200,33 +200,79 @@ fn a_tool_that_disappears_after_list_changed_is_refused() {
     assert_eq!(err, "the grant no longer fits");
 }
 
-#[test]
-fn an_expired_http_session_is_re_initialised() {
-    let Some(script) = fake() else { return };
+/// A fake HTTP server, stopped on drop.
+struct Running(std::process::Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts fake.mjs in an HTTP mode; its port.
+fn http_fake(mode: &str) -> Option<(Running, String)> {
+    let script = fake()?;
     let dir = tempfile::tempdir().unwrap();
     let port_file = dir.path().join("port");
-    let mut child = std::process::Command::new("node")
-        .arg(&script)
-        .arg("http-404")
-        .arg(&port_file)
-        .spawn()
-        .unwrap();
-    let port = loop {
+    let child = Running(
+        std::process::Command::new("node")
+            .arg(&script)
+            .arg(mode)
+            .arg(&port_file)
+            .spawn()
+            .unwrap(),
+    );
+    loop {
         if let Ok(p) = std::fs::read_to_string(&port_file) {
             if !p.is_empty() {
-                break p;
+                return Some((child, p));
             }
         }
         std::thread::sleep(Duration::from_millis(20));
-    };
-    let cfg = |path: &str| ServerConfig {
+    }
+}
+
+fn http_config(port: &str, path: &str) -> ServerConfig {
+    ServerConfig {
         launch: Launch::Http(super::http::HttpSpec {
             url: reqwest::Url::parse(&format!("http://127.0.0.1:{port}{path}")).unwrap(),
             headers: vec![],
         }),
         startup_timeout: Duration::from_secs(10),
         call_timeout: Duration::from_secs(10),
+    }
+}
+
+#[test]
+fn the_servers_get_stream_delivers_list_changed() {
+    let Some((_server, port)) = http_fake("http-notify") else {
+        return;
     };
+    let s = McpServer::start("web", http_config(&port, "/mcp")).unwrap();
+    // the notification arrives on the GET stream on its own schedule: call `b` until the client has seen it
+    let mut refused = None;
+    for _ in 0..500 {
+        match s.call("b", json!({}), &ok) {
+            Ok(_) => std::thread::sleep(Duration::from_millis(20)),
+            Err(e) => {
+                refused = Some(e);
+                break;
+            }
+        }
+    }
+    let err = refused.unwrap_or_default();
+    assert!(err.contains("no longer offers the tool `b`"), "{err}");
+    assert_eq!(s.call("a", json!({}), &ok).unwrap().text, "a got {}");
+    drop(s);
+}
+
+#[test]
+fn an_expired_http_session_is_re_initialised() {
+    let Some((_server, port)) = http_fake("http-404") else {
+        return;
+    };
+    let cfg = |path: &str| http_config(&port, path);
     let err = McpServer::start("moved", cfg("/redirect")).unwrap_err();
     assert!(
         err.contains("307") && err.contains("does not follow redirects"),
@@ -239,8 +285,6 @@ fn an_expired_http_session_is_re_initialised() {
     let second = s.call("a", json!({ "text": "y" }), &ok).unwrap();
     assert_eq!(second.text, "a got {\"text\":\"y\"} in session s2");
     drop(s);
-    let _ = child.kill();
-    let _ = child.wait();
 }
 
 #[test]
