@@ -53,6 +53,7 @@ mod bus;
 mod contributed;
 mod explain;
 mod harness;
+mod keychain;
 mod load;
 mod mcp;
 mod model;

@@ -43,6 +43,8 @@ pub enum SecretSource {
     File(PathBuf),
     /// An environment variable (its name).
     Env(String),
+    /// The OS keychain (`service = loom`, `account = NAME`).
+    Keychain,
 }
 
 /// The chain.
@@ -52,6 +54,8 @@ pub struct SecretChain {
     files: Vec<(PathBuf, BTreeMap<String, Secret>)>,
     env: BTreeMap<String, String>,
     xdg: Option<(PathBuf, BTreeMap<String, Secret>)>,
+    /// The OS keychain (feature `keychain`), asked after the environment and before the XDG file.
+    keychain: Option<crate::keychain::Keychain>,
 }
 
 /// Why a secrets file could not be read.
@@ -110,6 +114,8 @@ impl SecretChain {
             files,
             env: env.clone(),
             xdg,
+            keychain: cfg!(feature = "keychain")
+                .then(|| crate::keychain::Keychain::on_path(env.get("PATH").map(String::as_str))),
         })
     }
 
@@ -127,6 +133,10 @@ impl SecretChain {
             if let Some(v) = self.env.get(&n).filter(|v| !v.is_empty()) {
                 return Some((Secret::new(v.clone()), SecretSource::Env(n)));
             }
+        }
+        // an unavailable keychain is not a miss: the reason is kept and named if the secret is found nowhere
+        if let Some(Ok(Some(s))) = self.keychain.as_ref().map(|k| k.lookup(name)) {
+            return Some((s, SecretSource::Keychain));
         }
         let (p, m) = self.xdg.as_ref()?;
         m.get(name)
@@ -182,9 +192,15 @@ impl SecretChain {
         if missing.is_empty() {
             return Ok(out);
         }
+        let keychain = self
+            .keychain
+            .as_ref()
+            .and_then(crate::keychain::Keychain::unavailable)
+            .map(|why| format!("; the OS keychain could not be asked: {why}"))
+            .unwrap_or_default();
         Err(format!(
             "secret{} {} not set; add {} to .loom-secrets next to the manifest (KEY=value lines), export {}, or put \
-             it in $XDG_CONFIG_HOME/loom/secrets.toml",
+             it in $XDG_CONFIG_HOME/loom/secrets.toml{keychain}",
             if missing.len() > 1 { "s" } else { "" },
             missing.join(", "),
             if missing.len() > 1 { "them" } else { "it" },
@@ -317,5 +333,61 @@ mod tests {
         let err = SecretChain::standard(BTreeMap::new(), m.path(), m.path(), &BTreeMap::new())
             .unwrap_err();
         assert!(!err.to_string().contains("sk-live"), "{err}");
+    }
+}
+
+#[cfg(test)]
+mod keychain_tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn the_keychain_comes_after_the_environment_and_before_the_xdg_file() {
+        let bin = tempfile::tempdir().unwrap();
+        let tool = bin.path().join("secret-tool");
+        std::fs::write(
+            &tool,
+            "#!/bin/sh\n[ \"$5\" = KC ] && printf from-keychain && exit 0\n[ \"$5\" = BOTH ] && printf keychain && exit 0\nexit 1\n",
+        )
+        .unwrap();
+        std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let x = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(x.path().join("loom")).unwrap();
+        std::fs::write(
+            x.path().join("loom/secrets.toml"),
+            "BOTH = \"xdg\"\nXDG_ONLY = \"xdg\"\n",
+        )
+        .unwrap();
+        let m = tempfile::tempdir().unwrap();
+        let env = BTreeMap::from([
+            ("PATH".to_string(), bin.path().display().to_string()),
+            (
+                "XDG_CONFIG_HOME".to_string(),
+                x.path().display().to_string(),
+            ),
+            ("KC".to_string(), "from-env".to_string()),
+        ]);
+        let chain = SecretChain::standard(BTreeMap::new(), m.path(), m.path(), &env).unwrap();
+        let v = |n: &str| chain.get(n).map(|(s, src)| (s.expose().to_string(), src));
+        assert_eq!(
+            v("KC"),
+            Some(("from-env".into(), SecretSource::Env("KC".into())))
+        );
+        assert_eq!(v("BOTH"), Some(("keychain".into(), SecretSource::Keychain)));
+        assert_eq!(v("XDG_ONLY").unwrap().0, "xdg");
+        assert!(v("NOWHERE").is_none());
+        let err = chain.resolve(&["NOWHERE".into()]).unwrap_err();
+        assert!(!err.contains("keychain could not"), "{err}");
+
+        // no secret-tool on PATH: the chain still ends at the XDG file, and a missing secret says why the keychain
+        // was not asked
+        let env = BTreeMap::from([("PATH".to_string(), "/nonexistent".to_string())]);
+        let chain = SecretChain::standard(BTreeMap::new(), m.path(), m.path(), &env).unwrap();
+        let err = chain.resolve(&["NOWHERE".into()]).unwrap_err();
+        assert!(
+            err.contains("the OS keychain could not be asked")
+                && err.contains("`secret-tool` is not installed"),
+            "{err}"
+        );
     }
 }
