@@ -242,6 +242,12 @@ pub fn boot_with(
     let bound = bind_groups(&loaded, &ceiling, &ctx, &grants, &mut session);
     notes.extend(bound.notes);
 
+    let mcp_place = McpPlace {
+        manifest_dir: &loaded.dir,
+        cwd: &cwd,
+        chain: &chain,
+        env: &env,
+    };
     for g in &grants {
         if !g.problems.is_empty() {
             return Err(tool_err(&g.instance, g.problems.join("; ")));
@@ -298,14 +304,8 @@ pub fn boot_with(
             cwd: cwd.clone(),
         };
         let built = if let Some((key, table)) = mcp {
-            let place = McpPlace {
-                manifest_dir: &loaded.dir,
-                cwd: &cwd,
-                chain: &chain,
-                env: &env,
-            };
             let server = mcp_servers
-                .get_or_start(&key, table, &place)
+                .get_or_start(&key, table, &mcp_place)
                 .map_err(|e| tool_err(&g.instance, e))?;
             let tool = McpTool::new(&g.instance, &g.underlying, &g.grant, server)
                 .map_err(|e| tool_err(&g.instance, e))?;
@@ -385,6 +385,33 @@ pub fn boot_with(
                     ToolSlot {
                         tool,
                         algebra,
+                        grant,
+                    },
+                )
+            }
+            NewTool::Mcp {
+                instance,
+                underlying,
+                grant,
+                key,
+                table,
+            } => {
+                // fail-soft like the judging: a contributed server that does not start leaves its tool out
+                let tool = mcp_servers
+                    .get_or_start(&key, &table, &mcp_place)
+                    .and_then(|server| McpTool::new(&instance, &underlying, &grant, server));
+                let tool = match tool {
+                    Ok(t) => Arc::new(t) as Arc<dyn crate::tools::Tool>,
+                    Err(e) => {
+                        notes.push(format!("contributed tool {instance} is left out: {e}"));
+                        continue;
+                    }
+                };
+                (
+                    instance,
+                    ToolSlot {
+                        tool,
+                        algebra: AlgebraKind::Mcp,
                         grant,
                     },
                 )

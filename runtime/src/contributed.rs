@@ -12,6 +12,7 @@ use loom_kernel::{
     ToolGrant, ToolGroup,
 };
 
+use crate::mcp::mcp_provider;
 use crate::session::{Chain, Keeper};
 use crate::tools::IMPLEMENTED;
 
@@ -25,6 +26,19 @@ pub(crate) enum NewTool {
         underlying: String,
         /// Its grant.
         grant: Grant,
+    },
+    /// A tool of an MCP server: a root `[providers]` handle, or a server the group ships (consented to by name).
+    Mcp {
+        /// The instance.
+        instance: String,
+        /// The server's tool name.
+        underlying: String,
+        /// Its grant.
+        grant: Grant,
+        /// The server's key (the handle, or the shipped spec by value: servers dedup globally).
+        key: String,
+        /// The server's `mcp-server` config.
+        table: toml::Table,
     },
     /// A tool the session implements (`read_skill`): taken from the chain once it is bound.
     Session {
@@ -70,8 +84,11 @@ pub fn rejection_note(j: &GroupJudgement, manifest_file: &str) -> String {
 
 /// A problem this build has binding `group` (providers it cannot run yet), on top of the kernel's
 /// [`binding_problem`].
-fn unsupported(group: &ToolGroup) -> Option<String> {
+fn unsupported(m: &Manifest, group: &ToolGroup) -> Option<String> {
     for (name, entry) in &group.tools {
+        if mcp_provider(m, &entry.provider).is_some() {
+            continue;
+        }
         let what = match &entry.provider {
             ProviderRef::Host | ProviderRef::Session => continue,
             ProviderRef::Builtin => {
@@ -115,7 +132,7 @@ pub(crate) fn bind_groups(
             continue;
         }
         let trim = |why: String| format!("{} ({}) is inactive: {why}", group.label, group.origin);
-        if let Some(why) = binding_problem(m, &group).or_else(|| unsupported(&group)) {
+        if let Some(why) = binding_problem(m, &group).or_else(|| unsupported(m, &group)) {
             out.notes.push(trim(why));
             continue;
         }
@@ -145,13 +162,26 @@ pub(crate) fn bind_groups(
                     }),
                     None => problem = Some(format!("no session layer provides `{name}`")),
                 },
-                _ => {}
+                provider => {
+                    if let Some((key, table)) = mcp_provider(m, provider) {
+                        let (grant, _) = requested_grant(ceiling, name, entry);
+                        news.push(NewTool::Mcp {
+                            instance: name.clone(),
+                            underlying: entry.tool.clone().unwrap_or_else(|| name.clone()),
+                            grant,
+                            key,
+                            table: table.clone(),
+                        });
+                    }
+                }
             }
         }
         let names: Vec<&String> = news
             .iter()
             .map(|n| match n {
-                NewTool::Builtin { instance, .. } | NewTool::Session { instance, .. } => instance,
+                NewTool::Builtin { instance, .. }
+                | NewTool::Mcp { instance, .. }
+                | NewTool::Session { instance, .. } => instance,
             })
             .collect();
         if let Some(dup) = names.iter().find(|n| taken.contains(**n)) {

@@ -161,3 +161,54 @@ fn without_skills_there_is_no_catalog_and_no_read_skill() {
         .unwrap_or_default();
     assert_eq!(names, ["bash"]);
 }
+
+#[test]
+fn a_skill_shipping_its_own_mcp_server_runs_only_with_consent() {
+    let s = Scratch::new();
+    let fake = loom_tests::workspace_root().join("tests/mcp-peers/fake.mjs");
+    let server = std::fs::read_to_string(&fake).unwrap_or_default();
+    s.write(".agents/skills/echo-notes/server.mjs", &server);
+    s.write(
+        ".agents/skills/echo-notes/SKILL.md",
+        "---\nname: echo-notes\ndescription: Echo a note through the skill's own MCP server.\nmetadata:\n  loom.providers: |\n    notes = { provider = \"mcp-server\", command = \"node\", args = [\"${SKILL_DIR}/server.mjs\", \"paged\"] }\n  loom.tools: |\n    echo_note = { provider = \"notes\", tool = \"a\" }\n---\nCall echo_note.\n",
+    );
+    let script =
+        r#"[[{ call = { tool = "echo_note", input = { text = "hi" } } }, { say = "done" }]]"#;
+    // without consent: the skill is inactive, boot names the paste-ready consent line, the tool does not exist
+    agent(&s, "", script);
+    let run = s.loom_env(
+        &["prompt", "agent.toml", "go", "--format", "jsonl"],
+        &[("HOME", &home(&s))],
+    );
+    run.expect_code(0)
+        .stderr_has("skill echo-notes (")
+        .stderr_has("ships its own implementation")
+        .stderr_has("echo_note = {}");
+    let r = results(&updates(&run));
+    assert!(
+        r[0].0 == "failed" && r[0].1.contains("no tool named \"echo_note\""),
+        "{r:#?}"
+    );
+    // with consent (the instance named in [capabilities]) the skill's server runs
+    s.write(
+        "agent.toml",
+        &format!(
+            "[agent]\nname = \"skills-e2e\"\n[harness]\nprovider = \"test\"\nscript = {script}\n{HOST}echo_note = \"*\"\n"
+        ),
+    );
+    let run = s.loom_env(
+        &["prompt", "agent.toml", "go", "--format", "jsonl"],
+        &[("HOME", &home(&s))],
+    );
+    run.expect_code(0);
+    let r = results(&updates(&run));
+    assert_eq!(
+        r[0],
+        (
+            "completed".to_string(),
+            "a got {\"text\":\"hi\"}".to_string()
+        ),
+        "{}",
+        run.stderr()
+    );
+}
