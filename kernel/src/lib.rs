@@ -37,6 +37,7 @@ mod decide;
 mod doom;
 mod gate;
 mod grant;
+mod hooks;
 mod judge;
 mod laws;
 mod manifest;
@@ -67,6 +68,10 @@ pub use decide::{
 pub use doom::{DoomGuard, DOOM_LOOP_THRESHOLD};
 pub use gate::{ceiling_growth, Growth};
 pub use grant::{Grant, GrantError, Kind, Row};
+pub use hooks::{
+    combine_hooks, interpret_hook, matcher_matches, Hook, HookAction, HookEvent, HookExit, HookRun,
+    HookVerdict, Hooks, DEFAULT_HOOK_TIMEOUT_SECS,
+};
 pub use judge::{judge_group, DeclJudgement, DeclVerdict, GroupJudgement};
 pub use laws::{
     check_laws, Law, LawCheck, LawReport, LawTally, LawViolation, Trial, DEFAULT_SEED,

@@ -13,6 +13,7 @@ mod agent;
 mod error;
 mod group;
 mod harness;
+mod hooks;
 mod parse;
 mod permissions;
 mod providers;

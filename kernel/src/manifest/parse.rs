@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::agent::{parse_agent, Agent, AGENT_KEYS};
 use super::error::{join, Ctx, ManifestError};
 use super::harness::{parse_harness, Harness};
+use super::hooks::parse_hooks;
 use super::permissions::parse_permissions;
 use super::providers::{parse_providers, ProviderSpec};
 use super::session::{parse_session, Session};
@@ -14,6 +15,7 @@ use super::suggest::unknown_key_message;
 use super::text::parse_toml;
 use super::tools::{default_tools, parse_grant, parse_tools, Resolver, ToolEntry};
 use super::typed::want_table;
+use crate::hooks::Hooks;
 use crate::rules::Permissions;
 use crate::Grant;
 
@@ -26,6 +28,7 @@ const SECTIONS: &[&str] = &[
     "tools",
     "capabilities",
     "permissions",
+    "hooks",
 ];
 
 /// Provider handle names nobody may define: they already mean something.
@@ -55,6 +58,8 @@ pub struct Manifest {
     pub capabilities: Option<BTreeMap<String, Grant>>,
     /// `[permissions]`.
     pub permissions: Permissions,
+    /// `[hooks]`: lifecycle hooks by event.
+    pub hooks: Hooks,
     /// Sub-manifests carried by `manifest` kinds in `[capabilities]` or in root `[tools]` inline capabilities.
     pub subagents: Vec<SubagentRef>,
 }
@@ -176,6 +181,10 @@ pub(crate) fn build_manifest(
         Some(v) => parse_permissions(ctx, &join(prefix, "permissions"), v)?,
         None => Permissions::default(),
     };
+    let hooks = match table.get("hooks") {
+        Some(v) => parse_hooks(ctx, &join(prefix, "hooks"), v)?,
+        None => Hooks::default(),
+    };
     Ok(Manifest {
         agent,
         harness,
@@ -185,6 +194,7 @@ pub(crate) fn build_manifest(
         tools_defaulted,
         capabilities,
         permissions,
+        hooks,
         subagents,
     })
 }
@@ -201,11 +211,6 @@ fn check_sections(
     }
     for key in table.keys() {
         let p = join(prefix, key);
-        if key == "hooks" {
-            return Err(ctx
-                .err(&p, "hooks are not supported yet")
-                .with_hint("remove the [hooks] section"));
-        }
         if !valid.contains(&key.as_str()) {
             let mut err = ctx.err(&p, unknown_key_message(key, &valid));
             if !flattened && AGENT_KEYS.contains(&key.as_str()) {

@@ -1014,7 +1014,7 @@ fn wrong_types_and_shapes() {
         ("[agent]\nname = \"a\"\n[permissions]\nallow_rules = { tool = \"x\" }\n", "permissions.allow_rules: expected an array of rule tables, found a table"),
         ("[agent]\nname = \"a\"\n[[permissions.ask_rules]]\n", "permissions.ask_rules[0]: an empty rule would match every call"),
         ("[agent]\nname = \"a\"\n[[permissions.ask_rules]]\ntool = 1\n", "permissions.ask_rules[0].tool: expected a string, found an integer"),
-        ("[agent]\nname = \"a\"\n[hooks]\npre_tool = \"x\"\n", "agent.toml: hooks: hooks are not supported yet"),
+        ("[agent]\nname = \"a\"\n[hooks]\npre_tool = \"x\"\n", "agent.toml: hooks.pre_tool: unknown key; did you mean PreToolUse?"),
     ];
     for (text, want) in cases {
         fails(text, want);
@@ -1249,5 +1249,88 @@ fn never_panics_on_mangled_examples() {
                 let _ = parse_tool_group("g", &s, Some(&s), "g", &e, &handles(&["notes"]));
             }
         }
+    }
+}
+
+#[test]
+fn hooks_parse_by_event_with_defaults() {
+    use crate::hooks::{HookAction, HookEvent, DEFAULT_HOOK_TIMEOUT_SECS};
+    let m = parses(
+        r#"
+[agent]
+name = "hooked"
+
+[[hooks.PreToolUse]]
+matcher = "bash|write_file"
+command = "./hooks/check.sh"
+timeout_secs = 5
+
+[[hooks.PreToolUse]]
+url = "https://hooks.example/pre"
+
+[[hooks.Stop]]
+command = "cargo test -q"
+"#,
+    );
+    let pre = m.hooks.at(HookEvent::PreToolUse, Some("bash"));
+    assert_eq!(pre.len(), 2);
+    assert_eq!(
+        pre[0].action,
+        HookAction::Command("./hooks/check.sh".into())
+    );
+    assert_eq!(pre[0].timeout_secs, 5);
+    assert_eq!(
+        pre[1].action,
+        HookAction::Url("https://hooks.example/pre".into())
+    );
+    assert_eq!(pre[1].timeout_secs, DEFAULT_HOOK_TIMEOUT_SECS);
+    // the matcher applies: read_file gets only the hook without one
+    assert_eq!(
+        m.hooks.at(HookEvent::PreToolUse, Some("read_file")).len(),
+        1
+    );
+    assert_eq!(m.hooks.at(HookEvent::Stop, None).len(), 1);
+    assert!(m.hooks.at(HookEvent::SessionStart, None).is_empty());
+    assert!(parses("[agent]\nname = \"a\"\n").hooks.is_empty());
+}
+
+#[test]
+fn bad_hooks_are_named() {
+    let cases = [
+        (
+            "[agent]\nname = \"a\"\n[[hooks.PreToolUs]]\ncommand = \"x\"\n",
+            "hooks.PreToolUs: unknown key; did you mean PreToolUse?",
+        ),
+        (
+            "[agent]\nname = \"a\"\n[[hooks.Stop]]\n",
+            "hooks.Stop[0]: a hook needs command or url",
+        ),
+        (
+            "[agent]\nname = \"a\"\n[[hooks.Stop]]\ncommand = \"x\"\nurl = \"https://h\"\n",
+            "exactly one of command and url",
+        ),
+        (
+            "[agent]\nname = \"a\"\n[[hooks.Stop]]\nurl = \"ftp://h\"\n",
+            "hooks.Stop[0].url: \"ftp://h\" is not an http:// or https:// URL",
+        ),
+        (
+            "[agent]\nname = \"a\"\n[[hooks.Stop]]\ncommand = \"x\"\nmatcher = \"bash\"\n",
+            "hooks.Stop[0].matcher: Stop hooks do not match tools",
+        ),
+        (
+            "[agent]\nname = \"a\"\n[[hooks.PreToolUse]]\ncommand = \"x\"\ntimeout_secs = 0\n",
+            "hooks.PreToolUse[0].timeout_secs: expected a whole number of seconds from 1 to 3600",
+        ),
+        (
+            "[agent]\nname = \"a\"\n[[hooks.PreToolUse]]\ncommand = \"x\"\ntimout_secs = 3\n",
+            "hooks.PreToolUse[0].timout_secs: unknown key; did you mean timeout_secs?",
+        ),
+        (
+            "[agent]\nname = \"a\"\n[hooks]\nStop = \"x\"\n",
+            "hooks.Stop: expected an array of hook tables",
+        ),
+    ];
+    for (text, want) in cases {
+        fails(text, want);
     }
 }
