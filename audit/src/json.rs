@@ -87,6 +87,13 @@ pub fn render_json(r: &Report) -> Json {
         "tools": tools,
         "toolGroups": groups,
         "subagents": r.subagents.iter().map(subagent_json).collect::<Vec<_>>(),
+        "hooks": m.hooks.0.iter().map(|(event, h)| {
+            let (kind, target) = match &h.action {
+                loom_kernel::HookAction::Command(c) => ("command", c.as_str()),
+                loom_kernel::HookAction::Url(u) => ("url", u.as_str()),
+            };
+            json!({ "event": event.name(), "matcher": h.matcher, kind: target, "timeoutSecs": h.timeout_secs })
+        }).collect::<Vec<_>>(),
         "laws": laws,
         "health": {
             "ok": r.healthy(),

@@ -165,6 +165,32 @@ pub fn render_text(r: &Report) -> String {
     }
     render_subagents(&mut o, &r.subagents, 1);
 
+    // hooks are programs the manifest runs outside every grant: they belong in the authority surface
+    let _ = writeln!(
+        o,
+        "\nhooks  (run unconfined, from the manifest's directory)"
+    );
+    if m.hooks.is_empty() {
+        let _ = writeln!(o, "  (none)");
+    }
+    for (event, hook) in &m.hooks.0 {
+        let what = match &hook.action {
+            loom_kernel::HookAction::Command(c) => format!("command {c:?}"),
+            loom_kernel::HookAction::Url(u) => format!("url {u}"),
+        };
+        let matcher = hook
+            .matcher
+            .as_deref()
+            .map(|m| format!(" [{m}]"))
+            .unwrap_or_default();
+        let _ = writeln!(
+            o,
+            "  {}{matcher}  {what}  (timeout {}s)",
+            event.name(),
+            hook.timeout_secs
+        );
+    }
+
     let _ = writeln!(
         o,
         "\nalgebra laws  (seed {:#x}, {} trials per law)",

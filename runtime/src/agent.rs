@@ -19,14 +19,16 @@ use std::sync::{Arc, Mutex as StdMutex};
 use futures::future::BoxFuture;
 use futures::StreamExt;
 use loom_kernel::{
-    combine, decide, plan_mode_verdict, AlgebraKind, Approval, CallFacts, Decision, Effect, Grant,
-    PathCtx, Permissions, Rule, RuleKind, RulesVerdict, Verdict,
+    combine, combine_hooks, decide, plan_mode_verdict, AlgebraKind, Approval, CallFacts, Decision,
+    Effect, Grant, HookEvent, PathCtx, Permissions, Rule, RuleKind, RulesVerdict, Verdict,
 };
+use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
 use crate::approvals::{now_secs, ApprovalStore, Remembered};
 use crate::bus::{Bus, Capacity, Subscription};
 use crate::harness::{EventStream, Harness, HarnessError};
+use crate::hooks::{HookOutcome, HookRunner};
 use crate::model::{ModelEvent, ModelRequest, Role, StopReason, ToolSpec};
 use crate::retry::{jitter, wait, RetryPolicy, Sleeper, TokioSleeper};
 use crate::session::{to_messages, Chain, CompactCtx, CompactMode, Compaction, SessionError};
@@ -131,6 +133,8 @@ pub struct AgentParts {
     pub approvals: Option<Arc<ApprovalStore>>,
     /// Start in plan mode (see [`Agent::set_plan_mode`]).
     pub plan_mode: bool,
+    /// Lifecycle hooks (none declared: `None`).
+    pub hooks: Option<Arc<HookRunner>>,
 }
 
 impl AgentParts {
@@ -150,6 +154,7 @@ impl AgentParts {
             asker: None,
             approvals: None,
             plan_mode: false,
+            hooks: None,
         }
     }
 }
@@ -170,6 +175,7 @@ pub struct Agent {
     asker: Option<Arc<dyn Asker>>,
     approvals: Option<Arc<ApprovalStore>>,
     plan_mode: AtomicBool,
+    hooks: Option<Arc<HookRunner>>,
     turns: AtomicU64,
     steering: StdMutex<Vec<String>>,
     /// Distinguishes this agent instance's message ids from those of earlier runs stored in the same session.
@@ -242,6 +248,7 @@ impl Agent {
             asker: parts.asker,
             approvals: parts.approvals,
             plan_mode: AtomicBool::new(parts.plan_mode),
+            hooks: parts.hooks,
             turns: AtomicU64::new(0),
             steering: StdMutex::new(Vec::new()),
             nonce: format!("{:x}", nonce()),
@@ -313,6 +320,8 @@ impl Agent {
 
     /// Flushes and closes the session and ends every subscription.
     pub async fn close(&self) -> Result<(), SessionError> {
+        // SessionEnd hooks report only; they cannot keep the session open
+        self.hook(HookEvent::SessionEnd, None, Map::new()).await;
         let r = self.session.lock().await.close().await;
         self.bus.close();
         r
@@ -383,9 +392,47 @@ impl Agent {
         let mut session = self.session.lock().await;
         let turn = self.turns.fetch_add(1, Ordering::SeqCst);
         let mut final_text = String::new();
+        // hooks before the prompt enters the history: SessionStart once, then UserPromptSubmit (which can block it)
+        let mut context = Vec::new();
+        if turn == 0 {
+            let started = self.hook(HookEvent::SessionStart, None, Map::new()).await;
+            context.extend(started.into_iter().filter_map(|o| o.verdict.context));
+        }
+        let mut fields = Map::new();
+        fields.insert("prompt".into(), Value::String(text.to_string()));
+        let submitted = self.hook(HookEvent::UserPromptSubmit, None, fields).await;
+        if let Some(blocked) = submitted
+            .iter()
+            .find(|o| o.verdict.decision == Some(Verdict::Deny))
+        {
+            let why = format!(
+                "the prompt was blocked by a UserPromptSubmit hook ({}): {}",
+                blocked.what,
+                blocked
+                    .verdict
+                    .reason
+                    .as_deref()
+                    .unwrap_or("no reason given")
+            );
+            return self.refused_turn(&mut session, why).await;
+        }
+        context.extend(submitted.into_iter().filter_map(|o| o.verdict.context));
+        let text = if context.is_empty() {
+            text.to_string()
+        } else {
+            format!(
+                "{text}\n\n<hook-context>\n{}\n</hook-context>",
+                context.join("\n")
+            )
+        };
         let result = self
-            .turn(&mut session, turn, text, &cancel, &mut final_text)
+            .turn(&mut session, turn, &text, &cancel, &mut final_text)
             .await;
+        if let Err(Stop::Failed(e)) = &result {
+            let mut fields = Map::new();
+            fields.insert("error".into(), Value::String(e.clone()));
+            self.hook(HookEvent::StopFailure, None, fields).await;
+        }
         let (stop, error) = match result {
             Ok(s) => (s, None),
             Err(Stop::Cancelled) => (TurnStop::Cancelled, None),
@@ -433,6 +480,7 @@ impl Agent {
         system.extend(session.system_prompt_sections());
         let specs = self.tool_specs();
         let mut doom = DoomGuard::default();
+        let mut stop_hooks_ran = false;
         for request_in_turn in 0u32.. {
             if cancel.is_cancelled() {
                 return Err(Stop::Cancelled);
@@ -612,11 +660,38 @@ impl Agent {
             self.end_message(session, &message_id).await?;
             *final_text = text_now;
             if calls.is_empty() {
-                return Ok(match stop_reason {
+                let stop = match stop_reason {
                     StopReason::MaxTokens => TurnStop::MaxTokens,
                     StopReason::Refusal => TurnStop::Refusal,
                     _ => TurnStop::EndTurn,
-                });
+                };
+                // a Stop hook may send the agent back to work with its reason (bounded by maxTurnRequests)
+                let mut fields = Map::new();
+                fields.insert("stop_hook_active".into(), Value::Bool(stop_hooks_ran));
+                fields.insert(
+                    "last_assistant_message".into(),
+                    Value::String(final_text.clone()),
+                );
+                let stopping = if stop == TurnStop::EndTurn {
+                    self.hook(HookEvent::Stop, None, fields).await
+                } else {
+                    Vec::new()
+                };
+                stop_hooks_ran = true;
+                let reasons: Vec<String> = stopping
+                    .into_iter()
+                    .filter_map(|o| o.verdict.continue_with)
+                    .collect();
+                if reasons.is_empty() {
+                    return Ok(stop);
+                }
+                self.user_message(
+                    session,
+                    format!("user-{}-{turn}-stop-{request_in_turn}", self.nonce),
+                    reasons.join("\n"),
+                )
+                .await?;
+                continue;
             }
             for call in calls {
                 if cancel.is_cancelled() {
@@ -698,7 +773,63 @@ impl Agent {
             harness: self.harness.as_ref(),
             cancel: &cancel,
         };
-        session.compact(CompactMode::Forced, &ctx).await
+        let mut fields = Map::new();
+        fields.insert("trigger".into(), Value::String("manual".into()));
+        self.hook(HookEvent::PreCompact, None, fields.clone()).await;
+        let reports = session.compact(CompactMode::Forced, &ctx).await?;
+        if reports
+            .iter()
+            .any(|r| matches!(r, Compaction::Compacted { .. }))
+        {
+            self.hook(HookEvent::PostCompact, None, fields).await;
+        }
+        Ok(reports)
+    }
+
+    /// Runs the hooks of `event` (for `tool`) and publishes a notice for each problem worth the user's attention
+    /// (a post hook that failed, output that is not JSON). No hooks: nothing.
+    async fn hook(
+        &self,
+        event: HookEvent,
+        tool: Option<&str>,
+        fields: Map<String, Value>,
+    ) -> Vec<HookOutcome> {
+        let Some(hooks) = &self.hooks else {
+            return Vec::new();
+        };
+        let outcomes = hooks.run(event, tool, fields).await;
+        for o in &outcomes {
+            if let Some(problem) = &o.verdict.problem {
+                self.bus.publish(&SessionUpdate::notice(format!(
+                    "hook {}: {problem}",
+                    o.what
+                )));
+            }
+        }
+        outcomes
+    }
+
+    /// A turn that ends before the prompt enters the history (a UserPromptSubmit hook blocked it).
+    async fn refused_turn(&self, session: &mut Chain, why: String) -> TurnOutcome {
+        let _ = self
+            .emit(
+                session,
+                SessionUpdate::frame(FrameKind::TurnStart, None, None),
+            )
+            .await;
+        let end = SessionUpdate::Frame(Frame {
+            frame: FrameKind::TurnEnd,
+            role: None,
+            message_id: None,
+            stop_reason: Some(TurnStop::Refusal),
+            text: None,
+        });
+        let _ = self.emit(session, end).await;
+        TurnOutcome {
+            stop: TurnStop::Refusal,
+            final_text: String::new(),
+            error: Some(why),
+        }
     }
 
     /// The tokens the last request used, as the session's compacting layer knows them (none before the first
@@ -842,6 +973,43 @@ impl Agent {
             ));
             return self.finish(session, &call.id, out).await;
         };
+        // PreToolUse hooks see the call first: they can deny it, ask about it, add context, or rewrite its input
+        // (which the kernel then decides afresh, like any input)
+        let mut fields = Map::new();
+        fields.insert("tool_name".into(), Value::String(call.name.clone()));
+        fields.insert("tool_input".into(), input.clone());
+        let pre = self
+            .hook(HookEvent::PreToolUse, Some(&call.name), fields)
+            .await;
+        let hooked = combine_hooks(&pre.iter().map(|o| o.verdict.clone()).collect::<Vec<_>>());
+        let mut input = input;
+        if let Some(updated) = pre
+            .iter()
+            .rev()
+            .find_map(|o| o.verdict.updated_input.clone())
+        {
+            input = updated;
+        }
+        let pre_context: Vec<String> = pre
+            .iter()
+            .filter_map(|o| o.verdict.context.clone())
+            .collect();
+        if hooked == Verdict::Deny {
+            self.announce(session, &call, &input, kind, vec![]).await?;
+            let why = pre
+                .iter()
+                .find(|o| o.verdict.decision == Some(Verdict::Deny))
+                .map(|o| {
+                    format!(
+                        "{}: refused by a PreToolUse hook ({}): {}",
+                        call.name,
+                        o.what,
+                        o.verdict.reason.as_deref().unwrap_or("no reason given")
+                    )
+                })
+                .unwrap_or_default();
+            return self.finish(session, &call.id, ToolOutput::error(why)).await;
+        }
         let prepared = match slot.tool.prepare(&input) {
             Ok(p) => p,
             Err(e) => {
@@ -858,7 +1026,7 @@ impl Agent {
         } else {
             Verdict::Allow
         };
-        let verdict = combine(&decision, judged.verdict, &[stuck, plan]);
+        let verdict = combine(&decision, judged.verdict, &[stuck, plan, hooked]);
         let mut remember_failed = None;
         let auth = match (decision, verdict) {
             (Decision::Deny(d), _) => {
@@ -882,8 +1050,20 @@ impl Agent {
                 return self.finish(session, &call.id, out).await;
             }
             (Decision::Allow(a), Verdict::Ask) => {
-                let rememberable = judged.rememberable() && stuck != Verdict::Ask;
-                let reason = if stuck == Verdict::Ask {
+                let rememberable =
+                    judged.rememberable() && stuck != Verdict::Ask && hooked != Verdict::Ask;
+                let hook_asks = pre
+                    .iter()
+                    .find(|o| o.verdict.decision == Some(Verdict::Ask))
+                    .filter(|_| judged.verdict != Verdict::Ask);
+                let reason = if let Some(o) = hook_asks.filter(|_| stuck != Verdict::Ask) {
+                    format!(
+                        "{}: a PreToolUse hook ({}) asks for the user's approval: {}",
+                        call.name,
+                        o.what,
+                        o.verdict.reason.as_deref().unwrap_or("no reason given")
+                    )
+                } else if stuck == Verdict::Ask {
                     format!(
                         "{}: this is the same call with the same input {} times in a row — the model appears stuck \
                          repeating it; it needs the user's approval",
@@ -981,6 +1161,32 @@ impl Agent {
                 "{}\n(the user answered \"always\", but loom could not remember it, so the next such call is asked \
                  about again: {e})",
                 out.text
+            );
+        }
+        // PostToolUse (or PostToolUseFailure) hooks see the result; what they add is model-visible, and they
+        // cannot undo the call
+        let event = if out.is_error {
+            HookEvent::PostToolUseFailure
+        } else {
+            HookEvent::PostToolUse
+        };
+        let mut fields = Map::new();
+        fields.insert("tool_name".into(), Value::String(call.name.clone()));
+        fields.insert("tool_input".into(), input.clone());
+        fields.insert(
+            "tool_response".into(),
+            serde_json::json!({"text": out.text, "is_error": out.is_error}),
+        );
+        let post = self.hook(event, Some(&call.name), fields).await;
+        let context: Vec<String> = pre_context
+            .into_iter()
+            .chain(post.into_iter().filter_map(|o| o.verdict.context))
+            .collect();
+        if !context.is_empty() {
+            out.text = format!(
+                "{}\n\n<hook-context>\n{}\n</hook-context>",
+                out.text,
+                context.join("\n")
             );
         }
         self.finish(session, &call.id, out).await

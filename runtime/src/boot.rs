@@ -18,6 +18,7 @@ use crate::contributed::{bind_groups, NewTool};
 use crate::harness::{
     build_harness, max_turn_requests_of, small_model_of_parent, Harness, HarnessConfigError,
 };
+use crate::hooks::HookRunner;
 use crate::load::{env_map, load_manifest, path_ctx, LoadError, Loaded};
 use crate::mcp::{mcp_provider, McpPlace, McpServers, McpTool};
 use crate::retry::{RetryPolicy, Sleeper, TokioSleeper};
@@ -500,6 +501,14 @@ pub fn boot_with(
     parts.permissions = m.permissions.clone();
     parts.approvals = Some(Arc::new(approvals));
     parts.plan_mode = opts.plan_mode;
+    // hooks run from the manifest's directory; the id ties one agent's hook calls together
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    let session_id = format!("{}-{}-{nanos:08x}", m.agent.name, std::process::id());
+    parts.hooks =
+        HookRunner::new(m.hooks.clone(), loaded.dir.clone(), cwd.clone(), session_id).map(Arc::new);
     parts.retry = RetryPolicy::default();
     parts.sleeper = opts
         .sleeper

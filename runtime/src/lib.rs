@@ -53,6 +53,7 @@ mod bus;
 mod contributed;
 mod explain;
 mod harness;
+mod hooks;
 mod keychain;
 mod load;
 mod mcp;
@@ -96,6 +97,7 @@ pub use harness::{
     OPENAI_DEFAULT_API_BASE, OPENAI_DEFAULT_MODEL,
 };
 pub use harness::{responses_request_body, OpenAiConfig, OpenAiHarness, ResponsesDecoder};
+pub use hooks::{HookOutcome, HookRunner, HOOK_OUTPUT_LIMIT};
 pub use load::{
     env_map, load_manifest, path_ctx, read_text, FsLoader, LoadError, Loaded, MAX_MANIFEST_BYTES,
 };

@@ -6,6 +6,7 @@
 mod acp;
 mod anthropic;
 mod compacting;
+mod hooks;
 mod mcp;
 mod openai_chat;
 mod prompt;

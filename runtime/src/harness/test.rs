@@ -3,8 +3,10 @@
 //! `[harness] provider = "test"` with either `echo = true` (each response replays the latest user message and ends
 //! the turn) or `script = [[ step, … ], [ … ]]`: one list of steps per user turn. A step is `{ say = "…" }` (text),
 //! `{ think = "…" }` (reasoning), `{ call = { tool = "…", input = { … } } }` (a tool call) or `{ stop = true }`
-//! (end the turn now). Within a turn, each model request consumes steps up to and including the next `call` (or to
-//! the end), so a call is followed by the rest of the turn after its result comes back. A call may give
+//! (the answer ends here, with no call, so the turn ends). Within a turn, each model request consumes steps up to
+//! and including the next `call` or `stop` (or to the end), so a call is followed by the rest of the turn after its
+//! result comes back, and the steps after a `stop` answer a request the runtime makes anyway (a Stop hook sending
+//! the model back to work). A call may give
 //! `raw = "…"` instead of `input` to send that text verbatim as the call's JSON (to exercise invalid input).
 
 use std::sync::Mutex;
@@ -44,8 +46,6 @@ struct Cursor {
     index: usize,
     /// Next step within it.
     step: usize,
-    /// True once a `stop` step ended the turn.
-    stopped: bool,
     /// Script turns started so far.
     started: usize,
 }
@@ -152,7 +152,6 @@ impl TestHarness {
             c.index = c.started;
             c.started += 1;
             c.step = 0;
-            c.stopped = false;
         }
         let Some(steps) = self.script.get(c.index) else {
             return Err(HarnessError::Protocol {
@@ -164,13 +163,13 @@ impl TestHarness {
             });
         };
         let mut stop = StopReason::EndTurn;
-        while !c.stopped && c.step < steps.len() {
+        while c.step < steps.len() {
             let i = c.step;
             c.step += 1;
             match &steps[i] {
                 TestStep::Say(t) => events.push(ModelEvent::TextDelta(t.clone())),
                 TestStep::Think(t) => events.push(ModelEvent::ThinkingDelta(t.clone())),
-                TestStep::Stop => c.stopped = true,
+                TestStep::Stop => break,
                 TestStep::Call { tool, input_json } => {
                     let id = format!("call_{}_{}", c.index, i);
                     events.push(ModelEvent::ToolUseStart {
@@ -330,6 +329,15 @@ mod tests {
         let third = run(&h, 1, 0).await;
         assert!(third.contains(&ModelEvent::ThinkingDelta("hm".into())));
         assert!(!third.contains(&ModelEvent::TextDelta("never".into())));
+        assert_eq!(
+            third.last(),
+            Some(&ModelEvent::MessageEnd {
+                stop_reason: StopReason::EndTurn
+            })
+        );
+        // only a request the runtime makes anyway after the answer ended (a Stop hook's) gets the steps after it
+        let fourth = run(&h, 1, 1).await;
+        assert!(fourth.contains(&ModelEvent::TextDelta("never".into())));
         let out = h
             .stream(
                 ModelRequest {
