@@ -476,6 +476,10 @@ impl Agent {
         )
         .await?;
         session.prepare_turn().await?;
+        // a skill dropped by the rescan: the user is told why it left the catalog
+        for notice in session.take_notices() {
+            self.bus.publish(&SessionUpdate::notice(notice));
+        }
         let mut system = self.system.clone();
         system.extend(session.system_prompt_sections());
         let specs = self.tool_specs();

@@ -184,6 +184,12 @@ pub trait Layer: Send {
         None
     }
 
+    /// What happened since the last call that the user should be told (a skill dropped by a rescan); each notice is
+    /// returned once.
+    fn take_notices(&mut self) -> Vec<String> {
+        Vec::new()
+    }
+
     /// Runs before each turn (skill rescans hook in here).
     fn prepare_turn(&mut self) -> BoxFuture<'_, Result<(), SessionError>> {
         Box::pin(async { Ok(()) })
@@ -275,6 +281,14 @@ impl Chain {
         self.layers
             .iter()
             .flat_map(|l| l.tools().into_iter().map(|g| (l.name().to_string(), g)))
+            .collect()
+    }
+
+    /// Every layer's pending notices, top first (see [`Layer::take_notices`]).
+    pub fn take_notices(&mut self) -> Vec<String> {
+        self.layers
+            .iter_mut()
+            .flat_map(|l| l.take_notices())
             .collect()
     }
 

@@ -251,6 +251,8 @@ struct State {
     keeps: Option<Keeper>,
     /// Why skills were dropped mid-session.
     dropped: Vec<String>,
+    /// Drops not yet told to the user.
+    pending: Vec<String>,
 }
 
 /// The kernel's subtractive rule with the manifest and path facts bound: `(boot group, rescanned group)`.
@@ -277,6 +279,7 @@ impl SkillsLayer {
                 active: BTreeSet::new(),
                 keeps: None,
                 dropped: Vec::new(),
+                pending: Vec::new(),
             })),
         }
     }
@@ -396,6 +399,10 @@ impl Layer for SkillsLayer {
         Some(Grant::set(rows))
     }
 
+    fn take_notices(&mut self) -> Vec<String> {
+        std::mem::take(&mut lock(&self.state).pending)
+    }
+
     fn prepare_turn(&mut self) -> BoxFuture<'_, Result<(), SessionError>> {
         let state = self.state.clone();
         Box::pin(async move {
@@ -440,9 +447,9 @@ fn rescan(state: &Mutex<State>) {
     let mut st = lock(state);
     for (name, why) in dropped {
         st.active.remove(&name);
-        st.dropped.push(format!(
-            "skill {name} is no longer available this session: {why}"
-        ));
+        let note = format!("skill {name} is no longer available this session: {why}");
+        st.dropped.push(note.clone());
+        st.pending.push(note);
     }
 }
 

@@ -275,6 +275,14 @@ async fn a_rescan_is_subtractive_only() {
     );
     assert!(dropped.contains("restart to judge it"), "{dropped}");
     assert!(dropped.contains("skill gone"), "{dropped}");
+    // each drop is told once, as a notice for the user
+    let notices = l.take_notices();
+    assert_eq!(notices.len(), 2, "{notices:?}");
+    assert!(
+        notices[0].starts_with("skill dns is no longer available this session"),
+        "{notices:?}"
+    );
+    assert!(l.take_notices().is_empty());
     assert!(!l.system_prompt_section().unwrap().contains("newcomer"));
     let out = call(&l, json!({"skill": "newcomer"})).await;
     assert!(out.is_error);
