@@ -212,3 +212,58 @@ fn a_skill_shipping_its_own_mcp_server_runs_only_with_consent() {
         run.stderr()
     );
 }
+
+#[test]
+fn the_skills_agent_example_runs_each_tier() {
+    let example = loom_tests::workspace_root().join("examples/skills-agent");
+    let s = Scratch::new();
+    let m = example.join("agent.toml").display().to_string();
+    s.loom_env(&["audit", &m], &[("HOME", &home(&s))])
+        .expect_code(1)
+        .stdout_has("skill calendar  [INACTIVE]")
+        .stdout_has("skill dns-lookup  [ACTIVE]")
+        .stdout_has("skill echo-notes  [ACTIVE]")
+        .stdout_has("skill haiku  [ACTIVE]")
+        .stdout_has("skill word-count  [ACTIVE]")
+        .stdout_has("(2 tools, 1 errors, 0 warnings, 1 rejected tool groups)");
+    // the same manifest with the scripted harness, next to the same skills
+    let text = std::fs::read_to_string(example.join("agent.toml")).unwrap_or_default();
+    let scripted = text.replace(
+        "provider = \"anthropic\"\nmodel = \"claude-sonnet-4-5\"",
+        r#"provider = "test"
+script = [[
+  { call = { tool = "read_skill", input = { skill = "haiku" } } },
+  { call = { tool = "read_skill", input = { skill = "haiku", path = "references/examples.md" } } },
+  { call = { tool = "echo_note", input = { text = "hello" } } },
+  { call = { tool = "read_skill", input = { skill = "calendar" } } },
+  { say = "done" },
+]]"#,
+    );
+    assert_ne!(
+        scripted, text,
+        "the example's [harness] changed; update this test"
+    );
+    s.write("agent.toml", &scripted);
+    let skills = example.join("skills");
+    std::os::unix::fs::symlink(&skills, s.path().join("skills")).unwrap_or_default();
+    let run = s.loom_env(
+        &["prompt", "agent.toml", "go", "--format", "jsonl"],
+        &[("HOME", &home(&s))],
+    );
+    run.expect_code(0).stderr_has("skill calendar (");
+    let r = results(&updates(&run));
+    assert_eq!(r.len(), 4, "{r:#?}");
+    assert!(r[0].1.starts_with("<skill name=\"haiku\""), "{r:#?}");
+    assert!(r[0].1.contains("- references/examples.md"), "{r:#?}");
+    assert!(r[1].1.starts_with("An old silent pond"), "{r:#?}");
+    assert_eq!(
+        r[2],
+        ("completed".to_string(), "note: hello".to_string()),
+        "{}",
+        run.stderr()
+    );
+    assert!(
+        r[3].1.contains("there is no skill named \"calendar\""),
+        "{r:#?}"
+    );
+}
