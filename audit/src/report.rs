@@ -179,20 +179,6 @@ pub fn build_report(manifest: Manifest, facts: Facts<'_>) -> Report {
             });
         }
     }
-    if manifest
-        .session
-        .layers
-        .iter()
-        .any(|l| l.provider == "skills")
-    {
-        findings.push(Finding {
-            level: Level::Note,
-            subject: "session.skills".into(),
-            message: "skills not resolved yet: the skills layer's roots are not scanned by this version, so no skill \
-                      contributes tools"
-                .into(),
-        });
-    }
 
     // the boot property check, once per algebra in use
     let mut by_kind: BTreeMap<AlgebraKind, Vec<String>> = BTreeMap::new();

@@ -109,8 +109,6 @@ fn report_of(manifest: &Path, loaded: Loaded, ctx: loom_kernel::PathCtx) -> Repo
 
 /// Skills findings: each skipped (malformed) skill, and each accepted skill the agent could not bind at boot.
 fn skill_findings(report: &mut Report, found: &Discovery) {
-    // the report's generic "skills not resolved yet" note predates the skills layer: they are resolved here
-    report.findings.retain(|f| f.subject != "session.skills");
     for w in &found.warnings {
         report.findings.push(Finding {
             level: Level::Warning,
