@@ -663,6 +663,11 @@ impl Agent {
             // the barrier: the assistant message is complete before any of its tools runs
             self.end_message(session, &message_id).await?;
             *final_text = text_now;
+            if calls.is_empty() && stop_reason == StopReason::PauseTurn {
+                // the provider paused its own server tools mid-turn: the next request carries the paused message
+                // back as it is, so the model goes on (still bounded by maxTurnRequests)
+                continue;
+            }
             if calls.is_empty() {
                 let stop = match stop_reason {
                     StopReason::MaxTokens => TurnStop::MaxTokens,

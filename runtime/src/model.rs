@@ -132,6 +132,9 @@ pub enum StopReason {
     StopSequence,
     /// The model refused.
     Refusal,
+    /// The provider paused a long turn of its own server tools (Anthropic's `pause_turn`): the runtime sends the
+    /// conversation back as it is, and the model goes on where it stopped.
+    PauseTurn,
     /// Anything else the provider reported.
     Other(String),
 }

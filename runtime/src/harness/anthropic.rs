@@ -234,6 +234,7 @@ fn stop_reason(s: &str) -> StopReason {
         "max_tokens" => StopReason::MaxTokens,
         "stop_sequence" => StopReason::StopSequence,
         "refusal" => StopReason::Refusal,
+        "pause_turn" => StopReason::PauseTurn,
         other => StopReason::Other(other.to_string()),
     }
 }

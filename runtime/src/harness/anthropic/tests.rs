@@ -1128,3 +1128,34 @@ fn web_fetch_is_defined_and_only_anthropic_has_server_tools() {
     let test: Arc<dyn Harness> = Arc::new(crate::harness::TestHarness::from_config(&echo).unwrap());
     assert!(test.with_server_tools(vec![]).is_none());
 }
+
+#[tokio::test]
+async fn a_paused_server_turn_is_sent_back_and_goes_on() {
+    // the stream stops after the server_tool_use with `pause_turn`: the search is still running at the provider
+    let cut = SERVER_TOOL_STREAM
+        .find("event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":2")
+        .unwrap();
+    let paused = format!(
+        "{}event: message_delta\ndata: {{\"type\":\"message_delta\",\"delta\":{{\"stop_reason\":\"pause_turn\",\"stop_sequence\":null}},\"usage\":{{\"output_tokens\":40}}}}\n\nevent: message_stop\ndata: {{\"type\":\"message_stop\"}}\n\n",
+        &SERVER_TOOL_STREAM[..cut]
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let server = FakeServer::start(vec![Reply::sse(&paused), Reply::sse(TEXT_STREAM)]).await;
+    let (agent, _) = agent(dir.path(), harness(&server.base));
+    let out = agent.prompt("search it", CancellationToken::new()).await;
+    assert_eq!(out.stop, TurnStop::EndTurn, "{out:?}");
+    let reqs = server.requests();
+    assert_eq!(
+        reqs.len(),
+        2,
+        "one turn, and the paused message went back to the provider"
+    );
+    let messages = reqs[1].body["messages"].as_array().unwrap();
+    let last = messages.last().unwrap();
+    assert_eq!(last["role"], "assistant", "{messages:#?}");
+    assert_eq!(
+        last["content"][1],
+        json!({"type": "server_tool_use", "id": "srvtoolu_014hJH82Qum7Td6UV8gDXThB", "name": "web_search",
+               "input": {"query": "python 3.13 release date"}})
+    );
+}
