@@ -1,6 +1,7 @@
 //! MCP servers through the real binary: `loom prompt` with the scripted harness calling tools of real npm servers
 //! (@modelcontextprotocol/server-everything over stdio and Streamable HTTP, @modelcontextprotocol/server-filesystem,
-//! installed by .ci/run from tests/mcp-peers/package-lock.json) and of tests/mcp-peers/fake.mjs, which misbehaves.
+//! installed by .ci/run from tests/mcp-peers/package-lock.json), of tests/mcp-peers/py_server.py (written with the
+//! Python `mcp` SDK, pinned by tests/mcp-peers/requirements.txt) and of tests/mcp-peers/fake.mjs, which misbehaves.
 
 use std::path::PathBuf;
 
@@ -321,4 +322,78 @@ fn boot_refuses_a_grant_that_does_not_fit_the_servers_schema() {
     s.loom(&["prompt", "agent.toml", "go"])
         .expect_code(0)
         .stdout_has("booted");
+}
+
+/// The Python peer's interpreter (a venv with the pinned `mcp` SDK), or `None` (with the reason printed).
+fn python_peer() -> Option<String> {
+    let python = peers().join(".venv/bin/python");
+    if !python.exists() {
+        eprintln!(
+            "SKIPPED: {} is missing; create it and `pip install -r tests/mcp-peers/requirements.txt` (.ci/run does)",
+            python.display()
+        );
+        return None;
+    }
+    Some(python.display().to_string())
+}
+
+#[test]
+fn a_server_written_with_the_python_sdk_is_called_with_its_arguments_bound() {
+    let Some(python) = python_peer() else {
+        return;
+    };
+    let server = peers().join("py_server.py").display().to_string();
+    let s = Scratch::new();
+    s.write(
+        "agent.toml",
+        &manifest(
+            r#"[[
+  { call = { tool = "add", input = { a = 2, b = 3 } } },
+  { call = { tool = "shout", input = { text = "hi", times = 5 } } },
+  { call = { tool = "env_has", input = { name = "LOOM_PY_TOKEN" } } },
+  { call = { tool = "env_has", input = { name = "LOOM_UNRELATED" } } },
+  { say = "done" },
+]]"#,
+            &format!(
+                r#"[providers]
+py = {{ provider = "mcp-server", command = {python:?}, args = [{server:?}], secrets = {{ LOOM_PY_TOKEN = "LOOM_PY_TOKEN" }} }}
+
+[tools.add]
+provider = "py"
+
+[tools.shout]
+provider = "py"
+
+[tools.env_has]
+provider = "py"
+
+[capabilities]
+add = {{ a = "*", b = "*" }}
+shout = {{ text = "*", times = 2 }}
+env_has = {{ name = "*" }}
+"#
+            ),
+        )
+        .replace(
+            "name = \"mcp-e2e\"",
+            "name = \"mcp-e2e\"\nsecrets = [\"LOOM_PY_TOKEN\"]",
+        ),
+    );
+    let run = s.loom_env(
+        &["prompt", "agent.toml", "go", "--format", "jsonl"],
+        &[("LOOM_PY_TOKEN", "py-secret"), ("LOOM_UNRELATED", "x")],
+    );
+    run.expect_code(0);
+    let r = results(&updates(&run));
+    assert_eq!(r.len(), 4, "{r:#?}");
+    assert_eq!(r[0], ("completed".to_string(), "5".to_string()), "{r:#?}");
+    // `times` is bound to 2 by the grant and hidden from the model: what the model sent is replaced
+    assert_eq!(
+        r[1],
+        ("completed".to_string(), "HI HI".to_string()),
+        "{r:#?}"
+    );
+    // the server gets the secret its [providers] entry names, and not the rest of loom's environment
+    assert_eq!(r[2].1, "yes", "{r:#?}");
+    assert_eq!(r[3].1, "no", "{r:#?}");
 }
