@@ -397,3 +397,46 @@ env_has = {{ name = "*" }}
     assert_eq!(r[2].1, "yes", "{r:#?}");
     assert_eq!(r[3].1, "no", "{r:#?}");
 }
+
+#[test]
+fn the_mcp_agent_example_binds_the_folder_it_files_in() {
+    let example = workspace_root().join("examples/mcp-agent");
+    let m = example.join("agent.toml").display().to_string();
+    let s = Scratch::new();
+    s.loom(&["audit", &m])
+        .expect_code(0)
+        .stdout_has("remember (= add_note)  <- [providers].notes")
+        .stdout_has(r#"model sees  {"type":"object","properties":{"text":{"type":"string"},"title":{"type":"string"}},"required":["title","text"]}"#);
+    // the same manifest with the scripted harness; the model asks for another folder and gets "work"
+    let text = std::fs::read_to_string(example.join("agent.toml")).unwrap_or_default();
+    let scripted = text.replace(
+        "provider = \"anthropic\"\nmodel = \"claude-sonnet-4-5\"",
+        r#"provider = "test"
+script = [[
+  { call = { tool = "remember", input = { folder = "personal", title = "groceries", text = "milk" } } },
+  { call = { tool = "list_notes", input = {} } },
+  { say = "done" },
+]]"#,
+    );
+    assert_ne!(
+        scripted, text,
+        "the example's [harness] changed; update this test"
+    );
+    s.write("agent.toml", &scripted);
+    std::fs::copy(example.join("server.mjs"), s.path().join("server.mjs")).unwrap();
+    let run = s.loom(&["prompt", "agent.toml", "go", "--format", "jsonl"]);
+    run.expect_code(0);
+    let r = results(&updates(&run));
+    assert_eq!(
+        r,
+        [
+            (
+                "completed".to_string(),
+                "filed \"groceries\" in work (1 notes there)".to_string()
+            ),
+            ("completed".to_string(), "- groceries: milk".to_string()),
+        ],
+        "{}",
+        run.stderr()
+    );
+}
