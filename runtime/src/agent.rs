@@ -1264,6 +1264,11 @@ impl Agent {
             approval,
             verdict,
             headless: self.asker.is_none(),
+            pre_hooks: self
+                .hooks
+                .as_ref()
+                .map(|h| h.describe(HookEvent::PreToolUse, Some(tool)))
+                .unwrap_or_default(),
         })
     }
 }
@@ -1297,4 +1302,6 @@ pub struct Explanation {
     pub verdict: Verdict,
     /// True when no one can answer an ask (the agent as `loom explain` boots it is headless).
     pub headless: bool,
+    /// The PreToolUse hooks that would run before the decision (not run by explain), described.
+    pub pre_hooks: Vec<String>,
 }

@@ -55,6 +55,15 @@ impl HookRunner {
         !self.hooks.at(event, tool).is_empty()
     }
 
+    /// What runs at `event` (for `tool`), described (`command "..."` / `url ...`), without running anything.
+    pub fn describe(&self, event: HookEvent, tool: Option<&str>) -> Vec<String> {
+        self.hooks
+            .at(event, tool)
+            .into_iter()
+            .map(describe)
+            .collect()
+    }
+
     /// Runs every hook of `event` (for `tool`), one after another in declaration order, with `fields` as the
     /// event's fields; returns each one's outcome. A gate stops at the first hook that blocks.
     pub async fn run(

@@ -120,6 +120,23 @@ fn hooks_deny_add_context_and_send_the_agent_back_to_work() {
         .expect_code(0)
         .stdout_has("hooks  (run unconfined, from the manifest's directory)")
         .stdout_has("PreToolUse [bash]  command \"sh ./pre.sh\"  (timeout 15s)");
+    // explain names the PreToolUse hooks that would run first, without running them
+    s.loom(&[
+        "explain",
+        "agent/agent.toml",
+        "bash",
+        r#"{"command": "ls"}"#,
+    ])
+    .expect_code(0)
+    .stdout_has("hooks    PreToolUse command \"sh ./pre.sh\" would run first — not run by explain");
+    s.loom(&[
+        "explain",
+        "agent/agent.toml",
+        "read_file",
+        r#"{"path": "a.txt"}"#,
+    ])
+    .expect_code(0)
+    .stdout_has("hooks    no PreToolUse hook matches this tool");
     // the final answer is the one after the Stop hook let the turn end
     s.loom(&["prompt", "agent/agent.toml", "build it"])
         .expect_code(0)

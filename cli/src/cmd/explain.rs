@@ -133,7 +133,15 @@ fn render(x: &Explanation) -> String {
     }
     line(
         "hooks",
-        "none (lifecycle hooks are not supported by this build of loom)".into(),
+        if x.pre_hooks.is_empty() {
+            "no PreToolUse hook matches this tool".into()
+        } else {
+            format!(
+                "PreToolUse {} would run first — not run by explain; a hook can deny, ask or rewrite the input, \
+                 never grant",
+                x.pre_hooks.join(", ")
+            )
+        },
     );
     let verdict = match (x.verdict, &x.decision) {
         (Verdict::Deny, Decision::Deny(_)) => "DENY — the grant does not allow it; no rule or answer can change that".into(),
