@@ -174,10 +174,7 @@ pub fn render_text(r: &Report) -> String {
         let _ = writeln!(o, "  (none)");
     }
     for (event, hook) in &m.hooks.0 {
-        let what = match &hook.action {
-            loom_kernel::HookAction::Command(c) => format!("command {c:?}"),
-            loom_kernel::HookAction::Url(u) => format!("url {u}"),
-        };
+        let what = &hook.action;
         let matcher = hook
             .matcher
             .as_deref()

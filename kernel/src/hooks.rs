@@ -90,6 +90,16 @@ pub enum HookAction {
     Url(String),
 }
 
+impl std::fmt::Display for HookAction {
+    /// `command "./check.sh"` or `url https://...`: as audit, explain and hook notices show it.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            HookAction::Command(c) => write!(f, "command {c:?}"),
+            HookAction::Url(u) => write!(f, "url {u}"),
+        }
+    }
+}
+
 /// One declared hook.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Hook {

@@ -236,6 +236,17 @@ pub enum Subject {
     Host(String),
 }
 
+impl std::fmt::Display for Subject {
+    /// `command "git push"`, `path /w/a`, `host example.com`: as `loom explain` and `loom permissions` show it.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Subject::Command(c) => write!(f, "command {c:?}"),
+            Subject::Path(p) => write!(f, "path {p}"),
+            Subject::Host(h) => write!(f, "host {h}"),
+        }
+    }
+}
+
 impl Approval {
     /// The approval that answering "always" to the call with these facts records.
     pub fn for_call(facts: &CallFacts) -> Approval {

@@ -114,10 +114,7 @@ impl HookRunner {
 }
 
 fn describe(hook: &Hook) -> String {
-    match &hook.action {
-        HookAction::Command(c) => format!("command {c:?}"),
-        HookAction::Url(u) => format!("url {u}"),
-    }
+    hook.action.to_string()
 }
 
 async fn run_command(

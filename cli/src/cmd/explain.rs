@@ -6,7 +6,7 @@
 
 use std::path::PathBuf;
 
-use loom_kernel::{Decision, Exec, Grant, Rule, RuleKind, Subject, Verdict};
+use loom_kernel::{Decision, Exec, Grant, Rule, RuleKind, Verdict};
 use loom_runtime::{explain_call, BootOptions, Explanation};
 
 use crate::exit;
@@ -116,12 +116,11 @@ fn render(x: &Explanation) -> String {
         ),
     }
     if let Some(r) = &x.approval {
-        let subject = match &r.approval.subject {
-            Some(Subject::Command(c)) => format!("command {c:?}"),
-            Some(Subject::Path(p)) => format!("path {p}"),
-            Some(Subject::Host(h)) => format!("host {h}"),
-            None => "every call of the tool".into(),
-        };
+        let subject = r
+            .approval
+            .subject
+            .as_ref()
+            .map_or_else(|| "every call of the tool".into(), ToString::to_string);
         line(
             "answer",
             format!(

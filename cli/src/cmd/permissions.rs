@@ -8,7 +8,6 @@
 
 use std::path::PathBuf;
 
-use loom_kernel::Subject;
 use loom_runtime::{env_map, load_manifest, storage_dir, ApprovalStore, Remembered};
 
 use crate::exit;
@@ -109,12 +108,11 @@ pub fn run(args: Args) -> i32 {
 }
 
 fn describe(r: &Remembered) -> String {
-    let subject = match &r.approval.subject {
-        Some(Subject::Command(c)) => format!("command {c:?}"),
-        Some(Subject::Path(p)) => format!("path {p}"),
-        Some(Subject::Host(h)) => format!("host {h}"),
-        None => "any call".into(),
-    };
+    let subject = r
+        .approval
+        .subject
+        .as_ref()
+        .map_or_else(|| "any call".into(), ToString::to_string);
     format!("{}  {subject}  (given {})", r.approval.tool, utc(r.at))
 }
 

@@ -705,12 +705,16 @@ pub fn resolve_mcp_tools(
     let grants = loom_kernel::tool_grants(m, &m.effective_ceiling(&ctx));
     let env = crate::load::env_map();
     let mut out = std::collections::BTreeMap::new();
-    let chain = crate::secrets::SecretChain::standard(Default::default(), &loaded.dir, cwd, &env);
+    // built at the first MCP tool: an audit of a manifest without one reads no secret store
+    let mut chain = None;
     let mut servers = McpServers::default();
     for g in &grants {
         let Some((key, table)) = mcp_provider(m, &g.provider) else {
             continue;
         };
+        let chain = chain.get_or_insert_with(|| {
+            crate::secrets::SecretChain::standard(Default::default(), &loaded.dir, cwd, &env)
+        });
         let resolved = chain.as_ref().map_err(|e| e.to_string()).and_then(|chain| {
             let place = McpPlace {
                 manifest_dir: &loaded.dir,
