@@ -318,6 +318,11 @@ impl Agent {
         })
     }
 
+    /// The history as the model would see it (the session chain pulled), without a prompt appended.
+    pub async fn history(&self) -> Result<Vec<SessionUpdate>, SessionError> {
+        self.session.lock().await.pull()
+    }
+
     /// Flushes and closes the session and ends every subscription.
     pub async fn close(&self) -> Result<(), SessionError> {
         // SessionEnd hooks report only; they cannot keep the session open

@@ -1,17 +1,18 @@
 // A real ACP client (@agentclientprotocol/sdk) driving `loom acp serve`, for tests/runtime/acp.rs.
 //
-// usage: node client.mjs <loom binary> <plain manifest> <ask manifest> <session cwd>
+// usage: node client.mjs <loom binary> <plain manifest> <ask manifest> <session cwd> <durable manifest>
 //
 // The plain agent reads a file with read_file; the ask agent has a [permissions] ask rule on read_file, so each of
 // its turns sends session/request_permission: the client allows once, rejects once, then cancels the turn while the
-// question is open. Prints one JSON summary on stdout; the Rust test asserts on it. Exits 1 only when the client
+// question is open. The durable agent keeps its session in a file log: one process writes a turn, a second process
+// loads the session (the history is replayed before the answer) and continues it. Prints one JSON summary on stdout; the Rust test asserts on it. Exits 1 only when the client
 // itself fails (the summary then says why).
 
 import { spawn } from "node:child_process";
 import { Readable, Writable } from "node:stream";
 import * as acp from "@agentclientprotocol/sdk";
 
-const [loom, plainManifest, askManifest, cwd] = process.argv.slice(2);
+const [loom, plainManifest, askManifest, cwd, durableManifest] = process.argv.slice(2);
 const debug = (...a) => process.env.ACP_DEBUG && console.error("acp-client:", ...a);
 
 /** Starts `loom acp serve <manifest>`, runs `script` with a connected client, then closes stdin. */
@@ -137,6 +138,36 @@ summary.ask = await withAgent(askManifest, async (ctx, updates, state) => {
   };
 });
 
-const ok = !summary.plain.error && !summary.ask.error;
+summary.written = await withAgent(durableManifest, async (ctx) => {
+  const init = await ctx.request("initialize", { protocolVersion: acp.PROTOCOL_VERSION, clientCapabilities: {} });
+  const { sessionId } = await ctx.request("session/new", { cwd, mcpServers: [] });
+  const r = await ctx.request("session/prompt", { sessionId, prompt: [{ type: "text", text: "first prompt" }] });
+  return { loadSession: init.agentCapabilities.loadSession, sessionId, stopReason: r.stopReason };
+});
+
+summary.loaded = await withAgent(durableManifest, async (ctx, updates) => {
+  const init = await ctx.request("initialize", { protocolVersion: acp.PROTOCOL_VERSION, clientCapabilities: {} });
+  const sessionId = summary.written.result && summary.written.result.sessionId;
+  const unknown = await errorOf(ctx.request("session/load", { sessionId: "not-stored", cwd, mcpServers: [] }));
+  const loaded = await ctx.request("session/load", { sessionId, cwd, mcpServers: [] });
+  // every replayed update arrived before the answer
+  const replay = digest(updates, sessionId);
+  const userText = updates
+    .filter((n) => n.update.sessionUpdate === "user_message_chunk")
+    .map((n) => n.update.content.text);
+  const before = updates.length;
+  const r = await ctx.request("session/prompt", { sessionId, prompt: [{ type: "text", text: "second prompt" }] });
+  return {
+    loadSession: init.agentCapabilities.loadSession,
+    modes: loaded.modes,
+    unknown,
+    replay,
+    userText,
+    stopReason: r.stopReason,
+    continued: digest(updates.slice(before), sessionId),
+  };
+});
+
+const ok = !summary.plain.error && !summary.ask.error && !summary.written.error && !summary.loaded.error;
 process.stdout.write(JSON.stringify(summary) + "\n");
 process.exit(ok ? 0 : 1);

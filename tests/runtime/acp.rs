@@ -231,7 +231,7 @@ fn bad_input_gets_json_rpc_errors_and_the_server_keeps_serving() {
         json!({"sessionId": sid, "cwd": "/", "mcpServers": []}),
     );
     let (load, _) = server.reply(13);
-    error_of(&load, -32601, "loadSession: false");
+    error_of(&load, -32600, "keeps its session in memory");
     // after all that, a prompt still runs: updates stream, frames and the echoed prompt stay off the wire
     server.prompt(14, &sid, "read a.txt");
     let (done, updates) = server.reply(14);
@@ -475,6 +475,178 @@ fn a_disconnect_mid_turn_cancels_it_flushes_the_file_session_and_exits_0() {
     );
 }
 
+/// PLAIN with its session in a `file` log next to the manifest.
+fn durable() -> String {
+    PLAIN.replace(
+        "[session]\nprovider = \"in-memory\"",
+        "[session]\nprovider = \"file\"\npath = \"./session.jsonl\"",
+    )
+}
+
+/// The `sessionUpdate` kinds of some notifications.
+fn kinds(updates: &[Value]) -> Vec<&str> {
+    updates
+        .iter()
+        .map(|u| {
+            assert_eq!(u["method"], "session/update", "{u}");
+            u["params"]["update"]["sessionUpdate"]
+                .as_str()
+                .unwrap_or("")
+        })
+        .collect()
+}
+
+#[test]
+fn session_load_replays_a_stored_session_from_an_earlier_process_then_continues_it() {
+    let s = Scratch::new();
+    s.write("agent.toml", &durable());
+    s.write("a.txt", "hello\n");
+    let log = s.path().join("session.jsonl");
+    // the first process writes the session
+    let mut server = Server::start(&s, "agent.toml");
+    let sid = server.init_and_session(s.path());
+    assert!(
+        sid.starts_with("file:") && sid.ends_with("session.jsonl"),
+        "{sid}"
+    );
+    server.prompt(3, &sid, "first prompt");
+    assert_eq!(server.reply(3).0["result"]["stopReason"], "end_turn");
+    let (code, stderr) = server.finish();
+    assert_eq!(code, 0, "{stderr}");
+
+    // a later process loads it: the history comes back as updates before the answer
+    let mut server = Server::start(&s, "agent.toml");
+    server.request(
+        1,
+        "initialize",
+        json!({"protocolVersion": 1, "clientCapabilities": {}}),
+    );
+    let (init, _) = server.reply(1);
+    assert_eq!(
+        init["result"]["agentCapabilities"]["loadSession"], true,
+        "{init}"
+    );
+    let cwd = s.path().to_str().unwrap();
+    server.request(
+        2,
+        "session/load",
+        json!({"sessionId": "loom-1", "cwd": cwd, "mcpServers": []}),
+    );
+    let (unknown, _) = server.reply(2);
+    error_of(&unknown, -32602, "unknown sessionId \"loom-1\"");
+    error_of(&unknown, -32602, &sid);
+    server.request(
+        3,
+        "session/load",
+        json!({"sessionId": sid, "cwd": "rel", "mcpServers": []}),
+    );
+    error_of(&server.reply(3).0, -32602, "absolute");
+    server.request(
+        4,
+        "session/load",
+        json!({"sessionId": sid, "cwd": cwd, "mcpServers": []}),
+    );
+    let (loaded, replay) = server.reply(4);
+    assert_eq!(
+        loaded["result"]["modes"]["currentModeId"], "default",
+        "{loaded}"
+    );
+    assert_eq!(
+        kinds(&replay),
+        [
+            "user_message_chunk",
+            "agent_message_chunk",
+            "tool_call",
+            "tool_call_update",
+            "agent_message_chunk"
+        ]
+    );
+    assert!(replay
+        .iter()
+        .all(|u| u["params"]["sessionId"] == sid.as_str()));
+    assert_eq!(
+        replay[0]["params"]["update"]["content"]["text"],
+        "first prompt"
+    );
+    assert_eq!(replay[3]["params"]["update"]["status"], "completed");
+    assert_eq!(
+        replay[3]["params"]["update"]["content"][0]["content"]["text"],
+        "hello\n"
+    );
+    // the loaded session takes prompts that continue the same log; a second session at once is still refused
+    server.prompt(5, &sid, "second prompt");
+    let (done, updates) = server.reply(5);
+    assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
+    assert_eq!(kinds(&updates)[0], "agent_message_chunk");
+    server.request(6, "session/new", json!({"cwd": cwd, "mcpServers": []}));
+    error_of(&server.reply(6).0, -32600, "one \"file\" session log");
+    // loading the session this process already serves replays it again, now with both turns
+    server.request(
+        7,
+        "session/load",
+        json!({"sessionId": sid, "cwd": cwd, "mcpServers": []}),
+    );
+    let (_, again) = server.reply(7);
+    assert_eq!(
+        kinds(&again)
+            .iter()
+            .filter(|k| **k == "user_message_chunk")
+            .count(),
+        2
+    );
+    let (code, stderr) = server.finish();
+    assert_eq!(code, 0, "{stderr}");
+    let text = std::fs::read_to_string(&log).unwrap();
+    let (first, second) = (
+        text.find("first prompt").unwrap(),
+        text.find("second prompt").unwrap(),
+    );
+    assert!(first < second, "{text}");
+}
+
+#[test]
+fn session_load_of_a_missing_or_damaged_log_is_refused_and_writes_nothing() {
+    let s = Scratch::new();
+    s.write("agent.toml", &durable());
+    let log = std::fs::canonicalize(s.path())
+        .unwrap()
+        .join("session.jsonl");
+    let mut server = Server::start(&s, "agent.toml");
+    server.request(
+        1,
+        "initialize",
+        json!({"protocolVersion": 1, "clientCapabilities": {}}),
+    );
+    server.reply(1);
+    let sid = format!("file:{}", log.display());
+    let cwd = s.path().to_str().unwrap();
+    server.request(
+        2,
+        "session/load",
+        json!({"sessionId": sid, "cwd": cwd, "mcpServers": []}),
+    );
+    error_of(&server.reply(2).0, -32602, "there is no log at");
+    assert!(!log.exists(), "a refused load created the log");
+    let damaged = "{\"sessionUpdate\":\"user_message_chunk\",\"content\":{\"type\":\"text\",\"text\":\"hi\"}}\nnot json\n";
+    s.write("session.jsonl", damaged);
+    server.request(
+        3,
+        "session/load",
+        json!({"sessionId": sid, "cwd": cwd, "mcpServers": []}),
+    );
+    let (bad, before) = server.reply(3);
+    error_of(&bad, -32603, "session.jsonl:2: not a session event");
+    error_of(&bad, -32603, "fix or remove that line");
+    error_of(&bad, -32603, &format!("session/load {sid:?}"));
+    assert!(
+        before.is_empty(),
+        "nothing is replayed from a damaged log: {before:#?}"
+    );
+    let (code, stderr) = server.finish();
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(std::fs::read_to_string(&log).unwrap(), damaged);
+}
+
 /// The directory of the npm client, with its dependencies installed (`.ci/run` installs them; a checkout without
 /// them gets `npm ci` here). `None` (and a printed reason) only when node itself is missing.
 fn acp_client_dir() -> Option<std::path::PathBuf> {
@@ -502,6 +674,7 @@ fn a_real_acp_client_drives_loom_acp_serve() {
     let s = Scratch::new();
     s.write("plain.toml", PLAIN);
     s.write("ask.toml", ASK);
+    s.write("durable.toml", &durable());
     s.write("a.txt", "hello\n");
     let out = Command::new("node")
         .arg(client.join("client.mjs"))
@@ -509,6 +682,7 @@ fn a_real_acp_client_drives_loom_acp_serve() {
         .arg(s.path().join("plain.toml"))
         .arg(s.path().join("ask.toml"))
         .arg(s.path())
+        .arg(s.path().join("durable.toml"))
         .current_dir(&client)
         .env("LOOM_DATA_HOME", s.path().join(".loom-data"))
         .output()
@@ -583,4 +757,38 @@ fn a_real_acp_client_drives_loom_acp_serve() {
     );
     assert_eq!(r["cancelled"]["stopReason"], "cancelled");
     assert_eq!(r["cancelled"]["toolResults"][0]["status"], "failed");
+
+    // session/load: a later process replays what an earlier one stored, then continues it
+    let w = &summary["written"];
+    assert_eq!(w["exitCode"], 0, "{w}");
+    assert_eq!(w["result"]["loadSession"], true, "{w}");
+    assert_eq!(w["result"]["stopReason"], "end_turn", "{w}");
+    let l = &summary["loaded"];
+    assert_eq!(l["exitCode"], 0, "{l}");
+    let r = &l["result"];
+    assert_eq!(r["loadSession"], true);
+    assert_eq!(r["unknown"]["code"], -32602, "{r}");
+    assert_eq!(r["modes"]["currentModeId"], "default", "{r}");
+    assert_eq!(
+        r["replay"]["kinds"],
+        json!([
+            "user_message_chunk",
+            "agent_message_chunk",
+            "tool_call",
+            "tool_call_update",
+            "agent_message_chunk"
+        ])
+    );
+    assert_eq!(r["userText"], json!(["first prompt"]));
+    assert_eq!(
+        r["replay"]["toolResults"],
+        json!([{"status": "completed", "text": "hello\n"}])
+    );
+    assert_eq!(r["stopReason"], "end_turn");
+    assert_eq!(r["continued"]["text"], "readingdone");
+    let log = std::fs::read_to_string(s.path().join("session.jsonl")).unwrap();
+    assert!(
+        log.find("first prompt").unwrap() < log.find("second prompt").unwrap(),
+        "{log}"
+    );
 }

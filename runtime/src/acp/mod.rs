@@ -4,6 +4,8 @@
 //! directory comes from the client and is passed to boot; the process's own cwd never changes), `session/prompt`
 //! (one turn of the runtime's loop; every update except lifecycle frames and the echoed prompt streams as a
 //! `session/update` notification; the reply carries the ACP `stopReason`), and the `session/cancel` notification.
+//! `session/load` resumes the one session a `file` session log holds (its ACP id is `file:<log path>`), replaying
+//! the stored history as `session/update` notifications before answering.
 //! Each session is its own [`crate::Agent`]. A `[permissions]` ask or the doom-loop guard becomes a
 //! `session/request_permission` request to the client (allow once / reject once); the kernel has decided the call
 //! first, and a kernel denial is never asked about, so the client can narrow what runs but never widen it.

@@ -14,14 +14,16 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::wire::{
-    classify, initialize_result, prompt_text, reply, reply_error, request, session_update,
-    stop_reason, str_param, Incoming, RpcError, INTERNAL_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND,
-    PARSE_ERROR,
+    classify, initialize_result, prompt_text, replay_update, reply, reply_error, request,
+    session_update, stop_reason, str_param, Incoming, RpcError, INTERNAL_ERROR, INVALID_REQUEST,
+    METHOD_NOT_FOUND, PARSE_ERROR,
 };
 use crate::agent::{Agent, AskAnswer, Asker, PermissionAsk};
 use crate::boot::{boot_loaded, BootOptions};
 use crate::bus::Capacity;
-use crate::load::Loaded;
+use crate::load::{env_map, Loaded};
+use crate::session::{resumable_log, FileLayer};
+use crate::storage::storage_dir;
 
 /// The longest line read; a longer one is answered with a parse error and skipped.
 pub const MAX_LINE: usize = 16 << 20;
@@ -186,6 +188,17 @@ struct Server {
     turns: StdMutex<Vec<JoinHandle<()>>>,
     next_session: AtomicU64,
     notes: Notes,
+    /// The `file` log the manifest's session chain keeps, when it has one: the one stored session, which
+    /// `session/load` resumes (see [`durable_id`]).
+    log: Option<PathBuf>,
+}
+
+/// The ACP session id of the one session a `file` log holds: `file:` and the log's path. A manifest whose chain
+/// has a `file` layer has exactly one stored conversation (its log, which `loom run` resumes too), and one process
+/// serves it at a time, so the id names the log: a client that saved it gets the same conversation back with
+/// `session/load` from a later `loom acp serve` process.
+pub(super) fn durable_id(log: &Path) -> String {
+    format!("file:{}", log.display())
 }
 
 /// Does the manifest's session store its history beyond the process (a `file` layer)?
@@ -197,6 +210,28 @@ pub fn stores_durably(loaded: &Loaded) -> Option<&str> {
         .iter()
         .find(|l| l.storage && l.provider != "in-memory")
         .map(|l| l.provider.as_str())
+}
+
+/// The `cwd` of `session/new` / `session/load` (absolute), after refusing client MCP servers.
+pub(super) fn session_cwd<'a>(params: &'a Value, method: &str) -> Result<&'a str, RpcError> {
+    let cwd = str_param(params, "cwd")?;
+    if !Path::new(cwd).is_absolute() {
+        return Err(RpcError::params(format!(
+            "invalid params: \"cwd\" must be an absolute path, got {cwd:?}"
+        )));
+    }
+    match params.get("mcpServers") {
+        None | Some(Value::Null) => Ok(cwd),
+        Some(Value::Array(list)) if list.is_empty() => Ok(cwd),
+        Some(Value::Array(_)) => Err(RpcError::params(format!(
+            "{method}: mcpServers: loom does not connect MCP servers a client passes — the manifest alone decides \
+             which tools exist; declare the server under [providers] with provider = \"mcp-server\" and name its \
+             tools in [tools]; send an empty list"
+        ))),
+        Some(_) => Err(RpcError::params(
+            "invalid params: \"mcpServers\" must be an array",
+        )),
+    }
 }
 
 enum Line {
@@ -251,7 +286,13 @@ pub async fn serve<R, W>(
     R: AsyncBufRead + Unpin,
     W: AsyncWrite + Send + Unpin + 'static,
 {
+    let log = resumable_log(
+        &loaded.manifest.session,
+        &loaded.dir,
+        &storage_dir(&loaded.manifest, &env_map()),
+    );
     let server = Arc::new(Server {
+        log,
         loaded,
         opts,
         peer: Arc::new(Peer {
@@ -319,11 +360,7 @@ impl Server {
                         Ok(()) => return,
                         Err(e) => Err(e),
                     },
-                    "session/load" => Err(RpcError::new(
-                        METHOD_NOT_FOUND,
-                        "session/load: not supported by this build of loom (initialize advertises loadSession: \
-                         false)",
-                    )),
+                    "session/load" => self.load(&params).await,
                     _ => Err(RpcError::new(
                         METHOD_NOT_FOUND,
                         format!("method not found: {method:?}"),
@@ -350,8 +387,8 @@ impl Server {
             .harness
             .as_ref()
             .map_or("", |h| h.provider.as_str());
-        // session/load is not implemented yet, so it is not advertised even when the session stores durably
-        Ok(initialize_result(provider, false))
+        // session/load resumes a `file` log; an in-memory session cannot be resumed
+        Ok(initialize_result(provider, self.log.is_some()))
     }
 
     fn session(&self, params: &Value) -> Result<(String, Arc<Session>), RpcError> {
@@ -366,34 +403,20 @@ impl Server {
     }
 
     fn new_session(&self, params: &Value) -> Result<Value, RpcError> {
-        let cwd = str_param(params, "cwd")?;
-        if !Path::new(cwd).is_absolute() {
-            return Err(RpcError::params(format!(
-                "invalid params: \"cwd\" must be an absolute path, got {cwd:?}"
-            )));
-        }
-        match params.get("mcpServers") {
-            None | Some(Value::Null) => {}
-            Some(Value::Array(list)) if list.is_empty() => {}
-            Some(Value::Array(_)) => {
-                return Err(RpcError::params(
-                    "session/new: mcpServers: loom does not connect MCP servers a client passes — the manifest \
-                     alone decides which tools exist; declare the server under [providers] with provider = \
-                     \"mcp-server\" and name its tools in [tools]; send an empty list",
-                ))
-            }
-            Some(_) => {
-                return Err(RpcError::params(
-                    "invalid params: \"mcpServers\" must be an array",
-                ))
-            }
-        }
+        let cwd = session_cwd(params, "session/new")?;
+        let (id, session) = self.open_session(cwd, "session/new")?;
+        Ok(json!({ "sessionId": id, "modes": modes(session.agent.plan_mode()) }))
+    }
+
+    /// Boots the agent of a new ACP session in `cwd` and registers it. A manifest with a `file` log gets the id
+    /// naming the log ([`durable_id`]); an in-memory one `loom-<n>`.
+    fn open_session(&self, cwd: &str, method: &str) -> Result<(String, Arc<Session>), RpcError> {
         if let Some(layer) = stores_durably(&self.loaded) {
             if self.sessions.lock().map(|s| !s.is_empty()).unwrap_or(true) {
                 return Err(RpcError::new(
                     INVALID_REQUEST,
                     format!(
-                        "session/new: {} keeps its history in one {layer:?} session log; a second session at once \
+                        "{method}: {} keeps its history in one {layer:?} session log; a second session at once \
                          would interleave both conversations in it, so this process serves one session for this \
                          manifest (start another `loom acp serve`, or use an in-memory session)",
                         self.loaded.path.display()
@@ -406,12 +429,14 @@ impl Server {
             ..self.opts.clone()
         };
         let booted = boot_loaded(self.loaded.clone(), opts)
-            .map_err(|e| RpcError::new(INTERNAL_ERROR, format!("session/new: {e}")))?;
+            .map_err(|e| RpcError::new(INTERNAL_ERROR, format!("{method}: {e}")))?;
         for n in &booted.notes {
             (self.notes)(n);
         }
-        let n = self.next_session.fetch_add(1, Ordering::SeqCst);
-        let id = format!("loom-{n}");
+        let id = match &self.log {
+            Some(log) => durable_id(log),
+            None => format!("loom-{}", self.next_session.fetch_add(1, Ordering::SeqCst)),
+        };
         let mut agent = booted.agent;
         let (asks, asked) = mpsc::unbounded_channel();
         agent.set_asker(Arc::new(ClientAsker {
@@ -424,9 +449,84 @@ impl Server {
             running: StdMutex::new(None),
         });
         if let Ok(mut s) = self.sessions.lock() {
-            s.insert(id.clone(), session);
+            s.insert(id.clone(), session.clone());
         }
-        Ok(json!({ "sessionId": id, "modes": modes(false) }))
+        Ok((id, session))
+    }
+
+    /// `session/load`: resumes the session a `file` log holds (its id is [`durable_id`] of the log). The stored
+    /// history is replayed to the client as `session/update` notifications (user and agent chunks, thoughts, tool
+    /// calls and their updates) before the answer; then prompts continue it. Refused with nothing written: a
+    /// manifest whose session cannot resume, an id that is not this manifest's log, a log that does not exist yet,
+    /// a damaged log (the line is named), a session that is running a prompt.
+    async fn load(&self, params: &Value) -> Result<Value, RpcError> {
+        let id = str_param(params, "sessionId")?;
+        let cwd = session_cwd(params, "session/load")?;
+        let manifest = self.loaded.path.display();
+        let Some(log) = &self.log else {
+            return Err(RpcError::new(
+                INVALID_REQUEST,
+                format!(
+                    "session/load {id:?}: {manifest} keeps its session in memory, which does not outlive the \
+                     process, so no session can be loaded (initialize advertises loadSession: false); add a \
+                     \"file\" layer to [session] to keep sessions that can be resumed"
+                ),
+            ));
+        };
+        let expected = durable_id(log);
+        if id != expected {
+            return Err(RpcError::params(format!(
+                "session/load: unknown sessionId {id:?}: {manifest} keeps one session, {expected:?} (its log \
+                 {}); load that id, or start a session with session/new",
+                log.display()
+            )));
+        }
+        let open = self.sessions.lock().ok().and_then(|s| s.get(id).cloned());
+        let session = match open {
+            Some(s) => {
+                if s.running.lock().map(|r| r.is_some()).unwrap_or(true) {
+                    return Err(RpcError::new(
+                        INVALID_REQUEST,
+                        format!(
+                            "session/load {id:?}: the session is running a prompt; wait for its answer or send \
+                             session/cancel, then load it"
+                        ),
+                    ));
+                }
+                s
+            }
+            None => {
+                match FileLayer::check(log) {
+                    Ok(Some(_)) => {}
+                    Ok(None) => {
+                        return Err(RpcError::params(format!(
+                            "session/load {id:?}: there is no log at {} yet, so there is nothing to resume; start \
+                             the session with session/new",
+                            log.display()
+                        )))
+                    }
+                    Err(e) => {
+                        return Err(RpcError::new(
+                            INTERNAL_ERROR,
+                            format!("session/load {id:?}: the stored history cannot be read: {e}"),
+                        ))
+                    }
+                }
+                self.open_session(cwd, "session/load")?.1
+            }
+        };
+        let history = session.agent.history().await.map_err(|e| {
+            RpcError::new(
+                INTERNAL_ERROR,
+                format!("session/load {id:?}: the stored history cannot be read: {e}"),
+            )
+        })?;
+        for u in &history {
+            if let Some(n) = replay_update(id, u) {
+                self.peer.send(&n).await;
+            }
+        }
+        Ok(json!({ "modes": modes(session.agent.plan_mode()) }))
     }
 
     /// `session/set_mode`: the client's user switches between the default mode and plan mode. The model has no

@@ -132,6 +132,63 @@ fn initialize_advertises_protocol_1_and_what_prompts_may_carry() {
 }
 
 #[test]
+fn a_replay_carries_the_users_messages_too() {
+    let user = SessionUpdate::UserMessageChunk(Chunk {
+        content: Content::text("earlier"),
+        message_id: Some("m1".into()),
+    });
+    let n = replay_update("file:/s.jsonl", &user).unwrap();
+    assert_eq!(n["method"], "session/update");
+    assert_eq!(n["params"]["sessionId"], "file:/s.jsonl");
+    assert_eq!(n["params"]["update"]["sessionUpdate"], "user_message_chunk");
+    assert_eq!(n["params"]["update"]["content"]["text"], "earlier");
+    // everything else replays exactly as it streamed live, and what never goes on the wire stays off it
+    let agent = SessionUpdate::AgentMessageChunk(Chunk {
+        content: Content::text("hi"),
+        message_id: None,
+    });
+    assert_eq!(replay_update("s", &agent), session_update("s", &agent));
+    let frame = SessionUpdate::frame(crate::update::FrameKind::TurnStart, None, None);
+    assert_eq!(replay_update("s", &frame), None);
+    assert_eq!(
+        initialize_result("test", true)["agentCapabilities"]["loadSession"],
+        true
+    );
+    assert_eq!(
+        super::server::durable_id(std::path::Path::new("/d/session.jsonl")),
+        "file:/d/session.jsonl"
+    );
+}
+
+#[test]
+fn session_new_and_load_params_are_checked() {
+    use super::server::session_cwd;
+    let ok = json!({"sessionId": "s", "cwd": "/w", "mcpServers": []});
+    assert_eq!(session_cwd(&ok, "session/load").unwrap(), "/w");
+    assert_eq!(
+        session_cwd(&json!({"cwd": "/w"}), "session/new").unwrap(),
+        "/w"
+    );
+    for (params, needle) in [
+        (json!({}), "\"cwd\" must be a string"),
+        (json!({"cwd": 3}), "\"cwd\" must be a string"),
+        (json!({"cwd": "w"}), "must be an absolute path"),
+        (
+            json!({"cwd": "/w", "mcpServers": {}}),
+            "\"mcpServers\" must be an array",
+        ),
+        (
+            json!({"cwd": "/w", "mcpServers": [{"name": "x"}]}),
+            "session/load: mcpServers: loom does not connect",
+        ),
+    ] {
+        let e = session_cwd(&params, "session/load").unwrap_err();
+        assert_eq!(e.code, INVALID_PARAMS, "{params}");
+        assert!(e.message.contains(needle), "{params}: {}", e.message);
+    }
+}
+
+#[test]
 fn prompt_content_becomes_the_turns_text() {
     let ok = |blocks: Value| prompt_text(&json!({ "prompt": blocks }));
     assert_eq!(

@@ -182,6 +182,19 @@ pub fn session_update(session_id: &str, update: &SessionUpdate) -> Option<Value>
         "params": {"sessionId": session_id, "update": update}}))
 }
 
+/// A stored history event replayed by `session/load`: as [`session_update`], and the user's own messages too (the
+/// client has not seen them in this connection).
+pub fn replay_update(session_id: &str, update: &SessionUpdate) -> Option<Value> {
+    match update {
+        SessionUpdate::UserMessageChunk(_) => {
+            let update = serde_json::to_value(update).ok()?;
+            Some(json!({"jsonrpc": "2.0", "method": "session/update",
+                "params": {"sessionId": session_id, "update": update}}))
+        }
+        other => session_update(session_id, other),
+    }
+}
+
 /// What the agent can take in a prompt, by harness provider. Every harness gets text and embedded context (loom
 /// flattens embedded resources into the turn's text); none takes images or audio yet, because loom's model messages
 /// carry no image or audio blocks.

@@ -64,6 +64,17 @@ impl FileLayer {
         ))
     }
 
+    /// Reads and parses the log at `path` without opening it for writing or repairing a torn last line: `Ok(None)`
+    /// when there is no log, the events of a well-formed prefix otherwise; a bad line is an error naming it.
+    pub fn check(path: &Path) -> Result<Option<Vec<SessionUpdate>>, SessionError> {
+        let bytes = match std::fs::read(path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(io(path)(e)),
+        };
+        Ok(Some(parse_log(path, &bytes)?.0))
+    }
+
     fn write(&mut self, e: &SessionUpdate) -> Result<(), SessionError> {
         let mut line = serde_json::to_string(e).map_err(|e| SessionError::Io {
             path: self.path.display().to_string(),

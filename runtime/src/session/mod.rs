@@ -378,6 +378,35 @@ pub struct SessionPlace {
     pub skills: SkillsEnv,
 }
 
+/// Where a `file` layer keeps its log: its `path` (relative to the manifest's directory), else `session.jsonl` in
+/// the agent's storage directory.
+pub fn file_log_path(
+    spec: &loom_kernel::LayerSpec,
+    manifest_dir: &Path,
+    storage: &Path,
+) -> PathBuf {
+    match spec.config.get("path").and_then(toml::Value::as_str) {
+        Some(p) if Path::new(p).is_absolute() => PathBuf::from(p),
+        // `./x` and `x` are the same log (components() drops the `.`)
+        Some(p) => manifest_dir.join(p).components().collect(),
+        None => storage.join("session.jsonl"),
+    }
+}
+
+/// The log of the first `file` layer of `session`, when the chain has one: the history that outlives the process
+/// and can be resumed.
+pub fn resumable_log(
+    session: &loom_kernel::Session,
+    manifest_dir: &Path,
+    storage: &Path,
+) -> Option<PathBuf> {
+    session
+        .layers
+        .iter()
+        .find(|l| l.provider == "file")
+        .map(|spec| file_log_path(spec, manifest_dir, storage))
+}
+
 /// Builds the chain `[session]` declares (`[session]` absent: skills -> compacting -> in-memory). Layers not
 /// implemented are refused by name, never dropped.
 pub fn build_chain(
@@ -423,12 +452,11 @@ pub fn build_chain_with(
                 Box::new(CompactingLayer::heuristic(config)?)
             }
             "file" => {
-                let path = match spec.config.get("path").and_then(toml::Value::as_str) {
-                    Some(p) if Path::new(p).is_absolute() => PathBuf::from(p),
-                    Some(p) => place.manifest_dir.join(p),
-                    None => place.storage.join("session.jsonl"),
-                };
-                let (layer, note) = FileLayer::open(&path)?;
+                let (layer, note) = FileLayer::open(&file_log_path(
+                    spec,
+                    &place.manifest_dir,
+                    &place.storage,
+                ))?;
                 notes.extend(note);
                 Box::new(layer)
             }
