@@ -32,7 +32,7 @@ use crate::hooks::{HookOutcome, HookRunner};
 use crate::model::{ModelEvent, ModelRequest, Role, StopReason, ToolSpec};
 use crate::retry::{jitter, wait, RetryPolicy, Sleeper, TokioSleeper};
 use crate::session::{to_messages, Chain, CompactCtx, CompactMode, Compaction, SessionError};
-use crate::tools::{Prepared, Progress, Tool, ToolCtx, ToolOutput};
+use crate::tools::{ClientFs, Prepared, Progress, Tool, ToolCtx, ToolOutput};
 use crate::update::{
     Chunk, Content, Frame, FrameKind, SessionUpdate, ThoughtChunk, ThoughtMeta, ToolCall,
     ToolCallContent, ToolCallUpdate, ToolKind, ToolStatus, TurnStop, UsageUpdate,
@@ -173,6 +173,7 @@ pub struct Agent {
     retry: RetryPolicy,
     sleeper: Arc<dyn Sleeper>,
     asker: Option<Arc<dyn Asker>>,
+    client_fs: Option<Arc<dyn ClientFs>>,
     approvals: Option<Arc<ApprovalStore>>,
     plan_mode: AtomicBool,
     hooks: Option<Arc<HookRunner>>,
@@ -246,6 +247,7 @@ impl Agent {
             retry: parts.retry,
             sleeper: parts.sleeper,
             asker: parts.asker,
+            client_fs: None,
             approvals: parts.approvals,
             plan_mode: AtomicBool::new(parts.plan_mode),
             hooks: parts.hooks,
@@ -258,6 +260,12 @@ impl Agent {
     /// Sets who answers permission asks (an agent booted from a manifest starts headless).
     pub fn set_asker(&mut self, asker: Arc<dyn Asker>) {
         self.asker = Some(asker);
+    }
+
+    /// Sets the client that does the file tools' I/O once the kernel allowed a call (an ACP client advertising
+    /// `fs`); an agent booted from a manifest does its own.
+    pub fn set_client_fs(&mut self, fs: Arc<dyn ClientFs>) {
+        self.client_fs = Some(fs);
     }
 
     /// The agent's name.
@@ -1151,6 +1159,7 @@ impl Agent {
         let id = call.id.clone();
         let ctx = ToolCtx {
             history,
+            client_fs: self.client_fs.clone(),
             cancel: cancel.child_token(),
             progress: Arc::new(move |p: Progress| {
                 bus.publish(&SessionUpdate::ToolCallUpdate(ToolCallUpdate {

@@ -1,18 +1,19 @@
 // A real ACP client (@agentclientprotocol/sdk) driving `loom acp serve`, for tests/runtime/acp.rs.
 //
-// usage: node client.mjs <loom binary> <plain manifest> <ask manifest> <session cwd> <durable manifest>
+// usage: node client.mjs <loom binary> <plain manifest> <ask manifest> <session cwd> <durable manifest> <fs manifest>
 //
 // The plain agent reads a file with read_file; the ask agent has a [permissions] ask rule on read_file, so each of
 // its turns sends session/request_permission: the client allows once, rejects once, then cancels the turn while the
 // question is open. The durable agent keeps its session in a file log: one process writes a turn, a second process
-// loads the session (the history is replayed before the answer) and continues it. Prints one JSON summary on stdout; the Rust test asserts on it. Exits 1 only when the client
+// loads the session (the history is replayed before the answer) and continues it. The fs agent runs with a client
+// that advertises fs.readTextFile / fs.writeTextFile and keeps "editor buffers" of its own. Prints one JSON summary on stdout; the Rust test asserts on it. Exits 1 only when the client
 // itself fails (the summary then says why).
 
 import { spawn } from "node:child_process";
 import { Readable, Writable } from "node:stream";
 import * as acp from "@agentclientprotocol/sdk";
 
-const [loom, plainManifest, askManifest, cwd, durableManifest] = process.argv.slice(2);
+const [loom, plainManifest, askManifest, cwd, durableManifest, fsManifest] = process.argv.slice(2);
 const debug = (...a) => process.env.ACP_DEBUG && console.error("acp-client:", ...a);
 
 /** Starts `loom acp serve <manifest>`, runs `script` with a connected client, then closes stdin. */
@@ -23,7 +24,7 @@ async function withAgent(manifest, script) {
   const exited = new Promise((resolve) => child.on("close", (code, signal) => resolve({ code, signal })));
   const stream = acp.ndJsonStream(Writable.toWeb(child.stdin), Readable.toWeb(child.stdout));
   const updates = [];
-  const state = { onPermission: null, permissions: [] };
+  const state = { onPermission: null, permissions: [], fs: [], buffers: {} };
   const app = acp
     .client({ name: "loom-acp-test" })
     .onNotification("session/update", ({ params }) => {
@@ -31,8 +32,18 @@ async function withAgent(manifest, script) {
     })
     .onRequest("session/request_permission", async ({ params, agent }) => {
       debug("permission asked", JSON.stringify(params));
-    state.permissions.push(params);
+      state.permissions.push(params);
       return state.onPermission(params, agent);
+    })
+    .onRequest("fs/read_text_file", async ({ params }) => {
+      state.fs.push({ method: "fs/read_text_file", path: params.path });
+      if (!(params.path in state.buffers)) throw acp.RequestError.resourceNotFound(params.path);
+      return { content: state.buffers[params.path] };
+    })
+    .onRequest("fs/write_text_file", async ({ params }) => {
+      state.fs.push({ method: "fs/write_text_file", path: params.path, content: params.content });
+      state.buffers[params.path] = params.content;
+      return {};
     });
   let result;
   let error = null;
@@ -168,6 +179,17 @@ summary.loaded = await withAgent(durableManifest, async (ctx, updates) => {
   };
 });
 
-const ok = !summary.plain.error && !summary.ask.error && !summary.written.error && !summary.loaded.error;
+summary.fs = await withAgent(fsManifest, async (ctx, updates, state) => {
+  await ctx.request("initialize", {
+    protocolVersion: acp.PROTOCOL_VERSION,
+    clientCapabilities: { fs: { readTextFile: true, writeTextFile: true } },
+  });
+  const { sessionId } = await ctx.request("session/new", { cwd, mcpServers: [] });
+  state.buffers[`${cwd}/a.txt`] = "from the buffer\n";
+  const r = await ctx.request("session/prompt", { sessionId, prompt: [{ type: "text", text: "go" }] });
+  return { stopReason: r.stopReason, fs: state.fs, buffers: state.buffers, turn: digest(updates, sessionId) };
+});
+
+const ok = !summary.plain.error && !summary.ask.error && !summary.written.error && !summary.loaded.error && !summary.fs.error;
 process.stdout.write(JSON.stringify(summary) + "\n");
 process.exit(ok ? 0 : 1);

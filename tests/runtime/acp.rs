@@ -647,6 +647,173 @@ fn session_load_of_a_missing_or_damaged_log_is_refused_and_writes_nothing() {
     assert_eq!(std::fs::read_to_string(&log).unwrap(), damaged);
 }
 
+/// Reads, is refused a path outside its grant, writes, edits; the next turn reads again.
+const FS: &str = r#"
+[agent]
+name = "acp-fs"
+
+[harness]
+provider = "test"
+script = [
+  [
+    { call = { tool = "read_file", input = { path = "a.txt" } } },
+    { call = { tool = "read_file", input = { path = "/etc/passwd" } } },
+    { call = { tool = "write_file", input = { path = "b.txt", content = "written" } } },
+    { call = { tool = "edit_file", input = { path = "a.txt", edits = [{ old_text = "buffer", new_text = "edited" }] } } },
+    { say = "done" },
+  ],
+  [{ call = { tool = "read_file", input = { path = "a.txt" } } }, { say = "after" }],
+]
+
+[session]
+provider = "in-memory"
+
+[tools]
+read_file = { capabilities = { paths = ["./"] } }
+write_file = { capabilities = { paths = ["./"] } }
+edit_file = { capabilities = { paths = ["./"] } }
+"#;
+
+/// What a turn sent: the reply, the updates, and the requests the client answered with `answer`.
+struct Turn {
+    reply: Value,
+    updates: Vec<Value>,
+    requests: Vec<Value>,
+}
+
+impl Server {
+    /// Reads until the reply to `id`, answering each request of the server's with `answer(request)` (a result,
+    /// or `Err` with an error object).
+    fn turn(&mut self, id: u64, answer: &mut dyn FnMut(&Value) -> Result<Value, Value>) -> Turn {
+        let (mut updates, mut requests) = (Vec::new(), Vec::new());
+        loop {
+            let m = self.next();
+            if m["id"] == json!(id) && m.get("method").is_none() {
+                return Turn {
+                    reply: m,
+                    updates,
+                    requests,
+                };
+            }
+            if m.get("id").is_some() && m["method"].is_string() {
+                let msg = match answer(&m) {
+                    Ok(result) => json!({"jsonrpc": "2.0", "id": m["id"], "result": result}),
+                    Err(error) => json!({"jsonrpc": "2.0", "id": m["id"], "error": error}),
+                };
+                requests.push(m);
+                self.send(msg);
+            } else {
+                updates.push(m);
+            }
+        }
+    }
+}
+
+/// The finished tool calls of some updates: (status, text).
+fn tool_results(updates: &[Value]) -> Vec<(String, String)> {
+    updates
+        .iter()
+        .map(|u| &u["params"]["update"])
+        .filter(|u| u["sessionUpdate"] == "tool_call_update" && u["status"] != "in_progress")
+        .map(|u| {
+            (
+                u["status"].as_str().unwrap_or("").to_string(),
+                u["content"][0]["content"]["text"]
+                    .as_str()
+                    .unwrap_or("")
+                    .to_string(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn a_client_with_fs_does_the_file_io_of_allowed_calls_only() {
+    let s = Scratch::new();
+    s.write("agent.toml", FS);
+    s.write("a.txt", "on disk\n");
+    let dir = std::fs::canonicalize(s.path()).unwrap();
+    let (a, b) = (dir.join("a.txt"), dir.join("b.txt"));
+    let mut server = Server::start(&s, "agent.toml");
+    server.request(
+        1,
+        "initialize",
+        json!({"protocolVersion": 1, "clientCapabilities": {"fs": {"readTextFile": true, "writeTextFile": true}}}),
+    );
+    server.reply(1);
+    server.request(
+        2,
+        "session/new",
+        json!({"cwd": dir.to_str().unwrap(), "mcpServers": []}),
+    );
+    let sid = server.reply(2).0["result"]["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    server.prompt(3, &sid, "go");
+    // the editor's buffer differs from the disk: the buffer is what the model sees and edits
+    let t = server.turn(3, &mut |m| match m["method"].as_str() {
+        Some("fs/read_text_file") => Ok(json!({"content": "from the buffer\n"})),
+        Some("fs/write_text_file") => Ok(json!({})),
+        _ => Err(json!({"code": -32601, "message": "unexpected"})),
+    });
+    assert_eq!(t.reply["result"]["stopReason"], "end_turn", "{}", t.reply);
+    let asked: Vec<(&str, &str)> = t
+        .requests
+        .iter()
+        .map(|r| {
+            assert_eq!(r["params"]["sessionId"], sid.as_str(), "{r}");
+            (
+                r["method"].as_str().unwrap(),
+                r["params"]["path"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    let (a_s, b_s) = (a.to_str().unwrap(), b.to_str().unwrap());
+    // the read, the write, the edit's read and write — and nothing about the path the kernel refused
+    assert_eq!(
+        asked,
+        [
+            ("fs/read_text_file", a_s),
+            ("fs/write_text_file", b_s),
+            ("fs/read_text_file", a_s),
+            ("fs/write_text_file", a_s)
+        ],
+        "{:#?}",
+        t.requests
+    );
+    assert_eq!(t.requests[1]["params"]["content"], "written");
+    assert_eq!(t.requests[3]["params"]["content"], "from the edited\n");
+    let results = tool_results(&t.updates);
+    assert_eq!(results[0], ("completed".into(), "from the buffer\n".into()));
+    assert_eq!(results[1].0, "failed");
+    assert!(
+        results[1].1.contains("outside this tool's grant"),
+        "{results:?}"
+    );
+    assert_eq!(results[2].0, "completed", "{results:?}");
+    assert_eq!(results[3].0, "completed", "{results:?}");
+    // the client wrote, not loom
+    assert_eq!(std::fs::read_to_string(&a).unwrap(), "on disk\n");
+    assert!(!b.exists());
+
+    // the client's error is the tool's error the model sees
+    server.prompt(4, &sid, "again");
+    let t = server.turn(4, &mut |_| {
+        Err(json!({"code": -32002, "message": "no buffer for that file"}))
+    });
+    assert_eq!(t.reply["result"]["stopReason"], "end_turn", "{}", t.reply);
+    let results = tool_results(&t.updates);
+    assert_eq!(results[0].0, "failed");
+    assert!(
+        results[0].1.contains("the client could not read it")
+            && results[0].1.contains("no buffer for that file"),
+        "{results:?}"
+    );
+    let (code, stderr) = server.finish();
+    assert_eq!(code, 0, "{stderr}");
+}
+
 /// The directory of the npm client, with its dependencies installed (`.ci/run` installs them; a checkout without
 /// them gets `npm ci` here). `None` (and a printed reason) only when node itself is missing.
 fn acp_client_dir() -> Option<std::path::PathBuf> {
@@ -675,6 +842,7 @@ fn a_real_acp_client_drives_loom_acp_serve() {
     s.write("plain.toml", PLAIN);
     s.write("ask.toml", ASK);
     s.write("durable.toml", &durable());
+    s.write("fs.toml", FS);
     s.write("a.txt", "hello\n");
     let out = Command::new("node")
         .arg(client.join("client.mjs"))
@@ -683,6 +851,7 @@ fn a_real_acp_client_drives_loom_acp_serve() {
         .arg(s.path().join("ask.toml"))
         .arg(s.path())
         .arg(s.path().join("durable.toml"))
+        .arg(s.path().join("fs.toml"))
         .current_dir(&client)
         .env("LOOM_DATA_HOME", s.path().join(".loom-data"))
         .output()
@@ -791,4 +960,39 @@ fn a_real_acp_client_drives_loom_acp_serve() {
         log.find("first prompt").unwrap() < log.find("second prompt").unwrap(),
         "{log}"
     );
+
+    // a client with fs: its buffers are read and written, and it is never asked about the refused path
+    let f = &summary["fs"];
+    assert_eq!(f["exitCode"], 0, "{f}");
+    let r = &f["result"];
+    assert_eq!(r["stopReason"], "end_turn", "{r}");
+    let a = s.path().join("a.txt").display().to_string();
+    let b = s.path().join("b.txt").display().to_string();
+    assert_eq!(
+        r["fs"],
+        json!([
+            {"method": "fs/read_text_file", "path": a},
+            {"method": "fs/write_text_file", "path": b, "content": "written"},
+            {"method": "fs/read_text_file", "path": a},
+            {"method": "fs/write_text_file", "path": a, "content": "from the edited\n"},
+        ]),
+        "{r}"
+    );
+    assert_eq!(
+        r["turn"]["toolResults"][0],
+        json!({"status": "completed", "text": "from the buffer\n"})
+    );
+    assert_eq!(r["turn"]["toolResults"][1]["status"], "failed");
+    assert!(
+        r["turn"]["toolResults"][1]["text"]
+            .as_str()
+            .unwrap()
+            .contains("outside this tool's grant"),
+        "{r}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(s.path().join("a.txt")).unwrap(),
+        "hello\n"
+    );
+    assert!(!s.path().join("b.txt").exists());
 }

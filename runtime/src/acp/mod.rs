@@ -6,6 +6,8 @@
 //! `session/update` notification; the reply carries the ACP `stopReason`), and the `session/cancel` notification.
 //! `session/load` resumes the one session a `file` session log holds (its ACP id is `file:<log path>`), replaying
 //! the stored history as `session/update` notifications before answering.
+//! When the client advertises `fs`, the file tools' I/O goes through `fs/read_text_file` / `fs/write_text_file`
+//! (see [`crate::tools::ClientFs`]) once the kernel has allowed the call.
 //! Each session is its own [`crate::Agent`]. A `[permissions]` ask or the doom-loop guard becomes a
 //! `session/request_permission` request to the client (allow once / reject once); the kernel has decided the call
 //! first, and a kernel denial is never asked about, so the client can narrow what runs but never widen it.

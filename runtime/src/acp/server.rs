@@ -24,6 +24,7 @@ use crate::bus::Capacity;
 use crate::load::{env_map, Loaded};
 use crate::session::{resumable_log, FileLayer};
 use crate::storage::storage_dir;
+use crate::tools::ClientFs;
 
 /// The longest line read; a longer one is answered with a parse error and skipped.
 pub const MAX_LINE: usize = 16 << 20;
@@ -84,9 +85,81 @@ impl Peer {
     }
 }
 
-/// A permission question on its way to the client: the params of `session/request_permission` and where the
-/// answer goes.
-type AskMsg = (Value, oneshot::Sender<Reply>);
+/// A request of the agent's to the client (`session/request_permission`, `fs/*`) on its way: the method, its
+/// params and where the answer goes. The running turn's task sends it, after every update published before it, so
+/// the client has seen the `tool_call` it is about.
+type ClientRequest = (&'static str, Value, oneshot::Sender<Reply>);
+
+/// Sends a request to the client through the turn's task and waits for the answer; `Err` says why there is none
+/// (the client's error message, or that it went away).
+fn ask_client(
+    requests: &mpsc::UnboundedSender<ClientRequest>,
+    method: &'static str,
+    params: Value,
+) -> BoxFuture<'static, Result<Value, String>> {
+    let (tx, rx) = oneshot::channel();
+    let sent = requests.send((method, params, tx)).is_ok();
+    Box::pin(async move {
+        if !sent {
+            return Err("no client turn is running to ask".into());
+        }
+        match rx.await {
+            Ok(Ok(result)) => Ok(result),
+            // a plain string is our own note (the client went away); an object is the client's error
+            Ok(Err(Value::String(why))) => Err(why),
+            Ok(Err(e)) => Err(format!(
+                "the client answered {method} with an error: {}",
+                e.get("message")
+                    .and_then(Value::as_str)
+                    .map_or_else(|| e.to_string(), str::to_string)
+            )),
+            Err(_) => Err("the client disconnected before answering".into()),
+        }
+    })
+}
+
+/// The client's file system (`fs/read_text_file`, `fs/write_text_file`), as far as it advertised it.
+struct AcpFs {
+    requests: mpsc::UnboundedSender<ClientRequest>,
+    session_id: String,
+    read: bool,
+    write: bool,
+}
+
+impl ClientFs for AcpFs {
+    fn can_read(&self) -> bool {
+        self.read
+    }
+
+    fn can_write(&self) -> bool {
+        self.write
+    }
+
+    fn read_text_file(&self, path: &Path) -> BoxFuture<'static, Result<String, String>> {
+        let params = json!({"sessionId": self.session_id, "path": path.display().to_string()});
+        let answer = ask_client(&self.requests, "fs/read_text_file", params);
+        Box::pin(async move {
+            let result = answer.await?;
+            match result["content"].as_str() {
+                Some(text) => Ok(text.to_string()),
+                None => Err(format!(
+                    "the client's answer to fs/read_text_file has no \"content\" string: {result}"
+                )),
+            }
+        })
+    }
+
+    fn write_text_file(
+        &self,
+        path: &Path,
+        content: String,
+    ) -> BoxFuture<'static, Result<(), String>> {
+        let params = json!({"sessionId": self.session_id, "path": path.display().to_string(),
+            "content": content});
+        let answer = ask_client(&self.requests, "fs/write_text_file", params);
+        Box::pin(async move { answer.await.map(|_| ()) })
+    }
+}
 
 /// `session/request_permission`: the client's user answers a `[permissions]` ask or a doom-loop ask. "Allow once"
 /// and "reject once" are always offered; "allow always" only when the agent can remember the answer (an ask rule
@@ -94,7 +167,7 @@ type AskMsg = (Value, oneshot::Sender<Reply>);
 /// The question goes through the turn's task, which sends every update published before it first, so the
 /// client has seen the `tool_call` it is asked about.
 struct ClientAsker {
-    asks: mpsc::UnboundedSender<AskMsg>,
+    requests: mpsc::UnboundedSender<ClientRequest>,
     session_id: String,
 }
 
@@ -137,23 +210,11 @@ impl Asker for ClientAsker {
             "toolCall": tool_call,
             "options": options,
         });
-        let (tx, rx) = oneshot::channel();
-        let sent = self.asks.send((params, tx)).is_ok();
+        let answer = ask_client(&self.requests, "session/request_permission", params);
         Box::pin(async move {
-            if !sent {
-                return AskAnswer::Reject("no client turn is running to ask".into());
-            }
-            match rx.await {
-                Ok(Ok(result)) => answer_of(&result, always),
-                // a plain string is our own note (the client went away); an object is the client's error
-                Ok(Err(Value::String(why))) => AskAnswer::Reject(why),
-                Ok(Err(e)) => AskAnswer::Reject(format!(
-                    "the client answered the permission request with an error: {}",
-                    e.get("message")
-                        .and_then(Value::as_str)
-                        .map_or_else(|| e.to_string(), str::to_string)
-                )),
-                Err(_) => AskAnswer::Reject("the client disconnected before answering".into()),
+            match answer.await {
+                Ok(result) => answer_of(&result, always),
+                Err(why) => AskAnswer::Reject(why),
             }
         })
     }
@@ -174,8 +235,8 @@ pub(super) fn answer_of(result: &Value, offered_always: bool) -> AskAnswer {
 
 struct Session {
     agent: Agent,
-    /// Permission questions from the agent's [`ClientAsker`], sent by the running turn's task.
-    asks: tokio::sync::Mutex<mpsc::UnboundedReceiver<AskMsg>>,
+    /// The agent's requests to the client ([`ClientAsker`], [`AcpFs`]), sent by the running turn's task.
+    requests: tokio::sync::Mutex<mpsc::UnboundedReceiver<ClientRequest>>,
     /// The running turn's token.
     running: StdMutex<Option<CancellationToken>>,
 }
@@ -188,6 +249,8 @@ struct Server {
     turns: StdMutex<Vec<JoinHandle<()>>>,
     next_session: AtomicU64,
     notes: Notes,
+    /// The `clientCapabilities` of the client's `initialize` (`null` before it).
+    client_caps: StdMutex<Value>,
     /// The `file` log the manifest's session chain keeps, when it has one: the one stored session, which
     /// `session/load` resumes (see [`durable_id`]).
     log: Option<PathBuf>,
@@ -293,6 +356,7 @@ pub async fn serve<R, W>(
     );
     let server = Arc::new(Server {
         log,
+        client_caps: StdMutex::new(Value::Null),
         loaded,
         opts,
         peer: Arc::new(Peer {
@@ -387,8 +451,18 @@ impl Server {
             .harness
             .as_ref()
             .map_or("", |h| h.provider.as_str());
+        if let Ok(mut caps) = self.client_caps.lock() {
+            *caps = params["clientCapabilities"].clone();
+        }
         // session/load resumes a `file` log; an in-memory session cannot be resumed
         Ok(initialize_result(provider, self.log.is_some()))
+    }
+
+    fn client_caps(&self) -> Value {
+        self.client_caps
+            .lock()
+            .map(|c| c.clone())
+            .unwrap_or(Value::Null)
     }
 
     fn session(&self, params: &Value) -> Result<(String, Arc<Session>), RpcError> {
@@ -438,14 +512,27 @@ impl Server {
             None => format!("loom-{}", self.next_session.fetch_add(1, Ordering::SeqCst)),
         };
         let mut agent = booted.agent;
-        let (asks, asked) = mpsc::unbounded_channel();
+        let (requests, requested) = mpsc::unbounded_channel();
         agent.set_asker(Arc::new(ClientAsker {
-            asks,
+            requests: requests.clone(),
             session_id: id.clone(),
         }));
+        let caps = self.client_caps();
+        let (read, write) = (
+            caps["fs"]["readTextFile"] == true,
+            caps["fs"]["writeTextFile"] == true,
+        );
+        if read || write {
+            agent.set_client_fs(Arc::new(AcpFs {
+                requests,
+                session_id: id.clone(),
+                read,
+                write,
+            }));
+        }
         let session = Arc::new(Session {
             agent,
-            asks: tokio::sync::Mutex::new(asked),
+            requests: tokio::sync::Mutex::new(requested),
             running: StdMutex::new(None),
         });
         if let Ok(mut s) = self.sessions.lock() {
@@ -568,7 +655,7 @@ impl Server {
         let peer = self.peer.clone();
         let task = tokio::spawn(async move {
             let updates = session.agent.subscribe(Capacity::Unbounded);
-            let mut asks = session.asks.lock().await;
+            let mut requests = session.requests.lock().await;
             let turn = session.agent.prompt(&text, token);
             tokio::pin!(turn);
             // the turn itself never writes: every message goes out from here, so no write waits on the turn
@@ -580,13 +667,13 @@ impl Server {
                             peer.send(&n).await;
                         }
                     }
-                    Some((params, answer)) = asks.recv() => {
+                    Some((method, params, answer)) = requests.recv() => {
                         while let Some(u) = updates.try_recv() {
                             if let Some(n) = session_update(&session_id, &u) {
                                 peer.send(&n).await;
                             }
                         }
-                        let (id, reply) = peer.start("session/request_permission", params).await;
+                        let (id, reply) = peer.start(method, params).await;
                         let peer = peer.clone();
                         tokio::spawn(async move {
                             let mut answer = answer;

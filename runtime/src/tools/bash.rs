@@ -619,6 +619,7 @@ mod tests {
                 c2.cancel();
             }),
             history: None,
+            client_fs: None,
         };
         let auth = Authorization {
             row: None,

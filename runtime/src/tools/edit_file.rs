@@ -6,7 +6,10 @@ use std::os::unix::fs::OpenOptionsExt;
 use loom_kernel::{Access, CallFacts, Request};
 use serde_json::{json, Value};
 
-use super::{check_fields, resolve_path, str_field, PathMode, Prepared, Tool, ToolEnv, ToolOutput};
+use super::client::{read_text, writer};
+use super::{
+    check_fields, resolve_path, str_field, PathMode, Prepared, Tool, ToolCtx, ToolEnv, ToolOutput,
+};
 use crate::model::ToolSpec;
 use crate::update::{Location, ToolCallContent, ToolKind};
 
@@ -188,11 +191,10 @@ impl Tool for EditFileTool {
             locations: vec![Location {
                 path: shown.clone(),
             }],
-            run: Box::new(move |_auth, _ctx| {
+            run: Box::new(move |_auth, ctx| {
                 Box::pin(async move {
-                    let p = path.clone();
-                    match tokio::task::spawn_blocking(move || edit(&p, &edits)).await {
-                        Ok(Ok((old, new))) => ToolOutput {
+                    match edit(&ctx, &path, &edits).await {
+                        Ok((old, new)) => ToolOutput {
                             text: format!("edited {shown}"),
                             content: vec![ToolCallContent::Diff {
                                 path: shown,
@@ -201,7 +203,6 @@ impl Tool for EditFileTool {
                             }],
                             ..ToolOutput::default()
                         },
-                        Ok(Err(e)) => ToolOutput::error(format!("{shown}: {e}")),
                         Err(e) => ToolOutput::error(format!("{shown}: {e}")),
                     }
                 })
@@ -210,18 +211,43 @@ impl Tool for EditFileTool {
     }
 }
 
-fn edit(path: &std::path::Path, edits: &[Edit]) -> Result<(String, String), String> {
-    let bytes = std::fs::read(path).map_err(|e| e.to_string())?;
-    let old = String::from_utf8(bytes).map_err(|_| "not UTF-8 text".to_string())?;
+/// Reads the file (through the client when it reads files), applies the edits, and writes the result (through the
+/// client when it writes files). Nothing is written when an edit does not apply.
+async fn edit(
+    ctx: &ToolCtx,
+    path: &std::path::Path,
+    edits: &[Edit],
+) -> Result<(String, String), String> {
+    let old = read_text(ctx, path, read_local).await?;
     let new = apply_edits(&old, edits).map_err(|e| e.to_string())?;
+    match writer(ctx) {
+        Some(client) => client
+            .write_text_file(path, new.clone())
+            .await
+            .map_err(|e| format!("the client could not write it: {e}"))?,
+        None => {
+            let (p, n) = (path.to_path_buf(), new.clone());
+            tokio::task::spawn_blocking(move || write_local(&p, &n))
+                .await
+                .map_err(|e| e.to_string())??
+        }
+    }
+    Ok((old, new))
+}
+
+fn read_local(path: &std::path::Path) -> Result<String, String> {
+    let bytes = std::fs::read(path).map_err(|e| e.to_string())?;
+    String::from_utf8(bytes).map_err(|_| "not UTF-8 text".to_string())
+}
+
+fn write_local(path: &std::path::Path, new: &str) -> Result<(), String> {
     let mut f = std::fs::OpenOptions::new()
         .write(true)
         .truncate(true)
         .custom_flags(libc::O_NOFOLLOW)
         .open(path)
         .map_err(|e| e.to_string())?;
-    f.write_all(new.as_bytes()).map_err(|e| e.to_string())?;
-    Ok((old, new))
+    f.write_all(new.as_bytes()).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

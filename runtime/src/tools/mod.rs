@@ -4,6 +4,7 @@
 //! [`Prepared::run`] is executed, with the kernel's [`Authorization`].
 
 mod bash;
+mod client;
 mod edit_file;
 mod find;
 mod output;
@@ -24,6 +25,7 @@ use crate::model::ToolSpec;
 use crate::update::{Location, ToolCallContent, ToolKind};
 
 pub use bash::{BashTool, SandboxEnv};
+pub use client::ClientFs;
 pub use edit_file::{apply_edits, EditError, EditFileTool};
 pub use find::{glob_match, FindTool};
 pub use output::{OutputBuffer, Snapshot};
@@ -65,6 +67,8 @@ pub struct ToolCtx {
     pub progress: ProgressFn,
     /// The agent's history when the call started, for tools that [`Tool::wants_history`] (`None` otherwise).
     pub history: Option<Vec<crate::update::SessionUpdate>>,
+    /// The client that does file I/O for the file tools (an ACP client advertising `fs`; `None`: loom does it).
+    pub client_fs: Option<Arc<dyn ClientFs>>,
 }
 
 /// How a call ended.
@@ -239,6 +243,7 @@ pub(crate) mod testutil {
                     cancel: CancellationToken::new(),
                     progress: Arc::new(|_| {}),
                     history: None,
+                    client_fs: None,
                 };
                 (p.run)(a, ctx).await
             }

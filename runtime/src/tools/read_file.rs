@@ -6,6 +6,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use loom_kernel::{Access, CallFacts, Request};
 use serde_json::{json, Value};
 
+use super::client::read_text;
 use super::{check_fields, resolve_path, str_field, PathMode, Prepared, Tool, ToolEnv, ToolOutput};
 use crate::model::ToolSpec;
 use crate::update::{Location, ToolKind};
@@ -66,11 +67,15 @@ impl Tool for ReadFileTool {
             locations: vec![Location {
                 path: shown.clone(),
             }],
-            run: Box::new(move |_auth, _ctx| {
+            run: Box::new(move |_auth, ctx| {
                 Box::pin(async move {
-                    match tokio::task::spawn_blocking(move || read(&path)).await {
-                        Ok(Ok(text)) => ToolOutput::ok(text),
-                        Ok(Err(e)) => ToolOutput::error(format!("{shown}: {e}")),
+                    match read_text(&ctx, &path, read).await {
+                        Ok(text) if text.len() as u64 > MAX_READ_BYTES => ToolOutput::error(format!(
+                            "{shown}: the text is {} bytes; read_file returns at most {MAX_READ_BYTES} — use bash \
+                             (head, sed -n) for a part",
+                            text.len()
+                        )),
+                        Ok(text) => ToolOutput::ok(text),
                         Err(e) => ToolOutput::error(format!("{shown}: {e}")),
                     }
                 })

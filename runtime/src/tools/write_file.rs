@@ -6,6 +6,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use loom_kernel::{Access, CallFacts, Request};
 use serde_json::{json, Value};
 
+use super::client::{read_text, writer};
 use super::{
     bool_field, check_fields, resolve_path, str_field, PathMode, Prepared, Tool, ToolEnv,
     ToolOutput,
@@ -74,13 +75,39 @@ impl Tool for WriteFileTool {
             locations: vec![Location {
                 path: shown.clone(),
             }],
-            run: Box::new(move |_auth, _ctx| {
+            run: Box::new(move |_auth, ctx| {
                 Box::pin(async move {
                     let p = path.clone();
                     let c = content.clone();
-                    let done =
-                        tokio::task::spawn_blocking(move || write(&p, &c, append, create_dirs))
-                            .await;
+                    let done = match writer(&ctx) {
+                        // the client writes (its buffer, then its disk); an append is read, extended, written whole
+                        Some(client) => {
+                            let p2 = p.clone();
+                            match tokio::task::spawn_blocking(move || {
+                                parent_ready(&p2, create_dirs)
+                            })
+                            .await
+                            {
+                                Ok(Ok(())) => Ok(async {
+                                    let full = if append {
+                                        read_text(&ctx, &p, read_or_empty).await? + &c
+                                    } else {
+                                        c
+                                    };
+                                    client
+                                        .write_text_file(&p, full)
+                                        .await
+                                        .map_err(|e| format!("the client could not write it: {e}"))
+                                }
+                                .await),
+                                other => other,
+                            }
+                        }
+                        None => {
+                            tokio::task::spawn_blocking(move || write(&p, &c, append, create_dirs))
+                                .await
+                        }
+                    };
                     match done {
                         Ok(Ok(())) => ToolOutput {
                             text: format!(
@@ -108,21 +135,22 @@ impl Tool for WriteFileTool {
     }
 }
 
+/// The file's text, or nothing when it does not exist yet (what an append extends).
+fn read_or_empty(path: &std::path::Path) -> Result<String, String> {
+    match std::fs::read(path) {
+        Ok(bytes) => String::from_utf8(bytes).map_err(|_| "not UTF-8 text".to_string()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(String::new()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
 fn write(
     path: &std::path::Path,
     content: &str,
     append: bool,
     create_dirs: bool,
 ) -> Result<(), String> {
-    if create_dirs {
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent).map_err(|e| e.to_string())?;
-        }
-    } else if path.parent().is_some_and(|p| !p.is_dir()) {
-        return Err(
-            "the parent directory does not exist; pass create_dirs = true to create it".into(),
-        );
-    }
+    parent_ready(path, create_dirs)?;
     let mut opts = std::fs::OpenOptions::new();
     opts.write(true).create(true).custom_flags(libc::O_NOFOLLOW);
     if append {
@@ -133,6 +161,20 @@ fn write(
     let mut f = opts.open(path).map_err(|e| e.to_string())?;
     f.write_all(content.as_bytes()).map_err(|e| e.to_string())?;
     f.flush().map_err(|e| e.to_string())
+}
+
+/// Creates the parent directory (`create_dirs`) or checks that it exists.
+fn parent_ready(path: &std::path::Path, create_dirs: bool) -> Result<(), String> {
+    if create_dirs {
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| e.to_string())?;
+        }
+    } else if path.parent().is_some_and(|p| !p.is_dir()) {
+        return Err(
+            "the parent directory does not exist; pass create_dirs = true to create it".into(),
+        );
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -45,6 +45,7 @@ async fn call(l: &SkillsLayer, input: serde_json::Value) -> ToolOutput {
                 cancel: tokio_util::sync::CancellationToken::new(),
                 progress: Arc::new(|_| {}),
                 history: None,
+                client_fs: None,
             };
             (p.run)(a, tctx).await
         }
