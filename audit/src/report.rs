@@ -139,10 +139,10 @@ pub fn build_report(manifest: Manifest, facts: Facts<'_>) -> Report {
         if t.algebra == AlgebraKind::Mcp {
             let message = match facts.mcp.get(&t.instance) {
                 Some(Ok(_)) => None,
-                Some(Err(e)) => Some(format!("cannot resolve this MCP tool: {e}")),
+                Some(Err(e)) => Some(format!("cannot resolve this tool: {e}")),
                 None => Some(
-                    "this MCP tool was not resolved (its server was not started), so audit cannot vouch for its \
-                     schema or argument grants"
+                    "this tool was not resolved (its MCP server or provider was not started), so audit cannot vouch \
+                     for its schema or argument grants"
                         .to_string(),
                 ),
             };

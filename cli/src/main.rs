@@ -35,6 +35,10 @@ enum Command {
     Permissions(cmd::permissions::Args),
     /// Inspect MCP servers: `loom mcp inspect <npm-name | path | handle>` prints paste-and-prune TOML.
     Mcp(cmd::mcp::Args),
+    /// Materialise the manifest's provider sources into .loom/providers and pin them in .loom/lock.toml.
+    Install(cmd::install::Args),
+    /// List provider sources with their lock state and contributions, or show one (`loom providers info <handle>`).
+    Providers(cmd::providers::Args),
     /// Print the installed version.
     Version,
 }
@@ -70,6 +74,8 @@ fn main() {
         Command::Explain(args) => cmd::explain::run(args),
         Command::Permissions(args) => cmd::permissions::run(args),
         Command::Mcp(args) => cmd::mcp::run(args),
+        Command::Install(args) => cmd::install::run(args),
+        Command::Providers(args) => cmd::providers::run(args),
         Command::Version => {
             println!("loom {}", env!("CARGO_PKG_VERSION"));
             exit::OK

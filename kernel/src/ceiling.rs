@@ -39,9 +39,11 @@ pub fn default_ceiling() -> BTreeMap<String, Grant> {
     m
 }
 
-/// True when a provider spec is the built-in `mcp-server` meta-factory.
+/// True when a provider spec is the built-in `mcp-server` meta-factory, or an external provider package (a `path`,
+/// `npm` or `git` source): both offer tools with JSON input schemas, granted per argument.
 fn is_mcp(spec: &ProviderSpec) -> bool {
     matches!(spec, ProviderSpec::Configured { factory, .. } if factory == "mcp-server")
+        || matches!(spec, ProviderSpec::Source(_))
 }
 
 impl Manifest {
@@ -54,7 +56,7 @@ impl Manifest {
     }
 
     /// The algebra that compares grants of instance `key`. A renamed instance uses its underlying tool's algebra; an
-    /// MCP tool uses per-argument grants; a key with no `[tools]` entry is read as a built-in of that name.
+    /// MCP tool or an external provider's tool uses per-argument grants; a key with no `[tools]` entry is read as a built-in of that name.
     pub fn algebra_kind(&self, key: &str) -> AlgebraKind {
         let underlying = self.underlying(key);
         match self.tools.get(key).map(|e| &e.provider) {

@@ -38,6 +38,7 @@ mod doom;
 mod gate;
 mod grant;
 mod hooks;
+mod install;
 mod judge;
 mod laws;
 mod manifest;
@@ -71,6 +72,10 @@ pub use grant::{Grant, GrantError, Kind, Row};
 pub use hooks::{
     combine_hooks, interpret_hook, matcher_matches, Hook, HookAction, HookEvent, HookExit, HookRun,
     HookVerdict, Hooks, DEFAULT_HOOK_TIMEOUT_SECS,
+};
+pub use install::{
+    frozen_drift, install_writable, lock_state, Lock, LockEntry, LockState, WritableInstall,
+    INSTALL_DIR, LOCK_FILE, LOCK_VERSION,
 };
 pub use judge::{judge_group, DeclJudgement, DeclVerdict, GroupJudgement};
 pub use laws::{

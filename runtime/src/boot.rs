@@ -21,6 +21,7 @@ use crate::harness::{
 use crate::hooks::HookRunner;
 use crate::load::{env_map, load_manifest, path_ctx, LoadError, Loaded};
 use crate::mcp::{mcp_provider, McpPlace, McpServers, McpTool};
+use crate::providers::{provider_source, resolve_and_start, ProviderPlace};
 use crate::retry::{RetryPolicy, Sleeper, TokioSleeper};
 use crate::secrets::{Secret, SecretChain};
 use crate::session::{build_chain_with, Layer, SessionError, SessionPlace, SkillsEnv};
@@ -209,6 +210,7 @@ pub fn boot_with(
     sandbox.secrets = chain.facts(SECRET_SLOTS, &m.agent.secrets);
 
     let storage = storage_dir(m, &env);
+    let storage_for_providers = storage.clone();
     match ensure_storage(&storage, &loaded.path) {
         Ok(warning) => notes.extend(warning),
         Err(e) => notes.push(format!(
@@ -249,6 +251,12 @@ pub fn boot_with(
         chain: &chain,
         env: &env,
     };
+    // external providers: one process per handle, resolved only from the lock-pinned install directory
+    let provider_place = ProviderPlace {
+        cwd: &cwd,
+        env: &env,
+        storage: &storage_for_providers,
+    };
     for g in &grants {
         if !g.problems.is_empty() {
             return Err(tool_err(&g.instance, g.problems.join("; ")));
@@ -262,8 +270,9 @@ pub fn boot_with(
             continue;
         }
         let mcp = mcp_provider(m, &g.provider);
+        let external = provider_source(m, &g.provider);
         let what = match &g.provider {
-            _ if mcp.is_some() => None,
+            _ if mcp.is_some() || external.is_some() => None,
             ProviderRef::Builtin if IMPLEMENTED.contains(&g.underlying.as_str()) => None,
             ProviderRef::Builtin if loom_kernel::BUILTIN_TOOLS.contains(&g.underlying.as_str()) => {
                 Some(format!("the built-in tool {:?}", g.underlying))
@@ -283,7 +292,8 @@ pub fn boot_with(
             }
             ProviderRef::Harness(h) => Some(format!("harness server tools (provider = {h:?})")),
             ProviderRef::Handle(h) => Some(format!(
-                "tools from [providers].{h} (external providers; MCP servers are supported)"
+                "tools from [providers].{h} (a configured factory other than mcp-server; MCP servers and \
+                 path/npm/git provider sources are supported)"
             )),
             ProviderRef::Shipped(s) => Some(format!("tools from shipped providers ({})", s.label)),
             ProviderRef::Host => Some("contributed grant rows".to_string()),
@@ -307,6 +317,15 @@ pub fn boot_with(
         let built = if let Some((key, table)) = mcp {
             let server = mcp_servers
                 .get_or_start(&key, table, &mcp_place)
+                .map_err(|e| tool_err(&g.instance, e))?;
+            let tool = McpTool::new(&g.instance, &g.underlying, &g.grant, server)
+                .map_err(|e| tool_err(&g.instance, e))?;
+            Some(Arc::new(tool) as Arc<dyn crate::tools::Tool>)
+        } else if let Some((handle, source)) = external {
+            let server = mcp_servers
+                .get_or_start_with(&handle, || {
+                    resolve_and_start(&loaded.dir, &handle, source, &provider_place)
+                })
                 .map_err(|e| tool_err(&g.instance, e))?;
             let tool = McpTool::new(&g.instance, &g.underlying, &g.grant, server)
                 .map_err(|e| tool_err(&g.instance, e))?;
@@ -398,9 +417,17 @@ pub fn boot_with(
                 table,
             } => {
                 // fail-soft like the judging: a contributed server that does not start leaves its tool out
-                let tool = mcp_servers
-                    .get_or_start(&key, &table, &mcp_place)
-                    .and_then(|server| McpTool::new(&instance, &underlying, &grant, server));
+                let server = match &table {
+                    Some(table) => mcp_servers.get_or_start(&key, table, &mcp_place),
+                    None => match provider_source(m, &ProviderRef::Handle(key.clone())) {
+                        Some((handle, source)) => mcp_servers.get_or_start_with(&key, || {
+                            resolve_and_start(&loaded.dir, &handle, source, &provider_place)
+                        }),
+                        None => Err(format!("[providers].{key} is not a provider source")),
+                    },
+                };
+                let tool =
+                    server.and_then(|server| McpTool::new(&instance, &underlying, &grant, server));
                 let tool = match tool {
                     Ok(t) => Arc::new(t) as Arc<dyn crate::tools::Tool>,
                     Err(e) => {

@@ -27,7 +27,8 @@ pub(crate) enum NewTool {
         /// Its grant.
         grant: Grant,
     },
-    /// A tool of an MCP server: a root `[providers]` handle, or a server the group ships (consented to by name).
+    /// A tool of an MCP server (a root `[providers]` handle, or a server the group ships, consented to by name), or
+    /// of a root `[providers]` handle with a provider source.
     Mcp {
         /// The instance.
         instance: String,
@@ -37,8 +38,8 @@ pub(crate) enum NewTool {
         grant: Grant,
         /// The server's key (the handle, or the shipped spec by value: servers dedup globally).
         key: String,
-        /// The server's `mcp-server` config.
-        table: toml::Table,
+        /// The server's `mcp-server` config; `None` for an external provider (resolved from its pinned install).
+        table: Option<toml::Table>,
     },
     /// A tool the session implements (`read_skill`): taken from the chain once it is bound.
     Session {
@@ -86,7 +87,9 @@ pub fn rejection_note(j: &GroupJudgement, manifest_file: &str) -> String {
 /// [`binding_problem`].
 fn unsupported(m: &Manifest, group: &ToolGroup) -> Option<String> {
     for (name, entry) in &group.tools {
-        if mcp_provider(m, &entry.provider).is_some() {
+        if mcp_provider(m, &entry.provider).is_some()
+            || crate::providers::provider_source(m, &entry.provider).is_some()
+        {
             continue;
         }
         let what = match &entry.provider {
@@ -170,7 +173,17 @@ pub(crate) fn bind_groups(
                             underlying: entry.tool.clone().unwrap_or_else(|| name.clone()),
                             grant,
                             key,
-                            table: table.clone(),
+                            table: Some(table.clone()),
+                        });
+                    } else if let Some((handle, _)) = crate::providers::provider_source(m, provider)
+                    {
+                        let (grant, _) = requested_grant(ceiling, name, entry);
+                        news.push(NewTool::Mcp {
+                            instance: name.clone(),
+                            underlying: entry.tool.clone().unwrap_or_else(|| name.clone()),
+                            grant,
+                            key: handle,
+                            table: None,
                         });
                     }
                 }

@@ -59,6 +59,7 @@ mod load;
 mod mcp;
 mod model;
 mod prompt;
+mod providers;
 mod repl;
 mod retry;
 mod sdk;
@@ -112,6 +113,11 @@ pub use model::{
     ContentBlock, Message, ModelEvent, ModelRequest, Role, StopReason, ToolSpec, Usage,
 };
 pub use prompt::{prompt_blocking, PromptError, PromptSink};
+pub use providers::{
+    entry_of, install, install_dir, provider_infos, provider_source, read_lock,
+    resolve as resolve_provider, sources as provider_sources, state_of as provider_state,
+    tree_hash, InstallOptions, Installed, ProviderInfo, ProviderPlace, Resolved,
+};
 pub use repl::{
     ask_question, parse_answer, parse_command, run_repl, Command, ReplUi, TurnStats, COMMANDS, TICK,
 };

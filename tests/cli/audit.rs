@@ -232,7 +232,7 @@ a = "*"
     );
     s.loom(&["audit", m.to_str().unwrap()])
         .expect_code(1)
-        .stdout_has("cannot resolve this MCP tool")
+        .stdout_has("cannot resolve this tool")
         .stdout_has("[providers].slow")
         .stdout_has("startup_timeout_ms");
 }

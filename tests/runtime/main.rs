@@ -10,6 +10,7 @@ mod hooks;
 mod mcp;
 mod openai_chat;
 mod prompt;
+mod providers;
 mod repl;
 mod secrets;
 mod session;

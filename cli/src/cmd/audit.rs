@@ -6,10 +6,14 @@ use loom_audit::{
     build_report, render_gate_json, render_gate_sarif, render_gate_text, render_json, render_text,
     run_gate, Facts, Finding, Level, Report,
 };
-use loom_kernel::{binding_problem, check_subagents, parse_manifest, Manifest, SubagentVerdict};
+use loom_kernel::{
+    binding_problem, check_subagents, install_writable, parse_manifest, Manifest, SubagentVerdict,
+    INSTALL_DIR, LOCK_FILE,
+};
 use loom_runtime::{
-    env_map, git_show, load_manifest, manifest_skills, path_ctx, read_text, resolve_mcp_tools,
-    session_group, storage_dir, BaselineSpec, Discovery, FsLoader, Loaded, SkillsEnv,
+    env_map, git_show, load_manifest, manifest_skills, path_ctx, provider_infos, provider_sources,
+    read_text, resolve_mcp_tools, session_group, storage_dir, BaselineSpec, Discovery, FsLoader,
+    Loaded, SkillsEnv,
 };
 
 use crate::exit;
@@ -89,6 +93,14 @@ fn report_of(manifest: &Path, loaded: Loaded, ctx: loom_kernel::PathCtx) -> Repo
     };
     // MCP tools are resolved by starting their servers (no model calls); the servers stop before the report
     let mcp = resolve_mcp_tools(&loaded, Path::new(&ctx.base));
+    let protected = if provider_sources(&loaded.manifest).is_empty() {
+        vec![]
+    } else {
+        vec![
+            loaded.dir.join(INSTALL_DIR).display().to_string(),
+            loaded.dir.join(LOCK_FILE).display().to_string(),
+        ]
+    };
     let mut report = build_report(
         loaded.manifest,
         Facts {
@@ -104,7 +116,33 @@ fn report_of(manifest: &Path, loaded: Loaded, ctx: loom_kernel::PathCtx) -> Repo
     if let Some(d) = skills {
         skill_findings(&mut report, &d);
     }
+    // the kernel says which grants reach the installed provider code or its lock
+    for w in install_writable(&report.tools, &report.ctx, &protected) {
+        report.findings.push(Finding {
+            level: Level::Warning,
+            subject: w.instance,
+            message: w.message,
+        });
+    }
+    report.findings.sort_by_key(|f| std::cmp::Reverse(f.level));
     report
+}
+
+/// The manifest's provider sources with their lock state, for `--json` (`providers`).
+fn providers_json(loaded: &Loaded, cwd: &Path) -> serde_json::Value {
+    provider_infos(loaded, cwd, false)
+        .iter()
+        .map(|i| {
+            serde_json::json!({
+                "handle": i.handle,
+                "source": i.source,
+                "state": i.state.label(),
+                "problem": i.state.problem(),
+                "resolved": i.resolved,
+                "sha256": i.sha256,
+            })
+        })
+        .collect()
 }
 
 /// Skills findings: each skipped (malformed) skill, and each accepted skill the agent could not bind at boot.
@@ -143,9 +181,16 @@ pub fn audit_text(manifest: &Path) -> Result<String, String> {
 }
 
 fn audit(args: &Args, loaded: Loaded, format: Format, ctx: loom_kernel::PathCtx) -> i32 {
+    let providers = providers_json(&loaded, Path::new(&ctx.base));
     let report = report_of(&args.manifest, loaded, ctx);
     let out = match format {
-        Format::Json => json_text(&render_json(&report)),
+        Format::Json => {
+            let mut j = render_json(&report);
+            if let Some(o) = j.as_object_mut() {
+                o.insert("providers".into(), providers);
+            }
+            json_text(&j)
+        }
         _ => render_text(&report),
     };
     if !emit(&out) {

@@ -20,6 +20,14 @@ const INHERITED: &[&str] = &[
     "TMPDIR",
 ];
 
+/// The part of loom's environment every spawned server or provider inherits ([`INHERITED`]).
+pub fn inherited_env(env: &std::collections::BTreeMap<String, String>) -> Vec<(String, String)> {
+    INHERITED
+        .iter()
+        .filter_map(|k| env.get(*k).map(|v| (k.to_string(), v.clone())))
+        .collect()
+}
+
 /// How a server is reached.
 #[derive(Debug, Clone)]
 pub enum Launch {
@@ -149,10 +157,7 @@ pub fn server_config(
                 ))
             }
         };
-        let mut vars: Vec<(String, String)> = INHERITED
-            .iter()
-            .filter_map(|k| env.get(*k).map(|v| (k.to_string(), v.clone())))
-            .collect();
+        let mut vars = inherited_env(env);
         let mut set = |k: String, v: String| {
             vars.retain(|(name, _)| *name != k);
             vars.push((k, v));

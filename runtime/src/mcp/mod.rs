@@ -20,9 +20,10 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value as Json};
 
 pub use config::{
-    server_config, Launch, ServerConfig, DEFAULT_CALL_TIMEOUT_MS, DEFAULT_STARTUP_TIMEOUT_MS,
+    inherited_env, server_config, Launch, ServerConfig, DEFAULT_CALL_TIMEOUT_MS,
+    DEFAULT_STARTUP_TIMEOUT_MS,
 };
-pub use stdio::STDERR_TAIL_BYTES;
+pub use stdio::{StdioSpawn, STDERR_TAIL_BYTES};
 pub use tool::McpTool;
 
 /// The protocol versions this client speaks, newest first; `initialize` offers the first.
@@ -260,11 +261,30 @@ impl Conn {
     }
 }
 
-/// One MCP server (one `[providers]` handle): its connection, its last tool listing, and whether it was restarted.
+/// The protocol version of loom's own provider protocol (runtime/PROVIDERS.md).
+pub const PROVIDER_PROTOCOL: &str = "loom-provider/1";
+
+/// Which protocol a server speaks over the shared JSON-RPC client.
+#[derive(Debug, Clone)]
+pub enum Dialect {
+    /// The Model Context Protocol: `initialize` with MCP versions, then paginated `tools/list`.
+    Mcp,
+    /// loom's provider protocol (runtime/PROVIDERS.md): `initialize` returns the contributions, tools included.
+    Provider {
+        /// Extra `initialize` params (`handle`, `dataDir`, `cwd`).
+        init: serde_json::Map<String, Json>,
+        /// For messages: the source and where it is installed.
+        origin: String,
+    },
+}
+
+/// One MCP server or external provider (one `[providers]` handle): its connection, its last tool listing, and
+/// whether it was restarted.
 pub struct McpServer {
     /// The `[providers]` handle (or the inline spec's description).
     pub handle: String,
     cfg: ServerConfig,
+    dialect: Dialect,
     inner: Mutex<Inner>,
 }
 
@@ -272,6 +292,8 @@ struct Inner {
     conn: Option<Conn>,
     restarted: bool,
     tools: Vec<UpstreamTool>,
+    /// The `initialize` result (a provider's contributions live there).
+    info: Json,
     /// Why the server died, when it did.
     death: Option<String>,
 }
@@ -288,24 +310,52 @@ impl McpServer {
     /// Starts the server, initialises it and lists its tools. The error names the handle, what failed, the
     /// server's stderr tail and a fix.
     pub fn start(handle: &str, cfg: ServerConfig) -> Result<Arc<McpServer>, String> {
+        McpServer::start_as(handle, cfg, Dialect::Mcp)
+    }
+
+    /// [`McpServer::start`] for a server speaking `dialect`.
+    pub fn start_as(
+        handle: &str,
+        cfg: ServerConfig,
+        dialect: Dialect,
+    ) -> Result<Arc<McpServer>, String> {
         let server = McpServer {
             handle: handle.to_string(),
             cfg,
+            dialect,
             inner: Mutex::new(Inner {
                 conn: None,
                 restarted: false,
                 tools: vec![],
+                info: Json::Null,
                 death: None,
             }),
         };
-        let (conn, tools) = server
+        let (conn, tools, info) = server
             .connect()
             .map_err(|e| server.explain("cannot start", &e))?;
         if let Ok(mut inner) = server.inner.lock() {
             inner.conn = Some(conn);
             inner.tools = tools;
+            inner.info = info;
         }
         Ok(Arc::new(server))
+    }
+
+    /// What `initialize` answered (for a provider: its `contributes`).
+    pub fn info(&self) -> Json {
+        self.inner
+            .lock()
+            .map(|i| i.info.clone())
+            .unwrap_or_default()
+    }
+
+    /// "MCP server" or "provider", for messages.
+    pub(crate) fn noun(&self) -> &'static str {
+        match self.dialect {
+            Dialect::Mcp => "MCP server",
+            Dialect::Provider { .. } => "provider",
+        }
     }
 
     /// The tools listed at start (or at the latest re-list).
@@ -318,10 +368,13 @@ impl McpServer {
 
     /// How the server is launched, for messages (`npm @x/y`, `command node a.mjs`, `url https://…`).
     pub fn launch(&self) -> String {
-        self.cfg.launch.describe()
+        match &self.dialect {
+            Dialect::Mcp => self.cfg.launch.describe(),
+            Dialect::Provider { origin, .. } => origin.clone(),
+        }
     }
 
-    fn connect(&self) -> Result<(Conn, Vec<UpstreamTool>), McpError> {
+    fn connect(&self) -> Result<(Conn, Vec<UpstreamTool>, Json), McpError> {
         let transport: Box<dyn Transport> = match &self.cfg.launch {
             Launch::Stdio(spawn) => {
                 Box::new(stdio::StdioTransport::spawn(spawn).map_err(McpError::Dead)?)
@@ -338,6 +391,42 @@ impl McpServer {
         };
         let timeout = self.cfg.startup_timeout;
         let fail = |conn: &Conn, e: McpError| with_stderr(e, &conn.transport.stderr_tail());
+        if let Dialect::Provider { init, .. } = &self.dialect {
+            let mut params = init.clone();
+            params.insert("protocolVersion".into(), PROVIDER_PROTOCOL.into());
+            params.insert(
+                "clientInfo".into(),
+                json!({ "name": "loom", "version": env!("CARGO_PKG_VERSION") }),
+            );
+            let info = conn
+                .request("initialize", Json::Object(params), timeout)
+                .map_err(|e| fail(&conn, e))?;
+            let version = info.get("protocolVersion").and_then(Json::as_str);
+            if version != Some(PROVIDER_PROTOCOL) {
+                return Err(fail(
+                    &conn,
+                    McpError::Failed(format!(
+                        "the provider answered initialize with protocolVersion {}; loom speaks {PROVIDER_PROTOCOL} \
+                         (runtime/PROVIDERS.md)",
+                        version.map_or("(none)".to_string(), |v| format!("{v:?}"))
+                    )),
+                ));
+            }
+            let tools = match info.pointer("/contributes/tools") {
+                None | Some(Json::Null) => vec![],
+                Some(Json::Array(list)) => upstream_tools(list),
+                Some(_) => {
+                    return Err(McpError::Failed(
+                        "the provider's contributes.tools is not an array".into(),
+                    ))
+                }
+            };
+            conn.notify("notifications/initialized")
+                .map_err(|e| fail(&conn, e))?;
+            // a provider's tools are fixed by initialize: a list_changed is not followed
+            conn.list_changed = false;
+            return Ok((conn, tools, info));
+        }
         let init = conn
             .request(
                 "initialize",
@@ -365,25 +454,31 @@ impl McpServer {
         let tools = list_tools(&mut conn, timeout).map_err(|e| fail(&conn, e))?;
         // a list_changed sent during start-up is already answered by this listing
         conn.list_changed = false;
-        Ok((conn, tools))
+        Ok((conn, tools, init))
     }
 
     /// "provider `fs` (npm @x/fs): <what>: <why>" plus the fix.
     fn explain(&self, what: &str, e: &McpError) -> String {
-        let fix = match e {
-            McpError::Timeout(_) => format!(
+        let fix = match (e, &self.dialect) {
+            (McpError::Timeout(_) | McpError::Dead(_), Dialect::Provider { .. }) => format!(
+                "; check that the provider starts and speaks {PROVIDER_PROTOCOL} (`loom providers info {}`), fix \
+                 its source, then run `loom install` again",
+                self.handle
+            ),
+            (McpError::Timeout(_), _) => format!(
                 "; if the server is just slow to start, raise startup_timeout_ms / call_timeout_ms on \
                  [providers].{}",
                 self.handle
             ),
-            McpError::Dead(_) => format!(
+            (McpError::Dead(_), _) => format!(
                 "; check that [providers].{} launches a working MCP server (try `loom mcp inspect` on it)",
                 self.handle
             ),
             _ => String::new(),
         };
         format!(
-            "MCP server [providers].{} ({}): {what}: {e}{fix}",
+            "{} [providers].{} ({}): {what}: {e}{fix}",
+            self.noun(),
             self.handle,
             self.launch()
         )
@@ -412,35 +507,39 @@ impl McpServer {
     ) -> Result<CallResult, String> {
         let mut inner = self.inner.lock().map_err(|_| {
             format!(
-                "MCP server [providers].{}: its state is poisoned",
+                "{} [providers].{}: its state is poisoned",
+                self.noun(),
                 self.handle
             )
         })?;
         if inner.conn.is_none() {
             if inner.restarted {
                 return Err(format!(
-                    "MCP server [providers].{} ({}) died again after a restart ({}); loom will not restart it \
-                     again in this session — fix the server, then restart loom",
+                    "{} [providers].{} ({}) died again after a restart ({}); loom will not restart it \
+                     again in this session — fix it, then restart loom",
+                    self.noun(),
                     self.handle,
                     self.launch(),
                     inner.death.clone().unwrap_or_default()
                 ));
             }
             inner.restarted = true;
-            let (conn, tools) = self
+            let (conn, tools, info) = self
                 .connect()
                 .map_err(|e| self.explain("cannot restart", &e))?;
             inner.conn = Some(conn);
             inner.tools = tools;
+            inner.info = info;
         }
         let Some(conn) = inner.conn.as_mut() else {
             return Err(format!(
-                "MCP server [providers].{}: not connected",
+                "{} [providers].{}: not connected",
+                self.noun(),
                 self.handle
             ));
         };
         conn.drain();
-        if conn.list_changed {
+        if conn.list_changed && matches!(self.dialect, Dialect::Mcp) {
             conn.list_changed = false;
             let listed = list_tools(conn, self.cfg.call_timeout);
             match listed {
@@ -450,15 +549,17 @@ impl McpServer {
         }
         let Some(current) = inner.tools.iter().find(|t| t.name == tool).cloned() else {
             return Err(format!(
-                "MCP server [providers].{} no longer offers the tool `{tool}` (it changed its tool list); the call \
+                "{} [providers].{} no longer offers the tool `{tool}` (it changed its tool list); the call \
                  is refused — restart loom after checking [tools] against `loom mcp inspect`",
+                self.noun(),
                 self.handle
             ));
         };
         still_ok(&current)?;
         let Some(conn) = inner.conn.as_mut() else {
             return Err(format!(
-                "MCP server [providers].{}: not connected",
+                "{} [providers].{}: not connected",
+                self.noun(),
                 self.handle
             ));
         };
@@ -468,7 +569,7 @@ impl McpServer {
         if answer == Err(McpError::SessionExpired) {
             // the HTTP server forgot the session: a fresh one, then the same call once more
             inner.conn = None;
-            let (mut conn, tools) = self
+            let (mut conn, tools, _) = self
                 .connect()
                 .map_err(|e| self.explain("cannot re-initialise", &e))?;
             inner.tools = tools;
@@ -532,21 +633,7 @@ fn list_tools(conn: &mut Conn, timeout: Duration) -> Result<Vec<UpstreamTool>, M
                 "the server's tools/list answer has no `tools` array".into(),
             ));
         };
-        for t in list {
-            // an entry without a name cannot be named in [tools]: skip it
-            let Some(name) = t.get("name").and_then(Json::as_str) else {
-                continue;
-            };
-            tools.push(UpstreamTool {
-                name: name.to_string(),
-                description: t
-                    .get("description")
-                    .and_then(Json::as_str)
-                    .unwrap_or("")
-                    .to_string(),
-                input_schema: t.get("inputSchema").cloned().unwrap_or(Json::Null),
-            });
-        }
+        tools.extend(upstream_tools(list));
         match page.get("nextCursor").and_then(Json::as_str) {
             Some(c) if !c.is_empty() => cursor = Some(c.to_string()),
             _ => return Ok(tools),
@@ -555,6 +642,24 @@ fn list_tools(conn: &mut Conn, timeout: Duration) -> Result<Vec<UpstreamTool>, M
     Err(McpError::Failed(format!(
         "the server's tools/list did not end after {MAX_PAGES} pages"
     )))
+}
+
+/// Tool entries as MCP and the provider protocol list them; an entry without a name cannot be named in `[tools]` and
+/// is skipped.
+fn upstream_tools(list: &[Json]) -> Vec<UpstreamTool> {
+    list.iter()
+        .filter_map(|t| {
+            Some(UpstreamTool {
+                name: t.get("name").and_then(Json::as_str)?.to_string(),
+                description: t
+                    .get("description")
+                    .and_then(Json::as_str)
+                    .unwrap_or("")
+                    .to_string(),
+                input_schema: t.get("inputSchema").cloned().unwrap_or(Json::Null),
+            })
+        })
+        .collect()
 }
 
 /// Flattens a `tools/call` result: text blocks as text, other blocks as a short note, cut at [`MAX_RESULT_CHARS`].
@@ -658,6 +763,20 @@ pub struct McpServers {
 }
 
 impl McpServers {
+    /// The server or provider known as `key`, started by `start` on first use.
+    pub fn get_or_start_with(
+        &mut self,
+        key: &str,
+        start: impl FnOnce() -> Result<Arc<McpServer>, String>,
+    ) -> Result<Arc<McpServer>, String> {
+        if let Some(s) = self.started.get(key) {
+            return Ok(s.clone());
+        }
+        let server = start()?;
+        self.started.insert(key.to_string(), server.clone());
+        Ok(server)
+    }
+
     /// The server known as `key`, started on first use.
     pub fn get_or_start(
         &mut self,
@@ -693,8 +812,8 @@ pub struct McpResolution {
     pub schema: Json,
 }
 
-/// Starts every MCP server the manifest's tools use (no model calls), lists their tools and binds each instance's
-/// grant: per instance, its resolution or why it cannot be resolved (the message boot would refuse with). Servers
+/// Starts every MCP server and external provider the manifest's tools use (no model calls), lists their tools and
+/// binds each instance's grant: per instance, its resolution or why it cannot be resolved (the message boot would refuse with). Servers
 /// are stopped before this returns.
 pub fn resolve_mcp_tools(
     loaded: &crate::load::Loaded,
@@ -708,7 +827,28 @@ pub fn resolve_mcp_tools(
     // built at the first MCP tool: an audit of a manifest without one reads no secret store
     let mut chain = None;
     let mut servers = McpServers::default();
+    let storage = crate::storage::storage_dir(m, &env);
     for g in &grants {
+        // an external provider: resolved from its pinned install, never from its source
+        if let Some((handle, source)) = crate::providers::provider_source(m, &g.provider) {
+            let place = crate::providers::ProviderPlace {
+                cwd,
+                env: &env,
+                storage: &storage,
+            };
+            let resolved = servers
+                .get_or_start_with(&handle, || {
+                    crate::providers::resolve_and_start(&loaded.dir, &handle, source, &place)
+                })
+                .and_then(|server| McpTool::new(&g.instance, &g.underlying, &g.grant, server))
+                .map(|tool| McpResolution {
+                    server: handle.clone(),
+                    description: tool.description().to_string(),
+                    schema: tool.visible_schema().clone(),
+                });
+            out.insert(g.instance.clone(), resolved);
+            continue;
+        }
         let Some((key, table)) = mcp_provider(m, &g.provider) else {
             continue;
         };

@@ -40,7 +40,8 @@ impl McpTool {
                 String::new()
             };
             return Err(format!(
-                "the MCP server [providers].{} has no tool `{underlying}` (it has: {}){rename}",
+                "the {} [providers].{} has no tool `{underlying}` (it has: {}){rename}",
+                server.noun(),
                 server.handle,
                 if names.is_empty() {
                     "none".to_string()

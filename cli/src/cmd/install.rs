@@ -1,0 +1,62 @@
+//! `loom install [agent.toml] [--frozen]`: materialise every `[providers]` source (path, npm, git) into
+//! `.loom/providers/<handle>/` next to the manifest and pin it in `.loom/lock.toml`. `--frozen` (CI) writes nothing
+//! and fails when anything drifted from the lock. Exit codes: 0 installed, 1 failed or drifted, 2 usage.
+
+use std::path::PathBuf;
+
+use loom_runtime::{env_map, install, load_manifest, InstallOptions};
+
+use crate::exit;
+use crate::output::{emit, fail};
+
+/// Arguments of `loom install`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The agent manifest (default: agent.toml in the current directory).
+    #[arg(default_value = "agent.toml")]
+    pub manifest: PathBuf,
+    /// Fail (writing nothing) when the manifest's sources or the installed files drifted from .loom/lock.toml.
+    #[arg(long)]
+    pub frozen: bool,
+}
+
+/// Runs `loom install`.
+pub fn run(args: Args) -> i32 {
+    let loaded = match load_manifest(&args.manifest) {
+        Ok(l) => l,
+        Err(e) => return fail(exit::FAILED, &e.to_string()),
+    };
+    let opts = InstallOptions {
+        frozen: args.frozen,
+        env: env_map(),
+    };
+    match install(&loaded.dir, &loaded.manifest, &opts) {
+        Ok(done) => {
+            let mut out = String::new();
+            if done.is_empty() {
+                out.push_str(
+                    "no [providers] entry has a path, npm or git source: nothing to install\n",
+                );
+            }
+            for i in &done {
+                out.push_str(&format!(
+                    "{}  {}  {}  sha256 {}{}\n",
+                    i.handle,
+                    i.entry.source,
+                    i.entry.resolved,
+                    i.entry.sha256,
+                    if args.frozen {
+                        "  (matches the lock)"
+                    } else if i.changed {
+                        "  (pinned)"
+                    } else {
+                        "  (unchanged)"
+                    }
+                ));
+            }
+            emit(&out);
+            exit::OK
+        }
+        Err(e) => fail(exit::FAILED, &format!("{}: {e}", args.manifest.display())),
+    }
+}

@@ -1,0 +1,350 @@
+//! `loom install`: materialise every `[providers]` source into `.loom/providers/<handle>/` next to the manifest and pin
+//! it in `.loom/lock.toml`. Everything is staged first (in `.loom/.staging-<pid>/`); only when every source
+//! materialised does loom swap the new trees in (rename) and write the lock (temp file + rename). A failure leaves the
+//! previous install and lock as they were. `--frozen` materialises too, and refuses (writing nothing) when anything
+//! differs from the lock.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use loom_kernel::{frozen_drift, Lock, LockEntry, Manifest, Source, INSTALL_DIR, LOCK_FILE};
+use serde_json::Value as Json;
+
+use super::tree::{copy_tree, remove_tree, tree_hash};
+use super::{read_lock, sources};
+
+/// How `loom install` runs.
+#[derive(Debug, Clone, Default)]
+pub struct InstallOptions {
+    /// Fail on any drift from the lock, writing nothing.
+    pub frozen: bool,
+    /// loom's environment (`HOME` for `~/` paths; `PATH` for npm and git).
+    pub env: BTreeMap<String, String>,
+}
+
+/// One installed provider.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Installed {
+    /// The handle.
+    pub handle: String,
+    /// The pinned entry.
+    pub entry: LockEntry,
+    /// True when the pinned tree differs from what was installed before.
+    pub changed: bool,
+}
+
+/// Installs every source provider of `m` (the manifest in `manifest_dir`).
+pub fn install(
+    manifest_dir: &Path,
+    m: &Manifest,
+    opts: &InstallOptions,
+) -> Result<Vec<Installed>, String> {
+    let dot = manifest_dir.join(".loom");
+    let created_dot = !dot.exists();
+    let staging = dot.join(format!(".staging-{}", std::process::id()));
+    let cleanup = || {
+        remove_tree(&staging);
+        if created_dot {
+            let _ = std::fs::remove_dir(&dot);
+        }
+    };
+    let old_lock = match read_lock(manifest_dir) {
+        Ok(l) => l,
+        Err(e) if opts.frozen => return Err(e),
+        // a damaged lock is rewritten by a normal install
+        Err(_) => None,
+    };
+    let srcs = sources(m);
+    let mut staged = Vec::new();
+    for (handle, source) in &srcs {
+        let dst = staging.join(handle);
+        let done = materialise(manifest_dir, source, &dst, &staging, &opts.env)
+            .and_then(|resolved| Ok((resolved, tree_hash(&dst)?)));
+        match done {
+            Ok((resolved, sha256)) => staged.push((
+                handle.clone(),
+                LockEntry {
+                    source: source.describe(),
+                    resolved,
+                    sha256,
+                },
+            )),
+            Err(e) => {
+                cleanup();
+                return Err(format!(
+                    "[providers].{handle} ({}): {e}; nothing was changed",
+                    source.describe()
+                ));
+            }
+        }
+    }
+    if opts.frozen {
+        let fresh: BTreeMap<String, (String, String)> = staged
+            .iter()
+            .map(|(h, e)| (h.clone(), (e.source.clone(), e.sha256.clone())))
+            .collect();
+        let drift = frozen_drift(old_lock.as_ref(), &fresh);
+        if !drift.is_empty() {
+            cleanup();
+            return Err(format!(
+                "--frozen: the providers drifted from {LOCK_FILE}, so nothing was written:\n  {}\nrun `loom install` \
+                 without --frozen to re-pin them, review the change, and commit {LOCK_FILE}",
+                drift.join("\n  ")
+            ));
+        }
+    }
+    // commit: swap each staged tree in, then the lock
+    let root = manifest_dir.join(INSTALL_DIR);
+    std::fs::create_dir_all(&root).map_err(|e| {
+        cleanup();
+        format!("cannot create {}: {e}", root.display())
+    })?;
+    let mut out = Vec::new();
+    for (handle, entry) in staged {
+        let dst = root.join(&handle);
+        swap_in(
+            &staging.join(&handle),
+            &dst,
+            &staging.join(format!(".old-{handle}")),
+        )
+        .inspect_err(|_| cleanup())?;
+        let before = old_lock.as_ref().and_then(|l| l.providers.get(&handle));
+        out.push(Installed {
+            changed: before.map(|b| b.sha256 != entry.sha256) != Some(false),
+            handle,
+            entry,
+        });
+    }
+    remove_tree(&staging);
+    // installs of handles the manifest no longer has are loom's to remove
+    if let Ok(list) = std::fs::read_dir(&root) {
+        for item in list.flatten() {
+            let name = item.file_name().to_string_lossy().into_owned();
+            if !srcs.contains_key(&name) {
+                remove_tree(&item.path());
+            }
+        }
+    }
+    if !opts.frozen {
+        let lock = Lock {
+            providers: out
+                .iter()
+                .map(|i| (i.handle.clone(), i.entry.clone()))
+                .collect(),
+        };
+        write_atomic(&manifest_dir.join(LOCK_FILE), &lock.render())?;
+    }
+    Ok(out)
+}
+
+/// Replaces `dst` with `new` by renames; the previous `dst` is parked at `park` and restored if the swap fails.
+fn swap_in(new: &Path, dst: &Path, park: &Path) -> Result<(), String> {
+    let had = std::fs::symlink_metadata(dst).is_ok();
+    if had {
+        std::fs::rename(dst, park).map_err(|e| {
+            format!(
+                "cannot move the previous install {} aside: {e}",
+                dst.display()
+            )
+        })?;
+    }
+    if let Err(e) = std::fs::rename(new, dst) {
+        if had {
+            let _ = std::fs::rename(park, dst);
+        }
+        return Err(format!(
+            "cannot move the new install into {}: {e}",
+            dst.display()
+        ));
+    }
+    remove_tree(park);
+    Ok(())
+}
+
+/// Writes `text` to `path` through a temporary file in the same directory and a rename.
+fn write_atomic(path: &Path, text: &str) -> Result<(), String> {
+    let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
+    std::fs::write(&tmp, text)
+        .and_then(|()| std::fs::rename(&tmp, path))
+        .map_err(|e| {
+            let _ = std::fs::remove_file(&tmp);
+            format!("cannot write {}: {e}", path.display())
+        })
+}
+
+/// Puts `source` into the new directory `dst`; returns what it resolved to. `scratch` is for downloads.
+fn materialise(
+    manifest_dir: &Path,
+    source: &Source,
+    dst: &Path,
+    scratch: &Path,
+    env: &BTreeMap<String, String>,
+) -> Result<String, String> {
+    match source {
+        Source::Path(p) => {
+            let from = local(manifest_dir, p, env);
+            let canon = std::fs::canonicalize(&from)
+                .map_err(|e| format!("cannot read the source directory {}: {e}", from.display()))?;
+            if !canon.is_dir() {
+                return Err(format!(
+                    "{} is not a directory (a path provider is a directory with a package.json)",
+                    canon.display()
+                ));
+            }
+            if manifest_dir
+                .canonicalize()
+                .is_ok_and(|m| m.join(".loom").starts_with(&canon))
+            {
+                return Err(format!(
+                    "the source {} contains the manifest's .loom directory; point it at the provider's own directory",
+                    canon.display()
+                ));
+            }
+            copy_tree(&canon, dst)?;
+            Ok(canon.display().to_string())
+        }
+        Source::Npm { name, version } => {
+            let spec = match version {
+                Some(v) => format!("{name}@{v}"),
+                None => name.clone(),
+            };
+            let pack = scratch.join(".npm-pack");
+            std::fs::create_dir_all(&pack)
+                .map_err(|e| format!("cannot create {}: {e}", pack.display()))?;
+            let out = run(
+                Command::new("npm")
+                    .args([
+                        "pack",
+                        &spec,
+                        "--json",
+                        "--ignore-scripts",
+                        "--pack-destination",
+                    ])
+                    .arg(&pack)
+                    .current_dir(&pack),
+                env,
+                "npm pack",
+            )?;
+            let info: Json = serde_json::from_str(&out)
+                .map_err(|e| format!("npm pack did not print its JSON summary ({e})"))?;
+            let first = &info[0];
+            let (Some(file), Some(pname), Some(pversion)) = (
+                first["filename"].as_str(),
+                first["name"].as_str(),
+                first["version"].as_str(),
+            ) else {
+                return Err("npm pack's summary names no filename, name and version".into());
+            };
+            std::fs::create_dir_all(dst)
+                .map_err(|e| format!("cannot create {}: {e}", dst.display()))?;
+            run(
+                Command::new("tar")
+                    .args(["-xzf"])
+                    .arg(pack.join(file))
+                    .args(["--strip-components=1", "--no-same-owner", "-C"])
+                    .arg(dst),
+                env,
+                "tar",
+            )?;
+            remove_tree(&pack);
+            let pj: Json = std::fs::read_to_string(dst.join("package.json"))
+                .ok()
+                .and_then(|t| serde_json::from_str(&t).ok())
+                .unwrap_or(Json::Null);
+            if pj["dependencies"]
+                .as_object()
+                .is_some_and(|d| !d.is_empty())
+            {
+                run(
+                    Command::new("npm")
+                        .args([
+                            "install",
+                            "--omit=dev",
+                            "--ignore-scripts",
+                            "--no-audit",
+                            "--no-fund",
+                            "--no-package-lock",
+                        ])
+                        .current_dir(dst),
+                    env,
+                    "npm install",
+                )?;
+            }
+            Ok(format!("{pname}@{pversion}"))
+        }
+        Source::Git { url, rev } => {
+            let url = if url.starts_with("./") || url.starts_with("../") {
+                local(manifest_dir, url, env).display().to_string()
+            } else {
+                url.clone()
+            };
+            run(
+                Command::new("git")
+                    .args(["clone", "--quiet", "--", &url])
+                    .arg(dst),
+                env,
+                "git clone",
+            )?;
+            if let Some(rev) = rev {
+                run(
+                    Command::new("git")
+                        .args([
+                            "-c",
+                            "advice.detachedHead=false",
+                            "checkout",
+                            "--quiet",
+                            rev,
+                            "--",
+                        ])
+                        .current_dir(dst),
+                    env,
+                    "git checkout",
+                )?;
+            }
+            let head = run(
+                Command::new("git")
+                    .args(["rev-parse", "HEAD"])
+                    .current_dir(dst),
+                env,
+                "git rev-parse",
+            )?;
+            remove_tree(&dst.join(".git"));
+            Ok(head.trim().to_string())
+        }
+    }
+}
+
+/// A `./`, `../`, `~/` or absolute path of the manifest, made absolute.
+fn local(manifest_dir: &Path, p: &str, env: &BTreeMap<String, String>) -> PathBuf {
+    match p.strip_prefix("~/") {
+        Some(rest) => PathBuf::from(env.get("HOME").map(String::as_str).unwrap_or("/")).join(rest),
+        None => manifest_dir.join(p),
+    }
+}
+
+/// Runs a tool with loom's PATH and HOME (nothing secret), no terminal prompts; its stdout, or an error quoting the
+/// end of its stderr.
+fn run(cmd: &mut Command, env: &BTreeMap<String, String>, what: &str) -> Result<String, String> {
+    cmd.env_clear()
+        .envs(crate::mcp::inherited_env(env))
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .stdin(std::process::Stdio::null());
+    let out = cmd
+        .output()
+        .map_err(|e| format!("cannot run {what}: {e}"))?;
+    if !out.status.success() {
+        let err = String::from_utf8_lossy(&out.stderr);
+        let tail: String = err
+            .trim()
+            .chars()
+            .rev()
+            .take(2000)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect();
+        return Err(format!("{what} failed ({}): {tail}", out.status));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}

@@ -1,0 +1,351 @@
+//! External providers through the real binary: `loom install` materialising a path and a git source into
+//! `.loom/providers` with a pinned tree hash, `loom audit` / `loom providers` spawning the provider (no model), a
+//! scripted prompt calling the example notes provider's tools, `--frozen` refusing drift without writing, a tampered
+//! install refused at boot, and providers that exit at start or die mid-call reported with their handle and source.
+
+use std::path::Path;
+
+use loom_tests::{workspace_root, Scratch};
+
+use super::{results, updates};
+
+/// Copies examples/full-agent and examples/notes-provider side by side into the scratch directory, with the
+/// scripted harness in place of Anthropic's.
+fn full_agent(s: &Scratch, script: &str) {
+    let ex = workspace_root().join("examples");
+    let text = std::fs::read_to_string(ex.join("full-agent/agent.toml")).unwrap();
+    let scripted = text.replace(
+        "provider = \"anthropic\"\nmodel = \"claude-sonnet-4-5\"",
+        &format!("provider = \"test\"\nscript = {script}"),
+    );
+    assert_ne!(
+        scripted, text,
+        "the example's [harness] changed; update this test"
+    );
+    s.write("full-agent/agent.toml", &scripted);
+    for f in ["package.json", "provider.mjs", "README.md"] {
+        let body = std::fs::read_to_string(ex.join("notes-provider").join(f)).unwrap();
+        s.write(&format!("notes-provider/{f}"), &body);
+    }
+}
+
+fn read(p: &Path) -> String {
+    std::fs::read_to_string(p).unwrap_or_default()
+}
+
+const ADD_AND_SEARCH: &str = r#"[[
+  { call = { tool = "note_add", input = { text = "the dentist is on Tuesday" } } },
+  { call = { tool = "note_add", input = { text = "buy milk" } } },
+  { call = { tool = "note_search", input = { query = "DENTIST" } } },
+  { say = "noted" },
+]]"#;
+
+#[test]
+fn the_full_agent_installs_audits_and_calls_its_notes_provider() {
+    let s = Scratch::new();
+    full_agent(&s, ADD_AND_SEARCH);
+    let dir = s.path().join("full-agent");
+    // before install: boot refuses, naming the handle, the source and the fix
+    s.loom(&["prompt", "full-agent/agent.toml", "hi"])
+        .expect_code(1)
+        .stderr_has("provider [providers].notes (path ../notes-provider)")
+        .stderr_has("there is no .loom/lock.toml")
+        .stderr_has("run `loom install`");
+    s.loom(&["install", "full-agent/agent.toml"])
+        .expect_code(0)
+        .stdout_has("notes  path ../notes-provider");
+    let lock = read(&dir.join(".loom/lock.toml"));
+    assert!(
+        lock.contains("[providers.notes]") && lock.contains("sha256 = \""),
+        "{lock}"
+    );
+    assert!(dir.join(".loom/providers/notes/provider.mjs").is_file());
+    s.loom(&["audit", "full-agent/agent.toml"])
+        .expect_code(0)
+        .stdout_has("note_add  <- [providers].notes")
+        .stdout_has(r#"model sees  {"type":"object","properties":{"query":{"type":"string","description":"The word or phrase."}},"required":["query"]}"#)
+        .stdout_has("0 errors, 0 warnings");
+    let json = s.loom(&["audit", "full-agent/agent.toml", "--json"]);
+    json.expect_code(0);
+    let v: serde_json::Value = serde_json::from_str(&json.stdout()).unwrap();
+    assert_eq!(v["providers"][0]["handle"], "notes", "{v}");
+    assert_eq!(v["providers"][0]["state"], "installed", "{v}");
+    let add = v["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "note_add")
+        .unwrap();
+    assert_eq!(add["mcp"]["server"], "notes", "{add}");
+    s.loom(&["providers", "list", "full-agent/agent.toml"])
+        .expect_code(0)
+        .stdout_has("notes  path ../notes-provider  [installed]")
+        .stdout_has("tools  note_add, note_list, note_search");
+    s.loom(&["providers", "info", "notes", "full-agent/agent.toml"])
+        .expect_code(0)
+        .stdout_has("sha256    ")
+        .stdout_has("tool note_search: List the notes");
+    // the provider's tools run through the same decision and updates as built-ins
+    let run = s.loom(&[
+        "prompt",
+        "full-agent/agent.toml",
+        "remember",
+        "--format",
+        "jsonl",
+    ]);
+    run.expect_code(0);
+    let r = results(&updates(&run));
+    assert_eq!(
+        r,
+        [
+            ("completed".to_string(), "remembered (1 notes)".to_string()),
+            ("completed".to_string(), "remembered (2 notes)".to_string()),
+            (
+                "completed".to_string(),
+                "- the dentist is on Tuesday".to_string()
+            ),
+        ],
+        "{}",
+        run.stderr()
+    );
+    // the notes file is in the provider's data directory, in the agent's storage
+    let notes = read(
+        &s.path()
+            .join(".loom-data/agents/full-agent/providers/notes/notes.md"),
+    );
+    assert_eq!(notes, "- the dentist is on Tuesday\n- buy milk\n");
+}
+
+#[test]
+fn frozen_refuses_drift_without_writing_and_a_tampered_install_is_refused_at_boot() {
+    let s = Scratch::new();
+    full_agent(
+        &s,
+        r#"[[ { call = { tool = "note_list", input = {} } }, { say = "ok" } ]]"#,
+    );
+    let dir = s.path().join("full-agent");
+    // no lock yet: --frozen fails and creates nothing
+    s.loom(&["install", "full-agent/agent.toml", "--frozen"])
+        .expect_code(1)
+        .stderr_has("there is no .loom/lock.toml");
+    assert!(!dir.join(".loom").exists(), "--frozen wrote something");
+    s.loom(&["install", "full-agent/agent.toml"]).expect_code(0);
+    s.loom(&["install", "full-agent/agent.toml", "--frozen"])
+        .expect_code(0)
+        .stdout_has("(matches the lock)");
+    let lock = read(&dir.join(".loom/lock.toml"));
+    let installed = read(&dir.join(".loom/providers/notes/provider.mjs"));
+    // the source changes: --frozen names the drift and leaves the lock and the install as they were
+    s.write(
+        "notes-provider/provider.mjs",
+        &format!("{installed}\n// a change\n"),
+    );
+    s.loom(&["install", "full-agent/agent.toml", "--frozen"])
+        .expect_code(1)
+        .stderr_has("[providers].notes: `path ../notes-provider` now materialises to tree sha256")
+        .stderr_has("nothing was written");
+    assert_eq!(read(&dir.join(".loom/lock.toml")), lock);
+    assert_eq!(
+        read(&dir.join(".loom/providers/notes/provider.mjs")),
+        installed
+    );
+    assert!(
+        std::fs::read_dir(dir.join(".loom")).unwrap().count() == 2,
+        "a staging directory was left behind"
+    );
+    // the manifest's source changes: drift too
+    let m = read(&dir.join("agent.toml"));
+    s.write(
+        "full-agent/agent.toml",
+        &m.replace("../notes-provider", "../notes-provider/"),
+    );
+    s.loom(&["install", "full-agent/agent.toml", "--frozen"])
+        .expect_code(1)
+        .stderr_has("pins `path ../notes-provider`");
+    s.write("full-agent/agent.toml", &m);
+    // the still-pinned install runs
+    s.loom(&["prompt", "full-agent/agent.toml", "list"])
+        .expect_code(0);
+    // somebody edits the installed code: boot refuses it, and audit cannot vouch for the tools
+    s.write(
+        "full-agent/.loom/providers/notes/provider.mjs",
+        &format!("{installed}\nprocess.exit(0);\n"),
+    );
+    s.loom(&["prompt", "full-agent/agent.toml", "list"])
+        .expect_code(1)
+        .stderr_has("changed since install")
+        .stderr_has("run `loom install`");
+    s.loom(&["audit", "full-agent/agent.toml"])
+        .expect_code(1)
+        .stdout_has("changed since install");
+    s.loom(&["providers", "list", "full-agent/agent.toml"])
+        .expect_code(1)
+        .stdout_has("[drifted]");
+    // a normal install re-pins the (changed) source and replaces the tampered tree
+    s.loom(&["install", "full-agent/agent.toml"])
+        .expect_code(0)
+        .stdout_has("(pinned)");
+    assert!(read(&dir.join(".loom/providers/notes/provider.mjs")).contains("// a change"));
+    s.loom(&["prompt", "full-agent/agent.toml", "list"])
+        .expect_code(0);
+}
+
+/// A provider that says `hello` on stderr and then behaves per `mode`: `exit` at start, `die` on its first call.
+fn odd_provider(s: &Scratch, mode: &str) {
+    s.write(
+        "odd/package.json",
+        r#"{ "name": "odd", "loom": { "provider": "./odd.mjs" } }"#,
+    );
+    s.write(
+        "odd/odd.mjs",
+        &format!(
+            r#"import {{ createInterface }} from "node:readline";
+const mode = {mode:?};
+process.stderr.write("odd provider: hello\n");
+if (mode === "exit") {{ process.stderr.write("odd provider: cannot open my database\n"); process.exit(3); }}
+const send = (m) => process.stdout.write(JSON.stringify({{ jsonrpc: "2.0", ...m }}) + "\n");
+createInterface({{ input: process.stdin }}).on("line", (l) => {{
+  const m = JSON.parse(l);
+  if (m.method === "initialize") send({{ id: m.id, result: {{ protocolVersion: "loom-provider/1",
+    contributes: {{ tools: [{{ name: "poke", description: "Poke.", inputSchema: {{ type: "object", properties: {{}} }} }}] }} }} }});
+  if (m.method === "tools/call") {{ process.stderr.write("odd provider: dying mid-call\n"); process.exit(4); }}
+}});
+"#
+        ),
+    );
+    s.write(
+        "agent.toml",
+        r#"[agent]
+name = "odd"
+
+[harness]
+provider = "test"
+script = [[
+  { call = { tool = "poke", input = {} } },
+  { say = "done" },
+]]
+
+[session]
+provider = "in-memory"
+
+[providers]
+odd = { path = "./odd" }
+
+[tools]
+poke = { provider = "odd" }
+
+[capabilities]
+poke = "*"
+"#,
+    );
+    s.loom(&["install"]).expect_code(0);
+}
+
+#[test]
+fn a_provider_that_exits_at_start_is_reported_with_its_source_and_stderr() {
+    let s = Scratch::new();
+    odd_provider(&s, "exit");
+    s.loom(&["prompt", "agent.toml", "go"])
+        .expect_code(1)
+        .stderr_has("tools.poke: provider [providers].odd (path ./odd, installed in ")
+        .stderr_has("cannot start")
+        .stderr_has("odd provider: cannot open my database")
+        .stderr_has("loom providers info odd");
+    s.loom(&["providers", "info", "odd"])
+        .expect_code(1)
+        .stdout_has("odd  path ./odd  [installed]")
+        .stdout_has("cannot start");
+}
+
+#[test]
+fn a_provider_that_dies_mid_call_fails_that_call_and_the_turn_goes_on() {
+    let s = Scratch::new();
+    odd_provider(&s, "die");
+    let run = s.loom(&["prompt", "agent.toml", "go", "--format", "jsonl"]);
+    run.expect_code(0);
+    let r = results(&updates(&run));
+    assert_eq!(r.len(), 1, "{r:?}");
+    assert_eq!(r[0].0, "failed", "{r:?}");
+    for needle in [
+        "provider [providers].odd (path ./odd",
+        "odd provider: dying mid-call",
+        "loom restarts it once on the next call",
+    ] {
+        assert!(r[0].1.contains(needle), "{needle:?} not in {:?}", r[0].1);
+    }
+}
+
+#[test]
+fn a_git_source_is_cloned_at_its_pinned_rev_and_audit_warns_about_writable_installs() {
+    let s = Scratch::new();
+    let ex = workspace_root().join("examples/notes-provider");
+    let repo = s.path().join("repo");
+    std::fs::create_dir_all(&repo).unwrap();
+    for f in ["package.json", "provider.mjs"] {
+        std::fs::copy(ex.join(f), repo.join(f)).unwrap();
+    }
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .args([
+                "-c",
+                "user.name=t",
+                "-c",
+                "user.email=t@t",
+                "-c",
+                "init.defaultBranch=main",
+            ])
+            .args(args)
+            .current_dir(&repo)
+            .output()
+            .expect("git");
+        assert!(
+            out.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    git(&["init", "-q"]);
+    git(&["add", "."]);
+    git(&["commit", "-qm", "v1"]);
+    let v1 = git(&["rev-parse", "HEAD"]);
+    std::fs::write(repo.join("later.txt"), "v2").unwrap();
+    git(&["add", "."]);
+    git(&["commit", "-qm", "v2"]);
+    s.write(
+        "agent.toml",
+        &format!(
+            r#"[agent]
+name = "g"
+
+[harness]
+provider = "test"
+script = [[ {{ say = "hi" }} ]]
+
+[session]
+provider = "in-memory"
+
+[providers]
+notes = {{ git = "./repo", rev = "{v1}" }}
+
+[tools]
+note_list = {{ provider = "notes" }}
+bash = "builtin"
+
+[capabilities]
+note_list = "*"
+bash = {{ commands = "*", paths = ["./"] }}
+"#
+        ),
+    );
+    s.loom(&["install"]).expect_code(0).stdout_has(&v1);
+    let installed = s.path().join(".loom/providers/notes");
+    assert!(installed.join("provider.mjs").is_file());
+    assert!(!installed.join("later.txt").exists(), "not the pinned rev");
+    assert!(!installed.join(".git").exists());
+    // bash may write ./ — which holds .loom: audit warns (the kernel's finding), naming the fix
+    s.loom(&["audit", "agent.toml"])
+        .expect_code(0)
+        .stdout_has("lets the agent write")
+        .stdout_has("narrow [capabilities].bash to exclude the manifest's .loom directory");
+}
