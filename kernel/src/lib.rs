@@ -64,7 +64,8 @@ pub use ceiling::{
 pub use contracts::{builtin_contract, check_contract, Contract, BUILTIN_TOOLS};
 pub use decide::{
     brokered_commands, decide, decide_brokered, is_general_row, is_injection_var, plain_argv,
-    rowed_commands, Access, Authorization, BrokerDenial, Brokered, Decision, Denial, Exec, Request,
+    rowed_commands, terminal_plan, Access, Authorization, BrokerDenial, Brokered, Decision, Denial,
+    Exec, Request, TerminalFacts, TerminalPlan,
 };
 pub use doom::{DoomGuard, DOOM_LOOP_THRESHOLD};
 pub use gate::{ceiling_growth, Growth};

@@ -32,7 +32,7 @@ use crate::hooks::{HookOutcome, HookRunner};
 use crate::model::{ModelEvent, ModelRequest, Role, StopReason, ToolSpec};
 use crate::retry::{jitter, wait, RetryPolicy, Sleeper, TokioSleeper};
 use crate::session::{to_messages, Chain, CompactCtx, CompactMode, Compaction, SessionError};
-use crate::tools::{ClientFs, Prepared, Progress, Tool, ToolCtx, ToolOutput};
+use crate::tools::{ClientFs, ClientTerminals, Prepared, Progress, Tool, ToolCtx, ToolOutput};
 use crate::update::{
     Chunk, Content, Frame, FrameKind, SessionUpdate, ThoughtChunk, ThoughtMeta, ToolCall,
     ToolCallContent, ToolCallUpdate, ToolKind, ToolStatus, TurnStop, UsageUpdate,
@@ -174,6 +174,7 @@ pub struct Agent {
     sleeper: Arc<dyn Sleeper>,
     asker: Option<Arc<dyn Asker>>,
     client_fs: Option<Arc<dyn ClientFs>>,
+    terminals: Option<Arc<dyn ClientTerminals>>,
     approvals: Option<Arc<ApprovalStore>>,
     plan_mode: AtomicBool,
     hooks: Option<Arc<HookRunner>>,
@@ -248,6 +249,7 @@ impl Agent {
             sleeper: parts.sleeper,
             asker: parts.asker,
             client_fs: None,
+            terminals: None,
             approvals: parts.approvals,
             plan_mode: AtomicBool::new(parts.plan_mode),
             hooks: parts.hooks,
@@ -266,6 +268,12 @@ impl Agent {
     /// `fs`); an agent booted from a manifest does its own.
     pub fn set_client_fs(&mut self, fs: Arc<dyn ClientFs>) {
         self.client_fs = Some(fs);
+    }
+
+    /// Sets the client's terminals, where bash runs when the terminal form keeps the call's confinement (an ACP
+    /// client advertising `terminal`).
+    pub fn set_client_terminals(&mut self, terminals: Arc<dyn ClientTerminals>) {
+        self.terminals = Some(terminals);
     }
 
     /// The agent's name.
@@ -1160,13 +1168,17 @@ impl Agent {
         let ctx = ToolCtx {
             history,
             client_fs: self.client_fs.clone(),
+            terminals: self.terminals.clone(),
             cancel: cancel.child_token(),
             progress: Arc::new(move |p: Progress| {
                 bus.publish(&SessionUpdate::ToolCallUpdate(ToolCallUpdate {
                     tool_call_id: id.clone(),
                     status: Some(ToolStatus::InProgress),
-                    content: Some(vec![ToolCallContent::Content {
-                        content: Content::text(p.content),
+                    content: Some(vec![match p.terminal {
+                        Some(terminal_id) => ToolCallContent::Terminal { terminal_id },
+                        None => ToolCallContent::Content {
+                            content: Content::text(p.content),
+                        },
                     }]),
                     raw_output: p.raw_output,
                 }));

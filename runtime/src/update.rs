@@ -171,6 +171,12 @@ pub enum ToolCallContent {
         #[serde(rename = "newText")]
         new_text: String,
     },
+    /// A terminal the client created (`terminal/create`) for the call, shown live by the client.
+    Terminal {
+        /// The client's terminal id.
+        #[serde(rename = "terminalId")]
+        terminal_id: String,
+    },
 }
 
 /// A file a tool call touches.

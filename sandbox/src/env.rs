@@ -49,6 +49,19 @@ impl SecretFacts {
         ));
     }
 
+    /// The environment names every known secret is looked up by (names only, never a value).
+    pub fn env_names(&self) -> Vec<String> {
+        self.known
+            .iter()
+            .flat_map(|(_, names, _)| names.iter().cloned())
+            .collect()
+    }
+
+    /// `[agent] secrets`: the names the agent's tools may be handed.
+    pub fn shareable(&self) -> &[String] {
+        &self.shareable
+    }
+
     /// True when no secret is known (nothing to screen).
     pub fn is_empty(&self) -> bool {
         self.known.is_empty()

@@ -1,19 +1,23 @@
 // A real ACP client (@agentclientprotocol/sdk) driving `loom acp serve`, for tests/runtime/acp.rs.
 //
 // usage: node client.mjs <loom binary> <plain manifest> <ask manifest> <session cwd> <durable manifest> <fs manifest>
+//        <terminal manifest> <terminal session cwd>
 //
 // The plain agent reads a file with read_file; the ask agent has a [permissions] ask rule on read_file, so each of
 // its turns sends session/request_permission: the client allows once, rejects once, then cancels the turn while the
 // question is open. The durable agent keeps its session in a file log: one process writes a turn, a second process
 // loads the session (the history is replayed before the answer) and continues it. The fs agent runs with a client
-// that advertises fs.readTextFile / fs.writeTextFile and keeps "editor buffers" of its own. Prints one JSON summary on stdout; the Rust test asserts on it. Exits 1 only when the client
+// that advertises fs.readTextFile / fs.writeTextFile and keeps "editor buffers" of its own. The terminal agent runs
+// with a client that advertises terminals and really runs what terminal/create hands it (a process group per
+// terminal, killed on terminal/kill). Prints one JSON summary on stdout; the Rust test asserts on it. Exits 1 only when the client
 // itself fails (the summary then says why).
 
 import { spawn } from "node:child_process";
 import { Readable, Writable } from "node:stream";
 import * as acp from "@agentclientprotocol/sdk";
 
-const [loom, plainManifest, askManifest, cwd, durableManifest, fsManifest] = process.argv.slice(2);
+const [loom, plainManifest, askManifest, cwd, durableManifest, fsManifest, termManifest, termCwd] =
+  process.argv.slice(2);
 const debug = (...a) => process.env.ACP_DEBUG && console.error("acp-client:", ...a);
 
 /** Starts `loom acp serve <manifest>`, runs `script` with a connected client, then closes stdin. */
@@ -24,7 +28,7 @@ async function withAgent(manifest, script) {
   const exited = new Promise((resolve) => child.on("close", (code, signal) => resolve({ code, signal })));
   const stream = acp.ndJsonStream(Writable.toWeb(child.stdin), Readable.toWeb(child.stdout));
   const updates = [];
-  const state = { onPermission: null, permissions: [], fs: [], buffers: {} };
+  const state = { onPermission: null, permissions: [], fs: [], buffers: {}, terminals: {}, calls: [], onWait: null };
   const app = acp
     .client({ name: "loom-acp-test" })
     .onNotification("session/update", ({ params }) => {
@@ -43,6 +47,47 @@ async function withAgent(manifest, script) {
     .onRequest("fs/write_text_file", async ({ params }) => {
       state.fs.push({ method: "fs/write_text_file", path: params.path, content: params.content });
       state.buffers[params.path] = params.content;
+      return {};
+    })
+    .onRequest("terminal/create", async ({ params }) => {
+      const id = `term-${Object.keys(state.terminals).length + 1}`;
+      state.calls.push({ method: "terminal/create", terminalId: id, command: params.command, args: params.args });
+      const env = { ...process.env };
+      for (const e of params.env || []) env[e.name] = e.value;
+      const child = spawn(params.command, params.args || [], { cwd: params.cwd || undefined, env, detached: true });
+      const t = { child, output: "", exit: null };
+      child.stdout.on("data", (d) => (t.output += d));
+      child.stderr.on("data", (d) => (t.output += d));
+      t.exited = new Promise((resolve) =>
+        child.on("close", (exitCode, signal) => {
+          t.exit = { exitCode, signal };
+          resolve(t.exit);
+        }),
+      );
+      state.terminals[id] = t;
+      return { terminalId: id };
+    })
+    .onRequest("terminal/output", async ({ params }) => {
+      state.calls.push({ method: "terminal/output", terminalId: params.terminalId });
+      const t = state.terminals[params.terminalId];
+      return { output: t.output, truncated: false, exitStatus: t.exit };
+    })
+    .onRequest("terminal/wait_for_exit", async ({ params, agent }) => {
+      state.calls.push({ method: "terminal/wait_for_exit", terminalId: params.terminalId });
+      if (state.onWait) await state.onWait(params, agent);
+      return await state.terminals[params.terminalId].exited;
+    })
+    .onRequest("terminal/kill", async ({ params }) => {
+      state.calls.push({ method: "terminal/kill", terminalId: params.terminalId });
+      const t = state.terminals[params.terminalId];
+      if (!t.exit) process.kill(-t.child.pid, "SIGKILL");
+      await t.exited;
+      return {};
+    })
+    .onRequest("terminal/release", async ({ params }) => {
+      state.calls.push({ method: "terminal/release", terminalId: params.terminalId });
+      const t = state.terminals[params.terminalId];
+      if (!t.exit) process.kill(-t.child.pid, "SIGKILL");
       return {};
     });
   let result;
@@ -190,6 +235,33 @@ summary.fs = await withAgent(fsManifest, async (ctx, updates, state) => {
   return { stopReason: r.stopReason, fs: state.fs, buffers: state.buffers, turn: digest(updates, sessionId) };
 });
 
-const ok = !summary.plain.error && !summary.ask.error && !summary.written.error && !summary.loaded.error && !summary.fs.error;
+summary.terminal = await withAgent(termManifest, async (ctx, updates, state) => {
+  await ctx.request("initialize", { protocolVersion: acp.PROTOCOL_VERSION, clientCapabilities: { terminal: true } });
+  const { sessionId } = await ctx.request("session/new", { cwd: termCwd, mcpServers: [] });
+  const turn = async (text) => {
+    const before = updates.length;
+    const firstCall = state.calls.length;
+    const r = await ctx.request("session/prompt", { sessionId, prompt: [{ type: "text", text }] });
+    const mine = updates.slice(before).filter((n) => n.sessionId === sessionId).map((n) => n.update);
+    return {
+      stopReason: r.stopReason,
+      ...digest(updates.slice(before), sessionId),
+      embedded: mine.flatMap((u) => (Array.isArray(u.content) ? u.content : []).filter((c) => c.type === "terminal").map((c) => c.terminalId)),
+      calls: state.calls.slice(firstCall),
+    };
+  };
+  const inside = await turn("inside");
+  const outside = await turn("outside");
+  // the user cancels while the command runs: the terminal is killed, then released
+  state.onWait = async (params, agent) => {
+    state.onWait = null;
+    await agent.notify("session/cancel", { sessionId: params.sessionId });
+  };
+  const cancelled = await turn("sleep");
+  const exits = Object.fromEntries(Object.entries(state.terminals).map(([id, t]) => [id, t.exit]));
+  return { inside, outside, cancelled, exits };
+});
+
+const ok = !summary.plain.error && !summary.ask.error && !summary.written.error && !summary.loaded.error && !summary.fs.error && !summary.terminal.error;
 process.stdout.write(JSON.stringify(summary) + "\n");
 process.exit(ok ? 0 : 1);

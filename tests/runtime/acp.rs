@@ -814,6 +814,207 @@ fn a_client_with_fs_does_the_file_io_of_allowed_calls_only() {
     assert_eq!(code, 0, "{stderr}");
 }
 
+/// bash under a general row confined to the session's directory: a write inside, a write outside, a long sleep.
+const TERM: &str = r#"
+[agent]
+name = "acp-term"
+
+[harness]
+provider = "test"
+script = [
+  [{ call = { tool = "bash", input = { command = "echo inside > in.txt; cat in.txt" } } }, { say = "done" }],
+  [{ call = { tool = "bash", input = { command = "echo x > /etc/loom-acp-pwned" } } }, { say = "done" }],
+  [{ call = { tool = "bash", input = { command = "sleep 60" } } }, { say = "never" }],
+]
+
+[session]
+provider = "in-memory"
+
+[tools]
+bash = { capabilities = { commands = "*", paths = ["./"] } }
+"#;
+
+#[test]
+fn a_client_with_terminals_runs_bash_in_its_confined_form() {
+    let s = Scratch::new();
+    s.write("agent.toml", TERM);
+    s.write("work/.keep", "");
+    let root = std::fs::canonicalize(s.path()).unwrap();
+    let work = root.join("work");
+    let w = work.to_str().unwrap();
+    let mut server = Server::start(&s, "agent.toml");
+    server.request(
+        1,
+        "initialize",
+        json!({"protocolVersion": 1, "clientCapabilities": {"terminal": true}}),
+    );
+    server.reply(1);
+    server.request(2, "session/new", json!({"cwd": w, "mcpServers": []}));
+    let sid = server.reply(2).0["result"]["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    server.prompt(3, &sid, "go");
+    let t = server.turn(3, &mut |m| match m["method"].as_str() {
+        Some("terminal/create") => Ok(json!({"terminalId": "t1"})),
+        Some("terminal/wait_for_exit") => Ok(json!({"exitCode": 0})),
+        Some("terminal/output") => {
+            Ok(json!({"output": "inside\n", "truncated": false, "exitStatus": {"exitCode": 0}}))
+        }
+        Some("terminal/release") => Ok(json!({})),
+        _ => Err(json!({"code": -32601, "message": "unexpected"})),
+    });
+    assert_eq!(t.reply["result"]["stopReason"], "end_turn", "{}", t.reply);
+    let methods: Vec<&str> = t
+        .requests
+        .iter()
+        .map(|r| r["method"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        methods,
+        [
+            "terminal/create",
+            "terminal/wait_for_exit",
+            "terminal/output",
+            "terminal/release"
+        ]
+    );
+    for r in &t.requests {
+        assert_eq!(r["params"]["sessionId"], sid.as_str(), "{r}");
+        if r["method"] != "terminal/create" {
+            assert_eq!(r["params"]["terminalId"], "t1", "{r}");
+        }
+    }
+    // the client is handed loom's own sandbox with the row the kernel chose, never the raw command
+    let create = &t.requests[0]["params"];
+    let command = create["command"].as_str().unwrap();
+    assert!(command.ends_with("/loom"), "{create}");
+    let args: Vec<&str> = create["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    assert_eq!(args[..3], ["sandbox", "run", "--grant"], "{create}");
+    assert_eq!(
+        args[3],
+        format!("{{ commands = \"*\", paths = [{w:?}] }}"),
+        "{create}"
+    );
+    let dashes = args.iter().position(|a| *a == "--").unwrap();
+    assert_eq!(
+        args[dashes + 1..],
+        ["/bin/bash", "-c", "echo inside > in.txt; cat in.txt"]
+    );
+    assert!(args.windows(2).any(|p| p == ["--cwd", w]), "{create}");
+    assert_eq!(create["env"], json!([]));
+    assert_eq!(create["cwd"], w);
+    // the terminal is embedded in the call's update before loom waits on it, and in the result
+    let term = json!([{"type": "terminal", "terminalId": "t1"}]);
+    let progress = t
+        .updates
+        .iter()
+        .position(|u| u["params"]["update"]["status"] == "in_progress")
+        .unwrap_or_else(|| panic!("{:#?}", t.updates));
+    assert_eq!(t.updates[progress]["params"]["update"]["content"], term);
+    let results = tool_results(&t.updates);
+    assert_eq!(results, [("completed".to_string(), "inside\n".to_string())]);
+    let done = t
+        .updates
+        .iter()
+        .map(|u| &u["params"]["update"])
+        .find(|u| u["status"] == "completed")
+        .unwrap();
+    assert_eq!(done["content"][1], term[0], "{done}");
+
+    // what the client runs is confined: executed as handed over, the write inside works, the write outside fails
+    let run = |line: &str| {
+        let mut a: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+        let n = a.len();
+        a[n - 1] = line.to_string();
+        std::process::Command::new(command)
+            .args(&a)
+            .current_dir(&work)
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .output()
+            .unwrap()
+    };
+    let inside = run("echo inside > in.txt; cat in.txt");
+    assert!(
+        inside.status.success(),
+        "{}",
+        String::from_utf8_lossy(&inside.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&inside.stdout), "inside\n");
+    let outside = run("echo x > /etc/loom-acp-pwned");
+    assert!(!outside.status.success());
+    assert!(!std::path::Path::new("/etc/loom-acp-pwned").exists());
+    // a write beside the grant lands in the sandbox's own /tmp or is refused: never on the host
+    run("echo x > ../outside.txt");
+    assert!(
+        !root.join("outside.txt").exists(),
+        "the confined form wrote outside its grant"
+    );
+
+    // turn 2: the client reports the failure it saw; turn 3: cancel while the command runs kills the terminal
+    server.prompt(4, &sid, "outside");
+    let t = server.turn(4, &mut |m| match m["method"].as_str() {
+        Some("terminal/create") => Ok(json!({"terminalId": "t2"})),
+        Some("terminal/wait_for_exit") => Ok(json!({"exitCode": 1})),
+        Some("terminal/output") => {
+            Ok(json!({"output": "Read-only file system\n", "truncated": false}))
+        }
+        _ => Ok(json!({})),
+    });
+    let results = tool_results(&t.updates);
+    assert_eq!(results[0].0, "failed", "{results:?}");
+    assert!(results[0].1.contains("[exit code 1]"), "{results:?}");
+
+    server.prompt(5, &sid, "sleep");
+    let mut cancel_sent = false;
+    let mut methods = Vec::new();
+    let reply = loop {
+        let m = server.next();
+        if m["id"] == json!(5) && m.get("method").is_none() {
+            break m;
+        }
+        let Some(method) = m["method"].as_str().filter(|_| m.get("id").is_some()) else {
+            continue;
+        };
+        methods.push(method.to_string());
+        let result = match method {
+            "terminal/create" => json!({"terminalId": "t3"}),
+            // the command runs on: the user cancels instead of an answer
+            "terminal/wait_for_exit" => {
+                server.send(json!({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": sid}}));
+                cancel_sent = true;
+                continue;
+            }
+            "terminal/output" => {
+                json!({"output": "", "truncated": false, "exitStatus": {"signal": "SIGKILL"}})
+            }
+            _ => json!({}),
+        };
+        server.send(json!({"jsonrpc": "2.0", "id": m["id"], "result": result}));
+    };
+    assert!(cancel_sent);
+    assert_eq!(reply["result"]["stopReason"], "cancelled", "{reply}");
+    assert_eq!(
+        methods,
+        [
+            "terminal/create",
+            "terminal/wait_for_exit",
+            "terminal/kill",
+            "terminal/output",
+            "terminal/release"
+        ]
+    );
+    let (code, stderr) = server.finish();
+    assert_eq!(code, 0, "{stderr}");
+}
+
 /// The directory of the npm client, with its dependencies installed (`.ci/run` installs them; a checkout without
 /// them gets `npm ci` here). `None` (and a printed reason) only when node itself is missing.
 fn acp_client_dir() -> Option<std::path::PathBuf> {
@@ -843,6 +1044,8 @@ fn a_real_acp_client_drives_loom_acp_serve() {
     s.write("ask.toml", ASK);
     s.write("durable.toml", &durable());
     s.write("fs.toml", FS);
+    s.write("term.toml", TERM);
+    s.write("work/.keep", "");
     s.write("a.txt", "hello\n");
     let out = Command::new("node")
         .arg(client.join("client.mjs"))
@@ -852,6 +1055,8 @@ fn a_real_acp_client_drives_loom_acp_serve() {
         .arg(s.path())
         .arg(s.path().join("durable.toml"))
         .arg(s.path().join("fs.toml"))
+        .arg(s.path().join("term.toml"))
+        .arg(s.path().join("work"))
         .current_dir(&client)
         .env("LOOM_DATA_HOME", s.path().join(".loom-data"))
         .output()
@@ -995,4 +1200,70 @@ fn a_real_acp_client_drives_loom_acp_serve() {
         "hello\n"
     );
     assert!(!s.path().join("b.txt").exists());
+
+    // a client with terminals runs the confined form itself: inside the grant works, outside fails, cancel kills
+    let t = &summary["terminal"];
+    assert_eq!(t["exitCode"], 0, "{t}");
+    let r = &t["result"];
+    let inside = &r["inside"];
+    assert_eq!(inside["stopReason"], "end_turn", "{r}");
+    assert_eq!(inside["calls"][0]["method"], "terminal/create", "{r}");
+    assert!(
+        inside["calls"][0]["command"]
+            .as_str()
+            .unwrap()
+            .ends_with("/loom"),
+        "{r}"
+    );
+    assert_eq!(inside["calls"][0]["args"][0], "sandbox", "{r}");
+    let methods = |turn: &Value| -> Vec<String> {
+        turn["calls"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["method"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(
+        methods(inside),
+        [
+            "terminal/create",
+            "terminal/wait_for_exit",
+            "terminal/output",
+            "terminal/release"
+        ]
+    );
+    assert_eq!(inside["embedded"][0], "term-1", "{r}");
+    assert_eq!(
+        inside["toolResults"],
+        json!([{"status": "completed", "text": "inside\n"}])
+    );
+    assert_eq!(
+        std::fs::read_to_string(s.path().join("work/in.txt")).unwrap(),
+        "inside\n"
+    );
+    let outside = &r["outside"];
+    assert_eq!(outside["toolResults"][0]["status"], "failed", "{r}");
+    assert!(
+        outside["toolResults"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("Read-only file system"),
+        "{r}"
+    );
+    assert!(!std::path::Path::new("/etc/loom-acp-pwned").exists());
+    let cancelled = &r["cancelled"];
+    assert_eq!(cancelled["stopReason"], "cancelled", "{r}");
+    assert_eq!(
+        methods(cancelled),
+        [
+            "terminal/create",
+            "terminal/wait_for_exit",
+            "terminal/kill",
+            "terminal/output",
+            "terminal/release"
+        ]
+    );
+    assert_eq!(cancelled["toolResults"][0]["status"], "failed", "{r}");
+    assert_eq!(r["exits"]["term-3"]["signal"], "SIGKILL", "{r}");
 }

@@ -7,9 +7,11 @@
 
 mod broker;
 mod shell;
+mod terminal;
 
 pub use broker::{brokered_commands, decide_brokered, is_injection_var, BrokerDenial, Brokered};
 pub use shell::plain_argv;
+pub use terminal::{terminal_plan, TerminalFacts, TerminalPlan};
 
 use crate::algebra::{Algebra, AlgebraKind};
 use crate::grant::{Grant, Row};

@@ -8,6 +8,9 @@
 //! the stored history as `session/update` notifications before answering.
 //! When the client advertises `fs`, the file tools' I/O goes through `fs/read_text_file` / `fs/write_text_file`
 //! (see [`crate::tools::ClientFs`]) once the kernel has allowed the call.
+//! When it advertises `terminal`, bash runs in a client terminal in the confined form the kernel decides
+//! ([`loom_kernel::terminal_plan`]: `loom sandbox run` with the chosen row), or in loom when that form cannot carry
+//! the call.
 //! Each session is its own [`crate::Agent`]. A `[permissions]` ask or the doom-loop guard becomes a
 //! `session/request_permission` request to the client (allow once / reject once); the kernel has decided the call
 //! first, and a kernel denial is never asked about, so the client can narrow what runs but never widen it.

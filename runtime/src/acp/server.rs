@@ -24,7 +24,7 @@ use crate::bus::Capacity;
 use crate::load::{env_map, Loaded};
 use crate::session::{resumable_log, FileLayer};
 use crate::storage::storage_dir;
-use crate::tools::ClientFs;
+use crate::tools::{ClientFs, ClientTerminals};
 
 /// The longest line read; a longer one is answered with a parse error and skipped.
 pub const MAX_LINE: usize = 16 << 20;
@@ -166,6 +166,30 @@ impl ClientFs for AcpFs {
 /// asked — the doom-loop guard's asks are about this run), and an option that was not offered is never accepted.
 /// The question goes through the turn's task, which sends every update published before it first, so the
 /// client has seen the `tool_call` it is asked about.
+/// The client's terminals (`terminal/*`), offered when it advertised `terminal`.
+struct AcpTerminals {
+    requests: mpsc::UnboundedSender<ClientRequest>,
+    session_id: String,
+}
+
+impl ClientTerminals for AcpTerminals {
+    fn terminal(
+        &self,
+        method: &'static str,
+        mut params: Value,
+    ) -> BoxFuture<'static, Result<Value, String>> {
+        if let Some(obj) = params.as_object_mut() {
+            obj.insert("sessionId".into(), json!(self.session_id));
+        }
+        ask_client(&self.requests, method, params)
+    }
+
+    /// This process is `loom acp serve`: its own binary has `loom sandbox run`.
+    fn loom_exe(&self) -> Result<PathBuf, String> {
+        std::env::current_exe().map_err(|e| format!("cannot find the loom binary: {e}"))
+    }
+}
+
 struct ClientAsker {
     requests: mpsc::UnboundedSender<ClientRequest>,
     session_id: String,
@@ -522,6 +546,12 @@ impl Server {
             caps["fs"]["readTextFile"] == true,
             caps["fs"]["writeTextFile"] == true,
         );
+        if caps["terminal"] == true {
+            agent.set_client_terminals(Arc::new(AcpTerminals {
+                requests: requests.clone(),
+                session_id: id.clone(),
+            }));
+        }
         if read || write {
             agent.set_client_fs(Arc::new(AcpFs {
                 requests,

@@ -183,13 +183,21 @@ pub fn session_update(session_id: &str, update: &SessionUpdate) -> Option<Value>
 }
 
 /// A stored history event replayed by `session/load`: as [`session_update`], and the user's own messages too (the
-/// client has not seen them in this connection).
+/// client has not seen them in this connection), without the terminals of earlier calls (released, and created by
+/// another connection: the text result stands for them).
 pub fn replay_update(session_id: &str, update: &SessionUpdate) -> Option<Value> {
     match update {
         SessionUpdate::UserMessageChunk(_) => {
             let update = serde_json::to_value(update).ok()?;
             Some(json!({"jsonrpc": "2.0", "method": "session/update",
                 "params": {"sessionId": session_id, "update": update}}))
+        }
+        SessionUpdate::ToolCallUpdate(u) => {
+            let mut u = u.clone();
+            if let Some(c) = u.content.as_mut() {
+                c.retain(|c| !matches!(c, crate::update::ToolCallContent::Terminal { .. }));
+            }
+            session_update(session_id, &SessionUpdate::ToolCallUpdate(u))
         }
         other => session_update(session_id, other),
     }

@@ -24,6 +24,23 @@ pub trait ClientFs: Send + Sync {
     ) -> BoxFuture<'static, Result<(), String>>;
 }
 
+/// A client's terminals (ACP `clientCapabilities.terminal`): `terminal/create`, `terminal/output`,
+/// `terminal/wait_for_exit`, `terminal/kill`, `terminal/release`. The client runs exactly the command it is given,
+/// so bash hands it only what [`loom_kernel::terminal_plan`] allows: `loom sandbox run` with the chosen row, or the
+/// command itself under the grant `"*"`.
+pub trait ClientTerminals: Send + Sync {
+    /// Sends `terminal/<method>` with `params` (the session id is added) and returns the client's result; `Err`:
+    /// why there is none, for the model.
+    fn terminal(
+        &self,
+        method: &'static str,
+        params: serde_json::Value,
+    ) -> BoxFuture<'static, Result<serde_json::Value, String>>;
+
+    /// The `loom` binary the terminal runs `loom sandbox run` with.
+    fn loom_exe(&self) -> Result<std::path::PathBuf, String>;
+}
+
 /// The client of a call, when it reads files.
 pub(crate) fn reader(ctx: &super::ToolCtx) -> Option<&dyn ClientFs> {
     ctx.client_fs.as_deref().filter(|c| c.can_read())

@@ -25,7 +25,7 @@ use crate::model::ToolSpec;
 use crate::update::{Location, ToolCallContent, ToolKind};
 
 pub use bash::{BashTool, SandboxEnv};
-pub use client::ClientFs;
+pub use client::{ClientFs, ClientTerminals};
 pub use edit_file::{apply_edits, EditError, EditFileTool};
 pub use find::{glob_match, FindTool};
 pub use output::{OutputBuffer, Snapshot};
@@ -53,6 +53,8 @@ pub struct Progress {
     pub content: String,
     /// Structured detail.
     pub raw_output: Option<serde_json::Value>,
+    /// The client terminal the call runs in, shown in place of the text (see [`ClientTerminals`]).
+    pub terminal: Option<String>,
 }
 
 /// Publishes progress of one call.
@@ -69,6 +71,9 @@ pub struct ToolCtx {
     pub history: Option<Vec<crate::update::SessionUpdate>>,
     /// The client that does file I/O for the file tools (an ACP client advertising `fs`; `None`: loom does it).
     pub client_fs: Option<Arc<dyn ClientFs>>,
+    /// The client's terminals, where bash runs when the terminal form keeps its confinement (an ACP client
+    /// advertising `terminal`; `None`: loom runs commands itself).
+    pub terminals: Option<Arc<dyn ClientTerminals>>,
 }
 
 /// How a call ended.
@@ -244,6 +249,7 @@ pub(crate) mod testutil {
                     progress: Arc::new(|_| {}),
                     history: None,
                     client_fs: None,
+                    terminals: None,
                 };
                 (p.run)(a, ctx).await
             }

@@ -275,6 +275,7 @@ async fn run(
                 progress(super::Progress {
                     content: tail(&text, 4096).to_string(),
                     raw_output: None,
+                    terminal: None,
                 });
             }
         }

@@ -46,6 +46,7 @@ async fn call(l: &SkillsLayer, input: serde_json::Value) -> ToolOutput {
                 progress: Arc::new(|_| {}),
                 history: None,
                 client_fs: None,
+                terminals: None,
             };
             (p.run)(a, tctx).await
         }
