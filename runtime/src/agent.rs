@@ -276,6 +276,11 @@ impl Agent {
         self.terminals = Some(terminals);
     }
 
+    /// The model its requests go to, when the harness says (see [`Harness::model`]).
+    pub fn model(&self) -> Option<String> {
+        self.harness.model()
+    }
+
     /// The agent's name.
     pub fn name(&self) -> &str {
         &self.name

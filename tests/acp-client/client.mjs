@@ -140,11 +140,16 @@ summary.plain = await withAgent(plainManifest, async (ctx, updates) => {
     protocolVersion: acp.PROTOCOL_VERSION,
     clientCapabilities: {},
   });
-  const { sessionId } = await ctx.request("session/new", { cwd, mcpServers: [] });
+  const { sessionId, configOptions } = await ctx.request("session/new", { cwd, mcpServers: [] });
   const prompt = await ctx.request("session/prompt", {
     sessionId,
     prompt: [{ type: "text", text: "read a.txt" }],
   });
+  // the model is a config option: the manifest's model can be set, any other is refused
+  const modelSet = await ctx.request("session/set_config_option", { sessionId, configId: "model", value: "test" });
+  const otherModel = await errorOf(
+    ctx.request("session/set_config_option", { sessionId, configId: "model", value: "claude-opus" }),
+  );
   const second = await ctx.request("session/new", { cwd, mcpServers: [] });
   const mcp = await errorOf(
     ctx.request("session/new", {
@@ -159,6 +164,9 @@ summary.plain = await withAgent(plainManifest, async (ctx, updates) => {
     protocolVersion: init.protocolVersion,
     agentCapabilities: init.agentCapabilities,
     sessionId,
+    configOptions,
+    modelSet: modelSet.configOptions,
+    otherModel,
     secondSessionId: second.sessionId,
     stopReason: prompt.stopReason,
     turn: digest(updates, sessionId),

@@ -232,6 +232,22 @@ fn bad_input_gets_json_rpc_errors_and_the_server_keeps_serving() {
     );
     let (load, _) = server.reply(13);
     error_of(&load, -32600, "keeps its session in memory");
+    server.request(
+        15,
+        "session/set_config_option",
+        json!({"sessionId": sid, "configId": "model", "value": "gpt-9"}),
+    );
+    error_of(
+        &server.reply(15).0,
+        -32602,
+        "the only model this session may use",
+    );
+    server.request(
+        16,
+        "session/set_config_option",
+        json!({"sessionId": "nope", "configId": "model", "value": "test"}),
+    );
+    error_of(&server.reply(16).0, -32602, "unknown sessionId \"nope\"");
     // after all that, a prompt still runs: updates stream, frames and the echoed prompt stay off the wire
     server.prompt(14, &sid, "read a.txt");
     let (done, updates) = server.reply(14);
@@ -1094,6 +1110,20 @@ fn a_real_acp_client_drives_loom_acp_serve() {
         json!([{"status": "completed", "text": "hello\n"}])
     );
     assert_eq!(r["turn"]["text"], "readingdone");
+    // model config: listed, settable to the manifest's model only
+    let model = json!([{"id": "model", "name": "Model", "category": "model", "type": "select",
+        "currentValue": "test", "options": [{"value": "test", "name": "test"}],
+        "description": "the model of the manifest's [harness]; change it there"}]);
+    assert_eq!(r["configOptions"], model, "{r}");
+    assert_eq!(r["modelSet"], model, "{r}");
+    assert_eq!(r["otherModel"]["code"], -32602, "{r}");
+    assert!(
+        r["otherModel"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("model \"claude-opus\" is not offered"),
+        "{r}"
+    );
     assert_ne!(r["secondSessionId"], r["sessionId"]);
     assert_eq!(r["mcp"]["code"], -32602, "{r}");
     assert_eq!(r["unknown"]["code"], -32602, "{r}");

@@ -11,6 +11,8 @@
 //! When it advertises `terminal`, bash runs in a client terminal in the confined form the kernel decides
 //! ([`loom_kernel::terminal_plan`]: `loom sandbox run` with the chosen row), or in loom when that form cannot carry
 //! the call.
+//! The model is the session's one config option (`configOptions`, `session/set_config_option`), offering only the
+//! manifest's model.
 //! Each session is its own [`crate::Agent`]. A `[permissions]` ask or the doom-loop guard becomes a
 //! `session/request_permission` request to the client (allow once / reject once); the kernel has decided the call
 //! first, and a kernel denial is never asked about, so the client can narrow what runs but never widen it.

@@ -14,9 +14,9 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::wire::{
-    classify, initialize_result, prompt_text, replay_update, reply, reply_error, request,
-    session_update, stop_reason, str_param, Incoming, RpcError, INTERNAL_ERROR, INVALID_REQUEST,
-    METHOD_NOT_FOUND, PARSE_ERROR,
+    check_config_value, classify, config_options, initialize_result, prompt_text, replay_update,
+    reply, reply_error, request, session_update, stop_reason, str_param, Incoming, RpcError,
+    INTERNAL_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR,
 };
 use crate::agent::{Agent, AskAnswer, Asker, PermissionAsk};
 use crate::boot::{boot_loaded, BootOptions};
@@ -443,6 +443,7 @@ impl Server {
                     "initialize" => self.initialize(&params),
                     "session/new" => self.new_session(&params),
                     "session/set_mode" => self.set_mode(&params),
+                    "session/set_config_option" => self.set_config_option(&params),
                     "session/prompt" => match self.prompt(id.clone(), &params) {
                         // the turn's task answers
                         Ok(()) => return,
@@ -503,7 +504,11 @@ impl Server {
     fn new_session(&self, params: &Value) -> Result<Value, RpcError> {
         let cwd = session_cwd(params, "session/new")?;
         let (id, session) = self.open_session(cwd, "session/new")?;
-        Ok(json!({ "sessionId": id, "modes": modes(session.agent.plan_mode()) }))
+        Ok(json!({
+            "sessionId": id,
+            "modes": modes(session.agent.plan_mode()),
+            "configOptions": config_options(session.agent.model().as_deref()),
+        }))
     }
 
     /// Boots the agent of a new ACP session in `cwd` and registers it. A manifest with a `file` log gets the id
@@ -643,7 +648,10 @@ impl Server {
                 self.peer.send(&n).await;
             }
         }
-        Ok(json!({ "modes": modes(session.agent.plan_mode()) }))
+        Ok(json!({
+            "modes": modes(session.agent.plan_mode()),
+            "configOptions": config_options(session.agent.model().as_deref()),
+        }))
     }
 
     /// `session/set_mode`: the client's user switches between the default mode and plan mode. The model has no
@@ -661,6 +669,16 @@ impl Server {
         };
         session.agent.set_plan_mode(plan);
         Ok(json!({}))
+    }
+
+    /// `session/set_config_option`: the model option, which takes only the manifest's model (the harness is the
+    /// manifest's; a client cannot pick another).
+    fn set_config_option(&self, params: &Value) -> Result<Value, RpcError> {
+        let (_, session) = self.session(params)?;
+        let model = session.agent.model();
+        let manifest = self.loaded.path.display().to_string();
+        check_config_value(params, model.as_deref(), &manifest)?;
+        Ok(json!({ "configOptions": config_options(model.as_deref()) }))
     }
 
     fn prompt(self: &Arc<Server>, id: Value, params: &Value) -> Result<(), RpcError> {

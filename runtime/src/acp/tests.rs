@@ -189,6 +189,64 @@ fn session_new_and_load_params_are_checked() {
 }
 
 #[test]
+fn the_model_is_a_config_option_that_takes_only_the_manifests_model() {
+    let opts = config_options(Some("claude-x"));
+    assert_eq!(opts[0]["id"], "model");
+    assert_eq!(opts[0]["category"], "model");
+    assert_eq!(opts[0]["type"], "select");
+    assert_eq!(opts[0]["currentValue"], "claude-x");
+    assert_eq!(
+        opts[0]["options"],
+        json!([{"value": "claude-x", "name": "claude-x"}])
+    );
+    assert_eq!(config_options(None), json!([]));
+    let set = |p: Value, model: Option<&str>| check_config_value(&p, model, "/a/agent.toml");
+    assert_eq!(
+        set(
+            json!({"configId": "model", "value": "claude-x"}),
+            Some("claude-x")
+        ),
+        Ok(())
+    );
+    for (params, model, needle) in [
+        (
+            json!({"configId": "model", "value": "gpt-9"}),
+            Some("claude-x"),
+            "model \"gpt-9\" is not offered: /a/agent.toml configures \"claude-x\"",
+        ),
+        (
+            json!({"configId": "temperature", "value": "1"}),
+            Some("claude-x"),
+            "unknown configId \"temperature\"",
+        ),
+        (
+            json!({"configId": "model", "value": "m"}),
+            None,
+            "options: none",
+        ),
+        (
+            json!({"configId": "model", "type": "boolean", "value": true}),
+            Some("m"),
+            "is a select option",
+        ),
+        (
+            json!({"configId": "model", "value": 3}),
+            Some("m"),
+            "\"value\" must be a string",
+        ),
+        (
+            json!({"value": "m"}),
+            Some("m"),
+            "\"configId\" must be a string",
+        ),
+    ] {
+        let e = set(params.clone(), model).unwrap_err();
+        assert_eq!(e.code, INVALID_PARAMS, "{params}");
+        assert!(e.message.contains(needle), "{params}: {}", e.message);
+    }
+}
+
+#[test]
 fn prompt_content_becomes_the_turns_text() {
     let ok = |blocks: Value| prompt_text(&json!({ "prompt": blocks }));
     assert_eq!(

@@ -224,6 +224,57 @@ pub fn initialize_result(provider: &str, load_session: bool) -> Value {
     })
 }
 
+/// The id of the model config option.
+pub const MODEL_CONFIG: &str = "model";
+
+/// The session config options (ACP `configOptions`): the model, when the harness names it, as a select whose only
+/// value is the model the manifest configures — loom offers no model the manifest does not name.
+pub fn config_options(model: Option<&str>) -> Value {
+    match model {
+        Some(m) => json!([{
+            "id": MODEL_CONFIG,
+            "name": "Model",
+            "description": "the model of the manifest's [harness]; change it there",
+            "category": "model",
+            "type": "select",
+            "currentValue": m,
+            "options": [{"value": m, "name": m}],
+        }]),
+        None => json!([]),
+    }
+}
+
+/// Checks `session/set_config_option` against the options offered: the model option may be set only to the model
+/// in use (the manifest's). The error names what is offered and where to change it.
+pub fn check_config_value(
+    params: &Value,
+    model: Option<&str>,
+    manifest: &str,
+) -> Result<(), RpcError> {
+    let id = str_param(params, "configId")?;
+    if params["type"] == "boolean" {
+        return Err(RpcError::params(format!(
+            "session/set_config_option: {id:?} is a select option; send {{\"configId\", \"value\"}} with one of its \
+             values"
+        )));
+    }
+    let value = params
+        .get("value")
+        .and_then(Value::as_str)
+        .ok_or_else(|| RpcError::params("invalid params: \"value\" must be a string"))?;
+    match (id, model) {
+        (MODEL_CONFIG, Some(m)) if value == m => Ok(()),
+        (MODEL_CONFIG, Some(m)) => Err(RpcError::params(format!(
+            "session/set_config_option: model {value:?} is not offered: {manifest} configures {m:?} ([harness] model), \
+             the only model this session may use; change [harness] model in the manifest to use another"
+        ))),
+        _ => Err(RpcError::params(format!(
+            "session/set_config_option: unknown configId {id:?} (the session's options: {})",
+            if model.is_some() { "\"model\"" } else { "none" }
+        ))),
+    }
+}
+
 /// A field of `params` as a string, or a `-32602` naming it.
 pub fn str_param<'a>(params: &'a Value, key: &str) -> Result<&'a str, RpcError> {
     params

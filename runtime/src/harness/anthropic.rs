@@ -569,6 +569,10 @@ impl Harness for AnthropicHarness {
         "anthropic"
     }
 
+    fn model(&self) -> Option<String> {
+        Some(self.config.model.clone())
+    }
+
     fn with_model(&self, model: &str) -> Option<std::sync::Arc<dyn Harness>> {
         let mut config = self.config.clone();
         config.model = model.to_string();

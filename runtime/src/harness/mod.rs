@@ -61,6 +61,12 @@ pub trait Harness: Send + Sync {
         cancel: CancellationToken,
     ) -> BoxFuture<'_, Result<EventStream, HarnessError>>;
 
+    /// The model requests go to (the configured `model`, or the provider's default), for hosts to show (ACP's model
+    /// config option). `None`: this provider does not say.
+    fn model(&self) -> Option<String> {
+        None
+    }
+
     /// This provider with another model and everything else (endpoint, key, limits) unchanged, for a sub-agent's
     /// `small-model-of-parent` harness. `None`: this provider cannot switch models.
     fn with_model(&self, _model: &str) -> Option<std::sync::Arc<dyn Harness>> {

@@ -485,6 +485,10 @@ impl Harness for OpenAiHarness {
         "openai"
     }
 
+    fn model(&self) -> Option<String> {
+        Some(self.config.model.clone())
+    }
+
     fn with_model(&self, model: &str) -> Option<std::sync::Arc<dyn Harness>> {
         let mut config = self.config.clone();
         config.model = model.to_string();

@@ -443,6 +443,10 @@ impl Harness for OpenAiChatHarness {
         "openai-chat"
     }
 
+    fn model(&self) -> Option<String> {
+        Some(self.config.model.clone())
+    }
+
     fn with_model(&self, model: &str) -> Option<std::sync::Arc<dyn Harness>> {
         let mut config = self.config.clone();
         config.model = model.to_string();

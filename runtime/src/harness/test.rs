@@ -251,6 +251,11 @@ impl Harness for TestHarness {
         "test"
     }
 
+    /// The scripted harness has one model, `test`.
+    fn model(&self) -> Option<String> {
+        Some("test".into())
+    }
+
     fn stream(
         &self,
         request: ModelRequest,
