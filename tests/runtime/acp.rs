@@ -1031,6 +1031,84 @@ fn a_client_with_terminals_runs_bash_in_its_confined_form() {
     assert_eq!(code, 0, "{stderr}");
 }
 
+#[test]
+fn a_call_the_terminal_form_cannot_carry_runs_in_loom_and_says_why() {
+    let s = Scratch::new();
+    s.write(
+        "agent.toml",
+        r#"
+[agent]
+name = "acp-brokered"
+
+[harness]
+provider = "test"
+script = [[
+  { call = { tool = "bash", input = { command = "echo hi | tr a-z A-Z" } } },
+  { call = { tool = "bash", input = { command = "cat", args = ["f.txt"] } } },
+  { say = "done" },
+]]
+
+[session]
+provider = "in-memory"
+
+[tools]
+bash = { capabilities = [{ commands = "*", paths = ["./"] }, { commands = ["cat"], read_paths = ["./"] }] }
+"#,
+    );
+    s.write("f.txt", "data\n");
+    let dir = std::fs::canonicalize(s.path()).unwrap();
+    let d = dir.to_str().unwrap();
+    let mut server = Server::start(&s, "agent.toml");
+    server.request(
+        1,
+        "initialize",
+        json!({"protocolVersion": 1, "clientCapabilities": {"terminal": true}}),
+    );
+    server.reply(1);
+    server.request(2, "session/new", json!({"cwd": d, "mcpServers": []}));
+    let sid = server.reply(2).0["result"]["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    server.prompt(3, &sid, "go");
+    let t = server.turn(3, &mut |m| match m["method"].as_str() {
+        Some("terminal/create") => Ok(json!({"terminalId": "t1"})),
+        Some("terminal/wait_for_exit") => Ok(json!({"exitCode": 0})),
+        Some("terminal/output") => Ok(json!({"output": "data\n", "truncated": false})),
+        _ => Ok(json!({})),
+    });
+    assert_eq!(t.reply["result"]["stopReason"], "end_turn", "{}", t.reply);
+    // the general row needs the command broker beside the shell: loom runs it, and the raw output says why
+    let finished: Vec<&Value> = t
+        .updates
+        .iter()
+        .map(|u| &u["params"]["update"])
+        .filter(|u| u["sessionUpdate"] == "tool_call_update" && u["status"] == "completed")
+        .collect();
+    assert_eq!(finished.len(), 2, "{:#?}", t.updates);
+    assert_eq!(finished[0]["content"][0]["content"]["text"], "HI\n");
+    let why = finished[0]["rawOutput"]["notInTerminal"]
+        .as_str()
+        .unwrap_or("");
+    assert!(why.contains("command broker"), "{}", finished[0]);
+    // the rowed command alone goes to the terminal, under its own row
+    assert_eq!(t.requests.len(), 4, "{:#?}", t.requests);
+    let args: Vec<&str> = t.requests[0]["params"]["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    assert_eq!(
+        args[3],
+        format!("{{ commands = [\"cat\"], read_paths = [{d:?}] }}")
+    );
+    assert_eq!(args[args.len() - 3..], ["--", "cat", "f.txt"]);
+    assert_eq!(finished[1]["content"][0]["content"]["text"], "data\n");
+    let (code, stderr) = server.finish();
+    assert_eq!(code, 0, "{stderr}");
+}
+
 /// The directory of the npm client, with its dependencies installed (`.ci/run` installs them; a checkout without
 /// them gets `npm ci` here). `None` (and a printed reason) only when node itself is missing.
 fn acp_client_dir() -> Option<std::path::PathBuf> {
