@@ -1,13 +1,16 @@
 #!/usr/bin/env node
 // A loom provider (runtime/PROVIDERS.md, protocol loom-provider/1): JSON-RPC 2.0, one JSON object per line on
 // stdin/stdout. It contributes three tools over one notes file, `notes.md`, in the data directory loom gives it at
-// `initialize` (dataDir: a folder of the agent's storage, outside the project). Node standard library only.
+// `initialize` (dataDir: a folder of the agent's storage, outside the project), and a storage session layer,
+// `history`, keeping each session's events as JSON lines in `history-<session>.jsonl` there. Node standard library
+// only.
 import { appendFileSync, existsSync, mkdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
 
 const PROTOCOL = "loom-provider/1";
 let notesFile = null;
+let dataDir = null;
 
 const TOOLS = [
   {
@@ -81,13 +84,14 @@ function handle(msg) {
       return send({ id, error: { code: -32602, message: `this provider speaks ${PROTOCOL}` } });
     }
     mkdirSync(params.dataDir, { recursive: true });
-    notesFile = join(params.dataDir, "notes.md");
+    dataDir = params.dataDir;
+    notesFile = join(dataDir, "notes.md");
     return send({
       id,
       result: {
         protocolVersion: PROTOCOL,
         serverInfo: { name: "notes-provider", version: "1.0.0" },
-        contributes: { tools: TOOLS, sessions: [], harnesses: [] },
+        contributes: { tools: TOOLS, sessions: ["history"], harnesses: [] },
       },
     });
   }
@@ -96,6 +100,17 @@ function handle(msg) {
     const result = call(params.name, params.arguments ?? {});
     if (!result) return send({ id, error: { code: -32602, message: `no tool ${params.name}` } });
     return send({ id, result });
+  }
+  if (method === "session/load" || method === "session/append") {
+    if (!dataDir) return send({ id, error: { code: -32002, message: "not initialized" } });
+    if (params.layer !== "history") return send({ id, error: { code: -32602, message: `no layer ${params.layer}` } });
+    const file = join(dataDir, `history-${String(params.session).replace(/[^A-Za-z0-9_.-]/g, "_")}.jsonl`);
+    if (method === "session/append") {
+      appendFileSync(file, params.messages.map((m) => JSON.stringify(m) + "\n").join(""));
+      return send({ id, result: {} });
+    }
+    const lines = existsSync(file) ? readFileSync(file, "utf8").split("\n").filter(Boolean) : [];
+    return send({ id, result: { messages: lines.map((l) => JSON.parse(l)) } });
   }
   send({ id, error: { code: -32601, message: `no method ${method}` } });
 }

@@ -224,6 +224,29 @@ pub fn boot_with(
         file: file.clone(),
         message,
     })?;
+    // a session layer named by a provider handle: the provider starts now, and its tools share the process
+    let mut session_providers = BTreeMap::new();
+    for spec in &m.session.layers {
+        let Some((handle, source)) =
+            provider_source(m, &ProviderRef::Handle(spec.provider.clone()))
+        else {
+            continue;
+        };
+        let place = ProviderPlace {
+            cwd: &cwd,
+            env: &env,
+            storage: &storage,
+        };
+        let server = mcp_servers
+            .get_or_start_with(&handle, || {
+                resolve_and_start(&loaded.dir, &handle, source, &place)
+            })
+            .map_err(|e| BootError::Session {
+                file: file.clone(),
+                source: SessionError::Config(format!("session: {e}")),
+            })?;
+        session_providers.insert(handle, server);
+    }
     let place = SessionPlace {
         manifest_dir: loaded.dir.clone(),
         storage,
@@ -233,6 +256,7 @@ pub fn boot_with(
             env: env.clone(),
             root_handles: m.providers.keys().cloned().collect(),
         },
+        providers: session_providers,
     };
     let (mut session, session_notes) = build_chain_with(&m.session, &place, prebuilt.layers)
         .map_err(|source| BootError::Session {

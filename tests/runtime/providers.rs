@@ -349,3 +349,56 @@ bash = {{ commands = "*", paths = ["./"] }}
         .stdout_has("lets the agent write")
         .stdout_has("narrow [capabilities].bash to exclude the manifest's .loom directory");
 }
+
+#[test]
+fn a_provider_session_layer_stores_the_conversation_and_gives_it_back_next_run() {
+    let s = Scratch::new();
+    full_agent(&s, r#"[[ { say = "ok" } ]]"#);
+    let m = read(&s.path().join("full-agent/agent.toml"));
+    let layered = m
+        .replace(
+            "layers = [\"compacting\", \"file\"]",
+            "layers = [\"compacting\", \"notes\"]",
+        )
+        .replace(
+            "[session.compacting]",
+            "[session.notes]\nlayer = \"history\"\n\n[session.compacting]",
+        );
+    assert_ne!(
+        layered, m,
+        "the example's [session] changed; update this test"
+    );
+    s.write("full-agent/agent.toml", &layered);
+    s.loom(&["install", "full-agent/agent.toml"]).expect_code(0);
+    s.loom(&["prompt", "full-agent/agent.toml", "my cat is called Ada"])
+        .expect_code(0);
+    let log = read(
+        &s.path()
+            .join(".loom-data/agents/full-agent/providers/notes/history-full-agent.jsonl"),
+    );
+    assert!(log.contains("my cat is called Ada"), "{log}");
+    // a new process: the history comes back from session/load before the model is asked
+    let run = s.loom(&[
+        "prompt",
+        "full-agent/agent.toml",
+        "what is my cat called?",
+        "--format",
+        "jsonl",
+        "--emit-preamble",
+    ]);
+    run.expect_code(0);
+    let first = run.stdout().lines().next().unwrap_or_default().to_string();
+    assert!(
+        first.contains("preamble") && first.contains("my cat is called Ada"),
+        "{first}\n{}",
+        run.stderr()
+    );
+    // a layer the provider does not offer is refused at boot, naming what it offers
+    s.write(
+        "full-agent/agent.toml",
+        &layered.replace("layer = \"history\"", "layer = \"diary\""),
+    );
+    s.loom(&["prompt", "full-agent/agent.toml", "hi"])
+        .expect_code(1)
+        .stderr_has("offers the session layers [history], not \"diary\"");
+}

@@ -582,6 +582,41 @@ impl McpServer {
         }
     }
 
+    /// Sends one request of the provider protocol other than `tools/call` (`session/load`, `session/append`) and
+    /// returns its result. A dead provider is reported, and restarted once on the next request, as for calls.
+    pub fn request(&self, method: &str, params: Json) -> Result<Json, String> {
+        let mut inner = self.inner.lock().map_err(|_| {
+            format!(
+                "{} [providers].{}: its state is poisoned",
+                self.noun(),
+                self.handle
+            )
+        })?;
+        if inner.conn.is_none() {
+            if inner.restarted {
+                return Err(format!(
+                    "{} [providers].{} ({}) died again after a restart; loom will not restart it again in this \
+                     session — fix it, then restart loom",
+                    self.noun(),
+                    self.handle,
+                    self.launch()
+                ));
+            }
+            inner.restarted = true;
+            let (conn, tools, info) = self
+                .connect()
+                .map_err(|e| self.explain("cannot restart", &e))?;
+            inner.conn = Some(conn);
+            inner.tools = tools;
+            inner.info = info;
+        }
+        let answer = match inner.conn.as_mut() {
+            Some(conn) => conn.request(method, params, self.cfg.call_timeout),
+            None => Err(McpError::Dead("not connected".into())),
+        };
+        answer.map_err(|e| self.fail(&mut inner, e, &format!("{method} failed")))
+    }
+
     /// Reports a failed exchange; a dead server's connection is dropped so the next call restarts it.
     fn fail(&self, inner: &mut Inner, e: McpError, what: &str) -> String {
         let tail = inner

@@ -17,6 +17,7 @@ mod compactor;
 mod file;
 mod history;
 mod memory;
+mod provider;
 mod skills;
 
 use std::collections::BTreeSet;
@@ -376,6 +377,8 @@ pub struct SessionPlace {
     pub parent_history: Option<Vec<SessionUpdate>>,
     /// What the skills layer needs to find and compile skills.
     pub skills: SkillsEnv,
+    /// Started providers whose session layers the chain may use, by `[providers]` handle.
+    pub providers: std::collections::BTreeMap<String, std::sync::Arc<crate::mcp::McpServer>>,
 }
 
 /// Where a `file` layer keeps its log: its `path` (relative to the manifest's directory), else `session.jsonl` in
@@ -470,11 +473,23 @@ pub fn build_chain_with(
                     ))
                 }
             },
+            other if place.providers.contains_key(other) => {
+                let session = place
+                    .storage
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                Box::new(provider::ProviderLayer::new(
+                    place.providers[other].clone(),
+                    spec.config.get("layer").and_then(toml::Value::as_str),
+                    &session,
+                )?)
+            }
             other => {
                 return Err(SessionError::Config(format!(
                     "session: the {other:?} layer is not supported yet by this build of loom (supported: \
-                     \"in-memory\", \"file\", \"compacting\", \"skills\", \"fork-of-parent\"); remove it from [session] for \
-                     now"
+                     \"in-memory\", \"file\", \"compacting\", \"skills\", \"fork-of-parent\", or a [providers] path/npm/git \
+                     handle whose provider offers a session layer); remove it from [session] for now"
                 )))
             }
         };
@@ -585,6 +600,7 @@ mod tests {
                 home: Some(storage.join("home")),
                 ..SkillsEnv::default()
             },
+            providers: Default::default(),
         };
         build_chain(&m.session, &place)
     }
