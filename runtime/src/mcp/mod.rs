@@ -505,32 +505,7 @@ impl McpServer {
         still_ok: &dyn Fn(&UpstreamTool) -> Result<(), String>,
         stop: &dyn Fn() -> bool,
     ) -> Result<CallResult, String> {
-        let mut inner = self.inner.lock().map_err(|_| {
-            format!(
-                "{} [providers].{}: its state is poisoned",
-                self.noun(),
-                self.handle
-            )
-        })?;
-        if inner.conn.is_none() {
-            if inner.restarted {
-                return Err(format!(
-                    "{} [providers].{} ({}) died again after a restart ({}); loom will not restart it \
-                     again in this session — fix it, then restart loom",
-                    self.noun(),
-                    self.handle,
-                    self.launch(),
-                    inner.death.clone().unwrap_or_default()
-                ));
-            }
-            inner.restarted = true;
-            let (conn, tools, info) = self
-                .connect()
-                .map_err(|e| self.explain("cannot restart", &e))?;
-            inner.conn = Some(conn);
-            inner.tools = tools;
-            inner.info = info;
-        }
+        let mut inner = self.connected()?;
         let Some(conn) = inner.conn.as_mut() else {
             return Err(format!(
                 "{} [providers].{}: not connected",
@@ -582,9 +557,8 @@ impl McpServer {
         }
     }
 
-    /// Sends one request of the provider protocol other than `tools/call` (`session/load`, `session/append`) and
-    /// returns its result. A dead provider is reported, and restarted once on the next request, as for calls.
-    pub fn request(&self, method: &str, params: Json) -> Result<Json, String> {
+    /// The state, with a live connection: a server that died is restarted here, once per session.
+    fn connected(&self) -> Result<std::sync::MutexGuard<'_, Inner>, String> {
         let mut inner = self.inner.lock().map_err(|_| {
             format!(
                 "{} [providers].{}: its state is poisoned",
@@ -595,11 +569,12 @@ impl McpServer {
         if inner.conn.is_none() {
             if inner.restarted {
                 return Err(format!(
-                    "{} [providers].{} ({}) died again after a restart; loom will not restart it again in this \
-                     session — fix it, then restart loom",
+                    "{} [providers].{} ({}) died again after a restart ({}); loom will not restart it \
+                     again in this session — fix it, then restart loom",
                     self.noun(),
                     self.handle,
-                    self.launch()
+                    self.launch(),
+                    inner.death.clone().unwrap_or_default()
                 ));
             }
             inner.restarted = true;
@@ -610,6 +585,13 @@ impl McpServer {
             inner.tools = tools;
             inner.info = info;
         }
+        Ok(inner)
+    }
+
+    /// Sends one request of the provider protocol other than `tools/call` (`session/load`, `session/append`) and
+    /// returns its result. A dead provider is reported, and restarted once on the next request, as for calls.
+    pub fn request(&self, method: &str, params: Json) -> Result<Json, String> {
+        let mut inner = self.connected()?;
         let answer = match inner.conn.as_mut() {
             Some(conn) => conn.request(method, params, self.cfg.call_timeout),
             None => Err(McpError::Dead("not connected".into())),
