@@ -829,6 +829,111 @@ mod tests {
         assert!(seen.lock().unwrap()[0].contains("started"));
     }
 
+    /// A client's terminals that records each request and answers from `answer`.
+    struct FakeTerminals {
+        seen: Mutex<Vec<(String, Value)>>,
+        answer: fn(&str) -> Result<Value, String>,
+    }
+
+    impl ClientTerminals for FakeTerminals {
+        fn terminal(
+            &self,
+            method: &'static str,
+            params: Value,
+        ) -> futures::future::BoxFuture<'static, Result<Value, String>> {
+            self.seen.lock().unwrap().push((method.to_string(), params));
+            let r = (self.answer)(method);
+            Box::pin(async move { r })
+        }
+
+        fn loom_exe(&self) -> Result<PathBuf, String> {
+            Ok(PathBuf::from("/opt/loom"))
+        }
+    }
+
+    async fn in_terminal(
+        sandbox: SandboxEnv,
+        answer: fn(&str) -> Result<Value, String>,
+    ) -> (ToolOutput, Vec<(String, Value)>) {
+        let work = tempfile::tempdir().unwrap();
+        let e = env("bash", work.path(), "\"*\"");
+        let t = BashTool::new(e.clone(), sandbox);
+        let p = t.prepare(&json!({"command": "echo hi"})).unwrap();
+        let terminals = Arc::new(FakeTerminals {
+            seen: Mutex::new(Vec::new()),
+            answer,
+        });
+        let ctx = ToolCtx {
+            cancel: tokio_util::sync::CancellationToken::new(),
+            progress: Arc::new(|_| {}),
+            history: None,
+            client_fs: None,
+            terminals: Some(terminals.clone()),
+        };
+        let auth = Authorization {
+            row: None,
+            exec: Exec::Unconfined,
+        };
+        let out = (p.run)(auth, ctx).await;
+        let seen = terminals.seen.lock().unwrap().clone();
+        (out, seen)
+    }
+
+    #[tokio::test]
+    async fn the_grant_star_runs_its_command_in_the_terminal_unless_a_secret_must_be_screened() {
+        let (out, seen) = in_terminal(SandboxEnv::default(), |m| match m {
+            "terminal/create" => Ok(json!({"terminalId": "t"})),
+            "terminal/wait_for_exit" => Ok(json!({"exitCode": 0})),
+            "terminal/output" => Ok(json!({"output": "hi\n", "truncated": true})),
+            _ => Ok(json!({})),
+        })
+        .await;
+        assert!(!out.is_error, "{out:?}");
+        assert!(
+            out.text
+                .starts_with("[output truncated by the client's terminal"),
+            "{}",
+            out.text
+        );
+        assert_eq!(
+            out.content,
+            [ToolCallContent::Terminal {
+                terminal_id: "t".into()
+            }]
+        );
+        assert_eq!(seen[0].1["command"], "/bin/bash");
+        assert_eq!(seen[0].1["args"], json!(["-c", "echo hi"]));
+        assert_eq!(seen[0].1["env"], json!([]));
+        // a client that cannot create a terminal, or answers without an id: a tool error, nothing else sent
+        for answer in [
+            (|_: &str| Err("no terminals here".to_string())) as fn(&str) -> Result<Value, String>,
+            |_: &str| Ok(json!({})),
+        ] {
+            let (out, seen) = in_terminal(SandboxEnv::default(), answer).await;
+            assert!(
+                out.is_error && out.text.contains("the client could not create a terminal"),
+                "{}",
+                out.text
+            );
+            assert_eq!(seen.len(), 1);
+        }
+        // loom knows a secret: it keeps the command, to screen the secret out of its environment
+        let mut secrets = loom_sandbox::SecretFacts::new(Vec::new());
+        secrets.add("gh_token", Some("s3cret"));
+        let sandbox = SandboxEnv {
+            secrets,
+            ..SandboxEnv::default()
+        };
+        let (out, seen) = in_terminal(sandbox, |_| Ok(json!({}))).await;
+        assert!(seen.is_empty(), "{seen:?}");
+        assert!(!out.is_error && out.text.contains("hi"), "{out:?}");
+        let why = out.raw_output.unwrap()["notInTerminal"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert!(why.contains("screens the secrets"), "{why}");
+    }
+
     #[tokio::test]
     async fn a_command_outside_the_grant_is_refused_by_the_kernel() {
         let work = tempfile::tempdir().unwrap();
