@@ -140,11 +140,15 @@ pub fn build_report(manifest: Manifest, facts: Facts<'_>) -> Report {
             let message = match facts.mcp.get(&t.instance) {
                 Some(Ok(_)) => None,
                 Some(Err(e)) => Some(format!("cannot resolve this tool: {e}")),
-                None => Some(
-                    "this tool was not resolved (its MCP server or provider was not started), so audit cannot vouch \
-                     for its schema or argument grants"
+                // an inline provider source on a tool entry is not bound by this build (boot refuses it too)
+                None => Some(match (&t.provider, unresolved(&manifest, &t.provider)) {
+                    (ProviderRef::Shipped(_), Some(pending)) => format!(
+                        "not resolved yet: {pending}; name the source in [providers] and use its handle"
+                    ),
+                    _ => "this tool was not resolved (its MCP server or provider was not started), so audit cannot \
+                          vouch for its schema or argument grants"
                         .to_string(),
-                ),
+                }),
             };
             if let Some(message) = message {
                 findings.push(Finding {
@@ -460,7 +464,9 @@ fn unresolved(manifest: &Manifest, provider: &ProviderRef) -> Option<String> {
         ProviderSpec::Configured { factory, .. } => {
             format!("provider factory `{factory}` (external providers)")
         }
-        ProviderSpec::Source(_) => "an external provider package (external providers)".to_string(),
+        ProviderSpec::Source(_) => {
+            "an inline provider source, which this build does not bind".to_string()
+        }
     };
     match provider {
         ProviderRef::Builtin

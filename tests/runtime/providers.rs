@@ -402,3 +402,40 @@ fn a_provider_session_layer_stores_the_conversation_and_gives_it_back_next_run()
         .expect_code(1)
         .stderr_has("offers the session layers [history], not \"diary\"");
 }
+
+#[test]
+fn an_npm_source_is_packed_extracted_and_pinned() {
+    // `ms` is a dependency of the MCP peers (tests/mcp-peers/package-lock.json), so `npm ci` there has it cached
+    if std::process::Command::new("npm")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("SKIPPED: npm is not installed (.ci/run installs it)");
+        return;
+    }
+    let s = Scratch::new();
+    s.write(
+        "agent.toml",
+        "[agent]\nname = \"n\"\n\n[harness]\nprovider = \"test\"\nscript = [[ { say = \"hi\" } ]]\n\n[session]\n\
+         provider = \"in-memory\"\n\n[providers]\nms = { npm = \"ms\", version = \"2.1.3\" }\n",
+    );
+    s.loom(&["install"])
+        .expect_code(0)
+        .stdout_has("ms  npm ms@2.1.3  ms@2.1.3  sha256 ");
+    let dir = s.path().join(".loom/providers/ms");
+    assert!(dir.join("package.json").is_file() && dir.join("index.js").is_file());
+    assert!(!s.path().join(".loom").read_dir().unwrap().any(|e| e
+        .unwrap()
+        .file_name()
+        .to_string_lossy()
+        .starts_with(".staging")));
+    s.loom(&["install", "--frozen"])
+        .expect_code(0)
+        .stdout_has("(matches the lock)");
+    // not a provider (no loom.provider in its package.json): info says so, naming the fix
+    s.loom(&["providers", "info", "ms"])
+        .expect_code(1)
+        .stdout_has("[installed]")
+        .stdout_has("loom.provider: missing");
+}
