@@ -105,6 +105,23 @@ impl Lock {
     }
 }
 
+/// Why `handle` cannot name an install directory (`.loom/providers/<handle>`), if it cannot: only ASCII letters,
+/// digits, `_` and `-`, not starting with `-`, at most 64 characters — never a path.
+pub fn install_handle_problem(handle: &str) -> Option<String> {
+    let ok = !handle.is_empty()
+        && handle.len() <= 64
+        && !handle.starts_with('-')
+        && handle
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    (!ok).then(|| {
+        format!(
+            "the handle {handle:?} names the install directory {INSTALL_DIR}/<handle>, so it may hold only ASCII \
+             letters, digits, `_` and `-` (not first); rename [providers].{handle:?}"
+        )
+    })
+}
+
 /// Whether a provider handle may be resolved from its install directory.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LockState {
@@ -143,6 +160,9 @@ pub fn lock_state(
     lock: Option<&Lock>,
     installed_hash: Option<&str>,
 ) -> LockState {
+    if let Some(why) = install_handle_problem(handle) {
+        return LockState::Missing(why);
+    }
     let Some(lock) = lock else {
         return LockState::Missing(format!("there is no {LOCK_FILE}"));
     };

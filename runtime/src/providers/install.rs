@@ -56,6 +56,12 @@ pub fn install(
         Err(_) => None,
     };
     let srcs = sources(m);
+    if let Some(why) = srcs
+        .keys()
+        .find_map(|h| loom_kernel::install_handle_problem(h))
+    {
+        return Err(why);
+    }
     let mut staged = Vec::new();
     for (handle, source) in &srcs {
         let dst = staging.join(handle);
