@@ -17,6 +17,7 @@ use crate::approvals::ApprovalStore;
 use crate::contributed::{bind_groups, NewTool};
 use crate::harness::{
     build_harness, max_turn_requests_of, small_model_of_parent, Harness, HarnessConfigError,
+    ProviderHarness,
 };
 use crate::hooks::HookRunner;
 use crate::load::{env_map, load_manifest, path_ctx, LoadError, Loaded};
@@ -503,16 +504,38 @@ pub fn boot_with(
         file: file.clone(),
         source,
     };
+    // a harness a provider contributes: the same process as the handle's tools and session layers
+    let provided = m
+        .harness
+        .as_ref()
+        .and_then(|h| provider_source(m, &ProviderRef::Handle(h.provider.clone())));
     let (harness, max_turn_requests) = match (
         prebuilt.harness,
         m.harness.as_ref(),
         &opts.lineage.parent_harness,
+        provided,
     ) {
-        (Some(instance), h, _) => (instance, max_turn_requests_of(h).map_err(harness_err)?),
-        (None, Some(h), Some((parent, max))) if h.provider == "small-model-of-parent" => (
+        (Some(instance), h, _, _) => (instance, max_turn_requests_of(h).map_err(harness_err)?),
+        (None, Some(h), Some((parent, max)), _) if h.provider == "small-model-of-parent" => (
             small_model_of_parent(h, parent.as_ref()).map_err(harness_err)?,
             *max,
         ),
+        (None, Some(h), _, Some((handle, source))) => {
+            let max = max_turn_requests_of(Some(h)).map_err(harness_err)?;
+            let place = ProviderPlace {
+                cwd: &cwd,
+                env: &env,
+                storage: &storage_for_providers,
+            };
+            let server = mcp_servers
+                .get_or_start_with(&handle, || {
+                    resolve_and_start(&loaded.dir, &handle, source, &place)
+                })
+                .map_err(|e| harness_err(HarnessConfigError::Invalid(format!("[harness]: {e}"))))?;
+            let name = h.config.get("harness").and_then(toml::Value::as_str);
+            let harness = ProviderHarness::new(server, name).map_err(harness_err)?;
+            (Arc::new(harness) as Arc<dyn Harness>, max)
+        }
         _ => build_harness(m.harness.as_ref(), &chain).map_err(harness_err)?,
     };
     let harness = if server_tools.is_empty() {

@@ -400,7 +400,7 @@ fn a_provider_session_layer_stores_the_conversation_and_gives_it_back_next_run()
     );
     s.loom(&["prompt", "full-agent/agent.toml", "hi"])
         .expect_code(1)
-        .stderr_has("offers the session layers [history], not \"diary\"");
+        .stderr_has("offers the sessions [history], not \"diary\"");
 }
 
 #[test]
@@ -438,4 +438,83 @@ fn an_npm_source_is_packed_extracted_and_pinned() {
         .expect_code(1)
         .stdout_has("[installed]")
         .stdout_has("loom.provider: missing");
+}
+
+#[test]
+fn a_provider_harness_answers_requests_and_its_tool_call_goes_through_the_kernel() {
+    let s = Scratch::new();
+    s.write(
+        "echo/package.json",
+        r#"{ "name": "echo", "loom": { "provider": "./echo.mjs" } }"#,
+    );
+    // a "model" that calls its own shout tool with the prompt, then answers with the tool's result
+    s.write(
+        "echo/echo.mjs",
+        r#"import { createInterface } from "node:readline";
+const send = (m) => process.stdout.write(JSON.stringify({ jsonrpc: "2.0", ...m }) + "\n");
+createInterface({ input: process.stdin }).on("line", (l) => {
+  const m = JSON.parse(l);
+  if (m.method === "initialize") return send({ id: m.id, result: { protocolVersion: "loom-provider/1",
+    contributes: { harnesses: ["echo"], tools: [{ name: "shout", description: "Upper-case.",
+      inputSchema: { type: "object", properties: { text: { type: "string" } }, required: ["text"] } }] } } });
+  if (m.method === "tools/call") return send({ id: m.id, result: { content: [{ type: "text",
+    text: String(m.params.arguments.text).toUpperCase() }] } });
+  if (m.method === "harness/request") {
+    const { messages, tools } = m.params.request;
+    const last = messages[messages.length - 1].content[0];
+    if (last.type === "tool_result") return send({ id: m.id, result: { stopReason: "end_turn",
+      message: { role: "assistant", content: [{ type: "text", text: `the tool said ${last.content}` }] } } });
+    return send({ id: m.id, result: { stopReason: "tool_use", usage: { input_tokens: 5, output_tokens: 2 },
+      message: { role: "assistant", content: [
+        { type: "text", text: `I see ${tools.map((t) => t.name).join(",")}. ` },
+        { type: "tool_use", id: "c1", name: "shout", input: { text: last.text } }] } } });
+  }
+});
+"#,
+    );
+    s.write(
+        "agent.toml",
+        r#"[agent]
+name = "echo"
+
+[harness]
+provider = "echo"
+
+[session]
+provider = "in-memory"
+
+[providers]
+echo = { path = "./echo" }
+
+[tools]
+shout = { provider = "echo" }
+
+[capabilities]
+shout = { text = "*" }
+"#,
+    );
+    s.loom(&["install"]).expect_code(0);
+    s.loom(&["prompt", "agent.toml", "hello there"])
+        .expect_code(0)
+        .stdout_has("the tool said HELLO THERE");
+    // the grant still decides: with `text` bound, the model's own text is replaced before the call
+    let m = read(&s.path().join("agent.toml"));
+    s.write(
+        "agent.toml",
+        &m.replace("shout = { text = \"*\" }", "shout = { text = \"bound\" }"),
+    );
+    s.loom(&["prompt", "agent.toml", "hello there"])
+        .expect_code(0)
+        .stdout_has("the tool said BOUND");
+    // a harness the provider does not offer is refused at boot
+    s.write(
+        "agent.toml",
+        &m.replace(
+            "provider = \"echo\"\n\n[session]",
+            "provider = \"echo\"\nharness = \"gpt\"\n\n[session]",
+        ),
+    );
+    s.loom(&["prompt", "agent.toml", "hi"])
+        .expect_code(1)
+        .stderr_has("offers the harnesses [echo], not \"gpt\"");
 }

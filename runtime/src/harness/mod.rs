@@ -18,6 +18,7 @@ pub(crate) mod fake_server;
 mod http;
 mod openai;
 mod openai_chat;
+mod provider;
 mod settings;
 mod test;
 
@@ -42,6 +43,7 @@ pub use openai_chat::{
     chat_request_body, ChatDecoder, OpenAiChatConfig, OpenAiChatHarness, OPENAI_API_KEY,
     OPENAI_DEFAULT_API_BASE, OPENAI_DEFAULT_MODEL,
 };
+pub use provider::ProviderHarness;
 pub use test::{TestHarness, TestStep, TestTurn};
 
 /// The events of one response. The stream ends after `MessageEnd` (or an error).

@@ -591,9 +591,19 @@ impl McpServer {
     /// Sends one request of the provider protocol other than `tools/call` (`session/load`, `session/append`) and
     /// returns its result. A dead provider is reported, and restarted once on the next request, as for calls.
     pub fn request(&self, method: &str, params: Json) -> Result<Json, String> {
+        self.request_until(method, params, &|| false)
+    }
+
+    /// [`McpServer::request`] that stops waiting (and sends `notifications/cancelled`) once `stop` says so.
+    pub fn request_until(
+        &self,
+        method: &str,
+        params: Json,
+        stop: &dyn Fn() -> bool,
+    ) -> Result<Json, String> {
         let mut inner = self.connected()?;
         let answer = match inner.conn.as_mut() {
-            Some(conn) => conn.request(method, params, self.cfg.call_timeout),
+            Some(conn) => conn.request_until(method, params, self.cfg.call_timeout, stop),
             None => Err(McpError::Dead("not connected".into())),
         };
         answer.map_err(|e| self.fail(&mut inner, e, &format!("{method} failed")))

@@ -277,3 +277,30 @@ pub fn provider_infos(loaded: &crate::load::Loaded, cwd: &Path, spawn: bool) -> 
         })
         .collect()
 }
+
+/// Which of the `kind` (`sessions`, `harnesses`) the started provider `server` offers in `initialize` to use: `wanted`
+/// when it offers that name, else (none wanted) the first it offers. The error names what it offers and the key to set.
+pub fn pick_contribution(
+    server: &crate::mcp::McpServer,
+    kind: &str,
+    wanted: Option<&str>,
+    key: &str,
+) -> Result<String, String> {
+    let info = server.info();
+    let offered: Vec<&str> = info
+        .get("contributes")
+        .and_then(|c| c.get(kind))
+        .and_then(Json::as_array)
+        .map(|a| a.iter().filter_map(Json::as_str).collect())
+        .unwrap_or_default();
+    match wanted {
+        Some(w) if offered.contains(&w) => Ok(w.to_string()),
+        None if !offered.is_empty() => Ok(offered[0].to_string()),
+        _ => Err(format!(
+            "the provider [providers].{} offers the {kind} [{}]{}; name one with {key} = \"<name>\"",
+            server.handle,
+            offered.join(", "),
+            wanted.map_or(String::new(), |w| format!(", not {w:?}"))
+        )),
+    }
+}

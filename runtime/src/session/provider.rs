@@ -36,25 +36,9 @@ impl ProviderLayer {
         layer: Option<&str>,
         session: &str,
     ) -> Result<ProviderLayer, SessionError> {
-        let info = server.info();
-        let offered: Vec<&str> = info
-            .pointer("/contributes/sessions")
-            .and_then(Json::as_array)
-            .map(|a| a.iter().filter_map(Json::as_str).collect())
-            .unwrap_or_default();
         let handle = server.handle.clone();
-        let chosen = match layer {
-            Some(l) if offered.contains(&l) => l.to_string(),
-            None if !offered.is_empty() => offered[0].to_string(),
-            _ => {
-                return Err(SessionError::Config(format!(
-                    "session: the provider [providers].{handle} offers the session layers [{}]{}; name one with \
-                     {{ provider = \"{handle}\", layer = \"<name>\" }}",
-                    offered.join(", "),
-                    layer.map_or(String::new(), |l| format!(", not {l:?}"))
-                )))
-            }
-        };
+        let chosen = crate::providers::pick_contribution(&server, "sessions", layer, "layer")
+            .map_err(|e| SessionError::Config(format!("session: {e}")))?;
         Ok(ProviderLayer {
             handle,
             layer: chosen,
