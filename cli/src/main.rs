@@ -39,6 +39,8 @@ enum Command {
     Install(cmd::install::Args),
     /// List provider sources with their lock state and contributions, or show one (`loom providers info <handle>`).
     Providers(cmd::providers::Args),
+    /// Install or list the local models loom knows by name (`provider = "local"`).
+    Model(cmd::model::Args),
     /// Print the installed version.
     Version,
 }
@@ -76,6 +78,7 @@ fn main() {
         Command::Mcp(args) => cmd::mcp::run(args),
         Command::Install(args) => cmd::install::run(args),
         Command::Providers(args) => cmd::providers::run(args),
+        Command::Model(args) => cmd::model::run(args),
         Command::Version => {
             println!("loom {}", env!("CARGO_PKG_VERSION"));
             exit::OK

@@ -16,7 +16,7 @@ use crate::agent::{Agent, AgentParts, ToolSlot};
 use crate::approvals::ApprovalStore;
 use crate::contributed::{bind_groups, NewTool};
 use crate::harness::{
-    build_harness, max_turn_requests_of, small_model_of_parent, Harness, HarnessConfigError,
+    build_harness_in, max_turn_requests_of, small_model_of_parent, Harness, HarnessConfigError,
     ProviderHarness,
 };
 use crate::hooks::HookRunner;
@@ -536,7 +536,15 @@ pub fn boot_with(
             let harness = ProviderHarness::new(server, name).map_err(harness_err)?;
             (Arc::new(harness) as Arc<dyn Harness>, max)
         }
-        _ => build_harness(m.harness.as_ref(), &chain).map_err(harness_err)?,
+        _ => build_harness_in(
+            m.harness.as_ref(),
+            &chain,
+            &crate::harness::HarnessPlace {
+                manifest_dir: loaded.dir.clone(),
+                env: env.clone(),
+            },
+        )
+        .map_err(harness_err)?,
     };
     let harness = if server_tools.is_empty() {
         harness

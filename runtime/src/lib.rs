@@ -83,15 +83,17 @@ pub use boot::{boot, boot_loaded, boot_with, BootError, BootOptions, Booted, Pre
 pub use bus::{Bus, Capacity, Subscription, DEFAULT_CAPACITY};
 pub use contributed::rejection_note;
 pub use explain::{explain_call, ExplainError};
+pub use harness::local::{models_dir, DEFAULT_CONTEXT as LOCAL_DEFAULT_CONTEXT};
+pub use harness::HarnessPlace;
 pub use harness::{
     anthropic_request_body, AnthropicConfig, AnthropicDecoder, AnthropicHarness, ANTHROPIC_API_KEY,
     ANTHROPIC_DEFAULT_API_BASE, ANTHROPIC_DEFAULT_MAX_TOKENS, ANTHROPIC_DEFAULT_MODEL,
     ANTHROPIC_VERSION,
 };
 pub use harness::{
-    build_harness, classify_http, parse_retry_after, EventStream, Harness, HarnessConfigError,
-    HarnessError, SseEvent, SseParser, TestHarness, TestStep, TestTurn, DEFAULT_MAX_TURN_REQUESTS,
-    MAX_SSE_LINE,
+    build_harness, build_harness_in, classify_http, parse_retry_after, EventStream, Harness,
+    HarnessConfigError, HarnessError, SseEvent, SseParser, TestHarness, TestStep, TestTurn,
+    DEFAULT_MAX_TURN_REQUESTS, MAX_SSE_LINE,
 };
 pub use harness::{
     chat_request_body, ChatDecoder, OpenAiChatConfig, OpenAiChatHarness, OPENAI_API_KEY,

@@ -18,14 +18,18 @@ pub fn storage_dir(manifest: &Manifest, env: &BTreeMap<String, String>) -> PathB
         .chars()
         .map(|c| if c == '/' || c == '\0' { '_' } else { c })
         .collect();
-    let root = if let Some(d) = env.get("LOOM_DATA_HOME").filter(|d| !d.is_empty()) {
+    data_home(env).join("agents").join(id)
+}
+
+/// loom's data directory: `$LOOM_DATA_HOME`, else `$XDG_DATA_HOME/loom`, else `~/.local/share/loom`.
+pub fn data_home(env: &BTreeMap<String, String>) -> PathBuf {
+    if let Some(d) = env.get("LOOM_DATA_HOME").filter(|d| !d.is_empty()) {
         PathBuf::from(d)
     } else if let Some(d) = env.get("XDG_DATA_HOME").filter(|d| d.starts_with('/')) {
         PathBuf::from(d).join("loom")
     } else {
         PathBuf::from(env.get("HOME").map(String::as_str).unwrap_or("/")).join(".local/share/loom")
-    };
-    root.join("agents").join(id)
+    }
 }
 
 /// The file in a storage directory naming the manifest that owns it.

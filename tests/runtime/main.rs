@@ -7,6 +7,7 @@ mod acp;
 mod anthropic;
 mod compacting;
 mod hooks;
+mod local;
 mod mcp;
 mod openai_chat;
 mod prompt;

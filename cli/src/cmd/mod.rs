@@ -6,6 +6,7 @@ pub mod doctor;
 pub mod explain;
 pub mod install;
 pub mod mcp;
+pub mod model;
 pub mod permissions;
 pub mod prompt;
 pub mod providers;

@@ -53,6 +53,7 @@ pub(crate) fn builtin_harness_schema(provider: &str) -> Option<&'static [(&'stat
             ("model", Ty::Str),
             ("threads", Ty::Count),
             ("context", Ty::Count),
+            ("max_tokens", Ty::Count),
             ("temperature", Ty::Number),
             ("top_p", Ty::Number),
             ("top_k", Ty::Count),

@@ -16,6 +16,7 @@ mod context_window;
 #[cfg(test)]
 pub(crate) mod fake_server;
 mod http;
+pub mod local;
 mod openai;
 mod openai_chat;
 mod provider;
@@ -204,7 +205,7 @@ pub enum HarnessConfigError {
     #[error("the manifest has no [harness]; add one, e.g. [harness] provider = \"anthropic\"")]
     Missing,
     /// The provider is known but this build does not implement it yet.
-    #[error("[harness] provider = {0:?} is not supported yet by this build of loom (supported: \"anthropic\", \"openai\", \"openai-chat\", \"test\")")]
+    #[error("[harness] provider = {0:?} is not supported yet by this build of loom (supported: \"anthropic\", \"openai\", \"openai-chat\", \"local\", \"test\")")]
     NotSupported(String),
     /// The provider needs a secret the chain does not hold.
     #[error("[harness] needs the secret {0}: set it in the environment ({0}=… or LOOM_{0}=…), a .loom-secrets file next to the manifest, or your secrets.toml")]
@@ -217,15 +218,54 @@ pub enum HarnessConfigError {
 /// The default `maxTurnRequests`.
 pub const DEFAULT_MAX_TURN_REQUESTS: u32 = 16;
 
+/// Where a harness is built: the manifest's directory (a local model's relative path) and the environment loom
+/// runs in (the data directory a known local model is installed into).
+#[derive(Debug, Clone, Default)]
+#[cfg_attr(not(feature = "local"), allow(dead_code))]
+pub struct HarnessPlace {
+    /// The manifest's directory.
+    pub manifest_dir: std::path::PathBuf,
+    /// The environment map.
+    pub env: std::collections::BTreeMap<String, String>,
+}
+
 /// Builds the harness `[harness]` names, with its `maxTurnRequests`. API keys come only from `secrets` (the
 /// standard chain); a harness never reads the environment for them itself.
 pub fn build_harness(
     harness: Option<&loom_kernel::Harness>,
     secrets: &crate::secrets::SecretChain,
 ) -> Result<(std::sync::Arc<dyn Harness>, u32), HarnessConfigError> {
+    build_harness_in(harness, secrets, &HarnessPlace::default())
+}
+
+/// [`build_harness`] for a manifest at `place`.
+pub fn build_harness_in(
+    harness: Option<&loom_kernel::Harness>,
+    secrets: &crate::secrets::SecretChain,
+    place: &HarnessPlace,
+) -> Result<(std::sync::Arc<dyn Harness>, u32), HarnessConfigError> {
     let h = harness.ok_or(HarnessConfigError::Missing)?;
     let max = max_turn_requests_of(Some(h))?;
     match h.provider.as_str() {
+        #[cfg(feature = "local")]
+        "local" => Ok((
+            std::sync::Arc::new(local::LocalHarness::from_config(
+                &h.config,
+                &place.manifest_dir,
+                &place.env,
+                max,
+            )?),
+            max,
+        )),
+        #[cfg(not(feature = "local"))]
+        "local" => {
+            let _ = place;
+            Err(HarnessConfigError::Invalid(
+                "provider \"local\" needs a loom built with the cargo feature `local` (the default of the loom \
+                 binary); rebuild with `cargo build -p loom-cli --features local`"
+                    .into(),
+            ))
+        }
         "test" => Ok((
             std::sync::Arc::new(TestHarness::from_config(&h.config)?),
             max,

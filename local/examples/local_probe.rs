@@ -1,0 +1,92 @@
+//! Measures the engine as the `local` harness drives it: prompt processing and generation speed, with the tool
+//! grammar (`call`), the answer-only grammar (`answer`) or none (`raw`). Used by benches/local.sh:
+//! `local_probe MODEL.gguf [threads] [call|answer|raw] [rounds]`. Each round starts from a different first message,
+//! so the prompt is processed afresh (no cache reuse), like llama-bench's `pp`.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::mpsc;
+
+use loom_local::{response_grammar, Engine, EngineOptions, Job, JobEvent, Sampling, ToolShape};
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let model = args
+        .get(1)
+        .expect("usage: local_probe MODEL.gguf [threads] [call|answer|raw] [rounds]")
+        .clone();
+    let threads: u32 = args.get(2).map(|t| t.parse().unwrap()).unwrap_or(2);
+    let mode = args.get(3).cloned().unwrap_or_else(|| "call".into());
+    let rounds: usize = args.get(4).map(|t| t.parse().unwrap()).unwrap_or(3);
+    let engine = Engine::start(EngineOptions {
+        model: model.into(),
+        label: "probe".into(),
+        threads,
+        context: 2048,
+    })
+    .unwrap();
+    let schema = serde_json::json!({"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]});
+    let grammar = match mode.as_str() {
+        "raw" => String::new(),
+        "answer" => response_grammar(&[], true).unwrap(),
+        _ => response_grammar(
+            &[ToolShape {
+                name: "bash",
+                schema: &schema,
+            }],
+            false,
+        )
+        .unwrap(),
+    };
+    let (mut pp, mut tg) = (Vec::new(), Vec::new());
+    for round in 0..rounds {
+        let (tx, rx) = mpsc::channel();
+        let events = tx.clone();
+        engine
+            .submit(Job {
+                messages: vec![
+                    ("system".into(), format!("Session {round}. You are a helpful assistant who writes long, detailed stories for children about animals and their adventures. To run a shell command reply with a JSON object; otherwise answer in plain text.")),
+                    ("user".into(), "Write a long story about a cat who learns to program computers.".into()),
+                ],
+                grammar: grammar.clone(),
+                max_tokens: 128,
+                sampling: Sampling { temperature: 0.0, top_k: 40, top_p: 0.95, seed: 1 },
+                events: Box::new(move |e| {
+                    let _ = events.send(Some(e));
+                    true
+                }),
+                done: Box::new(move |r| {
+                    r.unwrap();
+                    let _ = tx.send(None);
+                }),
+            })
+            .unwrap();
+        while let Some(e) = rx.recv().unwrap() {
+            match e {
+                JobEvent::Prompt {
+                    tokens,
+                    reused,
+                    millis,
+                } => {
+                    let n = (tokens - reused) as f64;
+                    pp.push(n / (millis.max(1) as f64 / 1000.0));
+                    eprintln!(
+                        "round {round}: prompt {tokens} tokens ({reused} reused) in {millis} ms"
+                    );
+                }
+                JobEvent::Done {
+                    generated, millis, ..
+                } => {
+                    tg.push(generated as f64 / (millis.max(1) as f64 / 1000.0));
+                    eprintln!("round {round}: generated {generated} tokens in {millis} ms");
+                }
+                JobEvent::Text(_) => {}
+            }
+        }
+    }
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
+    println!(
+        "mode={mode} threads={threads} pp_tok_s={:.1} tg_tok_s={:.1}",
+        mean(&pp),
+        mean(&tg)
+    );
+}

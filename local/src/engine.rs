@@ -1,0 +1,445 @@
+//! The engine: one thread owns the llama.cpp model and its context and runs one generation job at a time. Jobs
+//! arrive over a channel; events go back through the job's callback, which the caller also uses to stop a job
+//! (return `false`: cancelled). The KV cache stays between jobs, so a request that extends the previous one (the
+//! next request of a turn) only processes the tokens that are new.
+
+use std::num::NonZeroU32;
+use std::path::PathBuf;
+use std::sync::mpsc;
+use std::sync::OnceLock;
+use std::time::Instant;
+
+use llama_cpp_2::context::params::LlamaContextParams;
+use llama_cpp_2::context::LlamaContext;
+use llama_cpp_2::llama_backend::LlamaBackend;
+use llama_cpp_2::llama_batch::LlamaBatch;
+use llama_cpp_2::model::params::LlamaModelParams;
+use llama_cpp_2::model::{LlamaChatMessage, LlamaModel};
+use llama_cpp_2::sampling::LlamaSampler;
+use llama_cpp_2::token::data::LlamaTokenData;
+use llama_cpp_2::token::data_array::LlamaTokenDataArray;
+use llama_cpp_2::token::LlamaToken;
+
+use crate::grammar::ROOT;
+
+/// How to load a model.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EngineOptions {
+    /// The GGUF file (already checked).
+    pub model: PathBuf,
+    /// What to call it in messages.
+    pub label: String,
+    /// CPU threads.
+    pub threads: u32,
+    /// The context window in tokens.
+    pub context: u32,
+}
+
+/// Sampling settings.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Sampling {
+    /// 0 = greedy.
+    pub temperature: f32,
+    /// Keep the k most likely tokens (0 = off).
+    pub top_k: i32,
+    /// Nucleus sampling (1.0 = off).
+    pub top_p: f32,
+    /// Seed of the random choice.
+    pub seed: u32,
+}
+
+/// What a job reports.
+#[derive(Debug, Clone, PartialEq)]
+pub enum JobEvent {
+    /// The prompt is processed: `tokens` in all, of which `reused` came from the cache.
+    Prompt {
+        /// Prompt tokens.
+        tokens: usize,
+        /// Tokens whose KV entries were kept from the previous job.
+        reused: usize,
+        /// Milliseconds spent on the new prompt tokens.
+        millis: u128,
+    },
+    /// Generated text (whole UTF-8 characters).
+    Text(String),
+    /// The job ended.
+    Done {
+        /// Tokens generated.
+        generated: usize,
+        /// True when the output cap ended it.
+        hit_limit: bool,
+        /// True when the callback stopped it.
+        cancelled: bool,
+        /// Milliseconds from the first generated token to the end.
+        millis: u128,
+    },
+}
+
+/// One generation job.
+pub struct Job {
+    /// The conversation as (role, content) pairs, rendered with the model's own chat template.
+    pub messages: Vec<(String, String)>,
+    /// The GBNF grammar the output must follow (start rule `root`); empty: free text (benchmarks only).
+    pub grammar: String,
+    /// Output cap in tokens.
+    pub max_tokens: u32,
+    /// Sampling settings.
+    pub sampling: Sampling,
+    /// Receives the events; returning `false` stops the job.
+    pub events: Box<dyn FnMut(JobEvent) -> bool + Send>,
+    /// Called once when the job ends: `Ok` after `Done`, or why it failed.
+    pub done: Box<dyn FnOnce(Result<(), EngineError>) + Send>,
+}
+
+/// Why the engine could not load a model or run a job.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum EngineError {
+    /// llama.cpp could not start.
+    #[error("the local model runtime (llama.cpp) could not start: {0}")]
+    Backend(String),
+    /// The model file did not load (truncated, unsupported architecture, …).
+    #[error("llama.cpp could not load the model {model}: {why}; the file may be truncated or of an architecture this build does not support — reinstall it or pick another model")]
+    Load {
+        /// The model.
+        model: String,
+        /// What failed.
+        why: String,
+    },
+    /// The model carries no chat template.
+    #[error("the model {0} carries no chat template in its GGUF file, so loom cannot build its prompt; use an instruct/chat model")]
+    NoTemplate(String),
+    /// The prompt does not fit.
+    #[error("the prompt is {prompt} tokens and the answer may take {answer} more, but {model} has a context of {context}; raise `context` under [harness] or start a new session")]
+    ContextOverflow {
+        /// The model.
+        model: String,
+        /// Prompt tokens.
+        prompt: usize,
+        /// Output cap.
+        answer: u32,
+        /// The context size.
+        context: u32,
+    },
+    /// llama.cpp refused the grammar.
+    #[error("llama.cpp refused the tool grammar for {0}; a tool's schema may be too complex — remove tools from [tools] until it loads")]
+    Grammar(String),
+    /// Evaluation failed.
+    #[error("the local model failed while generating: {0}")]
+    Decode(String),
+    /// The engine thread is gone.
+    #[error("the local model's thread has stopped; restart loom")]
+    Stopped,
+}
+
+static BACKEND: OnceLock<Result<LlamaBackend, String>> = OnceLock::new();
+
+fn backend() -> Result<&'static LlamaBackend, EngineError> {
+    BACKEND
+        .get_or_init(|| {
+            LlamaBackend::init()
+                .map(|mut b| {
+                    // llama.cpp's own log would interleave with loom's output; errors reach the user as EngineError
+                    b.void_logs();
+                    b
+                })
+                .map_err(|e| e.to_string())
+        })
+        .as_ref()
+        .map_err(|e| EngineError::Backend(e.clone()))
+}
+
+/// A running engine: the handle of its thread.
+pub struct Engine {
+    jobs: mpsc::Sender<Job>,
+    label: String,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("model", &self.label)
+            .finish()
+    }
+}
+
+impl Engine {
+    /// Starts the engine thread and loads the model; returns once it is loaded (or failed to).
+    pub fn start(opts: EngineOptions) -> Result<Engine, EngineError> {
+        let backend = backend()?;
+        let (jobs, rx) = mpsc::channel::<Job>();
+        let (ready_tx, ready_rx) = mpsc::channel();
+        let label = opts.label.clone();
+        std::thread::Builder::new()
+            .name("loom-local-model".into())
+            .spawn(move || {
+                let params = LlamaModelParams::default();
+                let model = match LlamaModel::load_from_file(backend, &opts.model, &params) {
+                    Ok(m) => m,
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(EngineError::Load {
+                            model: opts.label.clone(),
+                            why: e.to_string(),
+                        }));
+                        return;
+                    }
+                };
+                let threads = i32::try_from(opts.threads.max(1)).unwrap_or(1);
+                let ctx_params = LlamaContextParams::default()
+                    .with_n_ctx(NonZeroU32::new(opts.context.max(64)))
+                    .with_n_batch(512)
+                    .with_n_threads(threads)
+                    .with_n_threads_batch(threads);
+                let ctx = match model.new_context(backend, ctx_params) {
+                    Ok(c) => c,
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(EngineError::Load {
+                            model: opts.label.clone(),
+                            why: e.to_string(),
+                        }));
+                        return;
+                    }
+                };
+                let _ = ready_tx.send(Ok(()));
+                let mut worker = Worker {
+                    model: &model,
+                    ctx,
+                    cached: Vec::new(),
+                    label: opts.label.clone(),
+                };
+                while let Ok(mut job) = rx.recv() {
+                    let done = std::mem::replace(&mut job.done, Box::new(|_| {}));
+                    let r = worker.run(job);
+                    if r.is_err() {
+                        // whatever the KV cache holds now is not known to match `cached`
+                        worker.ctx.clear_kv_cache();
+                        worker.cached.clear();
+                    }
+                    done(r);
+                }
+            })
+            .map_err(|e| EngineError::Backend(e.to_string()))?;
+        ready_rx.recv().map_err(|_| EngineError::Stopped)??;
+        Ok(Engine { jobs, label })
+    }
+
+    /// Queues a job; its events and end arrive through the job's own channels.
+    pub fn submit(&self, job: Job) -> Result<(), EngineError> {
+        self.jobs.send(job).map_err(|_| EngineError::Stopped)
+    }
+
+    /// The model's label.
+    pub fn label(&self) -> &str {
+        &self.label
+    }
+}
+
+struct Worker<'m> {
+    model: &'m LlamaModel,
+    ctx: LlamaContext<'m>,
+    /// The tokens whose KV entries the context holds, in order from position 0.
+    cached: Vec<LlamaToken>,
+    label: String,
+}
+
+impl Worker<'_> {
+    fn prompt_tokens(&self, messages: &[(String, String)]) -> Result<Vec<LlamaToken>, EngineError> {
+        let template = self
+            .model
+            .chat_template(None)
+            .map_err(|_| EngineError::NoTemplate(self.label.clone()))?;
+        let chat = messages
+            .iter()
+            .map(|(r, c)| LlamaChatMessage::new(r.clone(), c.replace('\0', "")))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| EngineError::Decode(e.to_string()))?;
+        let text = self
+            .model
+            .apply_chat_template(&template, &chat, true)
+            .map_err(|e| EngineError::Decode(format!("chat template: {e}")))?;
+        Ok(self.model.vocab().tokenize(text.as_bytes(), true, true))
+    }
+
+    fn decode(&mut self, tokens: &[LlamaToken], want_logits: bool) -> Result<(), EngineError> {
+        let n_batch = self.ctx.n_batch().max(1) as usize;
+        let mut batch = LlamaBatch::new(n_batch, 1);
+        let chunks: Vec<&[LlamaToken]> = tokens.chunks(n_batch).collect();
+        for (ci, chunk) in chunks.iter().enumerate() {
+            batch.clear();
+            let last_chunk = ci + 1 == chunks.len();
+            for (i, t) in chunk.iter().enumerate() {
+                let pos = i32::try_from(self.cached.len()).unwrap_or(i32::MAX);
+                let logits = want_logits && last_chunk && i + 1 == chunk.len();
+                batch
+                    .add(*t, pos, &[0], logits)
+                    .map_err(|e| EngineError::Decode(e.to_string()))?;
+                self.cached.push(*t);
+            }
+            self.ctx
+                .decode(&mut batch)
+                .map_err(|e| EngineError::Decode(e.to_string()))?;
+        }
+        Ok(())
+    }
+
+    fn run(&mut self, mut job: Job) -> Result<(), EngineError> {
+        let tokens = self.prompt_tokens(&job.messages)?;
+        let context = self.ctx.n_ctx();
+        if tokens.len() + job.max_tokens as usize > context as usize {
+            return Err(EngineError::ContextOverflow {
+                model: self.label.clone(),
+                prompt: tokens.len(),
+                answer: job.max_tokens,
+                context,
+            });
+        }
+        let (mut grammar, mut sampler) = self.samplers(&job)?;
+        // keep the cached prefix, re-evaluating at least the last prompt token for its logits
+        let mut keep = self
+            .cached
+            .iter()
+            .zip(&tokens)
+            .take_while(|(a, b)| a == b)
+            .count();
+        if keep == tokens.len() {
+            keep -= 1;
+        }
+        let pos = u32::try_from(keep).unwrap_or(u32::MAX);
+        if self.ctx.clear_kv_cache_seq(Some(0), Some(pos), None).ok() != Some(true) {
+            self.ctx.clear_kv_cache();
+            keep = 0;
+        }
+        self.cached.truncate(keep);
+        let started = Instant::now();
+        self.decode(&tokens[keep..], true)?;
+        let go_on = (job.events)(JobEvent::Prompt {
+            tokens: tokens.len(),
+            reused: keep,
+            millis: started.elapsed().as_millis(),
+        });
+        let started = Instant::now();
+        let mut utf8 = Utf8Buffer::default();
+        let mut generated = 0usize;
+        let mut hit_limit = false;
+        let mut cancelled = !go_on;
+        while !cancelled {
+            if generated >= job.max_tokens as usize {
+                hit_limit = true;
+                break;
+            }
+            let token = self.pick(grammar.as_mut(), &mut sampler)?;
+            if self.model.vocab().is_eog(token) {
+                break;
+            }
+            generated += 1;
+            let piece = self.model.vocab().token_to_piece(token, false, None);
+            if let Some(text) = utf8.push(&piece) {
+                if !(job.events)(JobEvent::Text(text)) {
+                    cancelled = true;
+                }
+            }
+            self.decode(&[token], true)?;
+        }
+        if let Some(rest) = utf8.finish() {
+            let _ = (job.events)(JobEvent::Text(rest));
+        }
+        (job.events)(JobEvent::Done {
+            generated,
+            hit_limit,
+            cancelled,
+            millis: started.elapsed().as_millis(),
+        });
+        Ok(())
+    }
+
+    /// The grammar sampler (none for an empty grammar) and the sampling chain.
+    fn samplers(&self, job: &Job) -> Result<(Option<LlamaSampler>, LlamaSampler), EngineError> {
+        let grammar = if job.grammar.is_empty() {
+            None
+        } else {
+            Some(
+                LlamaSampler::grammar(self.model, &job.grammar, ROOT)
+                    .map_err(|_| EngineError::Grammar(self.label.clone()))?,
+            )
+        };
+        let s = job.sampling;
+        let mut chain = Vec::new();
+        if s.temperature <= 0.0 {
+            chain.push(LlamaSampler::greedy());
+        } else {
+            if s.top_k > 0 {
+                chain.push(LlamaSampler::top_k(s.top_k));
+            }
+            if s.top_p < 1.0 {
+                chain.push(LlamaSampler::top_p(s.top_p, 1));
+            }
+            chain.push(LlamaSampler::temp(s.temperature));
+            chain.push(LlamaSampler::dist(s.seed));
+        }
+        Ok((grammar, LlamaSampler::chain_simple(chain)))
+    }
+
+    /// The next token: sampled freely, then checked against the grammar; only when the grammar refuses it are all
+    /// candidates constrained and the choice made again (checking one token is far cheaper than filtering the whole
+    /// vocabulary, and most tokens pass).
+    fn pick(
+        &mut self,
+        grammar: Option<&mut LlamaSampler>,
+        chain: &mut LlamaSampler,
+    ) -> Result<LlamaToken, EngineError> {
+        let none = || EngineError::Decode("the sampler selected no token".into());
+        let mut all = self.ctx.token_data_array();
+        chain.apply(&mut all);
+        let first = all.selected_token().ok_or_else(none)?;
+        let Some(grammar) = grammar else {
+            chain.accept(first);
+            return Ok(first);
+        };
+        let mut one = LlamaTokenDataArray::new(vec![LlamaTokenData::new(first, 1.0, 0.0)], false);
+        grammar.apply(&mut one);
+        let token = if one.data.first().is_some_and(|d| d.logit().is_finite()) {
+            first
+        } else {
+            let mut all = self.ctx.token_data_array();
+            grammar.apply(&mut all);
+            chain.apply(&mut all);
+            all.selected_token().ok_or_else(none)?
+        };
+        grammar.accept(token);
+        chain.accept(token);
+        Ok(token)
+    }
+}
+
+/// Joins token pieces into whole UTF-8 characters (a character may span tokens).
+#[derive(Default)]
+struct Utf8Buffer {
+    pending: Vec<u8>,
+}
+
+impl Utf8Buffer {
+    fn push(&mut self, bytes: &[u8]) -> Option<String> {
+        self.pending.extend_from_slice(bytes);
+        let valid = match std::str::from_utf8(&self.pending) {
+            Ok(_) => self.pending.len(),
+            Err(e) if e.error_len().is_some() => {
+                // not UTF-8 at all: replace it rather than hold it forever
+                let s = String::from_utf8_lossy(&self.pending).into_owned();
+                self.pending.clear();
+                return Some(s);
+            }
+            Err(e) => e.valid_up_to(),
+        };
+        if valid == 0 {
+            return None;
+        }
+        let rest = self.pending.split_off(valid);
+        let text = String::from_utf8(std::mem::replace(&mut self.pending, rest)).ok()?;
+        Some(text)
+    }
+
+    fn finish(&mut self) -> Option<String> {
+        (!self.pending.is_empty())
+            .then(|| String::from_utf8_lossy(&std::mem::take(&mut self.pending)).into_owned())
+    }
+}

