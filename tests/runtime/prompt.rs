@@ -384,3 +384,57 @@ provider = "in-memory"
     s.loom(&["prompt", "agent.toml", "do it"]).expect_code(0);
     assert!(s.path().join("b.txt").exists());
 }
+
+/// examples/minimal-agent as shipped, with only its `[harness]` swapped for the scripted one: its four tools work
+/// inside the working directory and its grants stop them outside it.
+#[test]
+fn the_minimal_agent_example_runs_its_tools_inside_the_working_directory() {
+    if !sandbox_available() {
+        return;
+    }
+    let example = loom_tests::workspace_root().join("examples/minimal-agent/agent.toml");
+    let text = std::fs::read_to_string(example).unwrap();
+    let scripted = text.replace(
+        "provider = \"anthropic\"\nmodel = \"claude-sonnet-4-5\"",
+        r#"provider = "test"
+script = [[
+  { call = { tool = "write_file", input = { path = "todo.md", content = "- milk\n" } } },
+  { call = { tool = "edit_file", input = { path = "todo.md", edits = [{ old_text = "milk", new_text = "bread" }] } } },
+  { call = { tool = "bash", input = { command = "wc -l todo.md && cat todo.md" } } },
+  { call = { tool = "read_file", input = { path = "todo.md" } } },
+  { call = { tool = "bash", input = { command = "cat OUTSIDE > leaked.txt" } } },
+  { call = { tool = "read_file", input = { path = "/etc/hostname" } } },
+  { say = "done" },
+]]"#,
+    );
+    assert_ne!(
+        scripted, text,
+        "the example's [harness] changed; update this test"
+    );
+    let outside = Scratch::new();
+    let secret = outside.write("secret.txt", "not for the agent\n");
+    let scripted = scripted.replace("OUTSIDE", secret.to_str().unwrap());
+    let s = Scratch::new();
+    s.write("agent.toml", &scripted);
+    let run = s.loom(&["prompt", "agent.toml", "go", "--format", "jsonl"]);
+    run.expect_code(0);
+    let r = results(&updates(&run));
+    assert_eq!(r.len(), 6, "{r:#?}");
+    assert_eq!(r[0].0, "completed", "{r:#?}");
+    assert_eq!(r[1].0, "completed", "{r:#?}");
+    assert_eq!(
+        r[2],
+        ("completed".to_string(), "1 todo.md\n- bread\n".to_string())
+    );
+    assert_eq!(r[3], ("completed".to_string(), "- bread\n".to_string()));
+    assert_eq!(r[4].0, "failed", "{r:#?}");
+    assert_eq!(
+        std::fs::read_to_string(s.path().join("leaked.txt")).unwrap_or_default(),
+        "",
+        "nothing outside the working directory may be read"
+    );
+    assert!(
+        r[5].0 == "failed" && r[5].1.contains("outside this tool's grant"),
+        "{r:#?}"
+    );
+}

@@ -6,7 +6,11 @@
 //! its KV cache between requests, so the next request of a turn only processes the new messages. A decoded call is
 //! a proposal like any model's: the kernel decides it and the sandbox confines it.
 
+// Without the `local` feature only `models_dir` and the defaults are used (by `loom model` and audit); the rest is
+// the harness's, compiled for its unit tests.
+#[cfg_attr(not(feature = "local"), allow(dead_code))]
 mod config;
+#[cfg_attr(not(feature = "local"), allow(dead_code))]
 mod prompt;
 #[cfg(test)]
 mod tests;
