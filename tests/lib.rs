@@ -6,7 +6,8 @@ use std::process::{Command, Output};
 use std::sync::OnceLock;
 
 /// Path of the `loom` binary built by this workspace. The first call in a test process runs `cargo build` for it
-/// (a no-op when it is fresh), so running one test package alone never tests a stale binary.
+/// (a no-op when it is fresh), so running one test package alone never tests a stale binary. (Run alone, the first
+/// call builds the whole workspace's test targets once.)
 pub fn loom_bin() -> PathBuf {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
     BIN.get_or_init(|| {
@@ -22,24 +23,18 @@ pub fn loom_bin() -> PathBuf {
             .parent()
             .map(Path::to_path_buf)
             .unwrap_or_default();
+        // `--workspace --all-targets` resolves features exactly as `cargo test --workspace` (the README's test
+        // command) does, so in that run it reuses every unit already built, adding only the binaries and the bench
+        // targets. Building only the three binaries would resolve features differently (dev-dependencies left out)
+        // and rebuild, among others, llama.cpp from source a second time. The binaries: `loom` (loom-cli),
+        // `loom-shim` (the command broker installs it from next to `loom`) and `loom-sandbox-exec` (the sandbox's
+        // inner stage, also looked up next to `loom`).
         let status = Command::new(env!("CARGO"))
             .args([
                 "build",
                 "-q",
-                "-p",
-                "loom-cli",
-                "--bin",
-                "loom",
-                // The command broker installs loom-shim from next to the loom binary.
-                "-p",
-                "loom-broker",
-                "--bin",
-                "loom-shim",
-                // The sandbox's inner stage (tiers A and C), also looked up next to the loom binary.
-                "-p",
-                "loom-sandbox",
-                "--bin",
-                "loom-sandbox-exec",
+                "--workspace",
+                "--all-targets",
                 "--target-dir",
             ])
             .arg(&target_dir)

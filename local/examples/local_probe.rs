@@ -37,10 +37,12 @@ fn main() {
         )
         .unwrap(),
     };
-    let (mut pp, mut tg) = (Vec::new(), Vec::new());
+    let (mut pp, mut tg, mut ttft, mut ptoks) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for round in 0..rounds {
         let (tx, rx) = mpsc::channel();
         let events = tx.clone();
+        let submitted = std::time::Instant::now();
+        let mut first = None;
         engine
             .submit(Job {
                 messages: vec![
@@ -68,6 +70,7 @@ fn main() {
                     millis,
                 } => {
                     let n = (tokens - reused) as f64;
+                    ptoks.push(tokens as f64);
                     pp.push(n / (millis.max(1) as f64 / 1000.0));
                     eprintln!(
                         "round {round}: prompt {tokens} tokens ({reused} reused) in {millis} ms"
@@ -79,13 +82,21 @@ fn main() {
                     tg.push(generated as f64 / (millis.max(1) as f64 / 1000.0));
                     eprintln!("round {round}: generated {generated} tokens in {millis} ms");
                 }
-                JobEvent::Text(_) => {}
+                JobEvent::Text(_) => {
+                    // first-token latency: from the job's submission to the first decoded text
+                    if first.is_none() {
+                        first = Some(submitted.elapsed().as_secs_f64() * 1000.0);
+                    }
+                }
             }
         }
+        ttft.extend(first);
     }
     let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
     println!(
-        "mode={mode} threads={threads} pp_tok_s={:.1} tg_tok_s={:.1}",
+        "mode={mode} threads={threads} prompt_tokens={:.0} first_token_ms={:.1} pp_tok_s={:.1} tg_tok_s={:.1}",
+        mean(&ptoks),
+        mean(&ttft),
         mean(&pp),
         mean(&tg)
     );
