@@ -3,7 +3,8 @@
 use std::collections::BTreeMap;
 use std::panic::AssertUnwindSafe;
 use std::path::PathBuf;
-use std::sync::mpsc::{Receiver, Sender, TryRecvError};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::{Receiver, TryRecvError};
 use std::sync::Arc;
 
 use loom_kernel::{
@@ -117,12 +118,14 @@ pub struct Facts<'a> {
     /// MCP tools resolved by spawning their servers (`loom_runtime::resolve_mcp_tools`); an MCP tool missing here
     /// is reported as unresolved.
     pub mcp: BTreeMap<String, Result<loom_runtime::McpResolution, String>>,
+    /// The boot property check, if the caller started it as soon as the manifest was parsed
+    /// ([`BootChecks::start`] with this manifest and `ctx`); otherwise (or if it was started for other algebras or
+    /// another context) the report starts its own.
+    pub checks: Option<BootChecks>,
 }
 
 /// Builds the report. Pure apart from what `facts.loader` does.
 pub fn build_report(manifest: Manifest, facts: Facts<'_>) -> Report {
-    // started first, so it is running by the time the boot checks are dealt out
-    let helper = Helper::start();
     let ctx = facts.ctx;
     let ceiling = manifest.effective_ceiling(&ctx);
     let tools = tool_grants(&manifest, &ceiling);
@@ -192,9 +195,22 @@ pub fn build_report(manifest: Manifest, facts: Facts<'_>) -> Report {
             .or_default()
             .push(t.instance.clone());
     }
+    let checks = match facts.checks {
+        Some(c) if c.by_kind == by_kind && c.ctx == ctx => c,
+        _ => BootChecks::of(by_kind, &ctx),
+    };
+
+    // gathered while the checks run; their findings follow the checks' below
+    let groups: Vec<GroupJudgement> = facts
+        .groups
+        .iter()
+        .map(|g| judge_group(&manifest, &ceiling, &ctx, g))
+        .collect();
+    let subagents = loom_kernel::check_subagents(&manifest, &facts.id, &ctx, facts.loader);
+
     // a check that panics is a failure, never a pass
     let mut laws: Vec<LawOutcome> = Vec::new();
-    for (kind, names, result) in check_algebras(by_kind, &ctx, helper) {
+    for (kind, names, result) in checks.finish() {
         match result {
             Some(result) => laws.push(LawOutcome {
                 algebra: kind,
@@ -219,11 +235,6 @@ pub fn build_report(manifest: Manifest, facts: Facts<'_>) -> Report {
         }
     }
 
-    let groups: Vec<GroupJudgement> = facts
-        .groups
-        .iter()
-        .map(|g| judge_group(&manifest, &ceiling, &ctx, g))
-        .collect();
     for g in groups.iter().filter(|g| !g.accepted) {
         findings.push(Finding {
             level: Level::Error,
@@ -233,8 +244,6 @@ pub fn build_report(manifest: Manifest, facts: Facts<'_>) -> Report {
                     .into(),
         });
     }
-
-    let subagents = loom_kernel::check_subagents(&manifest, &facts.id, &ctx, facts.loader);
     collect_subagent_findings(&subagents, "", &mut findings);
 
     findings.sort_by_key(|f| std::cmp::Reverse(f.level));
@@ -255,82 +264,185 @@ pub fn build_report(manifest: Manifest, facts: Facts<'_>) -> Report {
 
 type LawResult = Result<LawReport, LawViolation>;
 
-/// The boot property check of each algebra in use, on two workers: this thread and `helper` (when there is one).
+/// How many trials of one algebra a worker claims at a time: small enough that the workers finish within a few
+/// trials of each other, large enough that claiming costs nothing next to checking.
+const CHUNK: usize = 10;
+
+/// The boot property check of every algebra a manifest uses, running while the rest of the report is gathered.
 ///
-/// Every trial of a check draws its grants from a generator of its own ([`LawCheck::trial`]), so the work is split
-/// by trial, not by algebra: worker `w` of `n` checks trials `w, w + n, w + 2n, ...` of every algebra, in increasing
-/// order, each with its own instance of the algebra, and stops an algebra at its first broken trial. Both workers
-/// get the same share of every algebra, so they finish together whatever the mix; [`LawCheck::finish`] joins their
-/// tallies into exactly what `check_laws` returns. `None` for an algebra means a worker crashed before its tally
-/// came back (a lost tally never passes).
+/// [`BootChecks::start`] hands the trials to a helper thread at once; [`build_report`] joins in with the calling
+/// thread once everything else is gathered, then collects the verdicts. Every trial of a check draws its grants from
+/// a generator of its own ([`LawCheck::trial`]), so any worker can check any trial: the trials are claimed a chunk at
+/// a time from one shared counter, in increasing order, so each worker checks its trials of an algebra in increasing
+/// order, each with its own instance of the algebra, and stops that algebra at its first broken trial.
+/// [`LawCheck::finish`] joins the workers' tallies into exactly what `check_laws` returns for the same seed and number
+/// of trials, whoever checked which trial. A tally lost with a crashed worker never passes.
 ///
-/// Two workers, not one per core: asking the system how many cores there are costs more (~0.1 ms of cgroup files)
+/// One helper, not one per core: asking the system how many cores there are costs more (~0.1 ms of cgroup files)
 /// than a third worker would save on this machine class (the target machine has two).
-fn check_algebras(
+pub struct BootChecks {
+    ctx: PathCtx,
     by_kind: BTreeMap<AlgebraKind, Vec<String>>,
-    ctx: &PathCtx,
-    helper: Option<Helper>,
-) -> Vec<(AlgebraKind, Vec<String>, Option<LawResult>)> {
-    if by_kind.is_empty() {
-        return Vec::new();
-    }
-    let checks: Arc<[Check]> = by_kind
-        .into_iter()
-        .map(|(kind, names)| {
-            let alg = kind.build(ctx);
-            let law = LawCheck::new(
-                &names.join(", "),
-                alg.as_ref(),
-                DEFAULT_SEED,
-                DEFAULT_TRIALS,
-            );
-            Check { kind, names, law }
-        })
-        .collect();
-    let workers = if helper.is_some() { 2 } else { 1 };
-    // the helper's share; if the helper is gone, its share is checked here after this thread's own
-    let (mut left, mut waiting) = (None, None);
-    if let Some(helper) = &helper {
-        let job = Job {
-            share: Share { worker: 1, workers },
-            checks: checks.clone(),
-            ctx: ctx.clone(),
-        };
-        match helper.job.send(job) {
-            Ok(()) => waiting = Some(&helper.done),
-            Err(e) => left = Some(e.0.share),
-        }
-    }
-    // a panicking worker hands nothing back, and its checks count as crashed
-    let run = |share: Share| {
-        std::panic::catch_unwind(AssertUnwindSafe(|| share.run(&checks, ctx))).unwrap_or_default()
-    };
-    let mut tallies: Vec<Vec<LawTally>> = checks.iter().map(|_| Vec::new()).collect();
-    let mut collect = |outcome: Vec<(usize, LawTally)>| {
-        for (i, tally) in outcome {
-            tallies[i].push(tally);
-        }
-    };
-    collect(run(Share { worker: 0, workers }));
-    if let Some(share) = left {
-        collect(run(share));
-    }
-    if let Some(done) = waiting {
-        // the helper finishes about when this thread does: wait by polling, not by sleeping on a lock
-        collect(poll(done).unwrap_or_default());
-    }
-    checks
-        .iter()
-        .zip(tallies)
-        .map(|(check, tallies)| (check.kind, check.names.clone(), check.law.finish(tallies)))
-        .collect()
+    work: Arc<Work>,
+    /// The helper's tallies, once it is done (`None`: no helper could be started).
+    helper: Option<Receiver<Vec<LawTally>>>,
 }
 
-/// One algebra's boot check: the algebra, the tools that use it, and the kernel's check.
+/// What the workers share: the checks and the counter they claim chunks of trials from.
+struct Work {
+    checks: Vec<Check>,
+    ctx: PathCtx,
+    /// Chunk `u` is trials `CHUNK * k ..` of check `i`, in check order, then trial order.
+    chunks: Vec<(usize, std::ops::Range<usize>)>,
+    next: AtomicUsize,
+}
+
+/// One algebra's boot check: the algebra and the kernel's check.
 struct Check {
     kind: AlgebraKind,
-    names: Vec<String>,
     law: LawCheck,
+}
+
+impl BootChecks {
+    /// Starts the check of every algebra `manifest`'s tools use (as [`build_report`] groups them), with grants
+    /// resolved against `ctx`. Call it as soon as the manifest is parsed.
+    pub fn start(manifest: &Manifest, ctx: &PathCtx) -> BootChecks {
+        let mut by_kind: BTreeMap<AlgebraKind, Vec<String>> = BTreeMap::new();
+        for instance in manifest.tools.keys() {
+            by_kind
+                .entry(manifest.algebra_kind(instance))
+                .or_default()
+                .push(instance.clone());
+        }
+        BootChecks::of(by_kind, ctx)
+    }
+
+    fn of(by_kind: BTreeMap<AlgebraKind, Vec<String>>, ctx: &PathCtx) -> BootChecks {
+        BootChecks::with(by_kind, ctx, true)
+    }
+
+    /// [`BootChecks::of`], with a helper thread or (`helper` false) none: the finishing thread then checks all.
+    fn with(
+        by_kind: BTreeMap<AlgebraKind, Vec<String>>,
+        ctx: &PathCtx,
+        helper: bool,
+    ) -> BootChecks {
+        let checks: Vec<Check> = by_kind
+            .iter()
+            .map(|(kind, names)| {
+                let alg = kind.build(ctx);
+                let law = LawCheck::new(
+                    &names.join(", "),
+                    alg.as_ref(),
+                    DEFAULT_SEED,
+                    DEFAULT_TRIALS,
+                );
+                Check { kind: *kind, law }
+            })
+            .collect();
+        let chunks = checks
+            .iter()
+            .enumerate()
+            .flat_map(|(i, c)| {
+                let trials = c.law.trials();
+                (0..trials)
+                    .step_by(CHUNK)
+                    .map(move |start| (i, start..(start + CHUNK).min(trials)))
+            })
+            .collect();
+        let work = Arc::new(Work {
+            checks,
+            ctx: ctx.clone(),
+            chunks,
+            next: AtomicUsize::new(0),
+        });
+        let helper = if work.chunks.is_empty() || !helper {
+            None
+        } else {
+            start_helper(work.clone())
+        };
+        BootChecks {
+            ctx: ctx.clone(),
+            by_kind,
+            work,
+            helper,
+        }
+    }
+
+    /// Checks what is left with this thread, then collects every verdict: `None` for an algebra means a worker
+    /// crashed before its tally came back (a lost tally never passes).
+    fn finish(self) -> Vec<(AlgebraKind, Vec<String>, Option<LawResult>)> {
+        let work = &self.work;
+        // a panicking worker hands nothing back, and its checks count as crashed
+        let mine = std::panic::catch_unwind(AssertUnwindSafe(|| work.run())).unwrap_or_default();
+        let theirs = match &self.helper {
+            // the helper finishes within a chunk of this thread: wait by polling, not by sleeping on a lock
+            Some(done) => poll(done).unwrap_or_default(),
+            None => Vec::new(),
+        };
+        let mut tallies: Vec<Vec<LawTally>> = work.checks.iter().map(|_| Vec::new()).collect();
+        for outcome in [mine, theirs] {
+            for (i, tally) in outcome.into_iter().enumerate() {
+                tallies[i].push(tally);
+            }
+        }
+        work.checks
+            .iter()
+            .zip(tallies)
+            .zip(self.by_kind.values())
+            .map(|((check, tallies), names)| (check.kind, names.clone(), check.law.finish(tallies)))
+            .collect()
+    }
+}
+
+impl Drop for BootChecks {
+    fn drop(&mut self) {
+        // unclaimed chunks stay unclaimed: a helper of checks no one will collect stops at its next claim
+        self.work
+            .next
+            .store(self.work.chunks.len(), Ordering::Relaxed);
+    }
+}
+
+impl Work {
+    /// Claims and checks chunks until none is left; one tally per check (default for a check it never reached).
+    fn run(&self) -> Vec<LawTally> {
+        let mut tallies: Vec<LawTally> = self.checks.iter().map(|_| LawTally::default()).collect();
+        let mut algebras: Vec<Option<Box<dyn loom_kernel::Algebra>>> =
+            self.checks.iter().map(|_| None).collect();
+        while let Some((i, trials)) = self.chunks.get(self.next.fetch_add(1, Ordering::Relaxed)) {
+            let (check, tally) = (&self.checks[*i], &mut tallies[*i]);
+            if tally.broken() {
+                // later trials cannot change the outcome (the earliest broken trial wins)
+                continue;
+            }
+            let alg = algebras[*i].get_or_insert_with(|| check.kind.build(&self.ctx));
+            for index in trials.clone() {
+                check
+                    .law
+                    .trial(alg.as_ref(), index)
+                    .check(alg.as_ref(), tally);
+                if tally.broken() {
+                    break;
+                }
+            }
+        }
+        tallies
+    }
+}
+
+/// Starts the helper on `work`; `None` if no thread can be started (the caller then checks every trial itself).
+fn start_helper(work: Arc<Work>) -> Option<Receiver<Vec<LawTally>>> {
+    let (report, done) = std::sync::mpsc::channel();
+    std::thread::Builder::new()
+        .name("loom-audit-check".into())
+        .spawn(move || {
+            if let Ok(tallies) = std::panic::catch_unwind(AssertUnwindSafe(|| work.run())) {
+                let _ = report.send(tallies);
+            }
+        })
+        .ok()?;
+    Some(done)
 }
 
 /// The next message on `from`, waiting for it by polling (with a yield, so a machine with one core still runs the
@@ -346,72 +458,6 @@ fn poll<T>(from: &Receiver<T>) -> Option<T> {
             }
             Err(TryRecvError::Empty) => return from.recv().ok(),
         }
-    }
-}
-
-/// A worker thread started as the report begins, so that it is already running when the boot checks are handed
-/// out (timed: a thread started at that point began its work ~0.1 ms after this one).
-struct Helper {
-    job: Sender<Job>,
-    done: Receiver<Vec<(usize, LawTally)>>,
-}
-
-/// What the helper is handed: its share of the checks, and what that share reads.
-struct Job {
-    share: Share,
-    checks: Arc<[Check]>,
-    ctx: PathCtx,
-}
-
-impl Helper {
-    /// Starts the helper; `None` if no thread can be started (this thread then does all the work). The thread ends
-    /// once its job is done, or at once if the report needs no job (the `Helper` is dropped).
-    fn start() -> Option<Helper> {
-        let (job, jobs) = std::sync::mpsc::channel::<Job>();
-        let (report, done) = std::sync::mpsc::channel();
-        std::thread::Builder::new()
-            .name("loom-audit-check".into())
-            .spawn(move || {
-                let Some(job) = poll(&jobs) else {
-                    return;
-                };
-                let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| {
-                    job.share.run(&job.checks, &job.ctx)
-                }));
-                let _ = report.send(outcome.unwrap_or_default());
-            })
-            .ok()?;
-        Some(Helper { job, done })
-    }
-}
-
-/// One worker's share of [`check_algebras`]: trials `worker, worker + workers, ...` of every check.
-#[derive(Debug, Clone, Copy)]
-struct Share {
-    worker: usize,
-    workers: usize,
-}
-
-impl Share {
-    /// Checks this share's trials of every check, each algebra with an instance of its own; one tally per check.
-    fn run(self, checks: &[Check], ctx: &PathCtx) -> Vec<(usize, LawTally)> {
-        checks
-            .iter()
-            .enumerate()
-            .map(|(i, check)| {
-                let built = check.kind.build(ctx);
-                let alg = built.as_ref();
-                let mut tally = LawTally::default();
-                for index in (self.worker..check.law.trials()).step_by(self.workers) {
-                    check.law.trial(alg, index).check(alg, &mut tally);
-                    if tally.broken() {
-                        // later trials cannot change the outcome (the earliest broken trial wins)
-                        break;
-                    }
-                }
-                (i, tally)
-            })
-            .collect()
     }
 }
 
@@ -504,8 +550,8 @@ mod tests {
         ];
         for kinds in [&all[..], &all[1..3], &all[2..3], &all[..1]] {
             // with the helper thread, and without (this thread alone)
-            for helper in [Helper::start(), None] {
-                let got = check_algebras(names(kinds), &ctx, helper);
+            for helper in [true, false] {
+                let got = BootChecks::with(names(kinds), &ctx, helper).finish();
                 assert_eq!(got.len(), kinds.len());
                 for (kind, tools, result) in got {
                     let alg = kind.build(&ctx);
@@ -519,6 +565,47 @@ mod tests {
                 }
             }
         }
-        assert!(check_algebras(BTreeMap::new(), &ctx, Helper::start()).is_empty());
+        assert!(BootChecks::of(BTreeMap::new(), &ctx).finish().is_empty());
+        // checks nobody collects stop without harm
+        drop(BootChecks::of(names(&all), &ctx));
+    }
+
+    #[test]
+    fn every_trial_is_checked_once_whoever_claims_it() {
+        let ctx = PathCtx::new("/w", None);
+        let checks = BootChecks::with(names(&[AlgebraKind::Files, AlgebraKind::Bash]), &ctx, false);
+        // claimed in order, chunk by chunk, each check's trials covered exactly once
+        let mut seen: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+        for (i, trials) in &checks.work.chunks {
+            assert!(trials.len() <= CHUNK && !trials.is_empty());
+            seen.entry(*i).or_default().extend(trials.clone());
+        }
+        for (i, check) in checks.work.checks.iter().enumerate() {
+            assert_eq!(seen[&i], (0..check.law.trials()).collect::<Vec<_>>());
+        }
+        // a worker that starts late finds nothing left, and its (empty) tallies change nothing
+        let first = checks.work.run();
+        let late = checks.work.run();
+        for (i, (check, tools)) in checks
+            .work
+            .checks
+            .iter()
+            .zip(checks.by_kind.values())
+            .enumerate()
+        {
+            let alg = check.kind.build(&ctx);
+            let want = check_laws(
+                &tools.join(", "),
+                alg.as_ref(),
+                DEFAULT_SEED,
+                DEFAULT_TRIALS,
+            );
+            assert_eq!(
+                check.law.finish([first[i].clone(), late[i].clone()]),
+                Some(want)
+            );
+            // a tally lost with its worker never passes
+            assert_eq!(check.law.finish([late[i].clone()]), None);
+        }
     }
 }

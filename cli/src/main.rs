@@ -45,6 +45,36 @@ enum Command {
     Version,
 }
 
+/// `loom audit ...` alone: parsed without building every other subcommand's definition, which is most of what clap
+/// does at start-up (`benches/audit.sh`). Only a successful parse is used; anything else (`--help`, a usage error)
+/// goes through [`Cli`], so every message is the full parser's.
+#[derive(Debug, Parser)]
+#[command(name = "loom", disable_help_subcommand = true)]
+struct AuditOnly {
+    #[command(subcommand)]
+    command: AuditCommand,
+}
+
+#[derive(Debug, Subcommand)]
+enum AuditCommand {
+    Audit(cmd::audit::Args),
+}
+
+/// The arguments, parsed by the smaller parser when it applies and succeeds, else by [`Cli`].
+fn parse(args: &[std::ffi::OsString]) -> Result<Cli, clap::Error> {
+    if args.get(1).is_some_and(|a| a == "audit") {
+        if let Ok(AuditOnly {
+            command: AuditCommand::Audit(a),
+        }) = AuditOnly::try_parse_from(args)
+        {
+            return Ok(Cli {
+                command: Command::Audit(a),
+            });
+        }
+    }
+    Cli::try_parse_from(args)
+}
+
 fn main() {
     // The sandbox's inner stage re-executes this binary; it must run before anything else touches the process.
     if std::env::args_os()
@@ -54,7 +84,8 @@ fn main() {
         let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
         std::process::exit(loom_sandbox::inner_main(&args));
     }
-    let cli = match Cli::try_parse() {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let cli = match parse(&args) {
         Ok(cli) => cli,
         Err(e) => {
             let code = if e.use_stderr() {
@@ -85,4 +116,36 @@ fn main() {
         }
     };
     std::process::exit(code);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_audit_parser_agrees_with_the_full_one() {
+        for line in [
+            "loom audit a.toml",
+            "loom audit --json a.toml",
+            "loom audit a.toml --format sarif --baseline git:HEAD",
+            "loom audit --baseline old.toml a.toml",
+            "loom audit",
+            "loom audit --help",
+            "loom audit --version",
+            "loom audit a.toml b.toml",
+            "loom audit --format nope a.toml",
+            "loom audit -- --json",
+            "loom version",
+            "loom",
+        ] {
+            let args: Vec<std::ffi::OsString> = line.split(' ').map(Into::into).collect();
+            let fast = parse(&args).map(|c| format!("{c:?}"));
+            let full = Cli::try_parse_from(&args).map(|c| format!("{c:?}"));
+            match (fast, full) {
+                (Ok(a), Ok(b)) => assert_eq!(a, b, "{line}"),
+                (Err(a), Err(b)) => assert_eq!(a.to_string(), b.to_string(), "{line}"),
+                (a, b) => panic!("{line}: {a:?} against {b:?}"),
+            }
+        }
+    }
 }

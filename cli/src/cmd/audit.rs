@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 
 use loom_audit::{
     build_report, render_gate_json, render_gate_sarif, render_gate_text, render_json, render_text,
-    run_gate, Facts, Finding, Level, Report,
+    run_gate, BootChecks, Facts, Finding, Level, Report,
 };
 use loom_kernel::{
     binding_problem, check_subagents, install_writable, parse_manifest, Manifest, SubagentVerdict,
@@ -68,11 +68,20 @@ pub fn run(args: Args) -> i32 {
     };
     match &args.baseline {
         Some(b) => gate(&args, &loaded, b, format, ctx),
-        None => audit(&args, loaded, format, ctx),
+        None => {
+            // the boot property check runs while the rest of the report is gathered
+            let checks = BootChecks::start(&loaded.manifest, &ctx);
+            audit(&args, loaded, format, ctx, checks)
+        }
     }
 }
 
-fn report_of(manifest: &Path, loaded: Loaded, ctx: loom_kernel::PathCtx) -> Report {
+fn report_of(
+    manifest: &Path,
+    loaded: Loaded,
+    ctx: loom_kernel::PathCtx,
+    checks: Option<BootChecks>,
+) -> Report {
     let mut loader = FsLoader::new(ctx.clone());
     let env = env_map();
     let storage = storage_dir(&loaded.manifest, &env);
@@ -111,6 +120,7 @@ fn report_of(manifest: &Path, loaded: Loaded, ctx: loom_kernel::PathCtx) -> Repo
             groups,
             loader: &mut loader,
             mcp,
+            checks,
         },
     );
     if let Some(d) = skills {
@@ -177,12 +187,23 @@ pub fn audit_text(manifest: &Path) -> Result<String, String> {
     let cwd =
         std::env::current_dir().map_err(|e| format!("cannot read the working directory: {e}"))?;
     let loaded = load_manifest(manifest).map_err(|e| e.to_string())?;
-    Ok(render_text(&report_of(manifest, loaded, path_ctx(&cwd))))
+    Ok(render_text(&report_of(
+        manifest,
+        loaded,
+        path_ctx(&cwd),
+        None,
+    )))
 }
 
-fn audit(args: &Args, loaded: Loaded, format: Format, ctx: loom_kernel::PathCtx) -> i32 {
+fn audit(
+    args: &Args,
+    loaded: Loaded,
+    format: Format,
+    ctx: loom_kernel::PathCtx,
+    checks: BootChecks,
+) -> i32 {
     let providers = providers_json(&loaded, Path::new(&ctx.base));
-    let report = report_of(&args.manifest, loaded, ctx);
+    let report = report_of(&args.manifest, loaded, ctx, Some(checks));
     let out = match format {
         Format::Json => {
             let mut j = render_json(&report);
