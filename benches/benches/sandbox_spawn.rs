@@ -30,7 +30,7 @@ use loom_broker::{run_row, BrokerLimits, RowRun};
 use loom_kernel::{decide, AlgebraKind, Authorization, Decision, Grant, PathCtx, Request, Row};
 use loom_sandbox::{
     build_bwrap_args, build_profile, host_support, open_roots, parse_grant, HostFs, Limits,
-    PathFds, Place, Streams, Tier,
+    PathFds, Place, Stream, Streams, Tier,
 };
 
 type Run = Box<dyn FnMut() -> Result<(), String>>;
@@ -154,9 +154,9 @@ impl Case {
             secrets: &loom_sandbox::SecretFacts::default(),
         };
         let streams = Streams {
-            stdin: Stdio::null(),
-            stdout: Stdio::null(),
-            stderr: Stdio::null(),
+            stdin: Stream::Null,
+            stdout: Stream::Null,
+            stderr: Stream::Null,
         };
         match run_row(run, streams, &mut |_| {}) {
             Ok(o) if o.code == 0 => Ok(()),

@@ -7,7 +7,6 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -15,7 +14,7 @@ use std::time::Instant;
 use loom_kernel::{decide_brokered, is_injection_var};
 use loom_sandbox::{
     build_env, build_profile, spawn_sandboxed_io, HostFs, Launch, Place, Profile, SpawnError,
-    Streams,
+    Stream, Streams,
 };
 
 use crate::frame::{self, read_frame, write_frame, Request};
@@ -411,9 +410,9 @@ fn run(shared: &Arc<Shared>, stream: UnixStream, call: Prepared) {
         env: call.env,
     };
     let streams = Streams {
-        stdin: Stdio::from(in_r),
-        stdout: Stdio::from(out_w),
-        stderr: Stdio::from(err_w),
+        stdin: Stream::from(in_r),
+        stdout: Stream::from(out_w),
+        stderr: Stream::from(err_w),
     };
     let result = if shared.shutdown.load(Ordering::SeqCst) {
         Err(SpawnError::Setup("the broker is shutting down".into()))

@@ -2,7 +2,7 @@
 //! allocates or touches the filesystem (compiles the seccomp programs, builds the Landlock ruleset and opens its
 //! paths), and [`Confinement::enforce`] applies it with raw system calls only. The enforcing half is
 //! async-signal-safe, so the same code runs inside the inner stage (tiers A and C, inside bwrap's view) and between
-//! fork and exec of the command itself (tier B, which needs no second executable).
+//! clone and exec of the command itself (tier B, which needs no second executable; see `clone_exec`).
 
 use std::fmt;
 
@@ -22,10 +22,13 @@ pub(crate) enum Step {
     Landlock,
     Seccomp,
     CloseFds,
+    Stdio,
+    Chdir,
+    Exec,
 }
 
 impl Step {
-    const ALL: [Step; 7] = [
+    const ALL: [Step; 10] = [
         Step::NewSession,
         Step::RlimitNproc,
         Step::RlimitFsize,
@@ -33,6 +36,9 @@ impl Step {
         Step::Landlock,
         Step::Seccomp,
         Step::CloseFds,
+        Step::Stdio,
+        Step::Chdir,
+        Step::Exec,
     ];
 
     fn name(self) -> &'static str {
@@ -44,6 +50,9 @@ impl Step {
             Step::Landlock => "landlock_restrict_self",
             Step::Seccomp => "seccomp",
             Step::CloseFds => "close_range",
+            Step::Stdio => "dup2 (standard streams)",
+            Step::Chdir => "chdir",
+            Step::Exec => "execve",
         }
     }
 }
@@ -62,7 +71,7 @@ impl fmt::Display for EnforceError {
 }
 
 impl EnforceError {
-    fn last(step: Step) -> EnforceError {
+    pub(crate) fn last(step: Step) -> EnforceError {
         EnforceError {
             step,
             error: std::io::Error::last_os_error(),
@@ -137,6 +146,13 @@ impl Confinement {
         })
     }
 
+    /// The same confinement with `landlock` as its ruleset (for tests).
+    #[cfg(test)]
+    pub(crate) fn with_landlock(mut self, landlock: PreparedLandlock) -> Confinement {
+        self.landlock = Some(landlock);
+        self
+    }
+
     /// What [`Confinement::enforce`] enforces, as the status line reports it: `landlock=full seccomp=on
     /// no_new_privs=on` (`landlock=off` for tier C).
     pub(crate) fn describe(&self) -> String {
@@ -151,7 +167,8 @@ impl Confinement {
     /// ambient sets, sets `no_new_privs`, restricts the calling thread with Landlock, then installs the seccomp
     /// programs. Descriptors are the caller's business.
     ///
-    /// Async-signal-safe: raw system calls on prepared data, no allocation, no lock — safe between fork and exec.
+    /// Async-signal-safe: raw system calls on prepared data, no allocation, no lock, no panic — safe between fork
+    /// (or a `CLONE_VM` clone) and exec.
     pub(crate) fn enforce(&self) -> Result<(), EnforceError> {
         // SAFETY: setsid has no memory-safety preconditions.
         if self.new_session && unsafe { libc::setsid() } < 0 {
@@ -246,6 +263,6 @@ mod tests {
     fn tier_c_prepares_no_landlock() {
         let c = Confinement::prepare(None, false, false, None, None).unwrap();
         assert_eq!(c.describe(), "landlock=off seccomp=on no_new_privs=on");
-        assert_eq!(c.seccomp.len(), 2);
+        assert_eq!(c.seccomp.len(), 1);
     }
 }

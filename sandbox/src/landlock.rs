@@ -206,6 +206,15 @@ impl PreparedLandlock {
         self.enforcement
     }
 
+    /// A "ruleset" that is any descriptor (for tests of how a failed `landlock_restrict_self` is reported).
+    #[cfg(test)]
+    pub(crate) fn from_fd_for_test(fd: OwnedFd) -> PreparedLandlock {
+        PreparedLandlock {
+            fd,
+            enforcement: Enforcement::Full,
+        }
+    }
+
     /// Restricts the calling thread (and what it execs) to the ruleset. `no_new_privs` must already be set.
     ///
     /// Async-signal-safe: one raw system call on a prepared descriptor, no allocation, so it may run between fork

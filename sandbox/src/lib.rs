@@ -7,8 +7,9 @@
 //!   home, grant roots bound back by descriptor, fresh `/dev` and `/proc`, new user/pid/ipc/uts namespaces,
 //!   `--unshare-net` unless the network is granted), then an inner stage (the small `loom-sandbox-exec` binary,
 //!   installed next to `loom`) applies Landlock and seccomp and execs.
-//! - **Tier B**: Landlock + seccomp alone (no user namespaces), prepared before fork and applied between fork and
-//!   exec with raw system calls, so no second executable runs; refuses what Landlock cannot express.
+//! - **Tier B**: Landlock + seccomp alone (no user namespaces), prepared before the child is cloned (`CLONE_VM |
+//!   CLONE_VFORK`) and applied between clone and exec with raw system calls, so no second executable runs; refuses
+//!   what Landlock cannot express.
 //! - **Tier C**: bubblewrap + seccomp (no Landlock), through the same inner stage.
 //!
 //! Decide, then do: `build_*` functions are pure and return data (the profile, the bwrap argv, the Landlock rules,
@@ -41,6 +42,7 @@
 
 mod bwrap;
 mod cancel;
+mod clone_exec;
 mod confine;
 mod env;
 mod extra;
@@ -59,7 +61,7 @@ mod spawn;
 pub use bwrap::{build_bwrap_args, BwrapError, BwrapFeatures, PathFds, INNER_EXE_IN_VIEW};
 pub use cancel::kill_tree_on_signals;
 pub use env::{build_env, unconfined_env, EnvPolicy, SecretFacts};
-pub use extra::{spawn_sandboxed_io, Streams};
+pub use extra::{spawn_sandboxed_io, Stream, Streams};
 pub use facts::HostFs;
 pub use inner::{inner_main, InnerSpec, INNER_ARG, SETUP_FAILED};
 pub use landlock::{

@@ -5,7 +5,7 @@
 //! new user namespaces through clone/unshare, open_by_handle_at, bpf, perf_event_open, userfaultfd, the kernel
 //! keyring, setns, mount/umount/pivot_root and module/kexec loading. With the network off, every socket family other
 //! than AF_UNIX. clone3 fails with ENOSYS (its flags live in memory seccomp cannot read), so libc falls back to
-//! clone, whose flags are checked. Syscalls of a non-native ABI (x32, i386 on x86_64) kill the process.
+//! clone, whose flags are checked. All of it is one program (one filter to install per exec). Syscalls of a non-native ABI (x32, i386 on x86_64) kill the process.
 
 use std::collections::BTreeMap;
 
@@ -145,8 +145,10 @@ pub fn build_abi_guard() -> Vec<sock_filter> {
     }
 }
 
-/// The two programs to install, in order: the EPERM deny list, then clone3 -> ENOSYS. Each starts with the ABI guard
-/// and the architecture check (a foreign architecture kills the process).
+/// The program to install: the ABI guard, the architecture check (a foreign architecture kills the process), clone3
+/// -> ENOSYS, then the EPERM deny list. One program rather than a deny program plus a separate clone3 program: what
+/// is denied is the same (the kernel would take ENOSYS from the clone3 program, as the deny list allows clone3), but
+/// the kernel checks, converts and JIT-compiles one filter per exec instead of two.
 pub fn build_seccomp_programs(network: bool) -> Result<Vec<BpfProgram>, SeccompError> {
     let deny = SeccompFilter::new(
         build_seccomp_rules(network)?,
@@ -155,22 +157,58 @@ pub fn build_seccomp_programs(network: bool) -> Result<Vec<BpfProgram>, SeccompE
         arch()?,
     )
     .map_err(|e| SeccompError::Build(e.to_string()))?;
-    let clone3 = SeccompFilter::new(
-        [(libc::SYS_clone3, Vec::new())].into_iter().collect(),
-        SeccompAction::Allow,
-        SeccompAction::Errno(libc::ENOSYS as u32),
-        arch()?,
-    )
-    .map_err(|e| SeccompError::Build(e.to_string()))?;
-    let mut out = Vec::new();
-    for f in [deny, clone3] {
-        let compiled: BpfProgram = f
-            .try_into()
-            .map_err(|e: seccompiler::BackendError| SeccompError::Build(e.to_string()))?;
-        let mut prog = build_abi_guard();
-        prog.extend(compiled);
-        out.push(prog);
+    let compiled: BpfProgram = deny
+        .try_into()
+        .map_err(|e: seccompiler::BackendError| SeccompError::Build(e.to_string()))?;
+    let mut prog = build_abi_guard();
+    prog.extend(with_clone3_enosys(compiled)?);
+    Ok(vec![prog])
+}
+
+/// Inserts `clone3 -> ENOSYS` into a compiled deny program right after its architecture check and syscall-number
+/// load (seccompiler's layout: `ld arch; jeq arch, 1, 0; ret KILL_PROCESS; ld nr; <syscall chains>`). No jump of
+/// those first four instructions crosses the insertion point, so the chains after it need no adjustment. Any other
+/// layout is refused (a newer seccompiler), rather than spliced blindly.
+fn with_clone3_enosys(compiled: BpfProgram) -> Result<BpfProgram, SeccompError> {
+    const BPF_LD_W_ABS: u16 = 0x20;
+    const BPF_JMP_JEQ_K: u16 = 0x15;
+    const BPF_RET_K: u16 = 0x06;
+    const SECCOMP_DATA_NR: u32 = 0;
+    const SECCOMP_DATA_ARCH: u32 = 4;
+    let layout_ok = matches!(
+        compiled.get(..4),
+        Some([ld_arch, check, kill, ld_nr])
+            if ld_arch.code == BPF_LD_W_ABS && ld_arch.k == SECCOMP_DATA_ARCH
+            && check.code == BPF_JMP_JEQ_K && check.jt == 1 && check.jf == 0
+            && kill.code == BPF_RET_K && kill.k == libc::SECCOMP_RET_KILL_PROCESS
+            && ld_nr.code == BPF_LD_W_ABS && ld_nr.k == SECCOMP_DATA_NR
+    );
+    if !layout_ok {
+        return Err(SeccompError::Build(
+            "unexpected layout of the compiled seccomp program (cannot add the clone3 check)"
+                .into(),
+        ));
     }
+    let clone3 = u32::try_from(libc::SYS_clone3)
+        .map_err(|_| SeccompError::Build("clone3's syscall number does not fit".into()))?;
+    let mut out = compiled;
+    out.splice(
+        4..4,
+        [
+            sock_filter {
+                code: BPF_JMP_JEQ_K,
+                jt: 0,
+                jf: 1,
+                k: clone3,
+            },
+            sock_filter {
+                code: BPF_RET_K,
+                jt: 0,
+                jf: 0,
+                k: libc::SECCOMP_RET_ERRNO | (libc::ENOSYS as u32 & libc::SECCOMP_RET_DATA),
+            },
+        ],
+    );
     Ok(out)
 }
 
@@ -268,14 +306,68 @@ mod tests {
     #[test]
     fn programs_compile_with_the_abi_guard_first() {
         let progs = build_seccomp_programs(false).unwrap();
-        assert_eq!(progs.len(), 2);
+        assert_eq!(progs.len(), 1);
         let guard = build_abi_guard();
-        for p in &progs {
-            assert_eq!(&p[..guard.len()], &guard[..]);
-            assert!(p.len() > guard.len() + 3);
-        }
+        let p = &progs[0];
+        assert_eq!(&p[..guard.len()], &guard[..]);
+        assert!(p.len() > guard.len() + 6);
         if cfg!(target_arch = "x86_64") {
             assert_eq!(guard[2].k, libc::SECCOMP_RET_KILL_PROCESS);
         }
+        // After the guard: the architecture check, the number load, then clone3 -> ENOSYS.
+        let at = guard.len() + 4;
+        assert_eq!(p[at].k, libc::SYS_clone3 as u32);
+        assert_eq!(p[at + 1].k, libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32);
+    }
+
+    /// The installed program, in a forked child: clone3 fails with ENOSYS (so libc falls back to clone), a new user
+    /// namespace through unshare and an AF_INET socket fail with EPERM, and a harmless unshare(0) still works.
+    #[test]
+    fn the_installed_program_denies_as_documented() {
+        let progs = build_seccomp_programs(false).unwrap();
+        // SAFETY: the child only makes raw system calls on data prepared before the fork, then _exits.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0);
+        if pid == 0 {
+            let errno = || std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
+            // SAFETY: plain system calls; the clone3 argument is a valid, zeroed clone_args of the size passed.
+            let code = unsafe {
+                if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0
+                    || apply_seccomp(&progs).is_err()
+                {
+                    10
+                } else {
+                    let args = [0u64; 11];
+                    let r = libc::syscall(
+                        libc::SYS_clone3,
+                        args.as_ptr(),
+                        std::mem::size_of_val(&args),
+                    );
+                    if r != -1 || errno() != libc::ENOSYS {
+                        if r == 0 {
+                            libc::_exit(0);
+                        }
+                        11
+                    } else if libc::unshare(libc::CLONE_NEWUSER) != -1 || errno() != libc::EPERM {
+                        12
+                    } else if libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0) != -1
+                        || errno() != libc::EPERM
+                    {
+                        13
+                    } else if libc::unshare(0) != 0 {
+                        14
+                    } else {
+                        0
+                    }
+                }
+            };
+            // SAFETY: leaving the forked child without running the parent's destructors.
+            unsafe { libc::_exit(code) };
+        }
+        let mut status = 0;
+        // SAFETY: waiting for our own child.
+        assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+        assert!(libc::WIFEXITED(status), "status {status}");
+        assert_eq!(libc::WEXITSTATUS(status), 0, "failed check (see the code)");
     }
 }

@@ -6,13 +6,15 @@ use std::io::Read;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use crate::bwrap::{build_bwrap_args, inner_exe_in_view, BwrapError, BwrapFeatures, PathFds};
 use crate::cancel::CancelTarget;
-use crate::confine::Confinement;
+pub use crate::clone_exec::Stream;
+use crate::clone_exec::{CloneError, RawChild};
+use crate::confine::{Confinement, EnforceError, Step};
 use crate::inner::InnerSpec;
 use crate::landlock::{build_landlock_rules, AccessClass, LandlockRule, View};
 use crate::probe::Tier;
@@ -130,20 +132,20 @@ pub fn check_expressible(profile: &Profile, tier: Tier) -> Result<(), SpawnError
 #[derive(Debug)]
 pub struct Streams {
     /// Standard input.
-    pub stdin: Stdio,
+    pub stdin: Stream,
     /// Standard output.
-    pub stdout: Stdio,
+    pub stdout: Stream,
     /// Standard error.
-    pub stderr: Stdio,
+    pub stderr: Stream,
 }
 
 impl Streams {
     /// All three inherited from this process (what [`spawn_sandboxed`] does).
     pub fn inherit() -> Streams {
         Streams {
-            stdin: Stdio::inherit(),
-            stdout: Stdio::inherit(),
-            stderr: Stdio::inherit(),
+            stdin: Stream::Inherit,
+            stdout: Stream::Inherit,
+            stderr: Stream::Inherit,
         }
     }
 }
@@ -215,9 +217,9 @@ fn spawn_in_view(
     let mut cmd = Command::new(bwrap);
     cmd.args(args).current_dir("/");
     cmd.env_clear().envs(launch.env.iter().map(|(k, v)| (k, v)));
-    cmd.stdin(streams.stdin)
-        .stdout(streams.stdout)
-        .stderr(streams.stderr);
+    cmd.stdin(streams.stdin.into_stdio())
+        .stdout(streams.stdout.into_stdio())
+        .stderr(streams.stderr.into_stdio());
     // SAFETY: the closure only calls async-signal-safe functions (setpgid, prctl, fcntl) on integers.
     unsafe {
         cmd.pre_exec(move || {
@@ -242,16 +244,17 @@ fn spawn_in_view(
 }
 
 /// Tier B: no second executable. Everything that allocates or opens files (the Landlock ruleset and its paths, the
-/// seccomp programs) is prepared here; the forked child then enforces it with raw system calls in a `pre_exec` hook
-/// — new session, limits, capabilities, `no_new_privs`, Landlock, seccomp, every descriptor above 2 close-on-exec —
-/// and execs the command. A failed step is written to a pipe and fails the spawn: nothing runs.
+/// seccomp program, argv, envp, the PATH candidates) is prepared here; the child, cloned with `CLONE_VM |
+/// CLONE_VFORK` (see `clone_exec`), then enforces it with raw system calls — new session, limits, capabilities,
+/// `no_new_privs`, Landlock, seccomp, every descriptor above 2 close-on-exec — and execs the command. A failed step
+/// is reported on a pipe and fails the spawn, naming the step: nothing runs.
 fn spawn_tier_b(
     launch: &Launch<'_>,
     streams: Streams,
     started: &mut dyn FnMut(u32),
 ) -> Result<Outcome, SpawnError> {
     let profile = launch.profile;
-    let Some((prog, args)) = launch.argv.split_first() else {
+    let Some(prog) = launch.argv.first() else {
         return Err(SpawnError::Setup("no command".into()));
     };
     // Tier B has no private /tmp of its own: give the command a fresh private directory as TMPDIR.
@@ -271,54 +274,21 @@ fn spawn_tier_b(
     )
     .map_err(SpawnError::Setup)?;
     let enforced = confinement.describe();
-    let (failed_r, failed_w) = pipe()?;
-    let failed_fd = failed_w.as_raw_fd();
-    let mut cmd = Command::new(prog);
-    cmd.args(args).current_dir(&profile.cwd);
-    cmd.env_clear().envs(launch.env.iter().map(|(k, v)| (k, v)));
-    cmd.env("TMPDIR", &private_tmp.0);
-    cmd.stdin(streams.stdin)
-        .stdout(streams.stdout)
-        .stderr(streams.stderr);
-    // SAFETY: the closure only makes raw system calls (prctl, and `Confinement::enforce`, documented
-    // async-signal-safe) on data prepared before the fork, and writes a fixed-size record to a pipe on failure.
-    unsafe {
-        cmd.pre_exec(move || {
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
-            // setsid (in `enforce`) also makes the child the leader of a new process group, as `kill(-pid)` needs.
-            let done = confinement
-                .enforce()
-                .and_then(|()| crate::confine::cloexec_above_stderr());
-            if let Err(e) = done {
-                let record = e.to_bytes();
-                libc::write(failed_fd, record.as_ptr().cast(), record.len());
-                return Err(e.error);
-            }
-            Ok(())
-        });
-    }
-    let spawned = cmd.spawn();
-    // Drop the hook (the parent's copy of the ruleset) and the write end before reading what the child reported.
-    drop(cmd);
-    drop(failed_w);
+    let mut env = launch.env.clone();
+    env.push(("TMPDIR".into(), private_tmp.0.clone().into_os_string()));
+    let spawned = crate::clone_exec::spawn(
+        launch.argv,
+        &env,
+        &profile.cwd,
+        [streams.stdin, streams.stdout, streams.stderr],
+        &confinement,
+    );
+    drop(confinement);
     let child = match spawned {
         Ok(c) => c,
-        Err(e) => {
-            let mut record = Vec::new();
-            let _ = std::fs::File::from(failed_r).read_to_end(&mut record);
-            if let Some(step) = crate::confine::EnforceError::from_bytes(&record) {
-                return Err(SpawnError::Setup(step.to_string()));
-            }
-            return Err(match e.raw_os_error() {
-                // As the inner stage: a command that is missing, or that the profile does not let it execute.
-                Some(libc::ENOENT | libc::EACCES | libc::ENOTDIR) => {
-                    SpawnError::NotFound(prog.to_string_lossy().into_owned())
-                }
-                _ => SpawnError::Io(e),
-            });
-        }
+        Err(CloneError::Io(e)) => return Err(SpawnError::Io(e)),
+        Err(CloneError::Child(e)) => return Err(tier_b_failure(e, prog, &profile.cwd)),
     };
-    drop(failed_r);
     let pid = child.id();
     let _cancel_target = CancelTarget::claim(pid);
     started(pid);
@@ -331,27 +301,65 @@ fn spawn_tier_b(
     })
 }
 
+/// What a tier B child's failed step means for the caller.
+pub(crate) fn tier_b_failure(e: EnforceError, prog: &OsString, cwd: &Path) -> SpawnError {
+    match e.step {
+        // As the inner stage: a command that is missing, or that the profile does not let it execute.
+        Step::Exec => match e.error.raw_os_error() {
+            Some(libc::ENOENT | libc::EACCES | libc::ENOTDIR) => {
+                SpawnError::NotFound(prog.to_string_lossy().into_owned())
+            }
+            _ => SpawnError::Io(e.error),
+        },
+        Step::Chdir => SpawnError::Setup(format!("chdir {}: {}", cwd.display(), e.error)),
+        _ => SpawnError::Setup(e.to_string()),
+    }
+}
+
 /// A fresh `0700` directory under the host's temp dir, removed (with its contents) on drop.
-struct PrivateTmp(PathBuf);
+pub(crate) struct PrivateTmp(pub(crate) PathBuf);
+
+/// The host's temp dir and its canonical path, resolved once per process (and again if `TMPDIR` changes).
+static TEMP_PARENT: std::sync::Mutex<Option<(PathBuf, PathBuf)>> = std::sync::Mutex::new(None);
+/// Tells apart the directories one process creates within the same nanosecond.
+static TEMP_SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 impl PrivateTmp {
-    fn create() -> Result<PrivateTmp, SpawnError> {
+    pub(crate) fn create() -> Result<PrivateTmp, SpawnError> {
         use std::os::unix::fs::DirBuilderExt;
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.subsec_nanos())
             .unwrap_or_default();
-        let dir = std::env::temp_dir().join(format!("loom-sandbox-{}-{nanos}", std::process::id()));
+        let seq = TEMP_SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let parent = canonical_temp_dir()?;
+        // Canonical already: the parent is, and the last component is ours and no symlink (mkdir does not follow one).
+        let dir = parent.join(format!("loom-sandbox-{}-{nanos}-{seq}", std::process::id()));
         // `create` (not `create_dir_all`) fails if anything already sits at the name, symlinks included.
         std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
-        let dir = std::fs::canonicalize(&dir)?;
         Ok(PrivateTmp(dir))
     }
 }
 
+fn canonical_temp_dir() -> std::io::Result<PathBuf> {
+    let host = std::env::temp_dir();
+    let mut cached = TEMP_PARENT.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((h, canonical)) = cached.as_ref() {
+        if *h == host {
+            return Ok(canonical.clone());
+        }
+    }
+    let canonical = std::fs::canonicalize(&host)?;
+    *cached = Some((host, canonical.clone()));
+    Ok(canonical)
+}
+
 impl Drop for PrivateTmp {
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+        // Usually empty: one rmdir, and the walk only when the command left something behind.
+        if std::fs::remove_dir(&self.0).is_err() {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
     }
 }
 
@@ -605,8 +613,8 @@ pub fn spawn_unconfined(
 
 /// Waits for `child`, killing its whole tree (its process group) once `timeout` passes. Polls a pidfd in the
 /// calling thread when the kernel has them (Linux 5.3+; every host with Landlock), else waits on a helper thread.
-fn wait_tree(
-    mut child: Child,
+fn wait_tree<C: Reap + Send + 'static>(
+    mut child: C,
     timeout: Option<Duration>,
 ) -> Result<(std::process::ExitStatus, bool), SpawnError> {
     let pid = child.id();
@@ -659,6 +667,30 @@ fn wait_tree(
         }
     };
     Ok((status?, timed_out))
+}
+
+/// A child this process must reap: std's, or tier B's cloned one.
+trait Reap {
+    fn id(&self) -> u32;
+    fn wait(&mut self) -> std::io::Result<std::process::ExitStatus>;
+}
+
+impl Reap for Child {
+    fn id(&self) -> u32 {
+        Child::id(self)
+    }
+    fn wait(&mut self) -> std::io::Result<std::process::ExitStatus> {
+        Child::wait(self)
+    }
+}
+
+impl Reap for RawChild {
+    fn id(&self) -> u32 {
+        RawChild::id(self)
+    }
+    fn wait(&mut self) -> std::io::Result<std::process::ExitStatus> {
+        RawChild::wait(self)
+    }
 }
 
 /// A pidfd for our own, not yet reaped child (so `pid` cannot have been reused); `None` when the kernel has none.

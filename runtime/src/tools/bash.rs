@@ -16,7 +16,7 @@ use loom_broker::{run_row, BrokerLimits, RowRun};
 use loom_kernel::{
     terminal_plan, Authorization, CallFacts, Exec, Request, Row, TerminalFacts, TerminalPlan,
 };
-use loom_sandbox::{unconfined_env, Limits, SecretFacts, Streams};
+use loom_sandbox::{unconfined_env, Limits, SecretFacts, Stream, Streams};
 use serde_json::{json, Value};
 
 use super::output::{OutputBuffer, DEFAULT_TAIL_BYTES};
@@ -720,9 +720,9 @@ fn start(
                 secrets: &sandbox.secrets,
             };
             let streams = Streams {
-                stdin: Stdio::null(),
-                stdout: Stdio::from(writer),
-                stderr: Stdio::from(err_writer),
+                stdin: Stream::Null,
+                stdout: Stream::from(writer),
+                stderr: Stream::from(err_writer),
             };
             let o = run_row(run, streams, &mut |p| slot.store(p)).map_err(|e| e.to_string())?;
             Ok((o.code, o.timed_out))
