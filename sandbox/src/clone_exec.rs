@@ -581,3 +581,102 @@ mod tests {
         assert!(e.to_string().contains("chdir /no/such/dir: "), "{e}");
     }
 }
+
+/// Tier B end to end through [`crate::spawn_sandboxed_io`]: a real profile, Landlock and seccomp enforced by the cloned
+/// child. (The adversarial suite in tests/sandbox covers the attacks; this checks the clone path in the crate.)
+#[cfg(test)]
+mod tier_b {
+    use crate::spawn::PrivateTmp;
+    use crate::{
+        build_profile, spawn_sandboxed_io, HostFs, Launch, Limits, Place, Stream, Streams, Tier,
+    };
+    use loom_kernel::{decide, AlgebraKind, Authorization, Decision, Grant, PathCtx, Request};
+    use std::io::Read;
+
+    #[test]
+    fn the_cloned_child_is_confined_and_reports_what_it_enforced() {
+        if crate::landlock::host_landlock_abi().is_err() {
+            eprintln!("skipped: no Landlock on this kernel (tier B needs it)");
+            return;
+        }
+        let work = PrivateTmp::create().unwrap();
+        let outside = PrivateTmp::create().unwrap();
+        let row = format!(
+            "g = {{ commands = \"*\", paths = [{:?}] }}",
+            work.0.display().to_string()
+        );
+        let t: toml::Table = toml::from_str(&row).unwrap();
+        let grant = Grant::from_toml(&t["g"]).unwrap();
+        let ctx = PathCtx::new(work.0.to_str().unwrap(), None);
+        let argv = vec!["sh".to_string(), "-c".to_string(), "x".to_string()];
+        let request = Request::BashArgv {
+            argv: argv.clone(),
+            cwd: work.0.to_str().unwrap().into(),
+        };
+        let Decision::Allow(Authorization {
+            row: Some((_, row)),
+            ..
+        }) = decide("bash", AlgebraKind::Bash, &ctx, &grant, &request)
+        else {
+            panic!("not allowed")
+        };
+        let place = Place {
+            cwd: work.0.clone(),
+            home: None,
+        };
+        let profile = build_profile(&row, &ctx, &place, Limits::default(), &HostFs).unwrap();
+        let script = format!(
+            "echo in > inside && echo ok-inside; echo t > \"$TMPDIR/t\" && echo ok-tmpdir; \
+             (echo out > {0}/x) 2>/dev/null || echo denied-outside; \
+             grep -E '^(NoNewPrivs|Seccomp|SigIgn):' /proc/self/status | tr -d ' \\t'; ls /proc/self/fd | tr '\\n' ' '",
+            outside.0.display()
+        );
+        let argv: Vec<std::ffi::OsString> = vec!["sh".into(), "-c".into(), script.into()];
+        let (r, w) = std::io::pipe().unwrap();
+        let launch = Launch {
+            profile: &profile,
+            tier: Tier::B,
+            bwrap: None,
+            bwrap_features: Default::default(),
+            inner_exe: std::path::Path::new("/nonexistent"),
+            argv: &argv,
+            env: vec![("PATH".into(), "/usr/bin:/bin".into())],
+        };
+        let streams = Streams {
+            stdin: Stream::Null,
+            stdout: Stream::from(w),
+            stderr: Stream::Inherit,
+        };
+        let outcome = spawn_sandboxed_io(&launch, streams, &mut |_| {}).unwrap();
+        let mut out = String::new();
+        std::fs::File::from(std::os::fd::OwnedFd::from(r))
+            .read_to_string(&mut out)
+            .unwrap();
+        assert_eq!(outcome.code, 0, "{out}");
+        assert!(
+            outcome.enforced.starts_with("landlock="),
+            "{}",
+            outcome.enforced
+        );
+        for want in [
+            "ok-inside",
+            "ok-tmpdir",
+            "denied-outside",
+            "NoNewPrivs:1",
+            "Seccomp:2",
+        ] {
+            assert!(out.lines().any(|l| l == want), "{want} not in:\n{out}");
+        }
+        // SIGPIPE, which this (Rust) process ignores, is back at its default.
+        let ignored = out
+            .lines()
+            .find_map(|l| l.strip_prefix("SigIgn:"))
+            .and_then(|m| u64::from_str_radix(m, 16).ok())
+            .unwrap();
+        assert_eq!(ignored & (1 << (libc::SIGPIPE - 1)), 0, "{out}");
+        // Only the standard streams (and the directory ls itself opens).
+        let fds = out.lines().last().unwrap_or_default();
+        assert_eq!(fds.split_whitespace().count(), 4, "{out}");
+        assert!(!outside.0.join("x").exists());
+    }
+}
