@@ -67,6 +67,13 @@ bash = { commands = ["ls", "cat", "wc"], paths = ["./"] }
 read_file = { paths = ["./"] }
 "#;
 
+/// How many model requests a turn made: one assistant message each.
+fn model_requests(ups: &[serde_json::Value]) -> usize {
+    ups.iter()
+        .filter(|u| label(u) == "frame:message_start:assistant")
+        .count()
+}
+
 #[test]
 fn model_list_names_both_known_models_with_their_sources() {
     let s = Scratch::new();
@@ -99,10 +106,7 @@ fn every_response_of_the_135m_model_is_a_granted_call_or_an_answer() {
         let run = s.loom(&["prompt", "agent.toml", prompt, "--format", "jsonl"]);
         run.expect_code(0);
         let ups = updates(&run);
-        let requests = ups
-            .iter()
-            .filter(|u| label(u) == "frame:message_start:assistant")
-            .count();
+        let requests = model_requests(&ups);
         assert!(
             (1..=3).contains(&requests),
             "{requests} requests for a limit of 3\n{}",
@@ -179,10 +183,7 @@ fn the_local_agent_example_installs_its_model_on_first_use_and_runs() {
         run.stderr()
     );
     let ups = updates(&run);
-    let requests = ups
-        .iter()
-        .filter(|u| label(u) == "frame:message_start:assistant")
-        .count();
+    let requests = model_requests(&ups);
     assert!(
         (1..=4).contains(&requests),
         "{requests} requests\n{}",
