@@ -40,10 +40,10 @@ pub fn default_ceiling() -> BTreeMap<String, Grant> {
 }
 
 /// True when a provider spec is the built-in `mcp-server` meta-factory, or an external provider package (a `path`,
-/// `npm` or `git` source): both offer tools with JSON input schemas, granted per argument.
+/// `npm` or `git` source, with or without config): both offer tools with JSON input schemas, granted per argument.
 fn is_mcp(spec: &ProviderSpec) -> bool {
     matches!(spec, ProviderSpec::Configured { factory, .. } if factory == "mcp-server")
-        || matches!(spec, ProviderSpec::Source(_))
+        || spec.source().is_some()
 }
 
 impl Manifest {

@@ -87,7 +87,7 @@ pub use manifest::{
     manifest_from_table, parse_manifest, parse_sidecar_group, parse_tool_group, Agent, Harness,
     LayerSpec, Manifest, ManifestError, ProviderRef, ProviderSpec, Session, Shipped, Source,
     SubagentRef, SubagentSource, SystemPrompt, ToolEntry, ToolGroup, DEFAULT_TOOLS,
-    MAX_MANIFEST_BYTES, MAX_NESTING,
+    MAX_MANIFEST_BYTES, MAX_NESTING, META_FACTORIES,
 };
 pub use mcp::{bind_schema, ArgBinding, BindError, BoundTool};
 pub use path::{path_within, NormCache, PathCtx};

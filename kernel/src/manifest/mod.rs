@@ -33,7 +33,7 @@ pub use error::ManifestError;
 pub use group::{parse_sidecar_group, parse_tool_group, ToolGroup};
 pub use harness::Harness;
 pub use parse::{manifest_from_table, parse_manifest, Manifest};
-pub use providers::{ProviderSpec, Source};
+pub use providers::{ProviderSpec, Source, META_FACTORIES};
 pub use session::{LayerSpec, Session};
 pub use subagents::{SubagentRef, SubagentSource};
 pub use text::{MAX_MANIFEST_BYTES, MAX_NESTING};

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use super::error::{join, Ctx, ManifestError};
-use super::suggest::check_keys;
+use super::suggest::{check_keys, nearest};
 use super::typed::{check_schema, want_name, want_str, want_table, wrong_type, Ty};
 
 /// Where a provider's code comes from.
@@ -92,25 +92,56 @@ fn split_npm_version(s: &str) -> (&str, Option<String>) {
     }
 }
 
+/// The built-in meta-factories: names a `{ provider = "<name>", … }` entry may give instead of a source.
+pub const META_FACTORIES: &[&str] = &["mcp-server"];
+
+/// Keys a provider package's entry may not carry as config, with the fix: the source keys (the version or rev goes in
+/// the source string) and `secrets` (a provider receives none). `capabilities` is refused on every configured entry.
+const PACKAGE_RESERVED: &[(&str, &str)] = &[
+    ("path", "the source is the `provider` string; write provider = \"./dir\""),
+    ("npm", "the source is the `provider` string; write provider = \"@scope/pkg\""),
+    ("git", "the source is the `provider` string; write provider = \"git+https://…#rev\""),
+    ("version", "pin an npm version in the source: provider = \"@scope/pkg@1.2.0\""),
+    ("rev", "pin a git rev in the source: provider = \"git+https://…#v1\""),
+    (
+        "secrets",
+        "loom passes no secrets to a provider package (not in its environment, not in its config); remove it, or \
+         run the tool as an mcp-server, whose `secrets` reach its environment",
+    ),
+];
+
 /// One `[providers]` entry (or an inline provider table on a tool entry).
 #[derive(Debug, Clone, PartialEq)]
 pub enum ProviderSpec {
     /// `{ path = ... }`, `{ npm = ... }`, `{ git = ..., rev = ... }` or a source string.
     Source(Source),
-    /// `{ provider = "<factory>", ...config }`: an instance of a named factory (`mcp-server`, or a provider package).
+    /// `{ provider = "<source>", ...config }` (e.g. `provider = "@my-org/loom-fetch"`): an external provider package
+    /// with construction config, installed and run exactly like [`ProviderSpec::Source`]; the config (never empty:
+    /// an entry without config is a plain source) reaches the provider in `initialize`.
+    Package {
+        /// Where its code comes from.
+        source: Source,
+        /// Every key but `provider`: open, but never a source key, `secrets` or `capabilities`.
+        config: toml::Table,
+    },
+    /// `{ provider = "<factory>", ...config }`: an instance of a built-in meta-factory ([`META_FACTORIES`]).
     Configured {
-        /// The factory name.
+        /// The factory name, one of [`META_FACTORIES`].
         factory: String,
-        /// Every key but `provider`. Closed for the builtin `mcp-server`, open otherwise.
+        /// Every key but `provider`, checked against the factory's closed schema.
         config: toml::Table,
     },
 }
 
 impl ProviderSpec {
-    /// A short human description.
+    /// A short human description. A package's config shows its key names only (values may come from `${VAR}`).
     pub fn describe(&self) -> String {
         match self {
             ProviderSpec::Source(s) => s.describe(),
+            ProviderSpec::Package { source, config } => {
+                let keys: Vec<&str> = config.keys().map(String::as_str).collect();
+                format!("{} (config: {})", source.describe(), keys.join(", "))
+            }
             ProviderSpec::Configured { factory, config } => {
                 let mut out = format!("{{ provider = {}", crate::value::toml_string(factory));
                 for (k, v) in config {
@@ -119,6 +150,23 @@ impl ProviderSpec {
                 out.push_str(" }");
                 out
             }
+        }
+    }
+
+    /// Where an external provider's code comes from: the source of a plain source or a package; `None` for a
+    /// built-in meta-factory.
+    pub fn source(&self) -> Option<&Source> {
+        match self {
+            ProviderSpec::Source(s) | ProviderSpec::Package { source: s, .. } => Some(s),
+            ProviderSpec::Configured { .. } => None,
+        }
+    }
+
+    /// A provider package's construction config; `None` for a plain source or a meta-factory.
+    pub fn package_config(&self) -> Option<&toml::Table> {
+        match self {
+            ProviderSpec::Package { config, .. } => Some(config),
+            _ => None,
         }
     }
 }
@@ -138,7 +186,7 @@ const MCP_SERVER: &[(&str, Ty)] = &[
 
 const SHAPES: &str =
     "{ path = \"./dir\" }, { npm = \"@scope/pkg\" }, { git = \"https://…\", rev = \"…\" }, \
-                      or { provider = \"mcp-server\", npm = \"…\" }";
+                      { provider = \"@scope/pkg\", …config }, or { provider = \"mcp-server\", npm = \"…\" }";
 
 /// Parses a provider spec written at `path`: a source string or a table.
 pub(crate) fn parse_provider_spec(
@@ -178,30 +226,31 @@ fn parse_provider_table(
                     )
                     .with_hint("move the grant to [capabilities].<tool instance>"));
             }
-            if factory == "mcp-server" {
-                check_schema(ctx, path, &config, MCP_SERVER)?;
-                let launchers: Vec<&str> = ["command", "npm", "url"]
-                    .into_iter()
-                    .filter(|k| config.contains_key(*k))
-                    .collect();
-                if launchers.len() != 1 {
-                    let found = if launchers.is_empty() {
-                        "none".to_string()
-                    } else {
-                        launchers.join(" and ")
-                    };
-                    return Err(ctx
-                        .err(
-                            path,
-                            format!("an mcp-server needs exactly one of command, npm or url (found {found})"),
-                        )
-                        .with_hint("npm = \"@modelcontextprotocol/server-filesystem\", or command = \"node\" with args = [...], or url = \"https://…\""));
-                }
-                if config.contains_key("args") && !config.contains_key("command") {
-                    return Err(ctx
-                        .err(&join(path, "args"), "args only go with command")
-                        .with_hint("command = \"npx\", args = [\"-y\", \"pkg\"]"));
-                }
+            if factory != "mcp-server" {
+                return parse_package(ctx, path, &factory, config);
+            }
+            check_schema(ctx, path, &config, MCP_SERVER)?;
+            let launchers: Vec<&str> = ["command", "npm", "url"]
+                .into_iter()
+                .filter(|k| config.contains_key(*k))
+                .collect();
+            if launchers.len() != 1 {
+                let found = if launchers.is_empty() {
+                    "none".to_string()
+                } else {
+                    launchers.join(" and ")
+                };
+                return Err(ctx
+                    .err(
+                        path,
+                        format!("an mcp-server needs exactly one of command, npm or url (found {found})"),
+                    )
+                    .with_hint("npm = \"@modelcontextprotocol/server-filesystem\", or command = \"node\" with args = [...], or url = \"https://…\""));
+            }
+            if config.contains_key("args") && !config.contains_key("command") {
+                return Err(ctx
+                    .err(&join(path, "args"), "args only go with command")
+                    .with_hint("command = \"npx\", args = [\"-y\", \"pkg\"]"));
             }
             Ok(ProviderSpec::Configured { factory, config })
         }
@@ -239,6 +288,51 @@ fn parse_provider_table(
             )
             .with_hint("give exactly one of path, npm or git")),
     }
+}
+
+/// `{ provider = "<factory>", ...config }` where the factory is not a built-in: a provider package named by source
+/// (`./dir`, `@scope/pkg`, `npm:pkg`, `git+url`), or an error listing the built-in factories. A bare word is never a
+/// source, so it cannot be mistaken for a package.
+fn parse_package(
+    ctx: Ctx<'_>,
+    path: &str,
+    factory: &str,
+    config: toml::Table,
+) -> Result<ProviderSpec, ManifestError> {
+    let Some(source) = Source::from_spec_str(factory) else {
+        let builtins = META_FACTORIES.join(", ");
+        let hint = match nearest(factory, META_FACTORIES) {
+            Some(near) => format!("did you mean {near:?}?"),
+            None => format!(
+                "name a provider package by its source: \"./{factory}\" (a directory), \"@scope/{factory}\" or \
+                 \"npm:{factory}\" (npm), \"git+https://…\" (git)"
+            ),
+        };
+        return Err(ctx
+            .err(
+                &join(path, "provider"),
+                format!(
+                    "{factory:?} is neither a built-in factory ({builtins}) nor a provider package's source"
+                ),
+            )
+            .with_hint(hint));
+    };
+    if let Some((key, fix)) = PACKAGE_RESERVED
+        .iter()
+        .find(|(k, _)| config.contains_key(*k))
+    {
+        return Err(ctx
+            .err(
+                &join(path, key),
+                format!("`{key}` is not construction config for the provider package {factory:?}"),
+            )
+            .with_hint(*fix));
+    }
+    Ok(if config.is_empty() {
+        ProviderSpec::Source(source)
+    } else {
+        ProviderSpec::Package { source, config }
+    })
 }
 
 /// Parses a `[providers]` table at `path`, refusing `reserved` handle names.

@@ -324,6 +324,10 @@ name = "fetcher"
 
 [providers]
 fetch = { provider = "@my-org/loom-fetch", url_prefix = "https://api.example.com/" }
+versioned = { provider = "@my-org/loom-fetch@2.0.0", retries = 3, nested = { deep = [1, "two"] } }
+local = { provider = "./fetch-provider", url_prefix = "${PREFIX:-https://env.example/}" }
+from_git = { provider = "git+https://example.com/f.git#v2", x = true }
+bare = { provider = "./fetch-provider" }
 notes = { path = "./notes-provider" }
 pinned = { npm = "@my-org/x", version = "^1.2" }
 repo = { git = "https://example.com/r.git", rev = "v1" }
@@ -336,16 +340,69 @@ fetch_url = { provider = "fetch" }
 fetch_url = { network = "*" }
 "#,
     );
-    match &m.providers["fetch"] {
-        ProviderSpec::Configured { factory, config } => {
-            assert_eq!(factory, "@my-org/loom-fetch");
+    // a provider package with construction config: installed like its source, the config passed at start
+    let fetch = &m.providers["fetch"];
+    match fetch {
+        ProviderSpec::Package { source, config } => {
+            assert_eq!(
+                source,
+                &Source::Npm {
+                    name: "@my-org/loom-fetch".into(),
+                    version: None
+                }
+            );
             assert_eq!(
                 config["url_prefix"].as_str(),
                 Some("https://api.example.com/")
             );
+            assert_eq!(config.len(), 1);
         }
         other => panic!("{other:?}"),
     }
+    assert_eq!(
+        fetch.source().map(Source::describe).as_deref(),
+        Some("npm @my-org/loom-fetch")
+    );
+    assert_eq!(
+        fetch.describe(),
+        "npm @my-org/loom-fetch (config: url_prefix)"
+    );
+    assert!(fetch.package_config().is_some());
+    // every source form works as a package, pins included; without config it is a plain source
+    match &m.providers["versioned"] {
+        ProviderSpec::Package { source, config } => {
+            assert_eq!(source.describe(), "npm @my-org/loom-fetch@2.0.0");
+            assert_eq!(config["retries"].as_integer(), Some(3));
+            assert_eq!(config["nested"]["deep"].as_array().map(Vec::len), Some(2));
+        }
+        other => panic!("{other:?}"),
+    }
+    match &m.providers["local"] {
+        ProviderSpec::Package { source, config } => {
+            assert_eq!(source, &Source::Path("./fetch-provider".into()));
+            assert_eq!(config["url_prefix"].as_str(), Some("https://env.example/"));
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        m.providers["from_git"]
+            .source()
+            .map(Source::describe)
+            .as_deref(),
+        Some("git https://example.com/f.git#v2")
+    );
+    assert_eq!(
+        m.providers["bare"],
+        ProviderSpec::Source(Source::Path("./fetch-provider".into()))
+    );
+    assert_eq!(m.providers["bare"].package_config(), None);
+    assert_eq!(
+        m.providers["notes"]
+            .source()
+            .map(Source::describe)
+            .as_deref(),
+        Some("path ./notes-provider")
+    );
     assert_eq!(
         m.providers["notes"],
         ProviderSpec::Source(Source::Path("./notes-provider".into()))
@@ -1011,6 +1068,13 @@ fn wrong_types_and_shapes() {
         ("[agent]\nname = \"a\"\n[providers]\nm = { provider = \"mcp-server\", npm = \"x\", args = [\"a\"] }\n", "providers.m.args: args only go with command"),
         ("[agent]\nname = \"a\"\n[providers]\nm = { provider = \"mcp-server\", url = \"https://x\", headers = { A = 1 } }\n", "providers.m.headers.A: expected a string, found an integer"),
         ("[agent]\nname = \"a\"\n[providers]\nm = { provider = \"mcp-server\", command = \"x\", call_timeout_ms = -1 }\n", "providers.m.call_timeout_ms: must not be negative"),
+        ("[agent]\nname = \"a\"\n[providers]\nf = { provider = \"fetch\", url_prefix = \"x\" }\n", "providers.f.provider: \"fetch\" is neither a built-in factory (mcp-server) nor a provider package's source (hint: name a provider package by its source: \"./fetch\""),
+        ("[agent]\nname = \"a\"\n[providers]\nf = { provider = \"mcp_server\", npm = \"x\" }\n", "providers.f.provider: \"mcp_server\" is neither a built-in factory (mcp-server) nor a provider package's source (hint: did you mean \"mcp-server\"?)"),
+        ("[agent]\nname = \"a\"\n[providers]\nf = { provider = \"@x/fetch\", version = \"1\" }\n", "providers.f.version: `version` is not construction config for the provider package \"@x/fetch\" (hint: pin an npm version in the source: provider = \"@scope/pkg@1.2.0\")"),
+        ("[agent]\nname = \"a\"\n[providers]\nf = { provider = \"./f\", path = \"./g\" }\n", "providers.f.path: `path` is not construction config"),
+        ("[agent]\nname = \"a\"\n[providers]\nf = { provider = \"git+https://x/f.git\", rev = \"v1\" }\n", "providers.f.rev: `rev` is not construction config"),
+        ("[agent]\nname = \"a\"\n[providers]\nf = { provider = \"@x/fetch\", secrets = { K = \"K\" } }\n", "providers.f.secrets: `secrets` is not construction config for the provider package \"@x/fetch\" (hint: loom passes no secrets to a provider package"),
+        ("[agent]\nname = \"a\"\n[providers]\nf = { provider = \"\" }\n", "providers.f.provider: must not be empty"),
         ("[agent]\nname = \"a\"\n[permissions]\nallow_rules = { tool = \"x\" }\n", "permissions.allow_rules: expected an array of rule tables, found a table"),
         ("[agent]\nname = \"a\"\n[[permissions.ask_rules]]\n", "permissions.ask_rules[0]: an empty rule would match every call"),
         ("[agent]\nname = \"a\"\n[[permissions.ask_rules]]\ntool = 1\n", "permissions.ask_rules[0].tool: expected a string, found an integer"),
