@@ -510,7 +510,7 @@ fn unresolved(manifest: &Manifest, provider: &ProviderRef) -> Option<String> {
         ProviderSpec::Configured { factory, .. } => {
             format!("provider factory `{factory}` (external providers)")
         }
-        ProviderSpec::Source(_) => {
+        ProviderSpec::Source(_) | ProviderSpec::Package { .. } => {
             "an inline provider source, which this build does not bind".to_string()
         }
     };

@@ -228,9 +228,7 @@ pub fn boot_with(
     // a session layer named by a provider handle: the provider starts now, and its tools share the process
     let mut session_providers = BTreeMap::new();
     for spec in &m.session.layers {
-        let Some((handle, source)) =
-            provider_source(m, &ProviderRef::Handle(spec.provider.clone()))
-        else {
+        let Some(ext) = provider_source(m, &ProviderRef::Handle(spec.provider.clone())) else {
             continue;
         };
         let place = ProviderPlace {
@@ -239,14 +237,12 @@ pub fn boot_with(
             storage: &storage,
         };
         let server = mcp_servers
-            .get_or_start_with(&handle, || {
-                resolve_and_start(&loaded.dir, &handle, source, &place)
-            })
+            .get_or_start_with(ext.handle, || resolve_and_start(&loaded.dir, &ext, &place))
             .map_err(|e| BootError::Session {
                 file: file.clone(),
                 source: SessionError::Config(format!("session: {e}")),
             })?;
-        session_providers.insert(handle, server);
+        session_providers.insert(ext.handle.to_string(), server);
     }
     let place = SessionPlace {
         manifest_dir: loaded.dir.clone(),
@@ -317,8 +313,8 @@ pub fn boot_with(
             }
             ProviderRef::Harness(h) => Some(format!("harness server tools (provider = {h:?})")),
             ProviderRef::Handle(h) => Some(format!(
-                "tools from [providers].{h} (a configured factory other than mcp-server; MCP servers and \
-                 path/npm/git provider sources are supported)"
+                "tools from [providers].{h} (neither an mcp-server nor a provider source; MCP servers and \
+                 path/npm/git provider sources, with or without config, are supported)"
             )),
             ProviderRef::Shipped(s) => Some(format!("tools from shipped providers ({})", s.label)),
             ProviderRef::Host => Some("contributed grant rows".to_string()),
@@ -346,10 +342,10 @@ pub fn boot_with(
             let tool = McpTool::new(&g.instance, &g.underlying, &g.grant, server)
                 .map_err(|e| tool_err(&g.instance, e))?;
             Some(Arc::new(tool) as Arc<dyn crate::tools::Tool>)
-        } else if let Some((handle, source)) = external {
+        } else if let Some(ext) = external {
             let server = mcp_servers
-                .get_or_start_with(&handle, || {
-                    resolve_and_start(&loaded.dir, &handle, source, &provider_place)
+                .get_or_start_with(ext.handle, || {
+                    resolve_and_start(&loaded.dir, &ext, &provider_place)
                 })
                 .map_err(|e| tool_err(&g.instance, e))?;
             let tool = McpTool::new(&g.instance, &g.underlying, &g.grant, server)
@@ -445,8 +441,8 @@ pub fn boot_with(
                 let server = match &table {
                     Some(table) => mcp_servers.get_or_start(&key, table, &mcp_place),
                     None => match provider_source(m, &ProviderRef::Handle(key.clone())) {
-                        Some((handle, source)) => mcp_servers.get_or_start_with(&key, || {
-                            resolve_and_start(&loaded.dir, &handle, source, &provider_place)
+                        Some(ext) => mcp_servers.get_or_start_with(&key, || {
+                            resolve_and_start(&loaded.dir, &ext, &provider_place)
                         }),
                         None => Err(format!("[providers].{key} is not a provider source")),
                     },
@@ -520,7 +516,7 @@ pub fn boot_with(
             small_model_of_parent(h, parent.as_ref()).map_err(harness_err)?,
             *max,
         ),
-        (None, Some(h), _, Some((handle, source))) => {
+        (None, Some(h), _, Some(ext)) => {
             let max = max_turn_requests_of(Some(h)).map_err(harness_err)?;
             let place = ProviderPlace {
                 cwd: &cwd,
@@ -528,9 +524,7 @@ pub fn boot_with(
                 storage: &storage_for_providers,
             };
             let server = mcp_servers
-                .get_or_start_with(&handle, || {
-                    resolve_and_start(&loaded.dir, &handle, source, &place)
-                })
+                .get_or_start_with(ext.handle, || resolve_and_start(&loaded.dir, &ext, &place))
                 .map_err(|e| harness_err(HarnessConfigError::Invalid(format!("[harness]: {e}"))))?;
             let name = h.config.get("harness").and_then(toml::Value::as_str);
             let harness = ProviderHarness::new(server, name).map_err(harness_err)?;

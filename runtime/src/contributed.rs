@@ -175,14 +175,13 @@ pub(crate) fn bind_groups(
                             key,
                             table: Some(table.clone()),
                         });
-                    } else if let Some((handle, _)) = crate::providers::provider_source(m, provider)
-                    {
+                    } else if let Some(ext) = crate::providers::provider_source(m, provider) {
                         let (grant, _) = requested_grant(ceiling, name, entry);
                         news.push(NewTool::Mcp {
                             instance: name.clone(),
                             underlying: entry.tool.clone().unwrap_or_else(|| name.clone()),
                             grant,
-                            key: handle,
+                            key: ext.handle.to_string(),
                             table: None,
                         });
                     }

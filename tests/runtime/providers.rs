@@ -269,7 +269,7 @@ fn a_provider_that_dies_mid_call_fails_that_call_and_the_turn_goes_on() {
     for needle in [
         "provider [providers].odd (path ./odd",
         "odd provider: dying mid-call",
-        "loom restarts it once on the next call",
+        "loom restarts it on the next call",
     ] {
         assert!(r[0].1.contains(needle), "{needle:?} not in {:?}", r[0].1);
     }
@@ -517,4 +517,127 @@ shout = { text = "*" }
     s.loom(&["prompt", "agent.toml", "hi"])
         .expect_code(1)
         .stderr_has("offers the harnesses [echo], not \"gpt\"");
+}
+
+/// A provider package `./echo-config` whose one tool, `show_config`, answers with the `config` its `initialize` got.
+fn echo_config_provider(s: &Scratch, dir: &str) {
+    s.write(
+        &format!("{dir}/package.json"),
+        r#"{ "name": "echo-config", "loom": { "provider": "./provider.mjs" } }"#,
+    );
+    s.write(
+        &format!("{dir}/provider.mjs"),
+        r#"import { createInterface } from "node:readline";
+const send = (m) => process.stdout.write(JSON.stringify({ jsonrpc: "2.0", ...m }) + "\n");
+let config = "(no initialize)";
+createInterface({ input: process.stdin }).on("line", (l) => {
+  const m = JSON.parse(l);
+  if (m.method === "initialize") {
+    config = m.params.config;
+    send({ id: m.id, result: { protocolVersion: "loom-provider/1",
+      contributes: { tools: [{ name: "show_config", description: "Show my config.", inputSchema: { type: "object", properties: {} } }] } } });
+  }
+  if (m.method === "tools/call") send({ id: m.id, result: { content: [{ type: "text", text: JSON.stringify(config) }] } });
+});
+"#,
+    );
+}
+
+const CONFIGURED: &str = r#"[agent]
+name = "configured"
+
+[harness]
+provider = "test"
+script = [[
+  { call = { tool = "show_config", input = {} } },
+  { say = "done" },
+]]
+
+[session]
+provider = "in-memory"
+
+[providers]
+fetch = { provider = "./echo-config", url_prefix = "${PREFIX:-https://api.example.com/}", retries = 3, nested = { on = true } }
+
+[tools]
+show_config = { provider = "fetch" }
+
+[capabilities]
+show_config = "*"
+"#;
+
+#[test]
+fn a_provider_package_with_config_installs_like_its_source_and_gets_the_config_in_initialize() {
+    let s = Scratch::new();
+    echo_config_provider(&s, "echo-config");
+    s.write("agent.toml", CONFIGURED);
+    // not installed: boot refuses, naming the handle, its source and the fix
+    s.loom(&["prompt", "agent.toml", "go"])
+        .expect_code(1)
+        .stderr_has("provider [providers].fetch (path ./echo-config)")
+        .stderr_has("run `loom install`");
+    s.loom(&["install"])
+        .expect_code(0)
+        .stdout_has("fetch  path ./echo-config");
+    let lock = read(&s.path().join(".loom/lock.toml"));
+    assert!(lock.contains("source = \"path ./echo-config\""), "{lock}");
+    assert!(!lock.contains("url_prefix"), "config is not pinned: {lock}");
+    // the tool shows the config it was constructed with, `${VAR}` substituted
+    let run = s.loom_env(
+        &["prompt", "agent.toml", "go", "--format", "jsonl"],
+        &[("PREFIX", "https://env.example/")],
+    );
+    run.expect_code(0);
+    assert_eq!(
+        results(&updates(&run)),
+        [(
+            "completed".to_string(),
+            r#"{"nested":{"on":true},"retries":3,"url_prefix":"https://env.example/"}"#.to_string()
+        )],
+        "{}",
+        run.stderr()
+    );
+    // audit and `providers list` show the handle, its source, its install state and the config's key names only
+    let json = s.loom(&["audit", "agent.toml", "--json"]);
+    json.expect_code(0);
+    let v: serde_json::Value = serde_json::from_str(&json.stdout()).unwrap();
+    let p = &v["providers"][0];
+    assert_eq!(
+        (&p["handle"], &p["source"], &p["state"]),
+        (
+            &"fetch".into(),
+            &"path ./echo-config".into(),
+            &"installed".into()
+        ),
+        "{p}"
+    );
+    assert_eq!(
+        p["configKeys"],
+        serde_json::json!(["nested", "retries", "url_prefix"])
+    );
+    s.loom(&["providers", "list"])
+        .expect_code(0)
+        .stdout_has("fetch  path ./echo-config  [installed]")
+        .stdout_has("config  nested, retries, url_prefix")
+        .stdout_lacks("api.example.com");
+    // config is not part of the pin: changing it needs no install
+    s.write(
+        "agent.toml",
+        &CONFIGURED.replace("retries = 3", "retries = 4"),
+    );
+    s.loom(&["install", "--frozen"])
+        .expect_code(0)
+        .stdout_has("(matches the lock)");
+    // the package's source changes: --frozen refuses, and boot refuses the drifted handle
+    echo_config_provider(&s, "echo-config-2");
+    s.write(
+        "agent.toml",
+        &CONFIGURED.replace("\"./echo-config\"", "\"./echo-config-2\""),
+    );
+    s.loom(&["install", "--frozen"])
+        .expect_code(1)
+        .stderr_has("[providers].fetch: the manifest's source is `path ./echo-config-2`, .loom/lock.toml pins `path ./echo-config`");
+    s.loom(&["prompt", "agent.toml", "go"])
+        .expect_code(1)
+        .stderr_has("the manifest's source is `path ./echo-config-2` but .loom/lock.toml pins `path ./echo-config`");
 }

@@ -138,7 +138,8 @@ fn report_of(
     report
 }
 
-/// The manifest's provider sources with their lock state, for `--json` (`providers`).
+/// The manifest's provider sources with their lock state and config key names (never values), for `--json`
+/// (`providers`).
 fn providers_json(loaded: &Loaded, cwd: &Path) -> serde_json::Value {
     provider_infos(loaded, cwd, false)
         .iter()
@@ -150,6 +151,7 @@ fn providers_json(loaded: &Loaded, cwd: &Path) -> serde_json::Value {
                 "problem": i.state.problem(),
                 "resolved": i.resolved,
                 "sha256": i.sha256,
+                "configKeys": i.config_keys,
             })
         })
         .collect()

@@ -91,6 +91,9 @@ fn render(out: &mut String, i: &ProviderInfo, detail: bool) -> bool {
     if let Some(why) = i.state.problem() {
         out.push_str(&format!("  {why}; run `loom install`\n"));
     }
+    if !i.config_keys.is_empty() {
+        out.push_str(&format!("  config  {}\n", i.config_keys.join(", ")));
+    }
     if detail {
         if let (Some(r), Some(h)) = (&i.resolved, &i.sha256) {
             out.push_str(&format!("  resolved  {r}\n  sha256    {h}\n"));

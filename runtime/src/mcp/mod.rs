@@ -857,19 +857,19 @@ pub fn resolve_mcp_tools(
     let storage = crate::storage::storage_dir(m, &env);
     for g in &grants {
         // an external provider: resolved from its pinned install, never from its source
-        if let Some((handle, source)) = crate::providers::provider_source(m, &g.provider) {
+        if let Some(ext) = crate::providers::provider_source(m, &g.provider) {
             let place = crate::providers::ProviderPlace {
                 cwd,
                 env: &env,
                 storage: &storage,
             };
             let resolved = servers
-                .get_or_start_with(&handle, || {
-                    crate::providers::resolve_and_start(&loaded.dir, &handle, source, &place)
+                .get_or_start_with(ext.handle, || {
+                    crate::providers::resolve_and_start(&loaded.dir, &ext, &place)
                 })
                 .and_then(|server| McpTool::new(&g.instance, &g.underlying, &g.grant, server))
                 .map(|tool| McpResolution {
-                    server: handle.clone(),
+                    server: ext.handle.to_string(),
                     description: tool.description().to_string(),
                     schema: tool.visible_schema().clone(),
                 });

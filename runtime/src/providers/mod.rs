@@ -11,7 +11,7 @@ use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use loom_kernel::{lock_state, Lock, LockState, Manifest, ProviderRef, ProviderSpec, Source};
+use loom_kernel::{lock_state, Lock, LockState, Manifest, ProviderRef, Source};
 use serde_json::{json, Value as Json};
 
 pub use install::{install, InstallOptions, Installed};
@@ -22,29 +22,59 @@ use crate::mcp::{
     DEFAULT_STARTUP_TIMEOUT_MS,
 };
 
-/// The `[providers]` handle and source behind a tool's provider, when it is an external provider (a source form).
-pub fn provider_source<'a>(
-    m: &'a Manifest,
-    provider: &ProviderRef,
-) -> Option<(String, &'a Source)> {
+/// An external provider behind a `[providers]` handle: a plain source, or a provider package with construction config.
+#[derive(Debug, Clone, Copy)]
+pub struct External<'a> {
+    /// The handle.
+    pub handle: &'a str,
+    /// Where its code comes from (what `loom install` materialises and the lock pins).
+    pub source: &'a Source,
+    /// The package's construction config (`None` for a plain source), passed in `initialize`.
+    pub config: Option<&'a toml::Table>,
+}
+
+/// The `[providers]` handle behind a tool's provider, when it is an external provider (a source form, with or
+/// without config).
+pub fn provider_source<'a>(m: &'a Manifest, provider: &ProviderRef) -> Option<External<'a>> {
     match provider {
-        ProviderRef::Handle(h) => match m.providers.get(h)? {
-            ProviderSpec::Source(s) => Some((h.clone(), s)),
-            ProviderSpec::Configured { .. } => None,
-        },
+        ProviderRef::Handle(h) => {
+            let (handle, spec) = m.providers.get_key_value(h)?;
+            Some(External {
+                handle,
+                source: spec.source()?,
+                config: spec.package_config(),
+            })
+        }
         _ => None,
     }
 }
 
-/// Every `[providers]` handle with a source (what `loom install` materialises).
+/// Every `[providers]` handle with a source (what `loom install` materialises): plain sources and provider packages.
 pub fn sources(m: &Manifest) -> BTreeMap<String, Source> {
     m.providers
         .iter()
-        .filter_map(|(h, spec)| match spec {
-            ProviderSpec::Source(s) => Some((h.clone(), s.clone())),
-            ProviderSpec::Configured { .. } => None,
-        })
+        .filter_map(|(h, spec)| Some((h.clone(), spec.source()?.clone())))
         .collect()
+}
+
+/// A provider package's config as the JSON object `initialize` carries (`{}` for none). TOML dates become their
+/// RFC 3339 text.
+pub fn config_json(config: Option<&toml::Table>) -> Json {
+    fn value(v: &toml::Value) -> Json {
+        match v {
+            toml::Value::String(s) => json!(s),
+            toml::Value::Integer(i) => json!(i),
+            toml::Value::Float(f) => json!(f),
+            toml::Value::Boolean(b) => json!(b),
+            toml::Value::Datetime(d) => json!(d.to_string()),
+            toml::Value::Array(a) => Json::Array(a.iter().map(value).collect()),
+            toml::Value::Table(t) => table(t),
+        }
+    }
+    fn table(t: &toml::Table) -> Json {
+        Json::Object(t.iter().map(|(k, v)| (k.clone(), value(v))).collect())
+    }
+    config.map_or_else(|| json!({}), table)
 }
 
 /// The install directory of `handle` for the manifest in `manifest_dir`.
@@ -93,10 +123,13 @@ pub struct Resolved {
     pub program: String,
     /// Its arguments (the entry file for node / python3).
     pub args: Vec<String>,
+    /// The construction config `initialize` passes (`{}` for a plain source).
+    pub config: Json,
 }
 
 /// Resolves `[providers].<handle>` to its lock-pinned install, or says why it cannot run and how to fix it.
-pub fn resolve(manifest_dir: &Path, handle: &str, source: &Source) -> Result<Resolved, String> {
+pub fn resolve(manifest_dir: &Path, ext: &External<'_>) -> Result<Resolved, String> {
+    let External { handle, source, .. } = *ext;
     let dir = install_dir(manifest_dir, handle);
     let origin = format!("{}, installed in {}", source.describe(), dir.display());
     let fail = |why: &str| {
@@ -121,6 +154,7 @@ pub fn resolve(manifest_dir: &Path, handle: &str, source: &Source) -> Result<Res
         dir,
         program,
         args,
+        config: config_json(ext.config),
     })
 }
 
@@ -204,6 +238,7 @@ pub fn start(r: &Resolved, place: &ProviderPlace<'_>) -> Result<Arc<McpServer>, 
     init.insert("handle".into(), json!(r.handle));
     init.insert("dataDir".into(), json!(data.display().to_string()));
     init.insert("cwd".into(), json!(place.cwd.display().to_string()));
+    init.insert("config".into(), r.config.clone());
     McpServer::start_as(
         &r.handle,
         cfg,
@@ -217,11 +252,10 @@ pub fn start(r: &Resolved, place: &ProviderPlace<'_>) -> Result<Arc<McpServer>, 
 /// Resolves and starts `[providers].<handle>`.
 pub fn resolve_and_start(
     manifest_dir: &Path,
-    handle: &str,
-    source: &Source,
+    ext: &External<'_>,
     place: &ProviderPlace<'_>,
 ) -> Result<Arc<McpServer>, String> {
-    start(&resolve(manifest_dir, handle, source)?, place)
+    start(&resolve(manifest_dir, ext)?, place)
 }
 
 /// One provider as `loom providers list` / `info` show it.
@@ -237,6 +271,8 @@ pub struct ProviderInfo {
     pub resolved: Option<String>,
     /// The pinned tree hash, when pinned.
     pub sha256: Option<String>,
+    /// The names of the package's construction config keys (never their values; empty for a plain source).
+    pub config_keys: Vec<String>,
     /// The `initialize` answer (`contributes`…), or why the provider could not be started; `None` when not asked.
     pub contributes: Option<Result<Json, String>>,
 }
@@ -247,10 +283,13 @@ pub fn provider_infos(loaded: &crate::load::Loaded, cwd: &Path, spawn: bool) -> 
     let env = crate::load::env_map();
     let storage = crate::storage::storage_dir(&loaded.manifest, &env);
     let lock = read_lock(&loaded.dir).ok().flatten();
-    sources(&loaded.manifest)
-        .into_iter()
-        .map(|(handle, source)| {
-            let state = state_of(&loaded.dir, &handle, &source);
+    let m = &loaded.manifest;
+    m.providers
+        .keys()
+        .filter_map(|h| provider_source(m, &ProviderRef::Handle(h.clone())))
+        .map(|ext| {
+            let handle = ext.handle.to_string();
+            let state = state_of(&loaded.dir, &handle, ext.source);
             let pinned = lock.as_ref().and_then(|l| l.providers.get(&handle));
             let contributes = spawn.then(|| {
                 let place = ProviderPlace {
@@ -258,7 +297,7 @@ pub fn provider_infos(loaded: &crate::load::Loaded, cwd: &Path, spawn: bool) -> 
                     env: &env,
                     storage: &storage,
                 };
-                resolve_and_start(&loaded.dir, &handle, &source, &place).map(|server| {
+                resolve_and_start(&loaded.dir, &ext, &place).map(|server| {
                     server
                         .info()
                         .get("contributes")
@@ -267,10 +306,14 @@ pub fn provider_infos(loaded: &crate::load::Loaded, cwd: &Path, spawn: bool) -> 
                 })
             });
             ProviderInfo {
-                source: source.describe(),
+                source: ext.source.describe(),
                 state,
                 resolved: pinned.map(|e| e.resolved.clone()),
                 sha256: pinned.map(|e| e.sha256.clone()),
+                config_keys: ext
+                    .config
+                    .map(|c| c.keys().cloned().collect())
+                    .unwrap_or_default(),
                 contributes,
                 handle,
             }
@@ -302,5 +345,25 @@ pub fn pick_contribution(
             offered.join(", "),
             wanted.map_or(String::new(), |w| format!(", not {w:?}"))
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn config_reaches_initialize_as_json_and_none_is_an_empty_object() {
+        let t: toml::Table = toml::from_str(
+            "url = \"https://x/\"\nn = 3\nf = 1.5\non = true\nwhen = 2026-12-01T08:00:00Z\nlist = [1, \"a\"]\n\
+             deep = { k = [ { x = 1 } ] }\n",
+        )
+        .unwrap();
+        assert_eq!(
+            config_json(Some(&t)),
+            json!({ "deep": { "k": [ { "x": 1 } ] }, "f": 1.5, "list": [1, "a"], "n": 3, "on": true,
+                    "url": "https://x/", "when": "2026-12-01T08:00:00Z" })
+        );
+        assert_eq!(config_json(None), json!({}));
     }
 }
