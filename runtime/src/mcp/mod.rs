@@ -1,13 +1,14 @@
 //! The MCP client behind the `mcp-server` meta-factory: JSON-RPC 2.0 over stdio ([`stdio`]) or Streamable HTTP
 //! ([`http`]), `initialize` with protocol version negotiation, paginated `tools/list`, `tools/call`, startup and call
 //! timeouts, `notifications/tools/list_changed` (the next call re-lists; a tool that disappeared is refused), bounded
-//! messages, and one restart of a server that died.
+//! messages, and a restart of a server that died, on the next call, unless it crash-loops ([`restart`]).
 //!
 //! The client is synchronous on purpose: boot (which lists every server's tools) is synchronous, and a tool call
 //! runs it on a blocking thread. One [`McpServer`] per `[providers]` handle; calls to one server are serialised.
 
 mod config;
 mod http;
+mod restart;
 mod stdio;
 mod tool;
 
@@ -278,8 +279,8 @@ pub enum Dialect {
     },
 }
 
-/// One MCP server or external provider (one `[providers]` handle): its connection, its last tool listing, and
-/// whether it was restarted.
+/// One MCP server or external provider (one `[providers]` handle): its connection, its last tool listing, and its
+/// recent deaths.
 pub struct McpServer {
     /// The `[providers]` handle (or the inline spec's description).
     pub handle: String,
@@ -290,7 +291,7 @@ pub struct McpServer {
 
 struct Inner {
     conn: Option<Conn>,
-    restarted: bool,
+    restarts: restart::RestartGuard,
     tools: Vec<UpstreamTool>,
     /// The `initialize` result (a provider's contributions live there).
     info: Json,
@@ -325,7 +326,7 @@ impl McpServer {
             dialect,
             inner: Mutex::new(Inner {
                 conn: None,
-                restarted: false,
+                restarts: restart::RestartGuard::default(),
                 tools: vec![],
                 info: Json::Null,
                 death: None,
@@ -485,8 +486,8 @@ impl McpServer {
     }
 
     /// Calls `tool` with `arguments`. `still_ok` re-checks the tool's current listing when the server changed its
-    /// tool list (the tool's grant must still bind to its schema). A dead server is reported, and restarted once on
-    /// the next call.
+    /// tool list (the tool's grant must still bind to its schema). A dead server is reported, and restarted on the
+    /// next call unless it crash-looped.
     pub fn call(
         &self,
         tool: &str,
@@ -557,7 +558,7 @@ impl McpServer {
         }
     }
 
-    /// The state, with a live connection: a server that died is restarted here, once per session.
+    /// The state, with a live connection: a server that died is restarted here, unless it crash-looped.
     fn connected(&self) -> Result<std::sync::MutexGuard<'_, Inner>, String> {
         let mut inner = self.inner.lock().map_err(|_| {
             format!(
@@ -567,20 +568,26 @@ impl McpServer {
             )
         })?;
         if inner.conn.is_none() {
-            if inner.restarted {
+            if inner.restarts.given_up() {
                 return Err(format!(
-                    "{} [providers].{} ({}) died again after a restart ({}); loom will not restart it \
-                     again in this session — fix it, then restart loom",
+                    "{} [providers].{} ({}) {} (last: {}); loom will not restart it again in this session — \
+                     fix it, then restart loom",
                     self.noun(),
                     self.handle,
                     self.launch(),
+                    restart::RestartGuard::why(),
                     inner.death.clone().unwrap_or_default()
                 ));
             }
-            inner.restarted = true;
-            let (conn, tools, info) = self
-                .connect()
-                .map_err(|e| self.explain("cannot restart", &e))?;
+            // a restart that fails is one more death: a server that cannot come back is given up like a crash loop
+            let (conn, tools, info) = match self.connect() {
+                Ok(started) => started,
+                Err(e) => {
+                    let mut msg = self.explain("cannot restart", &e);
+                    self.died(&mut inner, e.to_string(), &mut msg);
+                    return Err(msg);
+                }
+            };
             inner.conn = Some(conn);
             inner.tools = tools;
             inner.info = info;
@@ -589,7 +596,7 @@ impl McpServer {
     }
 
     /// Sends one request of the provider protocol other than `tools/call` (`session/load`, `session/append`) and
-    /// returns its result. A dead provider is reported, and restarted once on the next request, as for calls.
+    /// returns its result. A dead provider is reported, and restarted on the next request, as for calls.
     pub fn request(&self, method: &str, params: Json) -> Result<Json, String> {
         self.request_until(method, params, &|| false)
     }
@@ -620,14 +627,22 @@ impl McpServer {
         let mut msg = self.explain(what, &e);
         if let McpError::Dead(why) = &e {
             inner.conn = None;
-            inner.death = Some(why.clone());
-            msg.push_str(if inner.restarted {
-                "; it was already restarted once, so loom will not restart it again — fix the server, then restart loom"
-            } else {
-                "; loom restarts it once on the next call"
-            });
+            self.died(inner, why.clone(), &mut msg);
         }
         msg
+    }
+
+    /// Records a death (`why`, with the stderr tail) and says in `msg` whether the next call restarts the server.
+    fn died(&self, inner: &mut Inner, why: String, msg: &mut String) {
+        inner.death = Some(why);
+        if inner.restarts.died() {
+            msg.push_str(&format!(
+                "; it {}, so loom will not restart it again in this session — fix the server, then restart loom",
+                restart::RestartGuard::why()
+            ));
+        } else {
+            msg.push_str("; loom restarts it on the next call");
+        }
     }
 }
 

@@ -2,7 +2,7 @@
 //! schema or a 10 MB result, changes its tool list, or (over HTTP) forgets its session.
 
 use std::path::PathBuf;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::json;
 
@@ -96,7 +96,7 @@ fn a_cancelled_call_stops_waiting_and_frees_the_server() {
 }
 
 #[test]
-fn a_crash_mid_call_is_reported_with_stderr_and_the_server_restarts_once() {
+fn a_crash_mid_call_is_reported_with_stderr_and_the_server_restarts() {
     let dir = tempfile::tempdir().unwrap();
     let marker = dir.path().join("crashed");
     let Some(cfg) = stdio("crash", &[&marker.display().to_string()], 10_000) else {
@@ -109,26 +109,74 @@ fn a_crash_mid_call_is_reported_with_stderr_and_the_server_restarts_once() {
         err.contains("simulated crash"),
         "the server's stderr is surfaced: {err}"
     );
-    assert!(err.contains("restarts it once"), "{err}");
+    assert!(err.contains("loom restarts it on the next call"), "{err}");
     let r = s.call("a", json!({ "text": "hi" }), &ok).unwrap();
     assert_eq!(r.text, "after restart: {\"text\":\"hi\"}");
 }
 
+/// A server whose every process crashes on its first call (its marker cannot be written), its restart guard reading
+/// `clock`.
+fn always_crashing(clock: fn() -> Instant) -> Option<Arc<McpServer>> {
+    let cfg = stdio("crash", &["/nonexistent-dir/marker"], 10_000)?;
+    let s = McpServer::start("crashy", cfg).unwrap();
+    s.inner.lock().unwrap().restarts.clock = clock;
+    Some(s)
+}
+
 #[test]
-fn a_second_death_is_not_restarted() {
-    // a marker that cannot be written: every process crashes on its first call
-    let Some(cfg) = stdio("crash", &["/nonexistent-dir/marker"], 10_000) else {
+fn a_crash_loop_is_not_restarted() {
+    // every death at the same instant: the third one makes a crash loop
+    fn frozen() -> Instant {
+        static T: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+        *T.get_or_init(Instant::now)
+    }
+    let Some(s) = always_crashing(frozen) else {
         return;
     };
-    let s = McpServer::start("crashy", cfg).unwrap();
-    assert!(s.call("a", json!({}), &ok).is_err());
+    for _ in 1..restart::CRASH_LOOP_DEATHS {
+        let err = s.call("a", json!({}), &ok).unwrap_err();
+        assert!(err.contains("loom restarts it on the next call"), "{err}");
+    }
     let err = s.call("a", json!({}), &ok).unwrap_err();
     assert!(
-        err.contains("exit status") && err.contains("will not restart it again"),
+        err.contains("exit status")
+            && err.contains("the server's stderr ends with")
+            && err.contains("it died 3 times within 60 s, so loom will not restart it again"),
         "{err}"
     );
+    // refused without a restart, naming the last death (with its stderr) and the fix
     let err = s.call("a", json!({}), &ok).unwrap_err();
-    assert!(err.contains("will not restart it again"), "{err}");
+    assert!(
+        err.contains("[providers].crashy")
+            && err.contains("died 3 times within 60 s (last: ")
+            && err.contains("the server's stderr ends with")
+            && err.contains("fix it, then restart loom"),
+        "{err}"
+    );
+}
+
+#[test]
+fn deaths_spread_out_are_restarted_every_time() {
+    // each reading of the clock is a window and a second later than the last: no two deaths share a window
+    fn stepping() -> Instant {
+        static T: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+        static STEP: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = STEP.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        *T.get_or_init(Instant::now) + (restart::CRASH_LOOP_WINDOW + Duration::from_secs(1)) * n
+    }
+    let Some(s) = always_crashing(stepping) else {
+        return;
+    };
+    for _ in 0..restart::CRASH_LOOP_DEATHS + 2 {
+        let err = s.call("a", json!({}), &ok).unwrap_err();
+        // a restarted process died in the call (its stderr is quoted), not a refusal
+        assert!(
+            err.contains("calling `a` failed")
+                && err.contains("the server's stderr ends with")
+                && err.contains("loom restarts it on the next call"),
+            "{err}"
+        );
+    }
 }
 
 #[test]
