@@ -75,6 +75,12 @@ pub fn render_text(r: &Report) -> String {
             ""
         }
     );
+    // external providers: the source, and a package's config by key name only (values may come from `${VAR}`)
+    for (handle, spec) in &m.providers {
+        if spec.source().is_some() {
+            let _ = writeln!(o, "provider  {handle}  {}", spec.describe());
+        }
+    }
 
     let _ = writeln!(
         o,

@@ -615,6 +615,10 @@ fn a_provider_package_with_config_installs_like_its_source_and_gets_the_config_i
         p["configKeys"],
         serde_json::json!(["nested", "retries", "url_prefix"])
     );
+    s.loom(&["audit", "agent.toml"])
+        .expect_code(0)
+        .stdout_has("provider  fetch  path ./echo-config (config: nested, retries, url_prefix)")
+        .stdout_lacks("api.example.com");
     s.loom(&["providers", "list"])
         .expect_code(0)
         .stdout_has("fetch  path ./echo-config  [installed]")
