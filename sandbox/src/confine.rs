@@ -9,7 +9,7 @@ use std::fmt;
 use seccompiler::BpfProgram;
 
 use crate::landlock::{prepare_landlock, LandlockRule, PreparedLandlock};
-use crate::seccomp::{apply_seccomp, build_seccomp_programs};
+use crate::seccomp::{apply_seccomp, seccomp_programs};
 
 /// The step of [`Confinement::enforce`] that failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -100,7 +100,8 @@ impl EnforceError {
 #[derive(Debug)]
 pub(crate) struct Confinement {
     landlock: Option<PreparedLandlock>,
-    seccomp: Vec<BpfProgram>,
+    /// Compiled once per process (see [`seccomp_programs`]).
+    seccomp: &'static [BpfProgram],
     new_session: bool,
     max_procs: Option<u64>,
     max_file_size: Option<u64>,
@@ -132,7 +133,7 @@ impl Confinement {
         max_procs: Option<u64>,
         max_file_size: Option<u64>,
     ) -> Result<Confinement, String> {
-        let seccomp = build_seccomp_programs(network).map_err(|e| e.to_string())?;
+        let seccomp = seccomp_programs(network).map_err(|e| e.to_string())?;
         let landlock = landlock
             .map(|rules| prepare_landlock(rules, network))
             .transpose()
@@ -209,7 +210,7 @@ impl Confinement {
                 error,
             })?;
         }
-        apply_seccomp(&self.seccomp).map_err(|e| EnforceError {
+        apply_seccomp(self.seccomp).map_err(|e| EnforceError {
             step: Step::Seccomp,
             error: match e {
                 crate::seccomp::SeccompError::Install(error) => error,

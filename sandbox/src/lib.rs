@@ -80,7 +80,8 @@ pub use profile::{
 pub use roots::open_roots;
 pub use sbpl::build_sbpl;
 pub use seccomp::{
-    apply_seccomp, build_abi_guard, build_seccomp_programs, build_seccomp_rules, SeccompError,
+    apply_seccomp, build_abi_guard, build_seccomp_programs, build_seccomp_rules, ArgCheck, ArgOp,
+    ArgWidth, DenyRule, SeccompError,
 };
 pub use select::{parse_grant, GrantTextError};
 pub use spawn::{

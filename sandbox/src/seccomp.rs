@@ -1,18 +1,25 @@
-//! The seccomp stage: pure rule construction (`build_*`) and the applier (`apply_seccomp`).
+//! The seccomp stage: pure rule construction (`build_seccomp_rules`), the program compiler
+//! (`build_seccomp_programs`) and the applier (`apply_seccomp`).
 //!
 //! Denied (EPERM) for every sandbox: socket families AF_VSOCK and AF_PACKET, netlink other than NETLINK_ROUTE,
 //! io_uring, ptrace and process_vm_*, ioctl TIOCSTI / TIOCLINUX (compared on the low 32 bits, as the kernel does),
 //! new user namespaces through clone/unshare, open_by_handle_at, bpf, perf_event_open, userfaultfd, the kernel
 //! keyring, setns, mount/umount/pivot_root and module/kexec loading. With the network off, every socket family other
 //! than AF_UNIX. clone3 fails with ENOSYS (its flags live in memory seccomp cannot read), so libc falls back to
-//! clone, whose flags are checked. All of it is one program (one filter to install per exec). Syscalls of a non-native ABI (x32, i386 on x86_64) kill the process.
+//! clone, whose flags are checked. All of it is one program (one filter to install per exec). Syscalls of a
+//! non-native ABI (x32, i386 on x86_64) kill the process.
+//!
+//! The program finds a syscall's rules by binary search over the syscall numbers instead of comparing the number
+//! with every listed syscall in turn: the kernel runs the program once per syscall number of each ABI when the
+//! filter is installed (to learn which numbers are always allowed, so it can skip the filter for them), and every
+//! such run walks about a dozen instructions instead of about seventy. The decisions are those of a linear program
+//! compiled by seccompiler from the same rules (a test compares both on every syscall number, architecture and a
+//! set of arguments).
 
 use std::collections::BTreeMap;
+use std::sync::OnceLock;
 
-use seccompiler::{
-    sock_filter, BpfProgram, SeccompAction, SeccompCmpArgLen as Len, SeccompCmpOp as Op,
-    SeccompCondition as Cond, SeccompFilter, SeccompRule, TargetArch,
-};
+use seccompiler::{sock_filter, BpfProgram};
 
 /// Why a seccomp filter could not be built or installed.
 #[derive(Debug, thiserror::Error)]
@@ -37,48 +44,100 @@ pub const TIOCSTI: u64 = 0x5412;
 pub const TIOCLINUX: u64 = 0x541C;
 const CLONE_NEWUSER: u64 = libc::CLONE_NEWUSER as u64;
 
-fn cond(arg: u8, len: Len, op: Op, value: u64) -> Result<Cond, SeccompError> {
-    Cond::new(arg, len, op, value).map_err(|e| SeccompError::Build(e.to_string()))
+/// How much of a (64-bit) syscall argument a check compares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum ArgWidth {
+    /// The low 32 bits (an `int` argument, or what the kernel itself compares, as for ioctl requests).
+    Low32,
+    /// All 64 bits.
+    Full64,
 }
 
-fn rule(conds: Vec<Cond>) -> Result<SeccompRule, SeccompError> {
-    SeccompRule::new(conds).map_err(|e| SeccompError::Build(e.to_string()))
+/// A comparison of one syscall argument (of the width the check names) with a constant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum ArgOp {
+    /// Equal to the value.
+    Eq(u64),
+    /// Not equal to the value.
+    Ne(u64),
+    /// `arg & mask == value & mask`.
+    MaskedEq {
+        /// The bits compared.
+        mask: u64,
+        /// Their expected value.
+        value: u64,
+    },
 }
+
+/// One check of a deny rule: argument `arg` (0–5) compared by `op`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ArgCheck {
+    /// The argument's index (0–5).
+    pub arg: u8,
+    /// How much of it is compared.
+    pub width: ArgWidth,
+    /// The comparison.
+    pub op: ArgOp,
+}
+
+impl ArgCheck {
+    /// Argument `arg`'s low 32 bits compared by `op`.
+    pub const fn low32(arg: u8, op: ArgOp) -> ArgCheck {
+        ArgCheck {
+            arg,
+            width: ArgWidth::Low32,
+            op,
+        }
+    }
+
+    /// All 64 bits of argument `arg` compared by `op`.
+    pub const fn full64(arg: u8, op: ArgOp) -> ArgCheck {
+        ArgCheck {
+            arg,
+            width: ArgWidth::Full64,
+            op,
+        }
+    }
+}
+
+/// A deny rule: the syscall fails with EPERM when every check holds.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct DenyRule(pub Vec<ArgCheck>);
 
 /// The EPERM rules: syscall number -> rules (any matching rule denies; an empty list denies unconditionally).
-pub fn build_seccomp_rules(network: bool) -> Result<BTreeMap<i64, Vec<SeccompRule>>, SeccompError> {
-    let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
+pub fn build_seccomp_rules(network: bool) -> BTreeMap<i64, Vec<DenyRule>> {
+    use ArgOp::{Eq, MaskedEq, Ne};
+    let mut rules: BTreeMap<i64, Vec<DenyRule>> = BTreeMap::new();
     let socket = if network {
         vec![
-            rule(vec![cond(0, Len::Dword, Op::Eq, AF_PACKET)?])?,
-            rule(vec![cond(0, Len::Dword, Op::Eq, AF_VSOCK)?])?,
-            rule(vec![
-                cond(0, Len::Dword, Op::Eq, AF_NETLINK)?,
-                cond(2, Len::Dword, Op::Ne, NETLINK_ROUTE)?,
-            ])?,
+            DenyRule(vec![ArgCheck::low32(0, Eq(AF_PACKET))]),
+            DenyRule(vec![ArgCheck::low32(0, Eq(AF_VSOCK))]),
+            DenyRule(vec![
+                ArgCheck::low32(0, Eq(AF_NETLINK)),
+                ArgCheck::low32(2, Ne(NETLINK_ROUTE)),
+            ]),
         ]
     } else {
-        vec![rule(vec![cond(0, Len::Dword, Op::Ne, AF_UNIX)?])?]
+        vec![DenyRule(vec![ArgCheck::low32(0, Ne(AF_UNIX))])]
     };
     rules.insert(libc::SYS_socket, socket.clone());
     rules.insert(libc::SYS_socketpair, socket);
     rules.insert(
         libc::SYS_ioctl,
         vec![
-            rule(vec![cond(1, Len::Dword, Op::Eq, TIOCSTI)?])?,
-            rule(vec![cond(1, Len::Dword, Op::Eq, TIOCLINUX)?])?,
+            DenyRule(vec![ArgCheck::low32(1, Eq(TIOCSTI))]),
+            DenyRule(vec![ArgCheck::low32(1, Eq(TIOCLINUX))]),
         ],
     );
-    let new_user = || -> Result<Vec<SeccompRule>, SeccompError> {
-        Ok(vec![rule(vec![cond(
-            0,
-            Len::Qword,
-            Op::MaskedEq(CLONE_NEWUSER),
-            CLONE_NEWUSER,
-        )?])?])
-    };
-    rules.insert(libc::SYS_clone, new_user()?);
-    rules.insert(libc::SYS_unshare, new_user()?);
+    let new_user = vec![DenyRule(vec![ArgCheck::full64(
+        0,
+        MaskedEq {
+            mask: CLONE_NEWUSER,
+            value: CLONE_NEWUSER,
+        },
+    )])];
+    rules.insert(libc::SYS_clone, new_user.clone());
+    rules.insert(libc::SYS_unshare, new_user);
     for nr in [
         libc::SYS_io_uring_setup,
         libc::SYS_io_uring_enter,
@@ -104,40 +163,248 @@ pub fn build_seccomp_rules(network: bool) -> Result<BTreeMap<i64, Vec<SeccompRul
     ] {
         rules.insert(nr, Vec::new());
     }
-    Ok(rules)
+    rules
 }
 
-fn arch() -> Result<TargetArch, SeccompError> {
-    std::env::consts::ARCH
-        .try_into()
-        .map_err(|e: seccompiler::BackendError| SeccompError::Build(e.to_string()))
+// Classic BPF opcodes (linux/bpf_common.h) and `struct seccomp_data` offsets.
+const LD_W_ABS: u16 = 0x20;
+const JMP_JA: u16 = 0x05;
+const JMP_JEQ_K: u16 = 0x15;
+const JMP_JGE_K: u16 = 0x35;
+const ALU_AND_K: u16 = 0x54;
+const RET_K: u16 = 0x06;
+const DATA_NR: u32 = 0;
+const DATA_ARCH: u32 = 4;
+const DATA_ARGS: u32 = 16;
+/// Syscall numbers from here up are x32's on x86_64 (`__X32_SYSCALL_BIT`).
+const X32_SYSCALL_BIT: u32 = 0x4000_0000;
+const RET_ALLOW: u32 = libc::SECCOMP_RET_ALLOW;
+const RET_KILL: u32 = libc::SECCOMP_RET_KILL_PROCESS;
+const RET_EPERM: u32 = libc::SECCOMP_RET_ERRNO | (libc::EPERM as u32 & libc::SECCOMP_RET_DATA);
+const RET_ENOSYS: u32 = libc::SECCOMP_RET_ERRNO | (libc::ENOSYS as u32 & libc::SECCOMP_RET_DATA);
+/// At most this many syscall numbers are compared one by one at the end of a binary search.
+const LINEAR_LEAF: usize = 3;
+
+/// The native architecture's `AUDIT_ARCH_*` value (what `seccomp_data.arch` holds for a native syscall).
+fn audit_arch() -> Result<u32, SeccompError> {
+    // EM_* | __AUDIT_ARCH_64BIT | __AUDIT_ARCH_LE (linux/audit.h)
+    const ARCH64_LE: u32 = 0x8000_0000 | 0x4000_0000;
+    match std::env::consts::ARCH {
+        "x86_64" => Ok(62 | ARCH64_LE),
+        "aarch64" => Ok(183 | ARCH64_LE),
+        "riscv64" => Ok(243 | ARCH64_LE),
+        other => Err(SeccompError::Build(format!(
+            "no seccomp filter for the {other} architecture"
+        ))),
+    }
 }
 
-/// Instructions placed before a compiled filter: on x86_64, kill any x32 syscall (numbers with bit 30 set), which
-/// the architecture check alone lets through. Empty elsewhere.
+/// Offsets of the low and high 32-bit halves of syscall argument `arg` in `struct seccomp_data`.
+fn arg_halves(arg: u8) -> Result<(u32, u32), SeccompError> {
+    if arg > 5 {
+        return Err(SeccompError::Build(format!("no syscall argument {arg}")));
+    }
+    let at = DATA_ARGS + 8 * u32::from(arg);
+    Ok(if cfg!(target_endian = "little") {
+        (at, at + 4)
+    } else {
+        (at + 4, at)
+    })
+}
+
+/// A jump target while assembling: the next instruction, or a label bound later (always further on: classic BPF
+/// only jumps forward).
+#[derive(Clone, Copy)]
+enum To {
+    Next,
+    Label(usize),
+}
+
+enum Insn {
+    Stmt(sock_filter),
+    Jump { code: u16, k: u32, jt: To, jf: To },
+    Ja(usize),
+}
+
+/// A tiny assembler: instructions with symbolic forward jumps, resolved into offsets by [`Asm::finish`].
+#[derive(Default)]
+struct Asm {
+    code: Vec<Insn>,
+    labels: Vec<Option<usize>>,
+}
+
+impl Asm {
+    fn label(&mut self) -> usize {
+        self.labels.push(None);
+        self.labels.len() - 1
+    }
+
+    fn bind(&mut self, label: usize) {
+        if let Some(slot) = self.labels.get_mut(label) {
+            *slot = Some(self.code.len());
+        }
+    }
+
+    fn stmt(&mut self, code: u16, k: u32) {
+        self.code.push(Insn::Stmt(sock_filter {
+            code,
+            jt: 0,
+            jf: 0,
+            k,
+        }));
+    }
+
+    fn ret(&mut self, k: u32) {
+        self.stmt(RET_K, k);
+    }
+
+    fn jump(&mut self, code: u16, k: u32, jt: To, jf: To) {
+        self.code.push(Insn::Jump { code, k, jt, jf });
+    }
+
+    fn finish(self) -> Result<BpfProgram, SeccompError> {
+        let offset = |from: usize, to: To| -> Result<usize, SeccompError> {
+            match to {
+                To::Next => Ok(0),
+                To::Label(l) => self
+                    .labels
+                    .get(l)
+                    .copied()
+                    .flatten()
+                    .and_then(|at| at.checked_sub(from + 1))
+                    .ok_or_else(|| SeccompError::Build("a jump goes backwards or nowhere".into())),
+            }
+        };
+        let short = |n: usize| {
+            u8::try_from(n)
+                .map_err(|_| SeccompError::Build("a conditional jump is too long".into()))
+        };
+        let mut out = Vec::with_capacity(self.code.len());
+        for (at, insn) in self.code.iter().enumerate() {
+            out.push(match *insn {
+                Insn::Stmt(ref s) => s.clone(),
+                Insn::Jump { code, k, jt, jf } => sock_filter {
+                    code,
+                    jt: short(offset(at, jt)?)?,
+                    jf: short(offset(at, jf)?)?,
+                    k,
+                },
+                Insn::Ja(l) => sock_filter {
+                    code: JMP_JA,
+                    jt: 0,
+                    jf: 0,
+                    k: u32::try_from(offset(at, To::Label(l))?)
+                        .map_err(|_| SeccompError::Build("a jump is too long".into()))?,
+                },
+            });
+        }
+        if out.len() > usize::from(u16::MAX) || out.last().map(|i| i.code) != Some(RET_K) {
+            return Err(SeccompError::Build("malformed program".into()));
+        }
+        Ok(out)
+    }
+
+    /// Jumps to `fail` unless `check` holds for the syscall's arguments (clobbers the accumulator).
+    fn check(&mut self, check: &ArgCheck, fail: usize) -> Result<(), SeccompError> {
+        let (lo_at, hi_at) = arg_halves(check.arg)?;
+        let halves = |v: u64| (v as u32, (v >> 32) as u32);
+        let fail = To::Label(fail);
+        let full = check.width == ArgWidth::Full64;
+        match check.op {
+            ArgOp::Eq(v) => {
+                let (lo, hi) = halves(v);
+                if full {
+                    self.stmt(LD_W_ABS, hi_at);
+                    self.jump(JMP_JEQ_K, hi, To::Next, fail);
+                }
+                self.stmt(LD_W_ABS, lo_at);
+                self.jump(JMP_JEQ_K, lo, To::Next, fail);
+            }
+            ArgOp::Ne(v) => {
+                let (lo, hi) = halves(v);
+                let holds = self.label();
+                if full {
+                    self.stmt(LD_W_ABS, hi_at);
+                    self.jump(JMP_JEQ_K, hi, To::Next, To::Label(holds));
+                }
+                self.stmt(LD_W_ABS, lo_at);
+                self.jump(JMP_JEQ_K, lo, fail, To::Next);
+                self.bind(holds);
+            }
+            ArgOp::MaskedEq { mask, value } => {
+                let (mask_lo, mask_hi) = halves(mask);
+                let (lo, hi) = halves(value & mask);
+                // With no high bits in the mask, the high half always matches.
+                if full && mask_hi != 0 {
+                    self.stmt(LD_W_ABS, hi_at);
+                    self.stmt(ALU_AND_K, mask_hi);
+                    self.jump(JMP_JEQ_K, hi, To::Next, fail);
+                }
+                self.stmt(LD_W_ABS, lo_at);
+                self.stmt(ALU_AND_K, mask_lo);
+                self.jump(JMP_JEQ_K, lo, To::Next, fail);
+            }
+        }
+        Ok(())
+    }
+
+    /// A binary search for the loaded syscall number among `keys` (sorted), jumping to the key's block, or to
+    /// `allow` when it is none of them.
+    fn search(&mut self, keys: &[(u32, usize)], allow: usize) {
+        if keys.len() <= LINEAR_LEAF {
+            for (i, (nr, block)) in keys.iter().enumerate() {
+                let miss = if i + 1 == keys.len() {
+                    To::Label(allow)
+                } else {
+                    To::Next
+                };
+                self.jump(JMP_JEQ_K, *nr, To::Label(*block), miss);
+            }
+            if keys.is_empty() {
+                self.code.push(Insn::Ja(allow));
+            }
+            return;
+        }
+        let mid = keys.len() / 2;
+        let upper = self.label();
+        self.jump(JMP_JGE_K, keys[mid].0, To::Label(upper), To::Next);
+        self.search(&keys[..mid], allow);
+        self.bind(upper);
+        self.search(&keys[mid..], allow);
+    }
+}
+
+/// What the program does for one listed syscall.
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord)]
+enum Block {
+    /// clone3: ENOSYS, so libc falls back to clone.
+    NoSys,
+    /// EPERM when a rule matches (always, for an empty list).
+    Deny(Vec<DenyRule>),
+}
+
+/// The x32 guard: instructions placed before the architecture check. On x86_64, any syscall number with bit 30 set
+/// (x32's), which the architecture check alone lets through, kills the process. Empty elsewhere.
 pub fn build_abi_guard() -> Vec<sock_filter> {
     if cfg!(target_arch = "x86_64") {
-        const BPF_LD_W_ABS: u16 = 0x20;
-        const BPF_JMP_JGE_K: u16 = 0x35;
-        const BPF_RET_K: u16 = 0x06;
         vec![
             sock_filter {
-                code: BPF_LD_W_ABS,
+                code: LD_W_ABS,
                 jt: 0,
                 jf: 0,
-                k: 0,
+                k: DATA_NR,
             },
             sock_filter {
-                code: BPF_JMP_JGE_K,
+                code: JMP_JGE_K,
                 jt: 0,
                 jf: 1,
-                k: 0x4000_0000,
+                k: X32_SYSCALL_BIT,
             },
             sock_filter {
-                code: BPF_RET_K,
+                code: RET_K,
                 jt: 0,
                 jf: 0,
-                k: libc::SECCOMP_RET_KILL_PROCESS,
+                k: RET_KILL,
             },
         ]
     } else {
@@ -145,71 +412,81 @@ pub fn build_abi_guard() -> Vec<sock_filter> {
     }
 }
 
-/// The program to install: the ABI guard, the architecture check (a foreign architecture kills the process), clone3
-/// -> ENOSYS, then the EPERM deny list. One program rather than a deny program plus a separate clone3 program: what
-/// is denied is the same (the kernel would take ENOSYS from the clone3 program, as the deny list allows clone3), but
-/// the kernel checks, converts and JIT-compiles one filter per exec instead of two.
+/// The program to install: the x32 guard ([`build_abi_guard`]), the architecture check (a foreign architecture,
+/// e.g. i386 on x86_64, kills the process), then a binary search over the syscall numbers that have rules: clone3
+/// -> ENOSYS, and the EPERM deny list of [`build_seccomp_rules`]; everything else is allowed. One program rather
+/// than a deny program plus a separate clone3 program, so the kernel checks, converts and JIT-compiles one filter
+/// per exec.
 pub fn build_seccomp_programs(network: bool) -> Result<Vec<BpfProgram>, SeccompError> {
-    let deny = SeccompFilter::new(
-        build_seccomp_rules(network)?,
-        SeccompAction::Allow,
-        SeccompAction::Errno(libc::EPERM as u32),
-        arch()?,
-    )
-    .map_err(|e| SeccompError::Build(e.to_string()))?;
-    let compiled: BpfProgram = deny
-        .try_into()
-        .map_err(|e: seccompiler::BackendError| SeccompError::Build(e.to_string()))?;
-    let mut prog = build_abi_guard();
-    prog.extend(with_clone3_enosys(compiled)?);
-    Ok(vec![prog])
+    let arch = audit_arch()?;
+    let mut listed: BTreeMap<u32, Block> = BTreeMap::new();
+    let number = |nr: i64| {
+        u32::try_from(nr).map_err(|_| SeccompError::Build(format!("syscall number {nr}")))
+    };
+    for (nr, rules) in build_seccomp_rules(network) {
+        listed.insert(number(nr)?, Block::Deny(rules));
+    }
+    listed.insert(number(libc::SYS_clone3)?, Block::NoSys);
+
+    let mut asm = Asm::default();
+    for insn in build_abi_guard() {
+        asm.code.push(Insn::Stmt(insn));
+    }
+    let native = asm.label();
+    asm.stmt(LD_W_ABS, DATA_ARCH);
+    asm.jump(JMP_JEQ_K, arch, To::Label(native), To::Next);
+    asm.ret(RET_KILL);
+    asm.bind(native);
+    asm.stmt(LD_W_ABS, DATA_NR);
+    // One block per distinct action (socket and socketpair share one, as do clone and unshare).
+    let mut blocks: BTreeMap<&Block, usize> = BTreeMap::new();
+    let mut keys = Vec::with_capacity(listed.len());
+    for (nr, block) in &listed {
+        let label = match blocks.get(block) {
+            Some(l) => *l,
+            None => {
+                let l = asm.label();
+                blocks.insert(block, l);
+                l
+            }
+        };
+        keys.push((*nr, label));
+    }
+    let allow = asm.label();
+    asm.search(&keys, allow);
+    for (block, label) in blocks {
+        asm.bind(label);
+        match block {
+            Block::NoSys => asm.ret(RET_ENOSYS),
+            Block::Deny(rules) if rules.is_empty() => asm.ret(RET_EPERM),
+            Block::Deny(rules) => {
+                for rule in rules {
+                    let next_rule = asm.label();
+                    for check in &rule.0 {
+                        asm.check(check, next_rule)?;
+                    }
+                    asm.ret(RET_EPERM);
+                    asm.bind(next_rule);
+                }
+                asm.ret(RET_ALLOW);
+            }
+        }
+    }
+    asm.bind(allow);
+    asm.ret(RET_ALLOW);
+    Ok(vec![asm.finish()?])
 }
 
-/// Inserts `clone3 -> ENOSYS` into a compiled deny program right after its architecture check and syscall-number
-/// load (seccompiler's layout: `ld arch; jeq arch, 1, 0; ret KILL_PROCESS; ld nr; <syscall chains>`). No jump of
-/// those first four instructions crosses the insertion point, so the chains after it need no adjustment. Any other
-/// layout is refused (a newer seccompiler), rather than spliced blindly.
-fn with_clone3_enosys(compiled: BpfProgram) -> Result<BpfProgram, SeccompError> {
-    const BPF_LD_W_ABS: u16 = 0x20;
-    const BPF_JMP_JEQ_K: u16 = 0x15;
-    const BPF_RET_K: u16 = 0x06;
-    const SECCOMP_DATA_NR: u32 = 0;
-    const SECCOMP_DATA_ARCH: u32 = 4;
-    let layout_ok = matches!(
-        compiled.get(..4),
-        Some([ld_arch, check, kill, ld_nr])
-            if ld_arch.code == BPF_LD_W_ABS && ld_arch.k == SECCOMP_DATA_ARCH
-            && check.code == BPF_JMP_JEQ_K && check.jt == 1 && check.jf == 0
-            && kill.code == BPF_RET_K && kill.k == libc::SECCOMP_RET_KILL_PROCESS
-            && ld_nr.code == BPF_LD_W_ABS && ld_nr.k == SECCOMP_DATA_NR
-    );
-    if !layout_ok {
-        return Err(SeccompError::Build(
-            "unexpected layout of the compiled seccomp program (cannot add the clone3 check)"
-                .into(),
-        ));
+/// The programs of [`build_seccomp_programs`] for `network`, compiled once per process (they depend on nothing
+/// else: the rules are constants and the architecture is this binary's).
+pub(crate) fn seccomp_programs(network: bool) -> Result<&'static [BpfProgram], SeccompError> {
+    static PROGRAMS: [OnceLock<Result<Vec<BpfProgram>, String>>; 2] =
+        [OnceLock::new(), OnceLock::new()];
+    let slot = &PROGRAMS[usize::from(network)];
+    match slot.get_or_init(|| build_seccomp_programs(network).map_err(|e| e.to_string())) {
+        Ok(p) => Ok(p),
+        Err(e) => Err(SeccompError::Build(e.clone())),
     }
-    let clone3 = u32::try_from(libc::SYS_clone3)
-        .map_err(|_| SeccompError::Build("clone3's syscall number does not fit".into()))?;
-    let mut out = compiled;
-    out.splice(
-        4..4,
-        [
-            sock_filter {
-                code: BPF_JMP_JEQ_K,
-                jt: 0,
-                jf: 1,
-                k: clone3,
-            },
-            sock_filter {
-                code: BPF_RET_K,
-                jt: 0,
-                jf: 0,
-                k: libc::SECCOMP_RET_ERRNO | (libc::ENOSYS as u32 & libc::SECCOMP_RET_DATA),
-            },
-        ],
-    );
-    Ok(out)
 }
 
 /// Installs the programs on the calling thread, in order. `no_new_privs` must already be set.
@@ -247,51 +524,42 @@ pub fn apply_seccomp(programs: &[BpfProgram]) -> Result<(), SeccompError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ArgOp::{Eq, MaskedEq, Ne};
 
     #[test]
     fn network_off_denies_every_family_but_unix() {
-        let r = build_seccomp_rules(false).unwrap();
-        let socket = &r[&libc::SYS_socket];
-        assert_eq!(socket.len(), 1);
+        let r = build_seccomp_rules(false);
         assert_eq!(
-            socket[0],
-            rule(vec![cond(0, Len::Dword, Op::Ne, AF_UNIX).unwrap()]).unwrap()
+            r[&libc::SYS_socket],
+            [DenyRule(vec![ArgCheck::low32(0, Ne(AF_UNIX))])]
         );
+        assert_eq!(r[&libc::SYS_socketpair], r[&libc::SYS_socket]);
     }
 
     #[test]
     fn network_on_still_denies_packet_vsock_and_non_route_netlink() {
-        let r = build_seccomp_rules(true).unwrap();
+        let r = build_seccomp_rules(true);
         let socket = &r[&libc::SYS_socket];
         assert_eq!(socket.len(), 3);
-        assert!(
-            socket.contains(&rule(vec![cond(0, Len::Dword, Op::Eq, AF_PACKET).unwrap()]).unwrap())
-        );
-        assert!(
-            socket.contains(&rule(vec![cond(0, Len::Dword, Op::Eq, AF_VSOCK).unwrap()]).unwrap())
-        );
-        assert!(socket.contains(
-            &rule(vec![
-                cond(0, Len::Dword, Op::Eq, AF_NETLINK).unwrap(),
-                cond(2, Len::Dword, Op::Ne, NETLINK_ROUTE).unwrap(),
-            ])
-            .unwrap()
-        ));
+        assert!(socket.contains(&DenyRule(vec![ArgCheck::low32(0, Eq(AF_PACKET))])));
+        assert!(socket.contains(&DenyRule(vec![ArgCheck::low32(0, Eq(AF_VSOCK))])));
+        assert!(socket.contains(&DenyRule(vec![
+            ArgCheck::low32(0, Eq(AF_NETLINK)),
+            ArgCheck::low32(2, Ne(NETLINK_ROUTE)),
+        ])));
     }
 
     #[test]
     fn terminal_injection_is_matched_on_the_low_32_bits() {
-        let r = build_seccomp_rules(false).unwrap();
+        let r = build_seccomp_rules(false);
         let ioctl = &r[&libc::SYS_ioctl];
-        assert!(ioctl.contains(&rule(vec![cond(1, Len::Dword, Op::Eq, TIOCSTI).unwrap()]).unwrap()));
-        assert!(
-            ioctl.contains(&rule(vec![cond(1, Len::Dword, Op::Eq, TIOCLINUX).unwrap()]).unwrap())
-        );
+        assert!(ioctl.contains(&DenyRule(vec![ArgCheck::low32(1, Eq(TIOCSTI))])));
+        assert!(ioctl.contains(&DenyRule(vec![ArgCheck::low32(1, Eq(TIOCLINUX))])));
     }
 
     #[test]
     fn always_denied_syscalls_are_unconditional() {
-        let r = build_seccomp_rules(true).unwrap();
+        let r = build_seccomp_rules(true);
         for nr in [
             libc::SYS_io_uring_setup,
             libc::SYS_ptrace,
@@ -303,21 +571,282 @@ mod tests {
         assert_eq!(r[&libc::SYS_unshare].len(), 1);
     }
 
+    /// A classic-BPF interpreter for the instructions seccomp programs use here: runs `prog` on a `seccomp_data`
+    /// and returns the action and how many instructions it executed. Panics on anything else (an instruction the
+    /// compiler should not emit, a jump out of the program, running off its end).
+    fn eval(prog: &[sock_filter], nr: u32, arch: u32, args: [u64; 6]) -> (u32, usize) {
+        let mut data = [0u8; 64];
+        data[0..4].copy_from_slice(&nr.to_ne_bytes());
+        data[4..8].copy_from_slice(&arch.to_ne_bytes());
+        for (i, a) in args.iter().enumerate() {
+            data[16 + 8 * i..24 + 8 * i].copy_from_slice(&a.to_ne_bytes());
+        }
+        let (mut pc, mut acc, mut steps) = (0usize, 0u32, 0usize);
+        loop {
+            let i = &prog[pc];
+            steps += 1;
+            pc += 1;
+            match i.code {
+                LD_W_ABS => {
+                    let k = i.k as usize;
+                    assert!(k.is_multiple_of(4) && k + 4 <= data.len(), "load at {k}");
+                    acc = u32::from_ne_bytes(data[k..k + 4].try_into().unwrap());
+                }
+                ALU_AND_K => acc &= i.k,
+                JMP_JA => pc += i.k as usize,
+                JMP_JEQ_K | JMP_JGE_K | 0x25 | 0x45 => {
+                    let taken = match i.code {
+                        JMP_JEQ_K => acc == i.k,
+                        JMP_JGE_K => acc >= i.k,
+                        0x25 => acc > i.k,
+                        _ => acc & i.k != 0,
+                    };
+                    pc += usize::from(if taken { i.jt } else { i.jf });
+                }
+                RET_K => return (i.k, steps),
+                other => panic!("unexpected instruction {other:#x}"),
+            }
+        }
+    }
+
+    /// The program before the binary search: seccompiler's linear chain for the same rules, the x32 guard in front
+    /// and clone3 -> ENOSYS spliced in after the architecture check and the syscall-number load.
+    fn seccompiler_program(network: bool) -> BpfProgram {
+        use seccompiler::{
+            SeccompAction, SeccompCmpArgLen as Len, SeccompCmpOp as Op, SeccompCondition,
+            SeccompFilter, SeccompRule,
+        };
+        let rules = build_seccomp_rules(network)
+            .into_iter()
+            .map(|(nr, rules)| {
+                let rules = rules
+                    .into_iter()
+                    .map(|DenyRule(checks)| {
+                        let conds = checks
+                            .into_iter()
+                            .map(|c| {
+                                let len = match c.width {
+                                    ArgWidth::Low32 => Len::Dword,
+                                    ArgWidth::Full64 => Len::Qword,
+                                };
+                                let (op, value) = match c.op {
+                                    Eq(v) => (Op::Eq, v),
+                                    Ne(v) => (Op::Ne, v),
+                                    MaskedEq { mask, value } => (Op::MaskedEq(mask), value),
+                                };
+                                SeccompCondition::new(c.arg, len, op, value).unwrap()
+                            })
+                            .collect();
+                        SeccompRule::new(conds).unwrap()
+                    })
+                    .collect();
+                (nr, rules)
+            })
+            .collect();
+        let filter = SeccompFilter::new(
+            rules,
+            SeccompAction::Allow,
+            SeccompAction::Errno(libc::EPERM as u32),
+            std::env::consts::ARCH.try_into().unwrap(),
+        )
+        .unwrap();
+        let compiled: BpfProgram = filter.try_into().unwrap();
+        // seccompiler's layout: ld arch; jeq arch, 1, 0; ret KILL_PROCESS; ld nr; <syscall chains>
+        assert_eq!(compiled[3].code, LD_W_ABS);
+        assert_eq!(compiled[3].k, DATA_NR);
+        let mut prog = build_abi_guard();
+        prog.extend_from_slice(&compiled[..4]);
+        prog.push(sock_filter {
+            code: JMP_JEQ_K,
+            jt: 0,
+            jf: 1,
+            k: libc::SYS_clone3 as u32,
+        });
+        prog.push(sock_filter {
+            code: RET_K,
+            jt: 0,
+            jf: 0,
+            k: RET_ENOSYS,
+        });
+        prog.extend_from_slice(&compiled[4..]);
+        prog
+    }
+
+    /// Argument vectors that exercise every check: each interesting value in each argument position, the netlink
+    /// family with each protocol, high bits set above a matching low half, and pseudo-random vectors.
+    fn argument_vectors() -> Vec<[u64; 6]> {
+        let interesting: Vec<u64> = [
+            0,
+            1,
+            2,
+            AF_UNIX,
+            libc::AF_INET as u64,
+            libc::AF_INET6 as u64,
+            AF_NETLINK,
+            AF_PACKET,
+            AF_VSOCK,
+            NETLINK_ROUTE,
+            libc::NETLINK_AUDIT as u64,
+            TIOCSTI,
+            TIOCLINUX,
+            0x5413,
+            CLONE_NEWUSER,
+            CLONE_NEWUSER | libc::SIGCHLD as u64,
+            u64::from(u32::MAX),
+            u64::MAX,
+        ]
+        .into_iter()
+        .flat_map(|v| [v, v | (1 << 32), v | (0xffff_ffff << 32)])
+        .collect();
+        let mut out = vec![[0u64; 6]];
+        for &v in &interesting {
+            for pos in 0..6 {
+                let mut a = [0u64; 6];
+                a[pos] = v;
+                out.push(a);
+            }
+        }
+        for &proto in &interesting {
+            out.push([AF_NETLINK, 0, proto, 0, 0, 0]);
+        }
+        // xorshift64*: deterministic, mixing the interesting values with random bits.
+        let mut s: u64 = 0x9E37_79B9_7F4A_7C15;
+        let mut next = || {
+            s ^= s >> 12;
+            s ^= s << 25;
+            s ^= s >> 27;
+            s.wrapping_mul(0x2545_F491_4F6C_DD1D)
+        };
+        for _ in 0..64 {
+            let mut a = [0u64; 6];
+            for slot in &mut a {
+                let r = next();
+                *slot = if r & 1 == 0 {
+                    interesting[(r >> 8) as usize % interesting.len()]
+                } else {
+                    r
+                };
+            }
+            out.push(a);
+        }
+        out
+    }
+
+    /// The binary-search program decides exactly as the linear one did: same action for every syscall number
+    /// 0..=1023, the x32 range and the extremes, under the native architecture and foreign ones, for every argument
+    /// vector of [`argument_vectors`].
     #[test]
-    fn programs_compile_with_the_abi_guard_first() {
+    fn the_binary_search_program_decides_as_the_linear_one() {
+        let native = audit_arch().unwrap();
+        let arches = [native, 0x4000_0003, 0xC000_00B7, 0xC000_003E, 0, u32::MAX];
+        let mut numbers: Vec<u32> = (0..=1023).collect();
+        numbers.extend((0..=600).map(|n| X32_SYSCALL_BIT + n));
+        numbers.extend([
+            0x3fff_ffff,
+            0x7fff_ffff,
+            0x8000_0000,
+            u32::MAX - 1,
+            u32::MAX,
+        ]);
+        let vectors = argument_vectors();
+        for network in [false, true] {
+            let rules = build_seccomp_rules(network);
+            let old = seccompiler_program(network);
+            let new = build_seccomp_programs(network).unwrap().remove(0);
+            assert!(new.len() < old.len(), "{} vs {}", new.len(), old.len());
+            let mut denied = 0;
+            for &arch in &arches {
+                for &nr in &numbers {
+                    // Arguments only matter for a syscall with rules: all vectors there, two elsewhere.
+                    let conditional =
+                        arch == native && rules.get(&i64::from(nr)).is_some_and(|r| !r.is_empty());
+                    let some = [[0; 6], vectors[vectors.len() - 1]];
+                    for args in if conditional { &vectors[..] } else { &some[..] } {
+                        let (want, _) = eval(&old, nr, arch, *args);
+                        let (got, _) = eval(&new, nr, arch, *args);
+                        assert_eq!(
+                            got, want,
+                            "network {network}, arch {arch:#x}, nr {nr}, args {args:x?}"
+                        );
+                        if got != RET_ALLOW {
+                            denied += 1;
+                        }
+                    }
+                }
+            }
+            // The comparison saw denials of every kind (not two programs that allow everything).
+            assert!(denied > 1000, "{denied}");
+            for (nr, arch, args, action) in [
+                (libc::SYS_clone3 as u32, native, [0; 6], RET_ENOSYS),
+                (libc::SYS_ptrace as u32, native, [0; 6], RET_EPERM),
+                (libc::SYS_getpid as u32, native, [0; 6], RET_ALLOW),
+                (libc::SYS_getpid as u32, 0x4000_0003, [0; 6], RET_KILL),
+                (
+                    libc::SYS_ioctl as u32,
+                    native,
+                    [0, TIOCSTI | (1 << 32), 0, 0, 0, 0],
+                    RET_EPERM,
+                ),
+                (
+                    libc::SYS_unshare as u32,
+                    native,
+                    [CLONE_NEWUSER, 0, 0, 0, 0, 0],
+                    RET_EPERM,
+                ),
+            ] {
+                assert_eq!(eval(&new, nr, arch, args).0, action, "nr {nr}");
+            }
+            if cfg!(target_arch = "x86_64") {
+                assert_eq!(eval(&new, X32_SYSCALL_BIT + 39, native, [0; 6]).0, RET_KILL);
+            }
+        }
+    }
+
+    /// What makes the program cheap to install: for a syscall without rules, the kernel's emulation (which it runs
+    /// for every syscall number at install time) reaches ALLOW through a short path of number and architecture
+    /// loads only, so the number is cached as always allowed.
+    #[test]
+    fn an_unlisted_syscall_is_allowed_on_a_short_constant_path() {
+        let native = audit_arch().unwrap();
+        for network in [false, true] {
+            let rules = build_seccomp_rules(network);
+            let prog = &build_seccomp_programs(network).unwrap()[0];
+            let old = seccompiler_program(network);
+            let (mut longest, mut old_longest) = (0, 0);
+            for nr in 0..=1023u32 {
+                if nr == libc::SYS_clone3 as u32 || rules.contains_key(&i64::from(nr)) {
+                    continue;
+                }
+                // Arguments that no check would look at without loading them: ALLOW with any.
+                let (action, steps) = eval(prog, nr, native, [u64::MAX; 6]);
+                assert_eq!(action, RET_ALLOW, "nr {nr}");
+                assert_eq!(eval(prog, nr, native, [0; 6]), (action, steps), "nr {nr}");
+                longest = longest.max(steps);
+                old_longest = old_longest.max(eval(&old, nr, native, [0; 6]).1);
+            }
+            assert!(longest <= 16, "{longest} instructions");
+            assert!(old_longest > 4 * longest, "{old_longest} vs {longest}");
+        }
+    }
+
+    #[test]
+    fn programs_start_with_the_abi_guard_and_are_cached() {
         let progs = build_seccomp_programs(false).unwrap();
         assert_eq!(progs.len(), 1);
         let guard = build_abi_guard();
-        let p = &progs[0];
-        assert_eq!(&p[..guard.len()], &guard[..]);
-        assert!(p.len() > guard.len() + 6);
+        assert_eq!(&progs[0][..guard.len()], &guard[..]);
         if cfg!(target_arch = "x86_64") {
             assert_eq!(guard[2].k, libc::SECCOMP_RET_KILL_PROCESS);
         }
-        // After the guard: the architecture check, the number load, then clone3 -> ENOSYS.
-        let at = guard.len() + 4;
-        assert_eq!(p[at].k, libc::SYS_clone3 as u32);
-        assert_eq!(p[at + 1].k, libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32);
+        for network in [false, true] {
+            let cached = seccomp_programs(network).unwrap();
+            assert_eq!(cached, &build_seccomp_programs(network).unwrap()[..]);
+            assert!(std::ptr::eq(cached, seccomp_programs(network).unwrap()));
+        }
+        assert_ne!(
+            seccomp_programs(false).unwrap(),
+            seccomp_programs(true).unwrap()
+        );
     }
 
     /// The installed program, in a forked child: clone3 fails with ENOSYS (so libc falls back to clone), a new user
