@@ -20,7 +20,8 @@
 //!   every handled signal to its default (a handler of this process must never run in the child on the shared
 //!   memory); then the child clears its mask, as std's spawn does. SIGPIPE, which Rust ignores, is set to its
 //!   default too. The signal dispositions are the child's own copy (no `CLONE_SIGHAND`), so this process's stay.
-//! - The stack is a fresh mapping with a guard page below it; it is unmapped once the child has exec'd or exited.
+//! - The stack is a mapping of its own with a guard page below it, used by one child at a time: taken before the
+//!   clone and given back (kept for the next spawn, or unmapped) only once the child has exec'd or exited.
 
 use std::collections::BTreeMap;
 use std::ffi::{CStr, CString, OsStr, OsString};
@@ -253,10 +254,10 @@ pub(crate) fn spawn(
         sh_argv,
         envp: null_terminated(&envs),
     };
-    let stack = Stack::new()?;
+    let stack = Stack::take()?;
     let pid = clone_vfork(&stack, &mut plan);
     // The child has exec'd or exited by now (CLONE_VFORK); the stack and the plan are ours again.
-    drop(stack);
+    stack.put_back();
     drop(failed_w);
     let pid = pid?;
     let mut child = RawChild { pid };
@@ -292,7 +293,33 @@ struct Stack {
     base: *mut libc::c_void,
 }
 
+// SAFETY: the mapping belongs to the process, not to a thread; only the thread holding the `Stack` (and the child it
+// clones, while that thread is suspended) touches it.
+unsafe impl Send for Stack {}
+
+/// One stack kept between spawns, so a spawn usually maps, protects and unmaps nothing. A stack is only put back
+/// once its child has exec'd or exited (`CLONE_VFORK`), so a stack in the slot is unused; what an earlier child left
+/// on it is this process's own memory, which the next child (running this process's code) overwrites as it goes.
+static SPARE_STACK: std::sync::Mutex<Option<Stack>> = std::sync::Mutex::new(None);
+
 impl Stack {
+    /// The spare stack, or a new one when another spawn holds it.
+    fn take() -> std::io::Result<Stack> {
+        let spare = SPARE_STACK.lock().unwrap_or_else(|e| e.into_inner()).take();
+        match spare {
+            Some(s) => Ok(s),
+            None => Stack::new(),
+        }
+    }
+
+    /// Keeps this stack for the next spawn (unmapping it if the slot is taken). Only once its child is done with it.
+    fn put_back(self) {
+        let mut slot = SPARE_STACK.lock().unwrap_or_else(|e| e.into_inner());
+        if slot.is_none() {
+            *slot = Some(self);
+        }
+    }
+
     fn new() -> std::io::Result<Stack> {
         // SAFETY: a fresh anonymous private mapping; no existing memory is touched.
         let base = unsafe {

@@ -184,7 +184,8 @@ impl Confinement {
         // Drop every capability from the bounding and ambient sets: a uid-0 command then execs with none. Failures
         // mean we hold no CAP_SETPCAP, i.e. no capabilities to drop. Only capabilities still in the bounding set are
         // dropped: reading is cheap, while each drop replaces the process's credentials (after bwrap's
-        // `--cap-drop ALL` there is nothing left to drop).
+        // `--cap-drop ALL` there is nothing left to drop). Capabilities are numbered densely from 0, so the first
+        // number the kernel does not know (EINVAL: past `cap_last_cap`) ends the walk.
         // SAFETY: plain prctl calls with integer arguments.
         unsafe {
             libc::prctl(
@@ -195,8 +196,12 @@ impl Confinement {
                 0,
             );
             for cap in 0..64 {
-                if libc::prctl(libc::PR_CAPBSET_READ, cap, 0, 0, 0) != 0 {
-                    libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0);
+                match libc::prctl(libc::PR_CAPBSET_READ, cap, 0, 0, 0) {
+                    0 => {}
+                    -1 if *libc::__errno_location() == libc::EINVAL => break,
+                    _ => {
+                        libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0);
+                    }
                 }
             }
         }

@@ -262,7 +262,8 @@ pub fn prepare_landlock(
                 })
             }
         };
-        if file_type(&fd) == Some(libc::S_IFLNK) {
+        let kind = file_type(&fd);
+        if kind == Some(libc::S_IFLNK) {
             // O_PATH | O_NOFOLLOW opened the link itself: never follow it.
             if r.required {
                 return Err(LandlockError::Root {
@@ -273,7 +274,7 @@ pub fn prepare_landlock(
             continue;
         }
         let mut access = access_for(r.access, TARGET_ABI);
-        if file_type(&fd) != Some(libc::S_IFDIR) {
+        if kind != Some(libc::S_IFDIR) {
             // Directory-only rights on a file would make the crate report partial enforcement.
             access &= AccessFs::from_file(TARGET_ABI);
         }
