@@ -3,17 +3,19 @@
 //! on a shared machine hits every configuration alike):
 //!
 //! - bare: `std::process::Command` spawn + wait (posix_spawn);
-//! - bare, forked: the same with a no-op `pre_exec` hook (std then forks, as every confined spawn does);
+//! - bare, forked: the same with a no-op `pre_exec` hook (std then forks);
+//! - bare, forked, new session: the hook calls `setsid`, as every confined spawn must (on a kernel with
+//!   `sched_autogroup_enabled`, a new session is also a new scheduling group, which shows under load);
 //! - bwrap alone: user + pid + net namespaces, `/` read-only, fresh `/dev` and `/proc`;
 //! - bwrap, tier A's view: the exact bwrap argv tier A builds for the grant, running `/bin/true` with no inner stage;
 //! - tier A, B, C: `loom_broker::run_row`, the function the bash tool and `loom sandbox run` call.
 //!
 //! The grant is `{ commands = "*", paths = ["<a temp dir>"] }` (network off), the limits those of the bash tool (a
-//! timeout). Prints a markdown table (mean, median, min, and the mean over bare) and the load average before and
-//! after. Not a timed test: see benches/README.md, "Sandbox exec overhead".
+//! timeout). Prints a markdown table (mean, median, 90th percentile, min, and the mean and median over bare's) and the
+//! load average before and after. Not a timed test: see benches/README.md, "Sandbox exec overhead".
 //!
 //! ```sh
-//! cargo bench -p loom-benches --bench sandbox_spawn     # RUNS=500: more rounds; ONLY="tier B": one configuration
+//! cargo bench -p loom-benches --bench sandbox_spawn     # RUNS=500: more rounds; ONLY="bare,tier B": some of them
 //! INNER_EXE=target/release/loom cargo bench ...            # compare another inner stage (loom runs it too)
 //! BWRAP_BREAKDOWN=1 cargo bench ...                         # also bwrap built up one namespace / mount group at a time
 //! BASELINE_INNER=/tmp/old/loom cargo bench ...               # tiers A and C again with an older inner stage
@@ -244,16 +246,19 @@ fn loadavg() -> String {
         .unwrap_or_else(|_| "?".into())
 }
 
-fn stats(samples: &mut [Duration]) -> (f64, f64, f64) {
+/// Mean, median, 90th percentile and minimum, in milliseconds.
+fn stats(samples: &mut [Duration]) -> (f64, f64, f64, f64) {
     samples.sort();
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
     let mean = samples.iter().map(|d| ms(*d)).sum::<f64>() / samples.len().max(1) as f64;
-    let median = samples
-        .get(samples.len() / 2)
-        .map(|d| ms(*d))
-        .unwrap_or(0.0);
+    let at = |q: usize| {
+        samples
+            .get(samples.len() * q / 100)
+            .map(|d| ms(*d))
+            .unwrap_or(0.0)
+    };
     let min = samples.first().map(|d| ms(*d)).unwrap_or(0.0);
-    (mean, median, min)
+    (mean, at(50), at(90), min)
 }
 
 fn main() -> Result<(), String> {
@@ -283,6 +288,20 @@ fn main() -> Result<(), String> {
                 // SAFETY: the hook does nothing.
                 unsafe { quiet(&mut cmd).pre_exec(|| Ok(())) };
                 status_ok(cmd.status(), "bare, forked")
+            }),
+        ),
+        (
+            "bare, forked, new session (setsid)".into(),
+            Box::new(|| {
+                let mut cmd = Command::new("/bin/true");
+                // SAFETY: the hook only calls setsid, which is async-signal-safe.
+                unsafe {
+                    quiet(&mut cmd).pre_exec(|| {
+                        libc::setsid();
+                        Ok(())
+                    })
+                };
+                status_ok(cmd.status(), "bare, new session")
             }),
         ),
     ];
@@ -350,9 +369,10 @@ fn main() -> Result<(), String> {
             ));
         }
     }
-    // `ONLY=tier` keeps the configurations whose name contains it (for profiling one of them).
+    // `ONLY=tier` keeps the configurations whose name contains it (for profiling one of them); `ONLY="bare,tier B"`
+    // those whose name contains any of the comma-separated parts.
     let only = std::env::var("ONLY").unwrap_or_default();
-    cases.retain(|(name, _)| name.contains(&only));
+    cases.retain(|(name, _)| only.split(',').any(|part| name.contains(part)));
     // Drop what this host cannot run, saying why.
     cases.retain_mut(|(name, run)| match run() {
         Ok(()) => true,
@@ -384,17 +404,18 @@ fn main() -> Result<(), String> {
     );
     println!();
     println!(
-        "| in process | mean [ms] | median [ms] | min [ms] | mean − bare [ms] | mean / bare |"
+        "| in process | mean [ms] | median [ms] | p90 [ms] | min [ms] | mean − bare [ms] | mean / bare | median / bare |"
     );
-    println!("|:---|---:|---:|---:|---:|---:|");
+    println!("|:---|---:|---:|---:|---:|---:|---:|---:|");
     let mut bare = None;
     for ((name, _), s) in cases.iter().zip(samples.iter_mut()) {
-        let (mean, median, min) = stats(s);
-        let base = *bare.get_or_insert(mean);
+        let (mean, median, p90, min) = stats(s);
+        let (base, base_median) = *bare.get_or_insert((mean, median));
         println!(
-            "| {name} | {mean:.2} | {median:.2} | {min:.2} | {:+.2} | {:.2}× |",
+            "| {name} | {mean:.2} | {median:.2} | {p90:.2} | {min:.2} | {:+.2} | {:.2}× | {:.2}× |",
             mean - base,
-            mean / base
+            mean / base,
+            median / base_median
         );
     }
     Ok(())
