@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use crate::grant::Grant;
 use crate::manifest::Source;
 use crate::path::{path_within, PathCtx};
+use crate::shipped::is_shipped_key;
 use crate::value::{toml_key, toml_string, Value};
 use crate::ToolGrant;
 
@@ -167,7 +168,7 @@ pub fn lock_state(
         return LockState::Missing(format!("there is no {LOCK_FILE}"));
     };
     let Some(entry) = lock.providers.get(handle) else {
-        return LockState::Missing(format!("{LOCK_FILE} does not pin [providers].{handle}"));
+        return LockState::Missing(format!("{LOCK_FILE} does not pin {}", subject(handle)));
     };
     let want = source.describe();
     if entry.source != want {
@@ -200,13 +201,15 @@ pub fn frozen_drift(
     let mut out = Vec::new();
     for (handle, (source, hash)) in fresh {
         match lock.providers.get(handle) {
-            None => out.push(format!("[providers].{handle} is not pinned in {LOCK_FILE}")),
+            None => out.push(format!("{} is not pinned in {LOCK_FILE}", subject(handle))),
             Some(e) if &e.source != source => out.push(format!(
-                "[providers].{handle}: the manifest's source is `{source}`, {LOCK_FILE} pins `{}`",
+                "{}: the manifest's source is `{source}`, {LOCK_FILE} pins `{}`",
+                subject(handle),
                 e.source
             )),
             Some(e) if !e.sha256.eq_ignore_ascii_case(hash) => out.push(format!(
-                "[providers].{handle}: `{source}` now materialises to tree sha256 {hash}, {LOCK_FILE} pins {}",
+                "{}: `{source}` now materialises to tree sha256 {hash}, {LOCK_FILE} pins {}",
+                subject(handle),
                 e.sha256
             )),
             Some(_) => {}
@@ -214,12 +217,28 @@ pub fn frozen_drift(
     }
     for handle in lock.providers.keys() {
         if !fresh.contains_key(handle) {
-            out.push(format!(
-                "{LOCK_FILE} pins [providers].{handle}, which the manifest no longer has as a source"
-            ));
+            out.push(if is_shipped_key(handle) {
+                format!(
+                    "{LOCK_FILE} pins {}, which no accepted contributed group ships any more",
+                    subject(handle)
+                )
+            } else {
+                format!(
+                    "{LOCK_FILE} pins [providers].{handle}, which the manifest no longer has as a source"
+                )
+            });
         }
     }
     out
+}
+
+/// How messages name the lock key `handle`: `[providers].<handle>`, or the shipped provider `<key>`.
+fn subject(handle: &str) -> String {
+    if is_shipped_key(handle) {
+        format!("the shipped provider `{handle}`")
+    } else {
+        format!("[providers].{handle}")
+    }
 }
 
 /// The built-in tools whose `paths` grant is where they may write (a `read_paths` row kind is read-only).
@@ -389,6 +408,30 @@ mod tests {
         assert!(frozen_drift(Some(&l), &fresh("path ./x", H))[0].contains("pins `path ./notes`"));
         let gone = frozen_drift(Some(&l), &BTreeMap::new());
         assert!(gone[0].contains("no longer"), "{gone:?}");
+        // a shipped key is named as what it is, not as a [providers] handle
+        let key = crate::shipped_key("skill s", "./p");
+        let shipped = BTreeMap::from([(key.clone(), ("path ./p".to_string(), H.to_string()))]);
+        let d = frozen_drift(Some(&Lock::default()), &shipped);
+        assert_eq!(
+            d,
+            [format!(
+                "the shipped provider `{key}` is not pinned in {LOCK_FILE}"
+            )]
+        );
+        let mut pinned = Lock::default();
+        pinned.providers.insert(
+            key.clone(),
+            LockEntry {
+                source: "path ./p".into(),
+                resolved: "/s/p".into(),
+                sha256: H.into(),
+            },
+        );
+        let d = frozen_drift(Some(&pinned), &BTreeMap::new());
+        assert!(
+            d[0].contains("which no accepted contributed group ships any more"),
+            "{d:?}"
+        );
     }
 
     #[test]

@@ -50,6 +50,7 @@ mod row_map;
 mod rules;
 mod secrets;
 mod server_tools;
+mod shipped;
 mod skill;
 mod subagent;
 mod value;
@@ -100,6 +101,9 @@ pub use rules::{
 };
 pub use secrets::{env_var_passes, grant_secrets, row_secrets, secret_env_names, EnvPolicy};
 pub use server_tools::server_tool_limits;
+pub use shipped::{
+    is_shipped_key, root_handle_problem, shipped_key, shipped_path_problem, SHIPPED_KEY_MARK,
+};
 pub use skill::{
     binding_problem, bound_grants, check_skill_name, compile_skill, parse_skill_md, rescan_keeps,
     SkillDoc, SkillFacts, DEFAULT_SKILL_TOOLS, MAX_COMPATIBILITY, MAX_DESCRIPTION, MAX_NAME,
