@@ -22,7 +22,9 @@ use crate::harness::{
 use crate::hooks::HookRunner;
 use crate::load::{env_map, load_manifest, path_ctx, LoadError, Loaded};
 use crate::mcp::{mcp_provider, McpPlace, McpServers, McpTool};
-use crate::providers::{provider_source, resolve_and_start, ProviderPlace};
+use crate::providers::{
+    provider_source, resolve_and_start, resolve_shipped, start as start_provider, ProviderPlace,
+};
 use crate::retry::{RetryPolicy, Sleeper, TokioSleeper};
 use crate::secrets::{Secret, SecretChain};
 use crate::session::{build_chain_with, Layer, SessionError, SessionPlace, SkillsEnv};
@@ -438,13 +440,23 @@ pub fn boot_with(
                 table,
             } => {
                 // fail-soft like the judging: a contributed server that does not start leaves its tool out
+                // a source a group ships runs only from its pinned install, like a root handle's
                 let server = match &table {
                     Some(table) => mcp_servers.get_or_start(&key, table, &mcp_place),
-                    None => match provider_source(m, &ProviderRef::Handle(key.clone())) {
-                        Some(ext) => mcp_servers.get_or_start_with(&key, || {
+                    None => match (
+                        bound.shipped.get(&key),
+                        provider_source(m, &ProviderRef::Handle(key.clone())),
+                    ) {
+                        (Some(spec), _) => mcp_servers.get_or_start_with(&key, || {
+                            start_provider(
+                                &resolve_shipped(&loaded.dir, &key, spec)?,
+                                &provider_place,
+                            )
+                        }),
+                        (None, Some(ext)) => mcp_servers.get_or_start_with(&key, || {
                             resolve_and_start(&loaded.dir, &ext, &provider_place)
                         }),
-                        None => Err(format!("[providers].{key} is not a provider source")),
+                        (None, None) => Err(format!("[providers].{key} is not a provider source")),
                     },
                 };
                 let tool =

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use loom_kernel::{
     binding_problem, bound_grants, builtin_contract, check_contract, judge_group, requested_grant,
     rescan_keeps, Ceiling, DeclVerdict, Grant, GroupJudgement, Manifest, PathCtx, ProviderRef,
-    ToolGrant, ToolGroup,
+    ProviderSpec, ToolGrant, ToolGroup,
 };
 
 use crate::mcp::mcp_provider;
@@ -28,7 +28,8 @@ pub(crate) enum NewTool {
         grant: Grant,
     },
     /// A tool of an MCP server (a root `[providers]` handle, or a server the group ships, consented to by name), or
-    /// of a root `[providers]` handle with a provider source.
+    /// of an external provider: a root `[providers]` handle with a source, or a source the group ships (its key is
+    /// the kernel's `shipped_key`, resolved only from its pinned install).
     Mcp {
         /// The instance.
         instance: String,
@@ -57,6 +58,9 @@ pub(crate) struct Bound {
     pub new_tools: Vec<NewTool>,
     /// Trimmed groups and why, for the user.
     pub notes: Vec<String>,
+    /// The sources (or provider packages) accepted groups ship, by install key (what `NewTool::Mcp { table: None,
+    /// key }` resolves).
+    pub shipped: BTreeMap<String, ProviderSpec>,
 }
 
 /// Why a rejected judgement was rejected, with the paste-ready lines.
@@ -104,6 +108,8 @@ fn unsupported(m: &Manifest, group: &ToolGroup) -> Option<String> {
                 format!("the built-in {underlying:?} as a contributed instance")
             }
             ProviderRef::Handle(h) => format!("tools from [providers].{h}"),
+            // a shipped source: installed by `loom install`, resolved from its pinned install at boot
+            ProviderRef::Shipped(s) if s.spec.source().is_some() => continue,
             ProviderRef::Shipped(s) => format!("tools from shipped providers ({})", s.label),
             ProviderRef::Harness(h) => format!("harness server tools ({h})"),
         };
@@ -141,6 +147,7 @@ pub(crate) fn bind_groups(
         }
         // new instances: a name no other tool or group has taken
         let mut news = Vec::new();
+        let shipped = crate::providers::group_sources(&group);
         let mut problem = None;
         for (name, entry) in &group.tools {
             match &entry.provider {
@@ -174,6 +181,15 @@ pub(crate) fn bind_groups(
                             grant,
                             key,
                             table: Some(table.clone()),
+                        });
+                    } else if let ProviderRef::Shipped(s) = provider {
+                        let (grant, _) = requested_grant(ceiling, name, entry);
+                        news.push(NewTool::Mcp {
+                            instance: name.clone(),
+                            underlying: entry.tool.clone().unwrap_or_else(|| name.clone()),
+                            grant,
+                            key: loom_kernel::shipped_key(&group.label, &s.label),
+                            table: None,
                         });
                     } else if let Some(ext) = crate::providers::provider_source(m, provider) {
                         let (grant, _) = requested_grant(ceiling, name, entry);
@@ -229,6 +245,8 @@ pub(crate) fn bind_groups(
         }
         out.widened.extend(widened);
         out.new_tools.extend(news);
+        out.shipped
+            .extend(shipped.into_iter().map(|(key, (_, spec))| (key, spec)));
         accepted.insert(group.label.clone());
     }
     let loaded = manifest.clone();

@@ -116,9 +116,10 @@ pub use model::{
 };
 pub use prompt::{prompt_blocking, PromptError, PromptSink};
 pub use providers::{
-    entry_of, install, install_dir, provider_infos, provider_source, read_lock,
-    resolve as resolve_provider, sources as provider_sources, state_of as provider_state,
-    tree_hash, InstallOptions, Installed, ProviderInfo, ProviderPlace, Resolved,
+    entry_of, group_sources, install, install_dir, provider_infos, provider_source, read_lock,
+    resolve as resolve_provider, resolve_shipped, shipped_sources, shipped_states,
+    sources as provider_sources, state_of as provider_state, tree_hash, InstallOptions, Installed,
+    ProviderInfo, ProviderPlace, Resolved, ShippedSource, ShippedState,
 };
 pub use repl::{
     ask_question, parse_answer, parse_command, run_repl, Command, ReplUi, TurnStats, COMMANDS, TICK,

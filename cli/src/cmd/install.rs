@@ -1,13 +1,14 @@
 //! `loom install [agent.toml] [--frozen]`: materialise every `[providers]` source (path, npm, git) into
-//! `.loom/providers/<handle>/` next to the manifest and pin it in `.loom/lock.toml`. `--frozen` (CI) writes nothing
+//! `.loom/providers/<handle>/` next to the manifest, and every source an accepted skill ships into
+//! `.loom/providers/<key>/`, and pin them in `.loom/lock.toml`. `--frozen` (CI) writes nothing
 //! and fails when anything drifted from the lock. Exit codes: 0 installed, 1 failed or drifted, 2 usage.
 
 use std::path::PathBuf;
 
-use loom_runtime::{env_map, install, load_manifest, InstallOptions};
+use loom_runtime::{env_map, install, load_manifest, path_ctx, shipped_sources, InstallOptions};
 
 use crate::exit;
-use crate::output::{emit, fail};
+use crate::output::{current_dir, emit, fail};
 
 /// Arguments of `loom install`.
 #[derive(Debug, clap::Args)]
@@ -26,22 +27,33 @@ pub fn run(args: Args) -> i32 {
         Ok(l) => l,
         Err(e) => return fail(exit::FAILED, &e.to_string()),
     };
+    let cwd = match current_dir() {
+        Ok(d) => d,
+        Err(code) => return code,
+    };
+    // the skills boot would accept, judged as boot judges them (relative grant paths resolve in the cwd)
     let opts = InstallOptions {
         frozen: args.frozen,
         env: env_map(),
+        shipped: shipped_sources(&loaded, &path_ctx(&cwd)),
     };
     match install(&loaded.dir, &loaded.manifest, &opts) {
         Ok(done) => {
             let mut out = String::new();
             if done.is_empty() {
                 out.push_str(
-                    "no [providers] entry has a path, npm or git source: nothing to install\n",
+                    "no [providers] entry has a path, npm or git source, and no accepted skill ships one: nothing \
+                     to install\n",
                 );
             }
             for i in &done {
                 out.push_str(&format!(
-                    "{}  {}  {}  sha256 {}{}\n",
+                    "{}{}  {}  {}  sha256 {}{}\n",
                     i.handle,
+                    i.shipped_by
+                        .as_ref()
+                        .map(|b| format!("  ({b})"))
+                        .unwrap_or_default(),
                     i.entry.source,
                     i.entry.resolved,
                     i.entry.sha256,

@@ -1,5 +1,6 @@
-//! `loom install`: materialise every `[providers]` source into `.loom/providers/<handle>/` next to the manifest and pin
-//! it in `.loom/lock.toml`. Everything is staged first (in `.loom/.staging-<pid>/`); only when every source
+//! `loom install`: materialise every `[providers]` source into `.loom/providers/<handle>/` next to the manifest, and
+//! every source an accepted contributed group ships into `.loom/providers/<key>/` (the kernel's `shipped_key`; a
+//! path source resolves against the group's folder and must stay inside it), and pin them in `.loom/lock.toml`. Everything is staged first (in `.loom/.staging-<pid>/`); only when every source
 //! materialised does loom swap the new trees in (rename) and write the lock (temp file + rename). A failure leaves the
 //! previous install and lock as they were. `--frozen` materialises too, and refuses (writing nothing) when anything
 //! differs from the lock.
@@ -8,11 +9,14 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use loom_kernel::{frozen_drift, Lock, LockEntry, Manifest, Source, INSTALL_DIR, LOCK_FILE};
+use loom_kernel::{
+    frozen_drift, root_handle_problem, shipped_path_problem, Lock, LockEntry, Manifest, Source,
+    INSTALL_DIR, LOCK_FILE,
+};
 use serde_json::Value as Json;
 
 use super::tree::{copy_tree, remove_tree, tree_hash};
-use super::{read_lock, sources};
+use super::{read_lock, sources, ShippedSource};
 
 /// How `loom install` runs.
 #[derive(Debug, Clone, Default)]
@@ -21,13 +25,18 @@ pub struct InstallOptions {
     pub frozen: bool,
     /// loom's environment (`HOME` for `~/` paths; `PATH` for npm and git).
     pub env: BTreeMap<String, String>,
+    /// The sources accepted contributed groups ship ([`super::shipped_sources`]); installed beside the root
+    /// handles. An install of a key not listed here or in `[providers]` is removed.
+    pub shipped: Vec<ShippedSource>,
 }
 
 /// One installed provider.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Installed {
-    /// The handle.
+    /// The handle (a root `[providers]` handle, or a shipped key).
     pub handle: String,
+    /// For a shipped key: which group ships what (`skill echo-notes ships ./provider (path ./provider)`).
+    pub shipped_by: Option<String>,
     /// The pinned entry.
     pub entry: LockEntry,
     /// True when the pinned tree differs from what was installed before.
@@ -55,33 +64,50 @@ pub fn install(
         // a damaged lock is rewritten by a normal install
         Err(_) => None,
     };
-    let srcs = sources(m);
-    if let Some(why) = srcs
-        .keys()
-        .find_map(|h| loom_kernel::install_handle_problem(h))
-    {
+    let roots = sources(m);
+    if let Some(why) = roots.keys().find_map(|h| root_handle_problem(h)) {
         return Err(why);
     }
+    // what to materialise: key -> (source, where it comes from, the folder it must stay inside, who ships it)
+    let mut srcs: BTreeMap<String, Target<'_>> = roots
+        .iter()
+        .map(|(h, source)| {
+            let t = Target {
+                source,
+                base: manifest_dir,
+                confine: None,
+                subject: format!("[providers].{h} ({})", source.describe()),
+                shipped_by: None,
+            };
+            (h.clone(), t)
+        })
+        .collect();
+    for s in &opts.shipped {
+        srcs.entry(s.key.clone()).or_insert_with(|| Target {
+            source: &s.source,
+            base: &s.dir,
+            confine: Some(&s.dir),
+            subject: s.describe(),
+            shipped_by: Some(s.describe()),
+        });
+    }
     let mut staged = Vec::new();
-    for (handle, source) in &srcs {
+    for (handle, t) in &srcs {
         let dst = staging.join(handle);
-        let done = materialise(manifest_dir, source, &dst, &staging, &opts.env)
+        let done = materialise(manifest_dir, t, &dst, &staging, &opts.env)
             .and_then(|resolved| Ok((resolved, tree_hash(&dst)?)));
         match done {
             Ok((resolved, sha256)) => staged.push((
                 handle.clone(),
                 LockEntry {
-                    source: source.describe(),
+                    source: t.source.describe(),
                     resolved,
                     sha256,
                 },
             )),
             Err(e) => {
                 cleanup();
-                return Err(format!(
-                    "[providers].{handle} ({}): {e}; nothing was changed",
-                    source.describe()
-                ));
+                return Err(format!("{}: {e}; nothing was changed", t.subject));
             }
         }
     }
@@ -118,12 +144,13 @@ pub fn install(
         let before = old_lock.as_ref().and_then(|l| l.providers.get(&handle));
         out.push(Installed {
             changed: before.map(|b| b.sha256 != entry.sha256) != Some(false),
+            shipped_by: srcs.get(&handle).and_then(|t| t.shipped_by.clone()),
             handle,
             entry,
         });
     }
     remove_tree(&staging);
-    // installs of handles the manifest no longer has are loom's to remove
+    // installs of handles the manifest (or an accepted group) no longer has are loom's to remove
     if let Ok(list) = std::fs::read_dir(&root) {
         for item in list.flatten() {
             let name = item.file_name().to_string_lossy().into_owned();
@@ -179,17 +206,52 @@ fn write_atomic(path: &Path, text: &str) -> Result<(), String> {
         })
 }
 
-/// Puts `source` into the new directory `dst`; returns what it resolved to. `scratch` is for downloads.
+/// One source to materialise.
+struct Target<'a> {
+    /// The source.
+    source: &'a Source,
+    /// What a relative path resolves against: the manifest's directory, or the shipping group's folder.
+    base: &'a Path,
+    /// For a shipped source: the group's folder, which a local source must stay inside.
+    confine: Option<&'a Path>,
+    /// How errors name it.
+    subject: String,
+    /// For a shipped source: who ships it.
+    shipped_by: Option<String>,
+}
+
+/// Puts the target's source into the new directory `dst`; returns what it resolved to. `scratch` is for downloads.
 fn materialise(
     manifest_dir: &Path,
-    source: &Source,
+    t: &Target<'_>,
     dst: &Path,
     scratch: &Path,
     env: &BTreeMap<String, String>,
 ) -> Result<String, String> {
-    match source {
+    // a shipped local source is the group's own code: its canonical path must stay inside the group's folder
+    let confined = |written: &str, at: &Path| -> Result<(), String> {
+        let Some(dir) = t.confine else {
+            return Ok(());
+        };
+        let (dir, canon) = (dir.canonicalize(), at.canonicalize());
+        let (Ok(dir), Ok(canon)) = (dir, canon) else {
+            return Err(format!(
+                "cannot read the source {written:?} in the folder it ships from"
+            ));
+        };
+        match shipped_path_problem(
+            &dir.display().to_string(),
+            &canon.display().to_string(),
+            written,
+        ) {
+            Some(why) => Err(why),
+            None => Ok(()),
+        }
+    };
+    match t.source {
         Source::Path(p) => {
-            let from = local(manifest_dir, p, env);
+            let from = local(t.base, p, env);
+            confined(p, &from)?;
             let canon = std::fs::canonicalize(&from)
                 .map_err(|e| format!("cannot read the source directory {}: {e}", from.display()))?;
             if !canon.is_dir() {
@@ -281,7 +343,16 @@ fn materialise(
         }
         Source::Git { url, rev } => {
             let url = if url.starts_with("./") || url.starts_with("../") {
-                local(manifest_dir, url, env).display().to_string()
+                let at = local(t.base, url, env);
+                confined(url, &at)?;
+                at.display().to_string()
+            } else if t.confine.is_some()
+                && (url.starts_with('/') || url.starts_with('~') || url.starts_with("file:"))
+            {
+                return Err(format!(
+                    "the git source {url:?} is a local repository outside the folder it ships from; a shipped git \
+                     source is a remote URL or a ./ path inside the skill's folder"
+                ));
             } else {
                 url.clone()
             };
@@ -321,11 +392,11 @@ fn materialise(
     }
 }
 
-/// A `./`, `../`, `~/` or absolute path of the manifest, made absolute.
-fn local(manifest_dir: &Path, p: &str, env: &BTreeMap<String, String>) -> PathBuf {
+/// A `./`, `../`, `~/` or absolute path, made absolute against `base` (the manifest's or the shipping group's folder).
+fn local(base: &Path, p: &str, env: &BTreeMap<String, String>) -> PathBuf {
     match p.strip_prefix("~/") {
         Some(rest) => PathBuf::from(env.get("HOME").map(String::as_str).unwrap_or("/")).join(rest),
-        None => manifest_dir.join(p),
+        None => base.join(p),
     }
 }
 

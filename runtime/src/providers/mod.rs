@@ -4,6 +4,7 @@
 //! and the tree hash matches (the kernel's [`lock_state`]). `loom install` ([`install`]) puts it there.
 
 mod install;
+mod shipped;
 mod tree;
 
 use std::collections::BTreeMap;
@@ -15,6 +16,9 @@ use loom_kernel::{lock_state, Lock, LockState, Manifest, ProviderRef, Source};
 use serde_json::{json, Value as Json};
 
 pub use install::{install, InstallOptions, Installed};
+pub use shipped::{
+    group_sources, resolve_shipped, shipped_sources, shipped_states, ShippedSource, ShippedState,
+};
 pub use tree::tree_hash;
 
 use crate::mcp::{
@@ -129,13 +133,22 @@ pub struct Resolved {
 
 /// Resolves `[providers].<handle>` to its lock-pinned install, or says why it cannot run and how to fix it.
 pub fn resolve(manifest_dir: &Path, ext: &External<'_>) -> Result<Resolved, String> {
+    resolve_as(
+        manifest_dir,
+        ext,
+        &format!("provider [providers].{}", ext.handle),
+    )
+}
+
+/// Resolves the install `ext.handle` (a root handle or a shipped key), named `who` in errors.
+fn resolve_as(manifest_dir: &Path, ext: &External<'_>, who: &str) -> Result<Resolved, String> {
     let External { handle, source, .. } = *ext;
     let dir = install_dir(manifest_dir, handle);
     let origin = format!("{}, installed in {}", source.describe(), dir.display());
     let fail = |why: &str| {
         format!(
-            "provider [providers].{handle} ({}): {why}; run `loom install` on the manifest in {} to install and \
-             pin it (loom runs a provider only from its pinned install directory)",
+            "{who} ({}): {why}; run `loom install` on the manifest in {} to install and pin it (loom runs a \
+             provider only from its pinned install directory)",
             source.describe(),
             manifest_dir.display()
         )
@@ -144,9 +157,7 @@ pub fn resolve(manifest_dir: &Path, ext: &External<'_>) -> Result<Resolved, Stri
         return Err(fail(why));
     }
     let (program, args) = entry_of(&dir).map_err(|e| {
-        format!(
-            "provider [providers].{handle} ({origin}): {e}; fix the provider's package.json, then run `loom install`"
-        )
+        format!("{who} ({origin}): {e}; fix the provider's package.json, then run `loom install`")
     })?;
     Ok(Resolved {
         handle: handle.to_string(),

@@ -1,0 +1,203 @@
+//! Providers that contributed tool groups ship as a source (a skill's `"./provider"`, `{ npm = … }`, or a group-local
+//! handle whose spec is a source). Only groups the kernel accepts count — judged exactly as boot judges them
+//! ([`judge_group`] against the effective ceiling, whose consent rule wants the instance named in `[capabilities]`).
+//! Each is installed and pinned like a root handle, under the kernel's [`shipped_key`], and boot resolves it only
+//! from that pinned install.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use loom_kernel::{
+    judge_group, requested_grant, shipped_key, Grant, PathCtx, ProviderRef, ProviderSpec, Source,
+    ToolGroup,
+};
+
+use crate::load::Loaded;
+use crate::mcp::{McpResolution, McpServers, McpTool};
+use crate::session::{manifest_skills, SkillsEnv};
+
+use super::{read_lock, resolve_as, start, state_of, ProviderPlace};
+
+/// One provider an accepted contributed group ships.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ShippedSource {
+    /// Its install key: `.loom/providers/<key>`, `[providers.<key>]` in the lock.
+    pub key: String,
+    /// The group's label (`skill echo-notes`).
+    pub group: String,
+    /// How the group named it (the local handle or the source string).
+    pub label: String,
+    /// The source.
+    pub source: Source,
+    /// The spec as written: the source, or a provider package with its construction config.
+    pub spec: ProviderSpec,
+    /// The group's folder: a path source resolves against it and must stay inside it.
+    pub dir: PathBuf,
+    /// The tool instances it provides: instance, the provider's tool name, the requested grant.
+    pub tools: Vec<(String, String, Grant)>,
+}
+
+impl ShippedSource {
+    /// `skill echo-notes ships ./provider (path ./provider)`, for messages.
+    pub fn describe(&self) -> String {
+        format!(
+            "{} ships {} ({})",
+            self.group,
+            self.label,
+            self.source.describe()
+        )
+    }
+}
+
+/// The source providers (plain sources and provider packages) `group` ships, by install key: the group-local label
+/// and the spec.
+pub fn group_sources(group: &ToolGroup) -> BTreeMap<String, (String, ProviderSpec)> {
+    group
+        .tools
+        .values()
+        .filter_map(|entry| match &entry.provider {
+            ProviderRef::Shipped(s) if s.spec.source().is_some() => Some((
+                shipped_key(&group.label, &s.label),
+                (s.label.clone(), s.spec.clone()),
+            )),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Every source provider that an accepted group of the manifest's skills layer ships (the skills the layer
+/// discovers at boot, judged as boot judges them), sorted by key. Rejected groups ship nothing.
+pub fn shipped_sources(loaded: &Loaded, ctx: &PathCtx) -> Vec<ShippedSource> {
+    let m = &loaded.manifest;
+    let env = SkillsEnv {
+        home: ctx.home.as_ref().map(PathBuf::from),
+        env: crate::load::env_map(),
+        root_handles: m.providers.keys().cloned().collect(),
+    };
+    let Some(found) = manifest_skills(m, &loaded.dir, &env) else {
+        return Vec::new();
+    };
+    let ceiling = m.effective_ceiling(ctx);
+    let mut out: BTreeMap<String, ShippedSource> = BTreeMap::new();
+    for skill in found.skills.values() {
+        let group = &skill.group;
+        if !judge_group(m, &ceiling, ctx, group).accepted {
+            continue;
+        }
+        let keys = group_sources(group);
+        for (name, entry) in &group.tools {
+            let ProviderRef::Shipped(s) = &entry.provider else {
+                continue;
+            };
+            let key = shipped_key(&group.label, &s.label);
+            let Some((label, spec)) = keys.get(&key) else {
+                continue;
+            };
+            let Some(source) = spec.source() else {
+                continue;
+            };
+            let (grant, _) = requested_grant(&ceiling, name, entry);
+            out.entry(key.clone())
+                .or_insert_with(|| ShippedSource {
+                    key,
+                    group: group.label.clone(),
+                    label: label.clone(),
+                    source: source.clone(),
+                    spec: spec.clone(),
+                    dir: skill.dir.clone(),
+                    tools: Vec::new(),
+                })
+                .tools
+                .push((
+                    name.clone(),
+                    entry.tool.clone().unwrap_or_else(|| name.clone()),
+                    grant,
+                ));
+        }
+    }
+    out.into_values().collect()
+}
+
+/// A shipped provider as `loom audit` shows it: its lock state and pin, and each of its tools resolved by starting
+/// it from its pinned install (no model calls), or why it could not be.
+#[derive(Debug, Clone)]
+pub struct ShippedState {
+    /// What the group ships.
+    pub shipped: ShippedSource,
+    /// `installed`, `missing` or `drifted`, and why.
+    pub state: loom_kernel::LockState,
+    /// The pinned resolution, when pinned.
+    pub resolved: Option<String>,
+    /// The pinned tree hash, when pinned.
+    pub sha256: Option<String>,
+    /// Each tool instance: its resolution, or why it cannot be resolved (with the fix).
+    pub tools: BTreeMap<String, Result<McpResolution, String>>,
+}
+
+/// Resolves every shipped provider of `loaded` for audit: each installed one is started once to list its tools,
+/// then stopped.
+pub fn shipped_states(loaded: &Loaded, cwd: &Path) -> Vec<ShippedState> {
+    let ctx = crate::load::path_ctx(cwd);
+    let env = crate::load::env_map();
+    let storage = crate::storage::storage_dir(&loaded.manifest, &env);
+    let lock = read_lock(&loaded.dir).ok().flatten();
+    let place = ProviderPlace {
+        cwd,
+        env: &env,
+        storage: &storage,
+    };
+    let mut servers = McpServers::default();
+    shipped_sources(loaded, &ctx)
+        .into_iter()
+        .map(|s| {
+            let state = state_of(&loaded.dir, &s.key, &s.source);
+            let pinned = lock.as_ref().and_then(|l| l.providers.get(&s.key));
+            let tools = s
+                .tools
+                .iter()
+                .map(|(instance, underlying, grant)| {
+                    let resolved = servers
+                        .get_or_start_with(&s.key, || {
+                            start(&resolve_shipped(&loaded.dir, &s.key, &s.spec)?, &place)
+                        })
+                        .and_then(|server| McpTool::new(instance, underlying, grant, server))
+                        .map(|tool| McpResolution {
+                            server: s.key.clone(),
+                            description: tool.description().to_string(),
+                            schema: tool.visible_schema().clone(),
+                        });
+                    (instance.clone(), resolved)
+                })
+                .collect();
+            ShippedState {
+                state,
+                resolved: pinned.map(|e| e.resolved.clone()),
+                sha256: pinned.map(|e| e.sha256.clone()),
+                tools,
+                shipped: s,
+            }
+        })
+        .collect()
+}
+
+/// Resolves the shipped provider `key` (`spec`: a source, or a provider package with its config) to its lock-pinned
+/// install, or says why it cannot run and how to fix it.
+pub fn resolve_shipped(
+    manifest_dir: &Path,
+    key: &str,
+    spec: &ProviderSpec,
+) -> Result<super::Resolved, String> {
+    let who = format!("the provider `{key}` a skill ships");
+    let Some(source) = spec.source() else {
+        return Err(format!(
+            "{who} ({}) is not a provider source",
+            spec.describe()
+        ));
+    };
+    let ext = super::External {
+        handle: key,
+        source,
+        config: spec.package_config(),
+    };
+    resolve_as(manifest_dir, &ext, &who)
+}
