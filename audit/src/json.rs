@@ -63,6 +63,7 @@ pub fn render_json(r: &Report) -> Json {
                         "judgedAgainst": judged_against, "reason": reason, "remediation": remediation,
                     }),
                 }).collect::<Vec<_>>(),
+                "shipped": r.shipped.iter().filter(|s| s.shipped.group == g.label).map(shipped_json).collect::<Vec<_>>(),
             })
         })
         .collect();
@@ -102,6 +103,25 @@ pub fn render_json(r: &Report) -> Json {
             "rejectedToolGroups": r.rejected_groups(),
             "findings": r.findings.iter().map(|f| json!({ "level": f.level.name(), "subject": f.subject, "message": f.message })).collect::<Vec<_>>(),
         },
+    })
+}
+
+/// A provider a contributed group ships: its key and lock state as `loom audit --json` lists `providers`, the group
+/// that ships it, and each of its tools as `tools[].mcp` shows one.
+pub fn shipped_json(s: &loom_runtime::ShippedState) -> Json {
+    json!({
+        "handle": s.shipped.key,
+        "group": s.shipped.group,
+        "label": s.shipped.label,
+        "source": s.shipped.source.describe(),
+        "state": s.state.label(),
+        "problem": s.state.problem(),
+        "resolved": s.resolved,
+        "sha256": s.sha256,
+        "tools": s.tools.iter().map(|(name, m)| (name.clone(), match m {
+            Ok(m) => json!({ "server": m.server, "description": m.description, "schema": m.schema }),
+            Err(e) => json!({ "error": e }),
+        })).collect::<serde_json::Map<String, Json>>(),
     })
 }
 

@@ -82,6 +82,8 @@ pub struct Report {
     pub findings: Vec<Finding>,
     /// Each MCP tool instance: its server and schema after pre-binding, or why it could not be resolved.
     pub mcp: BTreeMap<String, Result<loom_runtime::McpResolution, String>>,
+    /// The providers accepted contributed groups ship: install state and each tool resolved from the pinned install.
+    pub shipped: Vec<loom_runtime::ShippedState>,
 }
 
 impl Report {
@@ -118,6 +120,9 @@ pub struct Facts<'a> {
     /// MCP tools resolved by spawning their servers (`loom_runtime::resolve_mcp_tools`); an MCP tool missing here
     /// is reported as unresolved.
     pub mcp: BTreeMap<String, Result<loom_runtime::McpResolution, String>>,
+    /// The providers accepted contributed groups ship, resolved from their pinned installs
+    /// (`loom_runtime::shipped_states`).
+    pub shipped: Vec<loom_runtime::ShippedState>,
     /// The boot property check, if the caller started it as soon as the manifest was parsed
     /// ([`BootChecks::start`] with this manifest and `ctx`); otherwise (or if it was started for other algebras or
     /// another context) the report starts its own.
@@ -244,6 +249,18 @@ pub fn build_report(manifest: Manifest, facts: Facts<'_>) -> Report {
                     .into(),
         });
     }
+    // a shipped provider that does not resolve leaves its group's tools out at boot
+    for s in &facts.shipped {
+        for (instance, resolved) in &s.tools {
+            if let Err(e) = resolved {
+                findings.push(Finding {
+                    level: Level::Error,
+                    subject: s.shipped.group.clone(),
+                    message: format!("{instance} is left out at boot: {e}"),
+                });
+            }
+        }
+    }
     collect_subagent_findings(&subagents, "", &mut findings);
 
     findings.sort_by_key(|f| std::cmp::Reverse(f.level));
@@ -259,6 +276,7 @@ pub fn build_report(manifest: Manifest, facts: Facts<'_>) -> Report {
         subagents,
         findings,
         mcp: facts.mcp,
+        shipped: facts.shipped,
     }
 }
 

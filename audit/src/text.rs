@@ -163,6 +163,9 @@ pub fn render_text(r: &Report) -> String {
                 }
             }
         }
+        for s in r.shipped.iter().filter(|s| s.shipped.group == g.label) {
+            render_shipped(&mut o, s);
+        }
     }
 
     let _ = writeln!(o, "\nsub-agents");
@@ -230,6 +233,28 @@ pub fn render_text(r: &Report) -> String {
         let _ = writeln!(o, "  {:7}  {}: {}", f.level.name(), f.subject, f.message);
     }
     o
+}
+
+/// A provider a group ships: where it is installed (or why it is not), and what the model sees of each tool.
+fn render_shipped(o: &mut String, s: &loom_runtime::ShippedState) {
+    let _ = writeln!(
+        o,
+        "    ships     {} ({})  as {}  [{}]",
+        s.shipped.label,
+        s.shipped.source.describe(),
+        s.shipped.key,
+        s.state.label()
+    );
+    for (instance, resolved) in &s.tools {
+        match resolved {
+            Ok(m) => {
+                let _ = writeln!(o, "      {instance}  model sees  {}", m.schema);
+            }
+            Err(e) => {
+                let _ = writeln!(o, "      {instance}  unresolved  {e}");
+            }
+        }
+    }
 }
 
 fn harness_secret(provider: &str) -> &'static str {

@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 
 use loom_audit::{
     build_report, render_gate_json, render_gate_sarif, render_gate_text, render_json, render_text,
-    run_gate, BootChecks, Facts, Finding, Level, Report,
+    run_gate, shipped_json, BootChecks, Facts, Finding, Level, Report,
 };
 use loom_kernel::{
     binding_problem, check_subagents, install_writable, parse_manifest, Manifest, SubagentVerdict,
@@ -12,8 +12,8 @@ use loom_kernel::{
 };
 use loom_runtime::{
     env_map, git_show, load_manifest, manifest_skills, path_ctx, provider_infos, provider_sources,
-    read_text, resolve_mcp_tools, session_group, storage_dir, BaselineSpec, Discovery, FsLoader,
-    Loaded, SkillsEnv,
+    read_text, resolve_mcp_tools, session_group, shipped_states, storage_dir, BaselineSpec,
+    Discovery, FsLoader, Loaded, SkillsEnv,
 };
 
 use crate::exit;
@@ -102,7 +102,9 @@ fn report_of(
     };
     // MCP tools are resolved by starting their servers (no model calls); the servers stop before the report
     let mcp = resolve_mcp_tools(&loaded, Path::new(&ctx.base));
-    let protected = if provider_sources(&loaded.manifest).is_empty() {
+    // so are the providers accepted skills ship, from their pinned installs
+    let shipped = shipped_states(&loaded, Path::new(&ctx.base));
+    let protected = if provider_sources(&loaded.manifest).is_empty() && shipped.is_empty() {
         vec![]
     } else {
         vec![
@@ -120,6 +122,7 @@ fn report_of(
             groups,
             loader: &mut loader,
             mcp,
+            shipped,
             checks,
         },
     );
@@ -139,7 +142,7 @@ fn report_of(
 }
 
 /// The manifest's provider sources with their lock state and config key names (never values), for `--json`
-/// (`providers`).
+/// (`providers`; the providers skills ship follow, with their `group`).
 fn providers_json(loaded: &Loaded, cwd: &Path) -> serde_json::Value {
     provider_infos(loaded, cwd, false)
         .iter()
@@ -204,8 +207,11 @@ fn audit(
     ctx: loom_kernel::PathCtx,
     checks: BootChecks,
 ) -> i32 {
-    let providers = providers_json(&loaded, Path::new(&ctx.base));
+    let mut providers = providers_json(&loaded, Path::new(&ctx.base));
     let report = report_of(&args.manifest, loaded, ctx, Some(checks));
+    if let Some(list) = providers.as_array_mut() {
+        list.extend(report.shipped.iter().map(shipped_json));
+    }
     let out = match format {
         Format::Json => {
             let mut j = render_json(&report);
