@@ -15,6 +15,7 @@ mod providers;
 mod repl;
 mod secrets;
 mod session;
+mod shipped;
 mod skills;
 mod subagent;
 mod thinking;
