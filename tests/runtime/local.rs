@@ -9,7 +9,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use loom_tests::Scratch;
+use loom_tests::{loom_bin, Scratch};
 
 use super::{label, updates};
 
@@ -303,12 +303,17 @@ fn the_135m_model_decodes_a_schema_valid_call_under_the_grammar() {
     };
 
     let model = shared_models().join("models").join(MODEL).join(FILE);
-    let engine = Engine::start(EngineOptions {
-        model,
-        label: MODEL.into(),
-        threads: 2,
-        context: 1024,
-    })
+    // the engine process is built with loom, next to it
+    let program = loom_bin().with_file_name(loom_local::ENGINE_PROGRAM);
+    let engine = Engine::start(
+        &program,
+        EngineOptions {
+            model,
+            label: MODEL.into(),
+            threads: 2,
+            context: 1024,
+        },
+    )
     .unwrap();
     let bash = serde_json::json!({"type": "object", "properties": {
         "command": {"type": "string"}, "timeout_ms": {"type": "integer", "minimum": 1}}, "required": ["command"]});

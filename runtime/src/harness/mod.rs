@@ -221,7 +221,6 @@ pub const DEFAULT_MAX_TURN_REQUESTS: u32 = 16;
 /// Where a harness is built: the manifest's directory (a local model's relative path) and the environment loom
 /// runs in (the data directory a known local model is installed into).
 #[derive(Debug, Clone, Default)]
-#[cfg_attr(not(feature = "local"), allow(dead_code))]
 pub struct HarnessPlace {
     /// The manifest's directory.
     pub manifest_dir: std::path::PathBuf,
@@ -247,7 +246,6 @@ pub fn build_harness_in(
     let h = harness.ok_or(HarnessConfigError::Missing)?;
     let max = max_turn_requests_of(Some(h))?;
     match h.provider.as_str() {
-        #[cfg(feature = "local")]
         "local" => Ok((
             std::sync::Arc::new(local::LocalHarness::from_config(
                 &h.config,
@@ -257,15 +255,6 @@ pub fn build_harness_in(
             )?),
             max,
         )),
-        #[cfg(not(feature = "local"))]
-        "local" => {
-            let _ = place;
-            Err(HarnessConfigError::Invalid(
-                "provider \"local\" needs a loom built with the cargo feature `local` (the default of the loom \
-                 binary); rebuild with `cargo build -p loom-cli --features local`"
-                    .into(),
-            ))
-        }
         "test" => Ok((
             std::sync::Arc::new(TestHarness::from_config(&h.config)?),
             max,

@@ -1,4 +1,5 @@
-//! The `local` harness: a GGUF model run in-process by llama.cpp (crate `loom-local`, cargo feature `local`).
+//! The `local` harness: a GGUF model run by llama.cpp in the engine process `loom-engine` (crates `loom-local`, the
+//! client and protocol, and `loom-engine`, the process), started when the harness is built and ended with it.
 //!
 //! Each request renders the conversation with the model's own chat template and decodes under a grammar built from
 //! the request's tools, so every response is either a call of one of those tools with input of its schema's shape or
@@ -6,25 +7,17 @@
 //! its KV cache between requests, so the next request of a turn only processes the new messages. A decoded call is
 //! a proposal like any model's: the kernel decides it and the sandbox confines it.
 
-// Without the `local` feature only `models_dir` and the defaults are used (by `loom model` and audit); the rest is
-// the harness's, compiled for its unit tests.
-#[cfg_attr(not(feature = "local"), allow(dead_code))]
 mod config;
-#[cfg_attr(not(feature = "local"), allow(dead_code))]
 mod prompt;
 #[cfg(test)]
 mod tests;
 
 pub use config::{models_dir, DEFAULT_CONTEXT};
-#[cfg(any(test, feature = "local"))]
 pub(crate) use config::{LocalConfig, ModelChoice};
-#[cfg(any(test, feature = "local"))]
 pub(crate) use prompt::{chat_messages, grammar_for};
 
-#[cfg(feature = "local")]
 pub use engine_harness::LocalHarness;
 
-#[cfg(feature = "local")]
 mod engine_harness {
     use std::collections::BTreeMap;
     use std::path::Path;
@@ -32,8 +25,9 @@ mod engine_harness {
 
     use futures::future::BoxFuture;
     use loom_local::{
-        check_gguf_header, install, installed_path, parse_response, stderr_progress, verify_known,
-        Engine, EngineError, EngineOptions, Job, JobEvent, Response, Sampling,
+        check_gguf_header, engine_program, install, installed_path, parse_response,
+        stderr_progress, verify_known, Engine, EngineError, EngineOptions, Job, JobEvent, Response,
+        Sampling,
     };
     use tokio::sync::mpsc;
     use tokio_util::sync::CancellationToken;
@@ -64,7 +58,7 @@ mod engine_harness {
 
     impl LocalHarness {
         /// Builds the harness from `[harness]`: resolves the model (installing a known one that is missing, with a
-        /// progress display on stderr), checks the file, and loads it.
+        /// progress display on stderr), checks the file, and loads it in a new engine process.
         pub fn from_config(
             config: &toml::Table,
             manifest_dir: &Path,
@@ -94,12 +88,16 @@ mod engine_harness {
                     (p.clone(), p.display().to_string())
                 }
             };
-            let engine = Engine::start(EngineOptions {
-                model: path,
-                label,
-                threads: config.threads,
-                context: config.context,
-            })
+            let program = engine_program(env).map_err(engine_err)?;
+            let engine = Engine::start(
+                &program,
+                EngineOptions {
+                    model: path,
+                    label,
+                    threads: config.threads,
+                    context: config.context,
+                },
+            )
             .map_err(engine_err)?;
             Ok(LocalHarness {
                 engine,

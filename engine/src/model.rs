@@ -1,10 +1,9 @@
-//! The engine: one thread owns the llama.cpp model and its context and runs one generation job at a time. Jobs
+//! The model: one thread owns the llama.cpp model and its context and runs one generation job at a time. Jobs
 //! arrive over a channel; events go back through the job's callback, which the caller also uses to stop a job
 //! (return `false`: cancelled). The KV cache stays between jobs, so a request that extends the previous one (the
 //! next request of a turn) only processes the tokens that are new.
 
 use std::num::NonZeroU32;
-use std::path::PathBuf;
 use std::sync::mpsc;
 use std::sync::OnceLock;
 use std::time::Instant;
@@ -20,116 +19,17 @@ use llama_cpp_2::token::data::LlamaTokenData;
 use llama_cpp_2::token::data_array::LlamaTokenDataArray;
 use llama_cpp_2::token::LlamaToken;
 
-use crate::grammar::ROOT;
+use loom_local::protocol::{EngineError, EngineOptions, JobEvent, JobSpec};
+use loom_local::ROOT;
 
-/// How to load a model.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct EngineOptions {
-    /// The GGUF file (already checked).
-    pub model: PathBuf,
-    /// What to call it in messages.
-    pub label: String,
-    /// CPU threads.
-    pub threads: u32,
-    /// The context window in tokens.
-    pub context: u32,
-}
-
-/// Sampling settings.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Sampling {
-    /// 0 = greedy.
-    pub temperature: f32,
-    /// Keep the k most likely tokens (0 = off).
-    pub top_k: i32,
-    /// Nucleus sampling (1.0 = off).
-    pub top_p: f32,
-    /// Seed of the random choice.
-    pub seed: u32,
-}
-
-/// What a job reports.
-#[derive(Debug, Clone, PartialEq)]
-pub enum JobEvent {
-    /// The prompt is processed: `tokens` in all, of which `reused` came from the cache.
-    Prompt {
-        /// Prompt tokens.
-        tokens: usize,
-        /// Tokens whose KV entries were kept from the previous job.
-        reused: usize,
-        /// Milliseconds spent on the new prompt tokens.
-        millis: u128,
-    },
-    /// Generated text (whole UTF-8 characters).
-    Text(String),
-    /// The job ended.
-    Done {
-        /// Tokens generated.
-        generated: usize,
-        /// True when the output cap ended it.
-        hit_limit: bool,
-        /// True when the callback stopped it.
-        cancelled: bool,
-        /// Milliseconds from the first generated token to the end.
-        millis: u128,
-    },
-}
-
-/// One generation job.
+/// One generation job inside the engine.
 pub struct Job {
-    /// The conversation as (role, content) pairs, rendered with the model's own chat template.
-    pub messages: Vec<(String, String)>,
-    /// The GBNF grammar the output must follow (start rule `root`); empty: free text (benchmarks only).
-    pub grammar: String,
-    /// Output cap in tokens.
-    pub max_tokens: u32,
-    /// Sampling settings.
-    pub sampling: Sampling,
+    /// The work.
+    pub spec: JobSpec,
     /// Receives the events; returning `false` stops the job.
     pub events: Box<dyn FnMut(JobEvent) -> bool + Send>,
     /// Called once when the job ends: `Ok` after `Done`, or why it failed.
     pub done: Box<dyn FnOnce(Result<(), EngineError>) + Send>,
-}
-
-/// Why the engine could not load a model or run a job.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum EngineError {
-    /// llama.cpp could not start.
-    #[error("the local model runtime (llama.cpp) could not start: {0}")]
-    Backend(String),
-    /// The model file did not load (truncated, unsupported architecture, …).
-    #[error("llama.cpp could not load the model {model}: {why}; the file may be truncated or of an architecture this build does not support — reinstall it or pick another model")]
-    Load {
-        /// The model.
-        model: String,
-        /// What failed.
-        why: String,
-    },
-    /// The model carries no chat template.
-    #[error("the model {0} carries no chat template in its GGUF file, so loom cannot build its prompt; use an instruct/chat model")]
-    NoTemplate(String),
-    /// The prompt does not fit.
-    #[error("the prompt is {prompt} tokens and the answer may take {answer} more, but {model} has a context of {context}; raise `context` under [harness] or start a new session")]
-    ContextOverflow {
-        /// The model.
-        model: String,
-        /// Prompt tokens.
-        prompt: usize,
-        /// Output cap.
-        answer: u32,
-        /// The context size.
-        context: u32,
-    },
-    /// llama.cpp refused the grammar.
-    #[error("llama.cpp refused the tool grammar for {0}; a tool's schema may be too complex — remove tools from [tools] until it loads")]
-    Grammar(String),
-    /// Evaluation failed.
-    #[error("the local model failed while generating: {0}")]
-    Decode(String),
-    /// The engine thread is gone.
-    #[error("the local model's thread has stopped; restart loom")]
-    Stopped,
 }
 
 static BACKEND: OnceLock<Result<LlamaBackend, String>> = OnceLock::new();
@@ -149,23 +49,21 @@ fn backend() -> Result<&'static LlamaBackend, EngineError> {
         .map_err(|e| EngineError::Backend(e.clone()))
 }
 
-/// A running engine: the handle of its thread.
-pub struct Engine {
+/// A loaded model: the handle of its thread.
+pub struct Model {
     jobs: mpsc::Sender<Job>,
     label: String,
 }
 
-impl std::fmt::Debug for Engine {
+impl std::fmt::Debug for Model {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Engine")
-            .field("model", &self.label)
-            .finish()
+        f.debug_struct("Model").field("model", &self.label).finish()
     }
 }
 
-impl Engine {
+impl Model {
     /// Starts the engine thread and loads the model; returns once it is loaded (or failed to).
-    pub fn start(opts: EngineOptions) -> Result<Engine, EngineError> {
+    pub fn start(opts: EngineOptions) -> Result<Model, EngineError> {
         let backend = backend()?;
         let (jobs, rx) = mpsc::channel::<Job>();
         let (ready_tx, ready_rx) = mpsc::channel();
@@ -220,7 +118,7 @@ impl Engine {
             })
             .map_err(|e| EngineError::Backend(e.to_string()))?;
         ready_rx.recv().map_err(|_| EngineError::Stopped)??;
-        Ok(Engine { jobs, label })
+        Ok(Model { jobs, label })
     }
 
     /// Queues a job; its events and end arrive through the job's own channels.
@@ -283,13 +181,13 @@ impl Worker<'_> {
     }
 
     fn run(&mut self, mut job: Job) -> Result<(), EngineError> {
-        let tokens = self.prompt_tokens(&job.messages)?;
+        let tokens = self.prompt_tokens(&job.spec.messages)?;
         let context = self.ctx.n_ctx();
-        if tokens.len() + job.max_tokens as usize > context as usize {
+        if tokens.len() + job.spec.max_tokens as usize > context as usize {
             return Err(EngineError::ContextOverflow {
                 model: self.label.clone(),
                 prompt: tokens.len(),
-                answer: job.max_tokens,
+                answer: job.spec.max_tokens,
                 context,
             });
         }
@@ -315,7 +213,7 @@ impl Worker<'_> {
         let go_on = (job.events)(JobEvent::Prompt {
             tokens: tokens.len(),
             reused: keep,
-            millis: started.elapsed().as_millis(),
+            millis: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
         });
         let started = Instant::now();
         let mut utf8 = Utf8Buffer::default();
@@ -323,7 +221,7 @@ impl Worker<'_> {
         let mut hit_limit = false;
         let mut cancelled = !go_on;
         while !cancelled {
-            if generated >= job.max_tokens as usize {
+            if generated >= job.spec.max_tokens as usize {
                 hit_limit = true;
                 break;
             }
@@ -347,22 +245,22 @@ impl Worker<'_> {
             generated,
             hit_limit,
             cancelled,
-            millis: started.elapsed().as_millis(),
+            millis: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
         });
         Ok(())
     }
 
     /// The grammar sampler (none for an empty grammar) and the sampling chain.
     fn samplers(&self, job: &Job) -> Result<(Option<LlamaSampler>, LlamaSampler), EngineError> {
-        let grammar = if job.grammar.is_empty() {
+        let grammar = if job.spec.grammar.is_empty() {
             None
         } else {
             Some(
-                LlamaSampler::grammar(self.model, &job.grammar, ROOT)
+                LlamaSampler::grammar(self.model, &job.spec.grammar, ROOT)
                     .map_err(|_| EngineError::Grammar(self.label.clone()))?,
             )
         };
-        let s = job.sampling;
+        let s = job.spec.sampling;
         let mut chain = Vec::new();
         if s.temperature <= 0.0 {
             chain.push(LlamaSampler::greedy());

@@ -1,0 +1,183 @@
+//! # loom-engine: the local model engine process
+//!
+//! `loom` runs `[harness] provider = "local"` by starting this program (`loom-engine`, installed next to `loom`) and
+//! speaking `loom_local::protocol` with it: one JSON object per line on stdin and stdout. It loads one GGUF model
+//! with llama.cpp, then runs generation jobs one at a time, keeping the KV cache between them, and exits when its
+//! stdin ends. Keeping llama.cpp in a process of its own means the C++ code that parses model files never shares an
+//! address space with loom's policy decisions, secrets or sessions, and a `loom` that runs no local model never
+//! loads it.
+//!
+//! ## What this crate must never do
+//! Decide anything about tools: it produces text under the grammar it is given, and loom's kernel decides every call
+//! the text proposes. Write anywhere but its stdout (the protocol) and stderr (diagnostics). Read anything but the
+//! model file it is told to load.
+
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
+
+mod model;
+
+use std::collections::BTreeSet;
+use std::io::{BufRead, Write};
+use std::sync::{Arc, Mutex};
+
+use loom_local::protocol::{line, EngineError, Reply, Request};
+
+pub use model::{Job, Model};
+
+/// Serves the protocol on `input` / `output` until `input` ends; returns the process's exit code (0 after a normal
+/// end, 1 when the model could not be loaded or the first line was not a load, 2 when a line was not a request).
+pub fn serve(mut input: impl BufRead, output: impl Write + Send + 'static) -> i32 {
+    let out = Arc::new(Mutex::new(output));
+    let write = {
+        let out = out.clone();
+        move |r: &Reply| -> bool {
+            let Ok(mut o) = out.lock() else { return false };
+            let mut text = line(r);
+            text.push('\n');
+            o.write_all(text.as_bytes())
+                .and_then(|()| o.flush())
+                .is_ok()
+        }
+    };
+    let opts = match next_request(&mut input) {
+        Some(Ok(Request::Load(opts))) => opts,
+        Some(Ok(_)) => {
+            eprintln!("loom-engine: the first request must be `load`");
+            return 1;
+        }
+        Some(Err(e)) => {
+            eprintln!("loom-engine: {e}");
+            return 2;
+        }
+        None => return 0,
+    };
+    let model = match Model::start(opts) {
+        Ok(m) => m,
+        Err(e) => {
+            write(&Reply::LoadFailed(e));
+            return 1;
+        }
+    };
+    if !write(&Reply::Ready) {
+        return 0;
+    }
+    let cancelled: Arc<Mutex<BTreeSet<u64>>> = Arc::default();
+    loop {
+        match next_request(&mut input) {
+            None => return 0,
+            Some(Err(e)) => {
+                eprintln!("loom-engine: {e}");
+                return 2;
+            }
+            Some(Ok(Request::Load(_))) => {
+                eprintln!("loom-engine: a model is loaded already; start another engine for another model");
+                return 2;
+            }
+            Some(Ok(Request::Cancel { id })) => {
+                if let Ok(mut c) = cancelled.lock() {
+                    c.insert(id);
+                }
+            }
+            Some(Ok(Request::Job { id, job })) => {
+                let (events_out, done_out) = (write.clone(), write.clone());
+                let (stop, forget) = (cancelled.clone(), cancelled.clone());
+                let submitted = model.submit(Job {
+                    spec: job,
+                    events: Box::new(move |event| {
+                        let go_on = stop.lock().map(|c| !c.contains(&id)).unwrap_or(false);
+                        events_out(&Reply::Event { id, event }) && go_on
+                    }),
+                    done: Box::new(move |r| {
+                        if let Ok(mut c) = forget.lock() {
+                            c.remove(&id);
+                        }
+                        done_out(&Reply::End { id, error: r.err() });
+                    }),
+                });
+                if submitted.is_err() {
+                    write(&Reply::End {
+                        id,
+                        error: Some(EngineError::Stopped),
+                    });
+                    return 1;
+                }
+            }
+        }
+    }
+}
+
+/// The next request: `None` at the end of the input; an error naming the line that is not one.
+fn next_request(input: &mut impl BufRead) -> Option<Result<Request, String>> {
+    let mut text = String::new();
+    loop {
+        text.clear();
+        match input.read_line(&mut text) {
+            Ok(0) | Err(_) => return None,
+            Ok(_) if text.trim().is_empty() => continue,
+            Ok(_) => {
+                return Some(
+                    serde_json::from_str(text.trim_end())
+                        .map_err(|e| format!("not a request ({e}): {:?}", text.trim_end())),
+                )
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Clone, Default)]
+    struct Sink(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Sink {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    fn replies(sink: &Sink) -> Vec<Reply> {
+        let text = String::from_utf8(sink.0.lock().unwrap().clone()).unwrap();
+        text.lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn a_model_that_does_not_load_is_reported_on_the_protocol() {
+        let dir = tempfile::tempdir().unwrap();
+        let bad = dir.path().join("bad.gguf");
+        std::fs::write(&bad, b"GGUF but not really a model").unwrap();
+        let load = line(&Request::Load(loom_local::EngineOptions {
+            model: bad,
+            label: "bad".into(),
+            threads: 1,
+            context: 256,
+        }));
+        let sink = Sink::default();
+        let code = serve(std::io::Cursor::new(format!("{load}\n")), sink.clone());
+        assert_eq!(code, 1);
+        match replies(&sink).as_slice() {
+            [Reply::LoadFailed(EngineError::Load { model, .. })] => assert_eq!(model, "bad"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_first_line_that_is_not_a_load_ends_the_engine() {
+        let sink = Sink::default();
+        let job = line(&Request::Cancel { id: 1 });
+        assert_eq!(
+            serve(std::io::Cursor::new(format!("{job}\n")), sink.clone()),
+            1
+        );
+        assert_eq!(serve(std::io::Cursor::new("not json\n"), sink.clone()), 2);
+        assert_eq!(serve(std::io::Cursor::new(""), sink.clone()), 0);
+        assert!(replies(&sink).is_empty());
+    }
+}
