@@ -48,6 +48,11 @@ pub fn engine_program(env: &BTreeMap<String, String>) -> Result<PathBuf, EngineE
             "cannot be located: loom cannot find its own executable: {e}"
         ))
     })?;
+    next_to(&exe)
+}
+
+/// `loom-engine` in the directory of `exe`, or the one above it.
+fn next_to(exe: &Path) -> Result<PathBuf, EngineError> {
     let dir = exe.parent().unwrap_or(Path::new("/"));
     let candidates: Vec<PathBuf> = [Some(dir), dir.parent()]
         .into_iter()
@@ -520,10 +525,17 @@ for raw in sys.stdin:
             engine_program(&env).unwrap(),
             PathBuf::from("/x/loom-engine")
         );
-        let err = engine_program(&BTreeMap::new()).unwrap_err().to_string();
+        let exe = dir.path().join("bin/deps/loom");
+        let err = next_to(&exe).unwrap_err().to_string();
         assert!(
             err.contains(ENGINE_VAR) && err.contains("cargo build"),
             "{err}"
+        );
+        std::fs::create_dir_all(dir.path().join("bin/deps")).unwrap();
+        std::fs::write(dir.path().join("bin").join(ENGINE_PROGRAM), "").unwrap();
+        assert_eq!(
+            next_to(&exe).unwrap(),
+            dir.path().join("bin").join(ENGINE_PROGRAM)
         );
     }
 }
