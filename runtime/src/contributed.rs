@@ -173,32 +173,24 @@ pub(crate) fn bind_groups(
                     None => problem = Some(format!("no session layer provides `{name}`")),
                 },
                 provider => {
-                    if let Some((key, table)) = mcp_provider(m, provider) {
+                    // the process behind it: an MCP server (root handle or shipped table), a source the group
+                    // ships (pinned under the kernel's key), or a root handle's provider source
+                    let server = if let Some((key, table)) = mcp_provider(m, provider) {
+                        Some((key, Some(table.clone())))
+                    } else if let ProviderRef::Shipped(s) = provider {
+                        Some((loom_kernel::shipped_key(&group.label, &s.label), None))
+                    } else {
+                        crate::providers::provider_source(m, provider)
+                            .map(|ext| (ext.handle.to_string(), None))
+                    };
+                    if let Some((key, table)) = server {
                         let (grant, _) = requested_grant(ceiling, name, entry);
                         news.push(NewTool::Mcp {
                             instance: name.clone(),
                             underlying: entry.tool.clone().unwrap_or_else(|| name.clone()),
                             grant,
                             key,
-                            table: Some(table.clone()),
-                        });
-                    } else if let ProviderRef::Shipped(s) = provider {
-                        let (grant, _) = requested_grant(ceiling, name, entry);
-                        news.push(NewTool::Mcp {
-                            instance: name.clone(),
-                            underlying: entry.tool.clone().unwrap_or_else(|| name.clone()),
-                            grant,
-                            key: loom_kernel::shipped_key(&group.label, &s.label),
-                            table: None,
-                        });
-                    } else if let Some(ext) = crate::providers::provider_source(m, provider) {
-                        let (grant, _) = requested_grant(ceiling, name, entry);
-                        news.push(NewTool::Mcp {
-                            instance: name.clone(),
-                            underlying: entry.tool.clone().unwrap_or_else(|| name.clone()),
-                            grant,
-                            key: ext.handle.to_string(),
-                            table: None,
+                            table,
                         });
                     }
                 }

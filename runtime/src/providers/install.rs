@@ -77,7 +77,6 @@ pub fn install(
                 base: manifest_dir,
                 confine: None,
                 subject: format!("[providers].{h} ({})", source.describe()),
-                shipped_by: None,
             };
             (h.clone(), t)
         })
@@ -88,7 +87,6 @@ pub fn install(
             base: &s.dir,
             confine: Some(&s.dir),
             subject: s.describe(),
-            shipped_by: Some(s.describe()),
         });
     }
     let mut staged = Vec::new();
@@ -144,7 +142,7 @@ pub fn install(
         let before = old_lock.as_ref().and_then(|l| l.providers.get(&handle));
         out.push(Installed {
             changed: before.map(|b| b.sha256 != entry.sha256) != Some(false),
-            shipped_by: srcs.get(&handle).and_then(|t| t.shipped_by.clone()),
+            shipped_by: srcs.get(&handle).and_then(Target::shipped_by),
             handle,
             entry,
         });
@@ -214,10 +212,15 @@ struct Target<'a> {
     base: &'a Path,
     /// For a shipped source: the group's folder, which a local source must stay inside.
     confine: Option<&'a Path>,
-    /// How errors name it.
+    /// How errors name it (for a shipped source: who ships what).
     subject: String,
+}
+
+impl Target<'_> {
     /// For a shipped source: who ships it.
-    shipped_by: Option<String>,
+    fn shipped_by(&self) -> Option<String> {
+        self.confine.map(|_| self.subject.clone())
+    }
 }
 
 /// Puts the target's source into the new directory `dst`; returns what it resolved to. `scratch` is for downloads.

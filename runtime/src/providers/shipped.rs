@@ -84,26 +84,22 @@ pub fn shipped_sources(loaded: &Loaded, ctx: &PathCtx) -> Vec<ShippedSource> {
         if !judge_group(m, &ceiling, ctx, group).accepted {
             continue;
         }
-        let keys = group_sources(group);
         for (name, entry) in &group.tools {
             let ProviderRef::Shipped(s) = &entry.provider else {
                 continue;
             };
+            let Some(source) = s.spec.source() else {
+                continue;
+            };
             let key = shipped_key(&group.label, &s.label);
-            let Some((label, spec)) = keys.get(&key) else {
-                continue;
-            };
-            let Some(source) = spec.source() else {
-                continue;
-            };
             let (grant, _) = requested_grant(&ceiling, name, entry);
             out.entry(key.clone())
                 .or_insert_with(|| ShippedSource {
                     key,
                     group: group.label.clone(),
-                    label: label.clone(),
+                    label: s.label.clone(),
                     source: source.clone(),
-                    spec: spec.clone(),
+                    spec: s.spec.clone(),
                     dir: skill.dir.clone(),
                     tools: Vec::new(),
                 })
