@@ -31,6 +31,7 @@
 #![warn(missing_docs)]
 
 mod algebra;
+mod authority;
 mod ceiling;
 mod contracts;
 mod decide;
@@ -58,6 +59,10 @@ mod value;
 pub use algebra::{
     equivalent, paths_value_contains, union_merge, value_contains, Algebra, AlgebraKind,
     BashAlgebra, DefaultAlgebra, FilesAlgebra, McpAlgebra, ENV_TIER1, ENV_TIER2,
+};
+pub use authority::{
+    authority_candidates, authority_denial, authority_exposure, command_words, protected_name_in,
+    Authority, AuthorityFile, AuthorityKind, Exposure, PROTECTED_NAMES,
 };
 pub use ceiling::{
     ceiling_excess, default_ceiling, requested_grant, tool_grants, Ceiling, GrantSource, ToolGrant,
