@@ -154,6 +154,7 @@ impl Case {
             shim: None,
             broker: BrokerLimits::default(),
             secrets: &loom_sandbox::SecretFacts::default(),
+            authority: &loom_sandbox::AuthorityPaths::default(),
         };
         let streams = Streams {
             stdin: Stream::Null,
@@ -174,6 +175,7 @@ impl Case {
         let place = Place {
             cwd: self.cwd.clone(),
             home: self.home.clone(),
+            ..Place::default()
         };
         let profile = build_profile(&self.row, &self.ctx, &place, Limits::default(), &HostFs)
             .map_err(fail("profile"))?;

@@ -146,6 +146,7 @@ fn prepare(shared: &Arc<Shared>, stream: &UnixStream) -> Result<Prepared, Refusa
             .map(PathBuf::from)
             .unwrap_or_else(|| neutral.clone()),
         home: cfg.home.clone(),
+        authority: cfg.authority.clone(),
     };
     let mut limits = backend.limits.clone();
     limits.timeout = cfg.limits.call_timeout;

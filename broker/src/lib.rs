@@ -31,6 +31,7 @@
 //!     host_path: std::env::var_os("PATH").unwrap_or_default(),
 //!     host_env: std::env::vars_os().collect(),
 //!     secrets: loom_sandbox::SecretFacts::default(),
+//!     authority: loom_sandbox::AuthorityPaths::default(),
 //!     backend: None, // no backend: every call is refused
 //!     limits: BrokerLimits::default(),
 //!     shim: shim_next_to_current_exe().unwrap(),

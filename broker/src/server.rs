@@ -11,7 +11,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use loom_kernel::{brokered_commands, Grant, PathCtx};
-use loom_sandbox::{BwrapFeatures, Limits, Profile, SecretFacts, Tier};
+use loom_sandbox::{AuthorityPaths, BwrapFeatures, Limits, Profile, SecretFacts, Tier};
 
 use crate::call::{refuse, serve};
 use crate::dir::BrokerDir;
@@ -81,6 +81,8 @@ pub struct BrokerConfig {
     pub host_env: Vec<(OsString, OsString)>,
     /// The secrets loom knows and which the agent shares: a brokered command sees only those its row is granted.
     pub secrets: SecretFacts,
+    /// The agent's authority files: read-only (secret stores masked) in every brokered command's view too.
+    pub authority: AuthorityPaths,
     /// The sandbox backend; `None` refuses every call.
     pub backend: Option<Backend>,
     /// Bounds.

@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 use loom_kernel::{brokered_commands, is_general_row, Grant, PathCtx, Row};
 use loom_sandbox::{
     build_env, build_profile, choose_tier, host_support, inner_exe_next_to_current_exe,
-    spawn_sandboxed_io, BackendError, HostFs, InnerExeError, Launch, Limits, Outcome, Place,
-    ProfileError, SecretFacts, SpawnError, Streams, Tier,
+    spawn_sandboxed_io, AuthorityPaths, BackendError, HostFs, InnerExeError, Launch, Limits,
+    Outcome, Place, ProfileError, SecretFacts, SpawnError, Streams, Tier,
 };
 
 use crate::dir::shim_next_to_current_exe;
@@ -79,6 +79,9 @@ pub struct RowRun<'a> {
     /// The secrets loom knows and which the agent shares: the command (and each brokered one) sees only the
     /// secrets its row is granted (`SecretFacts::default()`: none known, nothing screened).
     pub secrets: &'a SecretFacts,
+    /// The agent's authority files: read-only in the view, secret stores masked (`AuthorityPaths::default()`:
+    /// only the built-in protected names).
+    pub authority: &'a AuthorityPaths,
 }
 
 /// Runs `run` confined under its row, with the broker when the row is a general row of a set that also names
@@ -92,6 +95,7 @@ pub fn run_row(
     let place = Place {
         cwd: run.cwd.to_path_buf(),
         home: run.home.clone(),
+        authority: run.authority.clone(),
     };
     let mut profile = build_profile(run.row, run.ctx, &place, run.limits.clone(), &HostFs)?;
     let support = host_support();
@@ -132,6 +136,7 @@ pub fn run_row(
         host_path: std::env::var_os("PATH").unwrap_or_default(),
         host_env: std::env::vars_os().collect(),
         secrets: run.secrets.clone(),
+        authority: run.authority.clone(),
         backend: Some(Backend {
             tier,
             bwrap: support.bwrap.clone(),

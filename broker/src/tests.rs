@@ -23,6 +23,7 @@ fn config(grant: &str) -> BrokerConfig {
         host_path: "/usr/bin:/bin".into(),
         host_env: Vec::new(),
         secrets: loom_sandbox::SecretFacts::default(),
+        authority: loom_sandbox::AuthorityPaths::default(),
         backend: None,
         limits: BrokerLimits::default(),
         shim: std::env::current_exe().unwrap(),

@@ -47,14 +47,17 @@ enum Op {
     },
     Pinned(PathBuf),
     Protected(PathBuf),
+    Masked(PathBuf),
 }
 
 impl Op {
     fn dest(&self) -> &Path {
         match self {
-            Op::System { path, .. } | Op::Tmpfs(path) | Op::Protected(path) | Op::Pinned(path) => {
-                path
-            }
+            Op::System { path, .. }
+            | Op::Tmpfs(path)
+            | Op::Protected(path)
+            | Op::Pinned(path)
+            | Op::Masked(path) => path,
             Op::Root { path, .. } => path,
             Op::Dev => Path::new("/dev"),
             Op::Proc => Path::new("/proc"),
@@ -68,6 +71,7 @@ impl Op {
             Op::Root { .. } => 3,
             Op::Pinned(_) => 4,
             Op::Protected(_) => 5,
+            Op::Masked(_) => 6,
         }
     }
 }
@@ -93,7 +97,8 @@ pub fn inner_exe_in_view(profile: &Profile, exe: &Path) -> Result<(PathBuf, bool
 ///
 /// Mounts are ordered by depth, so a deeper mount always lands on top of a shallower one: system directories
 /// read-only, private tmpfs over `/tmp`, `/run`, `/var/tmp` and home (unless a root holds them), fresh `/dev` and
-/// `/proc`, grant roots bound back by descriptor (read-only for `read_paths`), then protected paths re-bound read-only.
+/// `/proc`, grant roots bound back by descriptor (read-only for `read_paths`), then protected paths re-bound read-only
+/// and secret stores masked by `/dev/null`.
 pub fn build_bwrap_args(
     profile: &Profile,
     fds: &PathFds,
@@ -139,6 +144,7 @@ pub fn build_bwrap_args(
     }
     ops.extend(profile.pinned.iter().cloned().map(Op::Pinned));
     ops.extend(profile.protected.iter().cloned().map(Op::Protected));
+    ops.extend(profile.masked.iter().cloned().map(Op::Masked));
     ops.sort_by_key(|op| {
         (
             op.dest().components().count(),
@@ -204,6 +210,12 @@ pub fn build_bwrap_args(
                 a.push(fd_of(path)?);
                 a.push(path.into());
             }
+            Op::Masked(path) => {
+                // an empty, read-only stand-in: the command reads nothing and cannot replace it
+                a.push("--ro-bind".into());
+                a.push("/dev/null".into());
+                a.push(path.into());
+            }
         }
     }
     let (in_view, bind) = inner_exe_in_view(profile, inner_exe)?;
@@ -266,7 +278,9 @@ mod tests {
 
     #[test]
     fn a_project_row_builds_the_expected_view() {
-        let a = args(r#"{ commands = "*", paths = ["./"], read_paths = ["/work/docs"] }"#);
+        // `./.git` named as a root of its own: the repository is writable but for its hooks and config
+        let a =
+            args(r#"{ commands = "*", paths = ["./", "./.git"], read_paths = ["/work/docs"] }"#);
         for f in [
             "--die-with-parent",
             "--new-session",
@@ -306,6 +320,36 @@ mod tests {
             ],
         );
         assert_eq!(end + 7, a.len());
+    }
+
+    #[test]
+    fn a_secret_store_is_masked_by_an_empty_read_only_file_above_its_root() {
+        let mut p = build(r#"{ commands = "*", paths = ["./"] }"#).unwrap();
+        p.masked.push("/work/proj/.loom-secrets".into());
+        let mut fds = PathFds::new();
+        for (i, path) in p
+            .roots()
+            .into_iter()
+            .map(|(p, _)| p.to_path_buf())
+            .chain(p.protected.clone())
+            .enumerate()
+        {
+            fds.insert(path, 10 + i as i32);
+        }
+        let a: Vec<String> = build_bwrap_args(
+            &p,
+            &fds,
+            BwrapFeatures::default(),
+            Path::new("/opt/loom/bin/loom"),
+            &["/opt/loom/bin/loom".into()],
+        )
+        .unwrap()
+        .into_iter()
+        .map(|s| s.into_string().unwrap())
+        .collect();
+        let root = pos(&a, &["--bind-fd", "10", "/work/proj"]);
+        let mask = pos(&a, &["--ro-bind", "/dev/null", "/work/proj/.loom-secrets"]);
+        assert!(root < mask);
     }
 
     #[test]

@@ -650,6 +650,7 @@ mod tier_b {
         let place = Place {
             cwd: work.0.clone(),
             home: None,
+            ..Place::default()
         };
         let profile = build_profile(&row, &ctx, &place, Limits::default(), &HostFs).unwrap();
         let script = format!(

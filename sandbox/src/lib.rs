@@ -32,7 +32,7 @@
 //! // the kernel picks the row; the sandbox only turns it into a profile
 //! let Decision::Allow(Authorization { row: Some((_, row)), .. }) =
 //!     decide("bash", AlgebraKind::Bash, &ctx, &grant, &request) else { unreachable!() };
-//! let place = Place { cwd: "/usr".into(), home: None };
+//! let place = Place { cwd: "/usr".into(), home: None, ..Place::default() };
 //! let profile = build_profile(&row, &ctx, &place, Limits::default(), &HostFs).unwrap();
 //! assert_eq!(profile.readable, vec![std::path::PathBuf::from("/usr")]);
 //! assert!(!profile.network);
@@ -74,8 +74,8 @@ pub use probe::{
     HostSupport, Tier, Userns,
 };
 pub use profile::{
-    build_profile, Entry, Facts, Limits, Place, Profile, ProfileError, SystemDir, PROTECTED_NAMES,
-    SYSTEM_DIRS,
+    build_profile, AuthorityPaths, Entry, Facts, Limits, Place, Profile, ProfileError, SystemDir,
+    GIT_AUTORUN, PROTECTED_NAMES, SYSTEM_DIRS,
 };
 pub use roots::open_roots;
 pub use sbpl::build_sbpl;

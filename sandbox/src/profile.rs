@@ -22,22 +22,22 @@ pub const SYSTEM_DIRS: [&str; 10] = [
     "/nix/store",
 ];
 
-/// Names that stay read-only even inside a writable root: code that git, shells and agents run or trust.
-pub const PROTECTED_NAMES: [&str; 13] = [
-    ".git/hooks",
-    ".git/config",
-    ".loom",
-    ".mcp.json",
-    ".bashrc",
-    ".bash_profile",
-    ".bash_login",
-    ".bash_logout",
-    ".profile",
-    ".zshrc",
-    ".zshenv",
-    ".zprofile",
-    ".zlogin",
+pub use loom_kernel::PROTECTED_NAMES;
+
+/// What stays read-only inside a `.git` directory that a grant names as a writable root of its own
+/// (`paths = ["./", "./.git"]`, the opt-in that lets commands commit): the files through which git runs code or
+/// finds another repository's configuration. One that does not exist yet cannot be held back (see SECURITY.md).
+pub const GIT_AUTORUN: [&str; 6] = [
+    "hooks",
+    "config",
+    "config.worktree",
+    "commondir",
+    "info",
+    "modules",
 ];
+
+/// How many entries of a writable root are looked at for a nested repository (`<root>/<dir>/.git`).
+pub const NESTED_GIT_SCAN: usize = 4096;
 
 /// Resource limits applied to the sandboxed process tree.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -80,6 +80,8 @@ pub struct Profile {
     pub writable: Vec<PathBuf>,
     /// Existing paths inside writable roots that stay read-only.
     pub protected: Vec<PathBuf>,
+    /// Existing secret stores inside any root: hidden behind an empty read-only file (`/dev/null`).
+    pub masked: Vec<PathBuf>,
     /// Directories between a writable root and a protected path (such as `.git`), bound onto themselves so they
     /// are mount points that cannot be renamed away (which would let a command plant a fresh `.git/hooks`).
     pub pinned: Vec<PathBuf>,
@@ -130,6 +132,9 @@ pub enum Entry {
     Symlink(PathBuf),
 }
 
+/// At most this many entries are listed by [`Facts::list`].
+pub const LIST_LIMIT: usize = NESTED_GIT_SCAN;
+
 /// Facts about the host that building a profile needs. The host implementation reads the filesystem
 /// ([`crate::HostFs`]); tests pass a table.
 pub trait Facts {
@@ -137,6 +142,8 @@ pub trait Facts {
     fn entry(&self, path: &Path) -> Option<Entry>;
     /// The canonical form of `path` (every symlink resolved); `None` when it does not exist.
     fn canonical(&self, path: &Path) -> Option<PathBuf>;
+    /// The names of the directories directly inside `dir` (not following symlinks), at most [`LIST_LIMIT`].
+    fn subdirs(&self, dir: &Path) -> Vec<PathBuf>;
 }
 
 /// Why a profile could not be built. Each message names the grant and the fix.
@@ -195,6 +202,14 @@ pub enum ProfileError {
         /// The protected path.
         path: PathBuf,
     },
+    /// A secret store inside a root that is not a regular file, so it cannot be masked.
+    #[error("grant {grant}: {path} is a secret store inside a root of this grant but not a regular file, so loom cannot hide it from the command; make it a regular file or move it out of the grant")]
+    UnmaskableSecret {
+        /// The grant row.
+        grant: String,
+        /// The secret store.
+        path: PathBuf,
+    },
     /// A `~` path with no home directory to expand to.
     #[error("grant {grant}: {kind} root {raw} starts with ~ but HOME is not set; set HOME or write an absolute path")]
     NoHome {
@@ -208,12 +223,23 @@ pub enum ProfileError {
 }
 
 /// The host facts about the environment the profile is built in.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Place {
     /// The requested working directory, canonical.
     pub cwd: PathBuf,
     /// The home directory, if known.
     pub home: Option<PathBuf>,
+    /// The agent's authority files, as the sandbox enforces them.
+    pub authority: AuthorityPaths,
+}
+
+/// The agent's authority files (`loom_kernel::Authority`) as the sandbox enforces them, canonical paths.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct AuthorityPaths {
+    /// Every authority file: each one inside a writable root stays read-only in the view.
+    pub protect: Vec<PathBuf>,
+    /// The secret stores: each one inside any root is masked, so a command reads nothing from it.
+    pub mask: Vec<PathBuf>,
 }
 
 /// Builds the profile for one bash grant row. Relative roots resolve against `ctx.base`; `~` against `ctx.home`.
@@ -238,8 +264,16 @@ pub fn build_profile(
             });
         }
     }
-    let writable = roots(row, "paths", ctx, facts, &grant)?;
+    let mut writable = roots(row, "paths", ctx, facts, &grant)?;
     let mut readable = roots(row, "read_paths", ctx, facts, &grant)?;
+    // a writable root at or below an authority file (a skill root, `.loom`, loom's data directory) stays read-only:
+    // the file tools refuse every write there, and the view agrees
+    let (inside, kept): (Vec<PathBuf>, Vec<PathBuf>) = writable
+        .into_iter()
+        .partition(|w| place.authority.protect.iter().any(|p| w.starts_with(p)));
+    writable = kept;
+    readable.extend(inside);
+    readable.sort();
     // A read root inside a writable root adds nothing.
     readable.retain(|r| !writable.iter().any(|w| r.starts_with(w)));
     let network = network(row.get("network"), &grant)?;
@@ -248,15 +282,50 @@ pub fn build_profile(
         kind: "env".into(),
         reason,
     })?;
+    let explicit_git = explicit_git_roots(row, "paths", ctx);
     let mut protected = BTreeSet::new();
     let mut pinned = BTreeSet::new();
+    let mut masked = BTreeSet::new();
     for root in &writable {
-        let mut candidates: Vec<PathBuf> = PROTECTED_NAMES.iter().map(|n| root.join(n)).collect();
-        if let Some(home) = &place.home {
-            if home.starts_with(root) && home != root {
-                candidates.extend(PROTECTED_NAMES.iter().map(|n| home.join(n)));
+        let mut candidates: Vec<PathBuf> = Vec::new();
+        let names_under = |base: &Path, out: &mut Vec<PathBuf>| {
+            for n in PROTECTED_NAMES {
+                let c = base.join(n);
+                if n == ".git" && explicit_git.contains(&c) {
+                    out.extend(GIT_AUTORUN.iter().map(|g| c.join(g)));
+                } else {
+                    out.push(c);
+                }
+            }
+        };
+        names_under(root, &mut candidates);
+        if root.file_name().is_some_and(|n| n == ".git") {
+            candidates.extend(GIT_AUTORUN.iter().map(|g| root.join(g)));
+        }
+        // a repository one level down (`<root>/<dir>/.git`), so renaming a nested repository away and planting a
+        // fresh one with hooks fails the same way as at the top
+        for sub in facts.subdirs(root) {
+            let git = sub.join(".git");
+            if explicit_git.contains(&git) {
+                candidates.extend(GIT_AUTORUN.iter().map(|g| git.join(g)));
+            } else {
+                candidates.push(git);
             }
         }
+        if let Some(home) = &place.home {
+            if home.starts_with(root) && home != root {
+                names_under(home, &mut candidates);
+            }
+        }
+        candidates.extend(
+            place
+                .authority
+                .protect
+                .iter()
+                .chain(&place.authority.mask)
+                .filter(|p| p.starts_with(root))
+                .cloned(),
+        );
         for c in candidates {
             match facts.entry(&c) {
                 None => {}
@@ -284,11 +353,33 @@ pub fn build_profile(
                         }
                         up = a.parent();
                     }
-                    protected.insert(c);
+                    if !place.authority.mask.contains(&c) {
+                        protected.insert(c);
+                    }
                 }
             }
         }
     }
+    // secret stores inside any root, readable ones too, are masked
+    for m in &place.authority.mask {
+        if !writable.iter().chain(&readable).any(|r| m.starts_with(r)) {
+            continue;
+        }
+        match facts.entry(m) {
+            None => {}
+            Some(Entry::File) => {
+                masked.insert(m.clone());
+            }
+            Some(_) => {
+                return Err(ProfileError::UnmaskableSecret {
+                    grant,
+                    path: m.clone(),
+                })
+            }
+        }
+    }
+    // nothing protected may hide below a masked file, and a protected path inside a masked one is moot
+    protected.retain(|p| !masked.iter().any(|m| p.starts_with(m)));
     let system: Vec<SystemDir> = SYSTEM_DIRS
         .iter()
         .map(PathBuf::from)
@@ -328,6 +419,7 @@ pub fn build_profile(
         readable,
         writable,
         protected: protected.into_iter().collect(),
+        masked: masked.into_iter().collect(),
         pinned: pinned.into_iter().collect(),
         system,
         network,
@@ -412,6 +504,21 @@ fn roots(
     Ok(out)
 }
 
+/// The `.git` directories a row names as writable roots of their own (normalised): the opt-in that lets confined
+/// commands write a repository's metadata (commit), with [`GIT_AUTORUN`] still read-only.
+fn explicit_git_roots(row: &Row, kind: &str, ctx: &PathCtx) -> BTreeSet<PathBuf> {
+    let Some(v) = row.get(kind) else {
+        return BTreeSet::new();
+    };
+    v.elements()
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(Value::as_str)
+        .map(|raw| PathBuf::from(ctx.normalize(raw)))
+        .filter(|p| p.file_name().is_some_and(|n| n == ".git"))
+        .collect()
+}
+
 fn network(v: Option<&Value>, grant: &str) -> Result<bool, ProfileError> {
     match v {
         None | Some(Value::Bool(false)) => Ok(false),
@@ -466,6 +573,13 @@ pub(crate) mod tests {
             }
             (self.0.contains_key(&cur) || cur == Path::new("/")).then_some(cur)
         }
+        fn subdirs(&self, dir: &Path) -> Vec<PathBuf> {
+            self.0
+                .iter()
+                .filter(|(p, e)| p.parent() == Some(dir) && **e == Entry::Dir)
+                .map(|(p, _)| p.clone())
+                .collect()
+        }
     }
 
     pub(crate) fn row(src: &str) -> Row {
@@ -498,6 +612,7 @@ pub(crate) mod tests {
         Place {
             cwd: "/work/proj".into(),
             home: Some("/home/u".into()),
+            ..Place::default()
         }
     }
 
@@ -514,6 +629,28 @@ pub(crate) mod tests {
         let p = build(r#"{ commands = "*", paths = ["./"] }"#).unwrap();
         assert_eq!(p.writable, vec![PathBuf::from("/work/proj")]);
         assert!(p.readable.is_empty());
+        // the whole repository metadata is read-only; nothing needs pinning above a protected path at the root
+        assert_eq!(
+            p.protected,
+            vec![
+                PathBuf::from("/work/proj/.git"),
+                PathBuf::from("/work/proj/.mcp.json"),
+            ]
+        );
+        assert!(p.pinned.is_empty());
+        assert!(p.masked.is_empty());
+        assert!(!p.network);
+        assert_eq!(p.cwd, PathBuf::from("/work/proj"));
+        assert_eq!(
+            p.system.iter().map(|s| s.path.clone()).collect::<Vec<_>>(),
+            vec![PathBuf::from("/usr"), "/bin".into(), "/etc".into()]
+        );
+    }
+
+    #[test]
+    fn naming_git_as_a_root_opens_it_but_keeps_hooks_and_config_shut() {
+        let p = build(r#"{ commands = "*", paths = ["./", "./.git"] }"#).unwrap();
+        assert_eq!(p.writable, vec![PathBuf::from("/work/proj")]);
         assert_eq!(
             p.protected,
             vec![
@@ -523,12 +660,117 @@ pub(crate) mod tests {
             ]
         );
         assert_eq!(p.pinned, vec![PathBuf::from("/work/proj/.git")]);
-        assert!(!p.network);
-        assert_eq!(p.cwd, PathBuf::from("/work/proj"));
+        // `.git` alone as the root: its hooks and config stay read-only too
+        let p = build(r#"{ commands = "*", paths = ["./.git"] }"#).unwrap();
         assert_eq!(
-            p.system.iter().map(|s| s.path.clone()).collect::<Vec<_>>(),
-            vec![PathBuf::from("/usr"), "/bin".into(), "/etc".into()]
+            p.protected,
+            vec![
+                PathBuf::from("/work/proj/.git/config"),
+                PathBuf::from("/work/proj/.git/hooks"),
+            ]
         );
+    }
+
+    fn with(extra: &[(&str, Entry)]) -> FakeFs {
+        let mut f = fs();
+        f.0.extend(extra.iter().map(|(p, e)| (PathBuf::from(p), e.clone())));
+        f
+    }
+
+    #[test]
+    fn a_nested_repository_is_read_only_and_its_parent_pinned() {
+        let f = with(&[
+            ("/work/proj/sub", Entry::Dir),
+            ("/work/proj/sub/.git", Entry::Dir),
+            ("/work/proj/plain", Entry::Dir),
+        ]);
+        let p = build_profile(
+            &row(r#"{ commands = "*", paths = ["./"] }"#),
+            &ctx(),
+            &place(),
+            Limits::default(),
+            &f,
+        )
+        .unwrap();
+        assert!(p.protected.contains(&PathBuf::from("/work/proj/sub/.git")));
+        assert_eq!(p.pinned, vec![PathBuf::from("/work/proj/sub")]);
+    }
+
+    #[test]
+    fn authority_files_are_protected_secret_stores_masked_and_roots_inside_them_read_only() {
+        let f = with(&[
+            ("/work/proj/hooks", Entry::Dir),
+            ("/work/proj/hooks/check.sh", Entry::File),
+            ("/work/proj/.loom-secrets", Entry::File),
+            ("/work/docs/.loom-secrets", Entry::File),
+            ("/work/proj/skills", Entry::Dir),
+            ("/work/proj/skills/s1", Entry::Dir),
+        ]);
+        let mut pl = place();
+        pl.authority = AuthorityPaths {
+            protect: vec![
+                "/work/proj/hooks/check.sh".into(),
+                "/work/proj/missing.sh".into(),
+                "/work/proj/skills".into(),
+                "/elsewhere/agent.toml".into(),
+            ],
+            mask: vec![
+                "/work/proj/.loom-secrets".into(),
+                "/work/docs/.loom-secrets".into(),
+                "/home/u/.config/loom/secrets.toml".into(),
+            ],
+        };
+        let p = build_profile(
+            &row(
+                r#"{ commands = "*", paths = ["./", "./skills/s1"], read_paths = ["/work/docs"] }"#,
+            ),
+            &ctx(),
+            &pl,
+            Limits::default(),
+            &f,
+        )
+        .unwrap();
+        assert!(p
+            .protected
+            .contains(&PathBuf::from("/work/proj/hooks/check.sh")));
+        assert!(p.protected.contains(&PathBuf::from("/work/proj/skills")));
+        // what does not exist, or lies outside every root, is not in the view's list
+        assert!(!p
+            .protected
+            .iter()
+            .any(|x| x.ends_with("missing.sh") || x.starts_with("/elsewhere")));
+        assert!(p.pinned.contains(&PathBuf::from("/work/proj/hooks")));
+        // secret stores in writable and read-only roots alike are masked, not merely protected
+        assert_eq!(
+            p.masked,
+            vec![
+                PathBuf::from("/work/docs/.loom-secrets"),
+                PathBuf::from("/work/proj/.loom-secrets"),
+            ]
+        );
+        assert!(!p.protected.iter().any(|x| x.ends_with(".loom-secrets")));
+        // a writable root inside an authority directory becomes read-only (the nested root folds into ./ here)
+        let p = build_profile(
+            &row(r#"{ commands = "*", paths = ["./skills/s1"] }"#),
+            &ctx(),
+            &pl,
+            Limits::default(),
+            &f,
+        )
+        .unwrap();
+        assert!(p.writable.is_empty());
+        assert_eq!(p.readable, vec![PathBuf::from("/work/proj/skills/s1")]);
+        // a secret store that is not a regular file cannot be masked: refused
+        let f = with(&[("/work/proj/.loom-secrets", Entry::Dir)]);
+        let err = build_profile(
+            &row(r#"{ commands = "*", paths = ["./"] }"#),
+            &ctx(),
+            &pl,
+            Limits::default(),
+            &f,
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("not a regular file"), "{err}");
     }
 
     #[test]

@@ -108,6 +108,7 @@ mod tests {
         let place = Place {
             cwd: root.to_path_buf(),
             home: None,
+            ..Place::default()
         };
         build_profile(
             &row,

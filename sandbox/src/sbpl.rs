@@ -47,6 +47,21 @@ pub fn build_sbpl(profile: &Profile) -> (String, Vec<(String, String)>) {
         // Later rules win in SBPL: protected paths stay read-only inside writable roots.
         text.push_str(&format!("(deny file-write* {})\n", protected.join(" ")));
     }
+    let masked: Vec<String> = profile
+        .masked
+        .iter()
+        .map(|p| {
+            let name = param("MASKED", p.display().to_string());
+            format!("(literal (param \"{name}\"))")
+        })
+        .collect();
+    if !masked.is_empty() {
+        // secret stores: neither read nor written
+        text.push_str(&format!(
+            "(deny file-read* file-write* {})\n",
+            masked.join(" ")
+        ));
+    }
     if profile.network {
         text.push_str("(allow network*)\n");
     }

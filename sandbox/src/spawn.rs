@@ -113,6 +113,18 @@ pub(crate) fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
 /// Checks that `tier` can express `profile`.
 pub fn check_expressible(profile: &Profile, tier: Tier) -> Result<(), SpawnError> {
     if tier == Tier::B {
+        if let Some(p) = profile.masked.first() {
+            return Err(SpawnError::Inexpressible {
+                tier: tier.name(),
+                grant: profile.grant.clone(),
+                why: format!(
+                    "{} is a secret store inside a root of this grant, and Landlock cannot hide a file below a \
+                     granted directory; narrow the grant so it does not cover that file, move the file, or make user \
+                     namespaces available for tier A (`loom doctor`)",
+                    p.display()
+                ),
+            });
+        }
         if let Some(p) = profile.protected.first() {
             return Err(SpawnError::Inexpressible {
                 tier: tier.name(),

@@ -42,6 +42,7 @@ fn probe_profile() -> Profile {
         readable: Vec::new(),
         writable: Vec::new(),
         protected: Vec::new(),
+        masked: Vec::new(),
         pinned: Vec::new(),
         system,
         network: false,
@@ -209,7 +210,13 @@ pub fn run(args: Args) -> i32 {
             .map(|(k, v)| format!("{}:{}", json_str(k), json_str(v)))
             .collect();
         out.push_str(&parts.join(","));
-        out.push_str("}}");
+        out.push_str("},\"protectedNames\":[");
+        let names: Vec<String> = loom_kernel::PROTECTED_NAMES
+            .iter()
+            .map(|n| json_str(n))
+            .collect();
+        out.push_str(&names.join(","));
+        out.push_str("]}");
         println!("{out}");
         return if ok { exit::OK } else { exit::FAILED };
     }
@@ -242,6 +249,17 @@ pub fn run(args: Args) -> i32 {
     for (k, v) in &kinds {
         text.push_str(&format!("  {k:<11} {v}\n"));
     }
+    text.push_str(&format!(
+        "\nread-only inside every writable root (and the home directory), whatever the grant — code that git, shells, \
+         editors, desktop sessions and agents run on their own (a `.git` named as a root of its own is writable but \
+         for {}):\n  {}\n",
+        loom_sandbox::GIT_AUTORUN.join(", "),
+        loom_kernel::PROTECTED_NAMES.join(" ")
+    ));
+    text.push_str(
+        "plus each agent's authority files (manifest, hook and server programs, sub-manifests, skill roots, .loom/, \
+         loom's data directory and executables; secret stores masked) — `loom audit` lists them\n",
+    );
     if userns.is_err() {
         text.push_str(
             "\nhint: on Ubuntu 23.10+ unprivileged user namespaces are restricted by AppArmor \

@@ -53,6 +53,13 @@ struct RunArgs {
     /// RLIMIT_FSIZE for the command, in bytes (default 16 GiB).
     #[arg(long, value_name = "BYTES")]
     max_file_size: Option<u64>,
+    /// Keep this path read-only even inside a writable root (repeatable). loom passes the agent's authority files
+    /// (manifest, hooks, server programs, skills, `.loom/`) when a client terminal runs a command for it.
+    #[arg(long, value_name = "PATH")]
+    protect: Vec<PathBuf>,
+    /// Hide this file from the command: it reads as empty and cannot be changed (repeatable; secret stores).
+    #[arg(long, value_name = "PATH")]
+    mask: Vec<PathBuf>,
     /// Print the tier and what was enforced to stderr.
     #[arg(long, short)]
     verbose: bool,
@@ -165,6 +172,22 @@ fn run_one(a: RunArgs) -> i32 {
         max_file_size: a.max_file_size.or(defaults.max_file_size),
         timeout,
     };
+    let absolute = |paths: &[PathBuf]| -> Result<Vec<PathBuf>, String> {
+        paths
+            .iter()
+            .map(|p| match std::fs::canonicalize(cwd.join(p)) {
+                Ok(c) => Ok(c),
+                // a path that does not exist has nothing to protect yet; keep it as written (absolute)
+                Err(_) if p.is_absolute() => Ok(p.clone()),
+                Err(e) => Err(format!("{}: {e}", p.display())),
+            })
+            .collect()
+    };
+    let authority = match (absolute(&a.protect), absolute(&a.mask)) {
+        (Ok(protect), Ok(mask)) => loom_sandbox::AuthorityPaths { protect, mask },
+        (Err(e), _) => return fail(exit::FAILED, &format!("--protect {e}")),
+        (_, Err(e)) => return fail(exit::FAILED, &format!("--mask {e}")),
+    };
     let run = RowRun {
         tool: "bash",
         grant: &grant,
@@ -179,6 +202,7 @@ fn run_one(a: RunArgs) -> i32 {
         shim: None,
         broker: broker_limits(&a),
         secrets: &loom_sandbox::SecretFacts::default(),
+        authority: &authority,
     };
     match run_row(run, Streams::inherit(), &mut |_| {}) {
         Ok(o) => {
