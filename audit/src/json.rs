@@ -95,6 +95,14 @@ pub fn render_json(r: &Report) -> Json {
             };
             json!({ "event": event.name(), "matcher": h.matcher, kind: target, "timeoutSecs": h.timeout_secs })
         }).collect::<Vec<_>>(),
+        "authorityFiles": r.authority.iter().map(|(f, e)| {
+            let (state, tools) = match e {
+                loom_kernel::Exposure::Unreached => ("unreached", Vec::new()),
+                loom_kernel::Exposure::Protected(t) => ("protected", t.clone()),
+                loom_kernel::Exposure::Exposed(t) => ("exposed", t.clone()),
+            };
+            json!({ "path": f.path, "kind": f.kind.name(), "origin": f.origin, "state": state, "tools": tools })
+        }).collect::<Vec<_>>(),
         "laws": laws,
         "health": {
             "ok": r.healthy(),

@@ -8,9 +8,10 @@ use std::sync::mpsc::{Receiver, TryRecvError};
 use std::sync::Arc;
 
 use loom_kernel::{
-    judge_group, tool_grants, AlgebraKind, Ceiling, GroupJudgement, LawCheck, LawReport, LawTally,
-    LawViolation, Manifest, ManifestLoader, PathCtx, ProviderRef, ProviderSpec, SubagentVerdict,
-    ToolGrant, DEFAULT_SEED, DEFAULT_TRIALS,
+    authority_exposure, judge_group, tool_grants, AlgebraKind, Authority, AuthorityFile, Ceiling,
+    Exposure, GroupJudgement, LawCheck, LawReport, LawTally, LawViolation, Manifest,
+    ManifestLoader, PathCtx, ProviderRef, ProviderSpec, SubagentVerdict, ToolGrant, DEFAULT_SEED,
+    DEFAULT_TRIALS,
 };
 
 /// How serious a finding is. `Error` makes the audit fail (exit 1).
@@ -84,6 +85,9 @@ pub struct Report {
     pub mcp: BTreeMap<String, Result<loom_runtime::McpResolution, String>>,
     /// The providers accepted contributed groups ship: install state and each tool resolved from the pinned install.
     pub shipped: Vec<loom_runtime::ShippedState>,
+    /// The agent's authority files (what loom runs or trusts) and how each stands against the grants
+    /// ([`add_authority`]).
+    pub authority: Vec<(AuthorityFile, Exposure)>,
 }
 
 impl Report {
@@ -277,6 +281,7 @@ pub fn build_report(manifest: Manifest, facts: Facts<'_>) -> Report {
         findings,
         mcp: facts.mcp,
         shipped: facts.shipped,
+        authority: Vec::new(),
     }
 }
 
@@ -543,6 +548,35 @@ fn unresolved(manifest: &Manifest, provider: &ProviderRef) -> Option<String> {
         }),
         ProviderRef::Shipped(s) => Some(format!("{} is {}", s.label, describe(&s.spec))),
     }
+}
+
+/// Adds the authority files of the report's agent, with where each stands against its built-in tools' grants (the
+/// kernel's [`authority_exposure`]): one the agent could change or read unconfined is an error.
+pub fn add_authority(report: &mut Report, authority: &Authority) {
+    let grants: Vec<(String, loom_kernel::AlgebraKind, loom_kernel::Grant)> = report
+        .tools
+        .iter()
+        .filter(|t| t.provider == loom_kernel::ProviderRef::Builtin)
+        .map(|t| (t.instance.clone(), t.algebra, t.grant.clone()))
+        .collect();
+    report.authority = authority_exposure(authority, &grants, &report.ctx);
+    for (file, e) in &report.authority {
+        if let Exposure::Exposed(tools) = e {
+            report.findings.push(Finding {
+                level: Level::Error,
+                subject: tools.join(", "),
+                message: format!(
+                    "runs unconfined and reaches the authority file {} ({}: {}); loom cannot keep it from being \
+                     changed{} — grant bash rows (`{{ commands = \"*\", paths = [...] }}`) instead of \"*\"",
+                    file.path,
+                    file.kind,
+                    file.origin,
+                    if file.kind.is_secret() { " or read" } else { "" }
+                ),
+            });
+        }
+    }
+    report.findings.sort_by_key(|f| std::cmp::Reverse(f.level));
 }
 
 #[cfg(test)]

@@ -197,6 +197,29 @@ pub fn render_text(r: &Report) -> String {
         );
     }
 
+    if !r.authority.is_empty() {
+        let _ = writeln!(
+            o,
+            "\nauthority files  (what loom runs or trusts: no tool may change one, nor read a secret store)"
+        );
+        for (f, e) in &r.authority {
+            let state = match e {
+                loom_kernel::Exposure::Unreached => "out of every grant".to_string(),
+                loom_kernel::Exposure::Protected(t) => format!("protected from {}", t.join(", ")),
+                loom_kernel::Exposure::Exposed(t) => {
+                    format!("EXPOSED to {} (unconfined)", t.join(", "))
+                }
+            };
+            let _ = writeln!(
+                o,
+                "  {:15} {}  [{state}]  {}",
+                f.kind.name(),
+                f.path,
+                f.origin
+            );
+        }
+    }
+
     let _ = writeln!(
         o,
         "\nalgebra laws  (seed {:#x}, {} trials per law)",

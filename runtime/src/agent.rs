@@ -19,8 +19,9 @@ use std::sync::{Arc, Mutex as StdMutex};
 use futures::future::BoxFuture;
 use futures::StreamExt;
 use loom_kernel::{
-    combine, combine_hooks, decide, plan_mode_verdict, AlgebraKind, Approval, CallFacts, Decision,
-    Effect, Grant, HookEvent, PathCtx, Permissions, Rule, RuleKind, RulesVerdict, Verdict,
+    authority_denial, combine, combine_hooks, decide, plan_mode_verdict, AlgebraKind, Approval,
+    Authority, CallFacts, Decision, Effect, Grant, HookEvent, PathCtx, Permissions, Rule, RuleKind,
+    RulesVerdict, Verdict,
 };
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
@@ -135,6 +136,8 @@ pub struct AgentParts {
     pub plan_mode: bool,
     /// Lifecycle hooks (none declared: `None`).
     pub hooks: Option<Arc<HookRunner>>,
+    /// The agent's authority files: no tool writes one, no tool reads a secret store.
+    pub authority: Arc<Authority>,
 }
 
 impl AgentParts {
@@ -155,6 +158,7 @@ impl AgentParts {
             approvals: None,
             plan_mode: false,
             hooks: None,
+            authority: Arc::default(),
         }
     }
 }
@@ -178,6 +182,7 @@ pub struct Agent {
     approvals: Option<Arc<ApprovalStore>>,
     plan_mode: AtomicBool,
     hooks: Option<Arc<HookRunner>>,
+    authority: Arc<Authority>,
     turns: AtomicU64,
     steering: StdMutex<Vec<String>>,
     /// Distinguishes this agent instance's message ids from those of earlier runs stored in the same session.
@@ -251,6 +256,7 @@ impl Agent {
             client_fs: None,
             terminals: None,
             approvals: parts.approvals,
+            authority: parts.authority,
             plan_mode: AtomicBool::new(parts.plan_mode),
             hooks: parts.hooks,
             turns: AtomicU64::new(0),
@@ -1235,13 +1241,17 @@ impl Agent {
     /// The kernel's decision on a prepared call, and the `[permissions]` rules' verdict inside it (remembered
     /// "always" answers included). The turn loop and [`Agent::explain`] both decide through here.
     fn judge(&self, name: &str, slot: &ToolSlot, prepared: &Prepared) -> (Decision, RulesVerdict) {
-        let decision = decide(
-            name,
-            slot.algebra,
-            &self.ctx,
-            &slot.grant,
-            &prepared.request,
-        );
+        // an authority file is refused whatever the grant says (the kernel's one set; the sandbox enforces the same)
+        let decision =
+            authority_denial(name, &prepared.request, &self.authority).unwrap_or_else(|| {
+                decide(
+                    name,
+                    slot.algebra,
+                    &self.ctx,
+                    &slot.grant,
+                    &prepared.request,
+                )
+            });
         let approvals = self
             .approvals
             .as_ref()

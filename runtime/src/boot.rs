@@ -14,6 +14,7 @@ use loom_kernel::{
 
 use crate::agent::{Agent, AgentParts, ToolSlot};
 use crate::approvals::ApprovalStore;
+use crate::authority::{resolve_authority, sandbox_paths, submanifest_hashes, AuthorityPlace};
 use crate::contributed::{bind_groups, NewTool};
 use crate::harness::{
     build_harness_in, max_turn_requests_of, small_model_of_parent, Harness, HarnessConfigError,
@@ -211,6 +212,23 @@ pub fn boot_with(
     // per-tool secret filtering: a command sees only the secrets its row is granted
     let mut sandbox = opts.sandbox.clone();
     sandbox.secrets = chain.facts(SECRET_SLOTS, &m.agent.secrets);
+    // authority files: what loom runs or trusts stays out of the agent's reach (a sub-agent keeps its parent's too)
+    let authority = {
+        let stores = crate::authority::secret_stores(&loaded.dir, &cwd, &env);
+        let own = resolve_authority(
+            m,
+            &AuthorityPlace {
+                manifest_path: &loaded.path,
+                manifest_dir: &loaded.dir,
+                env: &env,
+                secret_stores: &stores,
+                data_home: &crate::storage::data_home(&env),
+            },
+        );
+        Arc::new(own.union(&opts.lineage.authority))
+    };
+    sandbox.authority = sandbox_paths(&authority);
+    let submanifests = Arc::new(submanifest_hashes(&authority));
 
     let storage = storage_dir(m, &env);
     let storage_for_providers = storage.clone();
@@ -378,6 +396,8 @@ pub fn boot_with(
                     ..opts.clone()
                 },
                 harness: harness_cell.clone(),
+                authority: authority.clone(),
+                submanifests: submanifests.clone(),
             };
             Some(Arc::new(SpawnSubagentTool::new(tool_env, spawn)) as Arc<dyn crate::tools::Tool>)
         } else {
@@ -588,6 +608,7 @@ pub fn boot_with(
     parts.tools = tools;
     parts.permissions = m.permissions.clone();
     parts.approvals = Some(Arc::new(approvals));
+    parts.authority = authority;
     parts.plan_mode = opts.plan_mode;
     // hooks run from the manifest's directory; the id ties one agent's hook calls together
     let nanos = std::time::SystemTime::now()

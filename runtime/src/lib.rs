@@ -47,6 +47,7 @@
 mod acp;
 mod agent;
 mod approvals;
+mod authority;
 mod baseline;
 mod boot;
 mod bus;
@@ -78,6 +79,9 @@ pub use agent::{
     TurnOutcome,
 };
 pub use approvals::{ApprovalStore, Remembered, APPROVALS_FILE};
+pub use authority::{
+    resolve_authority, sandbox_paths, secret_stores, AuthorityPlace, LOOM_EXECUTABLES,
+};
 pub use baseline::{git_show, BaselineSpec};
 pub use boot::{boot, boot_loaded, boot_with, BootError, BootOptions, Booted, Prebuilt};
 pub use bus::{Bus, Capacity, Subscription, DEFAULT_CAPACITY};
@@ -139,7 +143,7 @@ pub use session::{
     Keeper, SkillsEnv, SkillsLayer, MAX_BUNDLED_READ, MAX_LISTED, MAX_SKILL_FILE,
     SKILLS_SESSION_GROUP,
 };
-pub use storage::{ensure_storage, storage_dir, OWNER_FILE};
+pub use storage::{data_home, ensure_storage, storage_dir, OWNER_FILE};
 pub use tools::{
     apply_edits, builtin_tool, glob_match, resolve_path, BashTool, EditError, EditFileTool,
     FindTool, OutputBuffer, PathMode, Prepared, Progress, ProgressFn, ReadFileTool, SandboxEnv,

@@ -5,6 +5,7 @@
 
 mod acp;
 mod anthropic;
+mod authority;
 mod compacting;
 mod hooks;
 mod local;

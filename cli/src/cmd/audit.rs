@@ -3,17 +3,18 @@
 use std::path::{Path, PathBuf};
 
 use loom_audit::{
-    build_report, render_gate_json, render_gate_sarif, render_gate_text, render_json, render_text,
-    run_gate, shipped_json, BootChecks, Facts, Finding, Level, Report,
+    add_authority, build_report, render_gate_json, render_gate_sarif, render_gate_text,
+    render_json, render_text, run_gate, shipped_json, BootChecks, Facts, Finding, Level, Report,
 };
 use loom_kernel::{
     binding_problem, check_subagents, install_writable, parse_manifest, Manifest, SubagentVerdict,
     INSTALL_DIR, LOCK_FILE,
 };
 use loom_runtime::{
-    env_map, git_show, load_manifest, manifest_skills, path_ctx, provider_infos, provider_sources,
-    read_text, resolve_mcp_tools, session_group, shipped_states, storage_dir, BaselineSpec,
-    Discovery, FsLoader, Loaded, SkillsEnv,
+    data_home, env_map, git_show, load_manifest, manifest_skills, path_ctx, provider_infos,
+    provider_sources, read_text, resolve_authority, resolve_mcp_tools, secret_stores,
+    session_group, shipped_states, storage_dir, AuthorityPlace, BaselineSpec, Discovery, FsLoader,
+    Loaded, SkillsEnv,
 };
 
 use crate::exit;
@@ -112,6 +113,21 @@ fn report_of(
             loaded.dir.join(LOCK_FILE).display().to_string(),
         ]
     };
+    // the authority files boot computes, from the same facts
+    let authority = {
+        let env = env_map();
+        let stores = secret_stores(&loaded.dir, Path::new(&ctx.base), &env);
+        resolve_authority(
+            &loaded.manifest,
+            &AuthorityPlace {
+                manifest_path: &loaded.path,
+                manifest_dir: &loaded.dir,
+                env: &env,
+                secret_stores: &stores,
+                data_home: &data_home(&env),
+            },
+        )
+    };
     let mut report = build_report(
         loaded.manifest,
         Facts {
@@ -129,6 +145,7 @@ fn report_of(
     if let Some(d) = skills {
         skill_findings(&mut report, &d);
     }
+    add_authority(&mut report, &authority);
     // the kernel says which grants reach the installed provider code or its lock
     for w in install_writable(&report.tools, &report.ctx, &protected) {
         report.findings.push(Finding {

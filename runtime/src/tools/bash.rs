@@ -16,7 +16,7 @@ use loom_broker::{run_row, BrokerLimits, RowRun};
 use loom_kernel::{
     terminal_plan, Authorization, CallFacts, Exec, Request, Row, TerminalFacts, TerminalPlan,
 };
-use loom_sandbox::{unconfined_env, Limits, SecretFacts, Stream, Streams};
+use loom_sandbox::{unconfined_env, AuthorityPaths, Limits, SecretFacts, Stream, Streams};
 use serde_json::{json, Value};
 
 use super::output::{OutputBuffer, DEFAULT_TAIL_BYTES};
@@ -76,6 +76,8 @@ pub struct SandboxEnv {
     /// The secrets loom resolved and the ones the agent shares (`[agent] secrets`); boot fills it in. A command
     /// sees only the secrets its row is granted.
     pub secrets: SecretFacts,
+    /// The agent's authority files (boot fills it in): read-only in every command's view, secret stores masked.
+    pub authority: AuthorityPaths,
 }
 
 /// The `bash` tool.
@@ -327,6 +329,18 @@ impl Call {
                 .iter()
                 .map(|s| s.to_string())
                 .collect();
+                // the agent's authority files stay read-only (secret stores masked) in the terminal's view too
+                let dashdash = args.len() - 1;
+                let mut carried: Vec<String> = Vec::new();
+                for p in &self.sandbox.authority.protect {
+                    carried.push("--protect".into());
+                    carried.push(p.display().to_string());
+                }
+                for p in &self.sandbox.authority.mask {
+                    carried.push("--mask".into());
+                    carried.push(p.display().to_string());
+                }
+                args.splice(dashdash..dashdash, carried);
                 args.extend(argv);
                 Ok((loom.display().to_string(), args))
             }
@@ -718,6 +732,7 @@ fn start(
                 shim: sandbox.shim.clone(),
                 broker: BrokerLimits::default(),
                 secrets: &sandbox.secrets,
+                authority: &sandbox.authority,
             };
             let streams = Streams {
                 stdin: Stream::Null,

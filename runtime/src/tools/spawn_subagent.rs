@@ -9,12 +9,13 @@
 //! the chosen sub-manifest, and [`ceiling_excess`] refuses a sub-manifest whose effective ceiling exceeds the
 //! parent's — checked at spawn time, because a sub-manifest on disk may have changed since boot.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use loom_kernel::{
-    ceiling_excess, manifest_from_table, CallFacts, Grant, Manifest, PathCtx, Request, Row, Value,
-    MAX_DEPTH,
+    ceiling_excess, manifest_from_table, Authority, CallFacts, Grant, Manifest, PathCtx, Request,
+    Row, Value, MAX_DEPTH,
 };
 
 use super::{check_fields, str_field, Prepared, Tool, ToolCtx, ToolEnv, ToolOutput};
@@ -36,6 +37,8 @@ pub struct Lineage {
     pub parent_history: Option<Vec<SessionUpdate>>,
     /// The parent's harness and `maxTurnRequests`, for a `small-model-of-parent` harness (`None` for a root agent).
     pub parent_harness: Option<(Arc<dyn Harness>, u32)>,
+    /// The authority files of every agent above this one: kept out of this agent's reach too.
+    pub authority: Authority,
 }
 
 /// The parent's harness, set once boot has built it (tools are built first).
@@ -52,6 +55,10 @@ pub struct SpawnEnv {
     pub opts: BootOptions,
     /// The parent's harness.
     pub harness: HarnessCell,
+    /// The parent's authority files (its own and its ancestors').
+    pub authority: Arc<Authority>,
+    /// The sha-256 of each sub-manifest file as it was at the parent's boot: a file that changed since is refused.
+    pub submanifests: Arc<BTreeMap<PathBuf, [u8; 32]>>,
 }
 
 /// One sub-agent the grant allows.
@@ -224,7 +231,7 @@ async fn run(
              a sub-manifest probably spawns itself"
         ));
     }
-    let child = match resolve(tool, choice, &spawn.parent) {
+    let child = match resolve(tool, choice, spawn) {
         Ok(c) => c,
         Err(e) => return ToolOutput::error(e),
     };
@@ -256,6 +263,7 @@ async fn run(
         depth,
         parent_history: Some(fork_snapshot(ctx.history.as_deref().unwrap_or(&[]))),
         parent_harness: spawn.harness.get().cloned(),
+        authority: (*spawn.authority).clone(),
     };
     let booted = match boot_loaded(Arc::new(child), opts) {
         Ok(b) => b,
@@ -314,7 +322,8 @@ fn tail(s: &str, max: usize) -> &str {
 }
 
 /// The sub-manifest for `choice`.
-fn resolve(tool: &str, choice: &Choice, parent: &Loaded) -> Result<Loaded, String> {
+fn resolve(tool: &str, choice: &Choice, spawn: &SpawnEnv) -> Result<Loaded, String> {
+    let parent: &Loaded = &spawn.parent;
     match choice {
         Choice::SelfCopy => Ok(Loaded {
             path: parent.path.clone(),
@@ -323,9 +332,32 @@ fn resolve(tool: &str, choice: &Choice, parent: &Loaded) -> Result<Loaded, Strin
         }),
         Choice::Explicit(v) => match v.as_str() {
             Some(path) => {
-                let target: PathBuf = parent.dir.join(path);
-                load_manifest(&target)
-                    .map_err(|e| format!("{tool}: cannot load the sub-manifest: {e}"))
+                let target: PathBuf = crate::authority::resolved(&parent.dir.join(path));
+                let loaded = load_manifest(&target)
+                    .map_err(|e| format!("{tool}: cannot load the sub-manifest: {e}"))?;
+                // the file must be the one audited and hashed at boot: anything else (rewritten, or created since)
+                // could carry hooks or servers no ceiling check would see
+                let now = std::fs::read(&loaded.path)
+                    .map(|b| crate::authority::sha256(&b))
+                    .map_err(|e| {
+                        format!(
+                            "{tool}: cannot read the sub-manifest {}: {e}",
+                            target.display()
+                        )
+                    })?;
+                match spawn.submanifests.get(&loaded.path) {
+                    Some(at_boot) if *at_boot == now => Ok(loaded),
+                    Some(_) => Err(format!(
+                        "{tool}: the sub-manifest {} changed since this agent booted, so it is not the one that was \
+                         audited; it was not started — restart loom to audit and load the new version",
+                        loaded.path.display()
+                    )),
+                    None => Err(format!(
+                        "{tool}: the sub-manifest {} did not exist when this agent booted, so it was never \
+                         audited; it was not started — restart loom to audit and load it",
+                        loaded.path.display()
+                    )),
+                }
             }
             None => {
                 let text = format!("manifest = {}", v.to_toml());
@@ -466,7 +498,7 @@ mod tests {
             lineage: Lineage {
                 depth: 1,
                 parent_history: Some(vec![user("parent said this")]),
-                parent_harness: None,
+                ..Lineage::default()
             },
             ..BootOptions::default()
         };
