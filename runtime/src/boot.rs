@@ -252,7 +252,6 @@ pub fn boot_with(
         parent_history: opts.lineage.parent_history.clone(),
         skills: SkillsEnv {
             home: ctx.home.as_ref().map(PathBuf::from),
-            env: env.clone(),
             root_handles: m.providers.keys().cloned().collect(),
         },
         providers: session_providers,

@@ -998,7 +998,7 @@ fn group_refusals() {
     group_fails(
         "x = \"${UNSET}\"",
         None,
-        "tools.x: undefined variable ${UNSET}",
+        "tools.x: ${UNSET}: a skill's declarations never read the environment; no variable is substituted here",
     );
 }
 
