@@ -405,6 +405,26 @@ pub fn boot_with(
             },
         );
     }
+    // what each instance runs, for hook matchers: a renamed tool answers to its underlying name too
+    let mut underlying_of: BTreeMap<String, String> = grants
+        .iter()
+        .map(|g| (g.instance.clone(), g.underlying.clone()))
+        .collect();
+    for new in &bound.new_tools {
+        if let NewTool::Builtin {
+            instance,
+            underlying,
+            ..
+        }
+        | NewTool::Mcp {
+            instance,
+            underlying,
+            ..
+        } = new
+        {
+            underlying_of.insert(instance.clone(), underlying.clone());
+        }
+    }
     for new in bound.new_tools {
         let (instance, slot) = match new {
             NewTool::Builtin {
@@ -594,8 +614,8 @@ pub fn boot_with(
         .map(|d| d.subsec_nanos())
         .unwrap_or(0);
     let session_id = format!("{}-{}-{nanos:08x}", m.agent.name, std::process::id());
-    parts.hooks =
-        HookRunner::new(m.hooks.clone(), loaded.dir.clone(), cwd.clone(), session_id).map(Arc::new);
+    parts.hooks = HookRunner::new(m.hooks.clone(), loaded.dir.clone(), cwd.clone(), session_id)
+        .map(|h| Arc::new(h.with_underlying(underlying_of)));
     parts.retry = RetryPolicy::default();
     parts.sleeper = opts
         .sleeper
