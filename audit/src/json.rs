@@ -60,7 +60,8 @@ pub fn render_json(r: &Report) -> Json {
                     DeclVerdict::Rejected { judged_against, reason, remediation } => json!({
                         "name": d.instance, "verdict": "rejected",
                         "requested": d.requested.as_ref().map(|g| g.to_json()),
-                        "judgedAgainst": judged_against, "reason": reason, "remediation": remediation,
+                        "judgedAgainst": judged_against, "reason": reason,
+                        "remediation": remediation.text(), "remedyIn": remediation.place(),
                     }),
                 }).collect::<Vec<_>>(),
                 "shipped": r.shipped.iter().filter(|s| s.shipped.group == g.label).map(shipped_json).collect::<Vec<_>>(),

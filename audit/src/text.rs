@@ -156,10 +156,7 @@ pub fn render_text(r: &Report) -> String {
                     ..
                 } => {
                     let _ = writeln!(o, "    rejected  {}: {reason}", d.instance);
-                    let _ = writeln!(
-                        o,
-                        "              to accept, put in [capabilities]:  {remediation}"
-                    );
+                    let _ = writeln!(o, "              to accept, {remediation}");
                 }
             }
         }

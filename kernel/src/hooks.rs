@@ -119,8 +119,10 @@ pub const DEFAULT_HOOK_TIMEOUT_SECS: u64 = 15;
 pub struct Hooks(pub Vec<(HookEvent, Hook)>);
 
 impl Hooks {
-    /// The hooks to run at `event` (for a tool event, those whose matcher matches `tool`), in declaration order.
-    pub fn at(&self, event: HookEvent, tool: Option<&str>) -> Vec<&Hook> {
+    /// The hooks to run at `event`, in declaration order. For a tool event, those whose matcher matches one of the
+    /// names the tool answers to: its instance name and, for a renamed instance, its underlying tool (`run = {
+    /// provider = "builtin", tool = "bash" }` answers to `run` and `bash`); `tool` is empty for other events.
+    pub fn at(&self, event: HookEvent, tool: &[&str]) -> Vec<&Hook> {
         self.0
             .iter()
             .filter(|(e, h)| {
@@ -137,12 +139,13 @@ impl Hooks {
     }
 }
 
-/// Does `matcher` match the tool named `tool`? Absent, empty or `*` matches every tool; otherwise one of the
-/// `|`-separated names must equal the tool name exactly.
-pub fn matcher_matches(matcher: Option<&str>, tool: Option<&str>) -> bool {
+/// Does `matcher` match a tool answering to `names` (its instance name, and its underlying tool's when renamed)?
+/// Absent, empty or `*` matches every tool; otherwise one of the `|`-separated names must equal one of `names`
+/// exactly. No names (not a tool event) match only the match-all forms.
+pub fn matcher_matches(matcher: Option<&str>, names: &[&str]) -> bool {
     match matcher.map(str::trim) {
         None | Some("") | Some("*") => true,
-        Some(m) => tool.is_some_and(|t| m.split('|').any(|name| name.trim() == t)),
+        Some(m) => m.split('|').any(|name| names.contains(&name.trim())),
     }
 }
 
@@ -350,12 +353,45 @@ mod tests {
 
     #[test]
     fn matchers() {
-        assert!(matcher_matches(None, Some("bash")));
-        assert!(matcher_matches(Some("*"), Some("bash")));
-        assert!(matcher_matches(Some("read_file|bash"), Some("bash")));
-        assert!(!matcher_matches(Some("read_file|bash"), Some("bas")));
-        assert!(!matcher_matches(Some("bash"), Some("bash2")));
-        assert!(!matcher_matches(Some("bash"), None));
+        assert!(matcher_matches(None, &["bash"]));
+        assert!(matcher_matches(Some("*"), &["bash"]));
+        assert!(matcher_matches(Some("read_file|bash"), &["bash"]));
+        assert!(!matcher_matches(Some("read_file|bash"), &["bas"]));
+        assert!(!matcher_matches(Some("bash"), &["bash2"]));
+        assert!(!matcher_matches(Some("bash"), &[]));
+    }
+
+    #[test]
+    fn a_renamed_instance_answers_to_its_underlying_tool_too() {
+        // (matcher, the names the tool answers to, matches?)
+        let cases: &[(&str, &[&str], bool)] = &[
+            ("bash", &["run", "bash"], true),
+            ("run", &["run", "bash"], true),
+            ("read_file| bash", &["run", "bash"], true),
+            ("bash", &["run"], false),
+            ("write_file", &["run", "bash"], false),
+            ("bas", &["run", "bash"], false),
+        ];
+        for (matcher, names, want) in cases {
+            assert_eq!(
+                matcher_matches(Some(matcher), names),
+                *want,
+                "{matcher} {names:?}"
+            );
+        }
+        let hooks = Hooks(vec![(
+            HookEvent::PreToolUse,
+            Hook {
+                matcher: Some("bash".into()),
+                action: HookAction::Command("./check.sh".into()),
+                timeout_secs: DEFAULT_HOOK_TIMEOUT_SECS,
+            },
+        )]);
+        assert_eq!(hooks.at(HookEvent::PreToolUse, &["run", "bash"]).len(), 1);
+        assert!(hooks.at(HookEvent::PreToolUse, &["run"]).is_empty());
+        assert!(hooks
+            .at(HookEvent::PostToolUse, &["run", "bash"])
+            .is_empty());
     }
 
     #[test]

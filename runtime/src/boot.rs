@@ -270,7 +270,6 @@ pub fn boot_with(
         parent_history: opts.lineage.parent_history.clone(),
         skills: SkillsEnv {
             home: ctx.home.as_ref().map(PathBuf::from),
-            env: env.clone(),
             root_handles: m.providers.keys().cloned().collect(),
         },
         providers: session_providers,
@@ -425,6 +424,26 @@ pub fn boot_with(
                 grant,
             },
         );
+    }
+    // what each instance runs, for hook matchers: a renamed tool answers to its underlying name too
+    let mut underlying_of: BTreeMap<String, String> = grants
+        .iter()
+        .map(|g| (g.instance.clone(), g.underlying.clone()))
+        .collect();
+    for new in &bound.new_tools {
+        if let NewTool::Builtin {
+            instance,
+            underlying,
+            ..
+        }
+        | NewTool::Mcp {
+            instance,
+            underlying,
+            ..
+        } = new
+        {
+            underlying_of.insert(instance.clone(), underlying.clone());
+        }
     }
     for new in bound.new_tools {
         let (instance, slot) = match new {
@@ -616,8 +635,8 @@ pub fn boot_with(
         .map(|d| d.subsec_nanos())
         .unwrap_or(0);
     let session_id = format!("{}-{}-{nanos:08x}", m.agent.name, std::process::id());
-    parts.hooks =
-        HookRunner::new(m.hooks.clone(), loaded.dir.clone(), cwd.clone(), session_id).map(Arc::new);
+    parts.hooks = HookRunner::new(m.hooks.clone(), loaded.dir.clone(), cwd.clone(), session_id)
+        .map(|h| Arc::new(h.with_underlying(underlying_of)));
     parts.retry = RetryPolicy::default();
     parts.sleeper = opts
         .sleeper

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use loom_kernel::{
     binding_problem, bound_grants, builtin_contract, check_contract, judge_group, requested_grant,
     rescan_keeps, Ceiling, DeclVerdict, Grant, GroupJudgement, Manifest, PathCtx, ProviderRef,
-    ProviderSpec, ToolGrant, ToolGroup,
+    ProviderSpec, Remedy, ToolGrant, ToolGroup,
 };
 
 use crate::mcp::mcp_provider;
@@ -63,10 +63,11 @@ pub(crate) struct Bound {
     pub shipped: BTreeMap<String, ProviderSpec>,
 }
 
-/// Why a rejected judgement was rejected, with the paste-ready lines.
+/// Why a rejected judgement was rejected, with the paste-ready lines (for the manifest's `[capabilities]` or
+/// `[tools]`) or the change the skill itself needs.
 pub fn rejection_note(j: &GroupJudgement, manifest_file: &str) -> String {
     let mut reasons = Vec::new();
-    let mut lines = Vec::new();
+    let (mut caps, mut tools, mut decls) = (Vec::new(), Vec::new(), Vec::new());
     for d in &j.decls {
         if let DeclVerdict::Rejected {
             reason,
@@ -75,15 +76,35 @@ pub fn rejection_note(j: &GroupJudgement, manifest_file: &str) -> String {
         } = &d.verdict
         {
             reasons.push(format!("{}: {reason}", d.instance));
-            lines.push(remediation.clone());
+            match remediation {
+                Remedy::Capabilities(line) => caps.push(line.clone()),
+                Remedy::Tools(line) => tools.push(line.clone()),
+                Remedy::Declaration(change) => decls.push(change.clone()),
+            }
         }
     }
+    let mut fixes = Vec::new();
+    if !decls.is_empty() {
+        fixes.push(format!("in {}: {}", j.origin, decls.join("; ")));
+    }
+    if !tools.is_empty() {
+        fixes.push(format!(
+            "add to [tools] in {manifest_file}: {}",
+            tools.join(" ; ")
+        ));
+    }
+    if !caps.is_empty() {
+        fixes.push(format!(
+            "add to [capabilities] in {manifest_file}: {}",
+            caps.join(" ; ")
+        ));
+    }
     format!(
-        "{} ({}) is inactive: {}; to accept it, add to [capabilities] in {manifest_file}: {}",
+        "{} ({}) is inactive: {}; to accept it, {}",
         j.label,
         j.origin,
         reasons.join("; "),
-        lines.join(" ; ")
+        fixes.join("; and ")
     )
 }
 
@@ -153,7 +174,17 @@ pub(crate) fn bind_groups(
             match &entry.provider {
                 ProviderRef::Builtin => {
                     let underlying = entry.tool.clone().unwrap_or_else(|| name.clone());
-                    let (grant, _) = requested_grant(ceiling, name, entry);
+                    // exactly what the kernel judged: a contributed built-in requests its grant explicitly, and
+                    // never falls back to a ceiling entry
+                    let Some(grant) = j
+                        .decls
+                        .iter()
+                        .find(|d| &d.instance == name)
+                        .and_then(|d| d.requested.clone())
+                    else {
+                        problem = Some(format!("`{name}` requests nothing"));
+                        continue;
+                    };
                     let problems = builtin_contract(&underlying, None)
                         .map(|c| check_contract(name, &c, &grant))
                         .unwrap_or_default();

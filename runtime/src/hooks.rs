@@ -5,6 +5,7 @@
 //! Hooks are the manifest author's own programs, like a shell's rc files: they run with loom's environment and are
 //! not sandboxed by loom (SECURITY.md). Commands get their own process group, killed whole on timeout.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
@@ -28,6 +29,8 @@ pub struct HookRunner {
     cwd: PathBuf,
     /// The session id in the input.
     session_id: String,
+    /// Renamed tool instances -> the underlying tool each runs: a matcher naming that tool matches them too.
+    underlying: BTreeMap<String, String>,
 }
 
 /// One hook's run, interpreted, with what ran (for messages).
@@ -47,18 +50,39 @@ impl HookRunner {
             dir,
             cwd,
             session_id,
+            underlying: BTreeMap::new(),
         })
+    }
+
+    /// The same runner, told which tool each renamed instance runs (`run` -> `bash`): a matcher written for the
+    /// underlying tool matches the instance too, so renaming a tool never slips it past a hook.
+    pub fn with_underlying(mut self, underlying: BTreeMap<String, String>) -> HookRunner {
+        self.underlying = underlying
+            .into_iter()
+            .filter(|(instance, tool)| instance != tool)
+            .collect();
+        self
+    }
+
+    /// The names `tool` answers to in matchers: itself, and the tool it runs when renamed.
+    fn names<'a>(&'a self, tool: Option<&'a str>) -> Vec<&'a str> {
+        let Some(tool) = tool else {
+            return Vec::new();
+        };
+        let mut names = vec![tool];
+        names.extend(self.underlying.get(tool).map(String::as_str));
+        names
     }
 
     /// True when some hook runs at `event` (for `tool`, for tool events).
     pub fn has(&self, event: HookEvent, tool: Option<&str>) -> bool {
-        !self.hooks.at(event, tool).is_empty()
+        !self.hooks.at(event, &self.names(tool)).is_empty()
     }
 
     /// What runs at `event` (for `tool`), described (`command "..."` / `url ...`), without running anything.
     pub fn describe(&self, event: HookEvent, tool: Option<&str>) -> Vec<String> {
         self.hooks
-            .at(event, tool)
+            .at(event, &self.names(tool))
             .into_iter()
             .map(describe)
             .collect()
@@ -72,7 +96,7 @@ impl HookRunner {
         tool: Option<&str>,
         fields: Map<String, Value>,
     ) -> Vec<HookOutcome> {
-        let hooks = self.hooks.at(event, tool);
+        let hooks = self.hooks.at(event, &self.names(tool));
         if hooks.is_empty() {
             return Vec::new();
         }

@@ -17,6 +17,7 @@ mod repl;
 mod secrets;
 mod session;
 mod shipped;
+mod skill_authority;
 mod skills;
 mod subagent;
 mod thinking;

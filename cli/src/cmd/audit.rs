@@ -91,7 +91,6 @@ fn report_of(
         &loaded.dir,
         &SkillsEnv {
             home: ctx.home.as_ref().map(PathBuf::from),
-            env,
             root_handles: loaded.manifest.providers.keys().cloned().collect(),
         },
     );

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::error::{Ctx, ManifestError};
 use super::parse::RESERVED_HANDLES;
 use super::providers::{parse_providers, ProviderSpec};
-use super::subst::substitute_table;
+use super::subst::substitute_table_closed;
 use super::suggest::check_keys;
 use super::text::parse_toml;
 use super::tools::{parse_tools, Resolver, ToolEntry};
@@ -31,6 +31,9 @@ pub struct ToolGroup {
 
 /// Parses a contributed group from a `[tools]` table body and an optional `[providers]` table body. Errors name
 /// `origin` as the file and `tools.<name>` / `providers.<handle>` as key paths.
+///
+/// `vars` are the only `${NAME}`s the group may use (a skill's `SKILL_DIR`): a contributed group never reads the
+/// environment, so any other reference is an error naming the variable, even one with a default.
 pub fn parse_tool_group(
     label: &str,
     tools_toml: &str,
@@ -46,6 +49,7 @@ pub fn parse_tool_group(
 }
 
 /// Parses a `loom.toml` sidecar: a document with a `[tools]` table and an optional `[providers]` table, nothing else.
+/// `vars` as for [`parse_tool_group`].
 pub fn parse_sidecar_group(
     label: &str,
     text: &str,
@@ -90,10 +94,10 @@ fn group_from_tables(
             }
         }
     }
-    let mut baked = substitute_table(ctx, &mut tools, "tools", env)?;
+    let mut baked = substitute_table_closed(ctx, &mut tools, "tools", env)?;
     let mut providers = providers;
     if let Some(p) = &mut providers {
-        baked.extend(substitute_table(ctx, p, "providers", env)?);
+        baked.extend(substitute_table_closed(ctx, p, "providers", env)?);
     }
     let parsed = || -> Result<_, ManifestError> {
         let providers = match providers {

@@ -8,6 +8,9 @@
 //! - `${NAME:-default}` takes the default when NAME is undefined or empty (POSIX). The default ends at the first `}`
 //!   and may be empty.
 //! - Anything else after `${` (an unclosed brace, an empty or non-POSIX name, another operator) is an error.
+//! - Closed substitution (contributed groups: a skill's `loom.toml` or frontmatter): the map is the whole set of
+//!   names that may appear. Any other `${NAME}` is an error naming NAME, even with a default — a skill never reads
+//!   the environment, and never learns whether a variable is set.
 //! - Errors name variables, never values: substitution returns the env values it baked in ([`Baked`]), and the entry
 //!   points rewrite any later error that would echo one of them (say, a bare-handle error on `provider = "${P}"`)
 //!   to show `${NAME}` instead.
@@ -24,6 +27,17 @@ pub(crate) enum SubstError {
     Undefined(String),
     /// A malformed `${...}` reference.
     Malformed(String),
+    /// `${NAME}` (with or without a default) where only the map's names may appear.
+    NotAllowed(String),
+}
+
+/// Which names a substitution may read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Scope {
+    /// The map is (a view of) the environment: an undefined name may take its default.
+    Open,
+    /// The map holds the only names allowed: any other is an error, default or not.
+    Closed,
 }
 
 /// Values shorter than this are too common to redact from messages without garbling them.
@@ -63,6 +77,7 @@ impl Baked {
 pub(crate) fn substitute_str(
     s: &str,
     env: &BTreeMap<String, String>,
+    scope: Scope,
     baked: &mut Baked,
 ) -> Result<String, SubstError> {
     let mut out = String::with_capacity(s.len());
@@ -89,6 +104,9 @@ pub(crate) fn substitute_str(
             )));
         }
         let value = env.get(name).map(String::as_str);
+        if scope == Scope::Closed && value.is_none() {
+            return Err(SubstError::NotAllowed(name.to_string()));
+        }
         match (value, default) {
             (Some(v), None) => {
                 out.push_str(v);
@@ -105,6 +123,16 @@ pub(crate) fn substitute_str(
     }
     out.push_str(rest);
     Ok(out)
+}
+
+/// Which names a closed substitution allows, as a clause: `only ${SKILL_DIR} is substituted here`.
+fn allowed(vars: &BTreeMap<String, String>) -> String {
+    let names: Vec<String> = vars.keys().map(|k| format!("${{{k}}}")).collect();
+    match names.len() {
+        0 => "no variable is substituted here".into(),
+        1 => format!("only {} is substituted here", names[0]),
+        _ => format!("only {} are substituted here", names.join(", ")),
+    }
 }
 
 fn shorten(s: &str) -> String {
@@ -133,15 +161,31 @@ pub(crate) fn substitute_table(
     env: &BTreeMap<String, String>,
 ) -> Result<Baked, ManifestError> {
     let mut baked = Baked::default();
-    walk_table(ctx, table, path, env, 0, &mut baked)?;
+    walk_table(ctx, table, path, (env, Scope::Open), 0, &mut baked)?;
     Ok(baked)
 }
+
+/// [`substitute_table`] with [`Scope::Closed`]: `vars` are the only names allowed (a contributed group's
+/// `${SKILL_DIR}`); every other reference is an error naming it.
+pub(crate) fn substitute_table_closed(
+    ctx: Ctx<'_>,
+    table: &mut toml::Table,
+    path: &str,
+    vars: &BTreeMap<String, String>,
+) -> Result<Baked, ManifestError> {
+    let mut baked = Baked::default();
+    walk_table(ctx, table, path, (vars, Scope::Closed), 0, &mut baked)?;
+    Ok(baked)
+}
+
+/// The names a walk may read, and how.
+type Vars<'a> = (&'a BTreeMap<String, String>, Scope);
 
 fn walk_table(
     ctx: Ctx<'_>,
     table: &mut toml::Table,
     path: &str,
-    env: &BTreeMap<String, String>,
+    env: Vars<'_>,
     depth: usize,
     baked: &mut Baked,
 ) -> Result<(), ManifestError> {
@@ -155,7 +199,7 @@ fn walk(
     ctx: Ctx<'_>,
     value: &mut toml::Value,
     path: &str,
-    env: &BTreeMap<String, String>,
+    env: Vars<'_>,
     depth: usize,
     baked: &mut Baked,
 ) -> Result<(), ManifestError> {
@@ -165,12 +209,24 @@ fn walk(
     match value {
         toml::Value::String(s) => {
             if s.contains("${") {
-                *s = substitute_str(s, env, baked).map_err(|e| match e {
+                *s = substitute_str(s, env.0, env.1, baked).map_err(|e| match e {
                     SubstError::Undefined(name) => ctx
                         .err(path, format!("undefined variable ${{{name}}}"))
                         .with_hint(format!(
                             "set {name} in the environment, or give a default: ${{{name}:-default}}"
                         )),
+                    SubstError::NotAllowed(name) => ctx
+                        .err(
+                            path,
+                            format!(
+                                "${{{name}}}: a skill's declarations never read the environment; {}",
+                                allowed(env.0)
+                            ),
+                        )
+                        .with_hint(
+                            "write the value itself (a path under ${SKILL_DIR} for the skill's own files); \
+                             settings that depend on the user's machine belong in the manifest",
+                        ),
                     SubstError::Malformed(why) => ctx
                         .err(path, format!("malformed variable reference: {why}"))
                         .with_hint("write ${NAME} or ${NAME:-default}"),
@@ -208,7 +264,7 @@ mod tests {
     }
 
     fn sub(input: &str) -> Result<String, SubstError> {
-        substitute_str(input, &env(), &mut Baked::default())
+        substitute_str(input, &env(), Scope::Open, &mut Baked::default())
     }
 
     #[track_caller]
@@ -267,7 +323,13 @@ mod tests {
                 .into_iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect();
-        substitute_str("${TOKEN} ${PART} ${SHORT} ${NONE:-dflt}", &e, &mut baked).unwrap();
+        substitute_str(
+            "${TOKEN} ${PART} ${SHORT} ${NONE:-dflt}",
+            &e,
+            Scope::Open,
+            &mut baked,
+        )
+        .unwrap();
         let err = ManifestError::new("f", "k", "\"sk-abcdef\" and abcdef and ab and dflt")
             .with_hint("not sk-abcdef");
         let err = baked.redact(err);
@@ -280,5 +342,38 @@ mod tests {
         let mut t: toml::Table = toml::from_str("\"${VAULT}\" = [\"${VAULT}\"]").unwrap();
         substitute_table(Ctx::new("f"), &mut t, "", &env()).unwrap();
         assert_eq!(t["${VAULT}"][0].as_str(), Some("/v"));
+    }
+
+    #[test]
+    fn closed_substitution_reads_only_its_names_and_never_says_a_value() {
+        let vars: BTreeMap<String, String> = [("SKILL_DIR".to_string(), "/s/x".to_string())].into();
+        let closed =
+            |input: &str| substitute_str(input, &vars, Scope::Closed, &mut Baked::default());
+        assert_eq!(closed("${SKILL_DIR}/run.sh"), Ok("/s/x/run.sh".into()));
+        assert_eq!(closed("${SKILL_DIR:-d}"), Ok("/s/x".into()));
+        assert_eq!(closed("$HOME stays"), Ok("$HOME stays".into()));
+        for (input, name) in [
+            ("${HOME}", "HOME"),
+            ("${GITHUB_TOKEN:-}", "GITHUB_TOKEN"),
+            ("./${VAULT:-x}", "VAULT"),
+            ("${SKILL_DIR}/${EMPTY}", "EMPTY"),
+        ] {
+            assert_eq!(
+                closed(input),
+                Err(SubstError::NotAllowed(name.into())),
+                "{input}"
+            );
+        }
+        // the walk says which variable, where, and never the environment's value
+        let mut t: toml::Table = toml::from_str("[x]\nv = [\"${VAULT}\"]").unwrap();
+        let e =
+            substitute_table_closed(Ctx::new("s/loom.toml"), &mut t, "tools", &vars).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "s/loom.toml: tools.x.v[0]: ${VAULT}: a skill's declarations never read the environment; only \
+             ${SKILL_DIR} is substituted here (hint: write the value itself (a path under ${SKILL_DIR} for the \
+             skill's own files); settings that depend on the user's machine belong in the manifest)"
+        );
+        assert!(!e.to_string().contains("/v"));
     }
 }

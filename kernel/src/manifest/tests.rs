@@ -998,7 +998,7 @@ fn group_refusals() {
     group_fails(
         "x = \"${UNSET}\"",
         None,
-        "tools.x: undefined variable ${UNSET}",
+        "tools.x: ${UNSET}: a skill's declarations never read the environment; no variable is substituted here",
     );
 }
 
@@ -1336,7 +1336,7 @@ url = "https://hooks.example/pre"
 command = "cargo test -q"
 "#,
     );
-    let pre = m.hooks.at(HookEvent::PreToolUse, Some("bash"));
+    let pre = m.hooks.at(HookEvent::PreToolUse, &["bash"]);
     assert_eq!(pre.len(), 2);
     assert_eq!(
         pre[0].action,
@@ -1349,12 +1349,9 @@ command = "cargo test -q"
     );
     assert_eq!(pre[1].timeout_secs, DEFAULT_HOOK_TIMEOUT_SECS);
     // the matcher applies: read_file gets only the hook without one
-    assert_eq!(
-        m.hooks.at(HookEvent::PreToolUse, Some("read_file")).len(),
-        1
-    );
-    assert_eq!(m.hooks.at(HookEvent::Stop, None).len(), 1);
-    assert!(m.hooks.at(HookEvent::SessionStart, None).is_empty());
+    assert_eq!(m.hooks.at(HookEvent::PreToolUse, &["read_file"]).len(), 1);
+    assert_eq!(m.hooks.at(HookEvent::Stop, &[]).len(), 1);
+    assert!(m.hooks.at(HookEvent::SessionStart, &[]).is_empty());
     assert!(parses("[agent]\nname = \"a\"\n").hooks.is_empty());
 }
 

@@ -10,8 +10,11 @@
 //! - Other keys (`license`, `allowed-tools`, `metadata`, unknown ones) are accepted and ignored, except the
 //!   `metadata` keys `loom.tools` / `loom.providers`, which must be strings (TOML in YAML block scalars).
 //! - Compiler precedence: a `loom.toml` sidecar wins entirely; else `loom.tools` / `loom.providers`; else the
-//!   authority-free default `read_skill = {}`. `${SKILL_DIR}` is substituted (before TOML parsing) with the skill's
-//!   absolute directory. The group is labeled `skill <name>` and judged like every contributed group.
+//!   authority-free default `read_skill = {}`. `${SKILL_DIR}` is substituted (in string values, after TOML parsing)
+//!   with the skill's absolute directory. It is the only variable: a skill never reads the environment, so any other
+//!   `${NAME}` (even `${NAME:-default}`) is an error naming the variable — an environment value can never reach a
+//!   grant, a tool description, an audit line or an error through a skill. The group is labeled `skill <name>` and
+//!   judged like every contributed group.
 
 mod frontmatter;
 
@@ -205,14 +208,16 @@ pub struct SkillFacts<'a> {
     pub sidecar: Option<(&'a str, &'a str)>,
 }
 
-/// Compiles a skill into its labeled tool group (see the module docs for the precedence).
+/// The only variable a skill's declarations may use: its own directory.
+pub const SKILL_DIR_VAR: &str = "SKILL_DIR";
+
+/// Compiles a skill into its labeled tool group (see the module docs for the precedence and for `${SKILL_DIR}`, the
+/// only variable substituted: nothing is read from the environment).
 pub fn compile_skill(
     facts: SkillFacts<'_>,
-    env: &BTreeMap<String, String>,
     root_provider_handles: &BTreeSet<String>,
 ) -> Result<ToolGroup, ManifestError> {
-    let mut env = env.clone();
-    env.insert("SKILL_DIR".into(), facts.dir.to_string());
+    let env: BTreeMap<String, String> = [(SKILL_DIR_VAR.to_string(), facts.dir.to_string())].into();
     let label = format!("skill {}", facts.doc.name);
     if let Some((text, origin)) = facts.sidecar {
         return parse_sidecar_group(&label, text, origin, &env, root_provider_handles);

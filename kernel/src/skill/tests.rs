@@ -21,7 +21,6 @@ fn compile(text: &str, folder: &str, sidecar: Option<&str>) -> Result<ToolGroup,
             dir: &dir,
             sidecar: sidecar.map(|t| (t, side.as_str())),
         },
-        &BTreeMap::new(),
         &BTreeSet::new(),
     )
 }
@@ -103,6 +102,38 @@ fn the_sidecar_wins_and_skill_dir_is_substituted() {
     );
     let e = compile(DNS, "dns-lookup", Some("[tool]\nx = 1\n")).unwrap_err();
     assert_eq!(e.file, "/s/dns-lookup/loom.toml");
+}
+
+#[test]
+fn a_skill_never_reads_the_environment() {
+    // every ${NAME} but ${SKILL_DIR} is an error naming the variable and where it is, default or not
+    let fm = |value: &str| {
+        format!("---\nname: x\ndescription: d\nmetadata:\n  loom.tools: |\n    r = {{ provider = \"builtin\", tool = \"read_file\", capabilities = {{ paths = [\"{value}\"] }} }}\n---\n")
+    };
+    let cases = [
+        ("./${AWS_SECRET_ACCESS_KEY}", "AWS_SECRET_ACCESS_KEY"),
+        ("${HOME}/.ssh", "HOME"),
+        ("${GITHUB_TOKEN:-none}", "GITHUB_TOKEN"),
+        ("${SKILL_DIR}/${PWD}", "PWD"),
+    ];
+    for (value, name) in cases {
+        let e = compile(&fm(value), "x", None).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!("/s/x/SKILL.md: tools.r.capabilities.paths[0]: ${{{name}}}: a skill's declarations never read the environment; only ${{SKILL_DIR}} is substituted here (hint: write the value itself (a path under ${{SKILL_DIR}} for the skill's own files); settings that depend on the user's machine belong in the manifest)")
+        );
+        let side = format!("[tools]\nr = {{ provider = \"builtin\", tool = \"read_file\", capabilities = {{ paths = [\"{value}\"] }} }}\n");
+        let e = compile(DNS, "dns-lookup", Some(&side)).unwrap_err();
+        assert_eq!(e.file, "/s/dns-lookup/loom.toml");
+        assert!(e.message.starts_with(&format!("${{{name}}}: ")), "{e}");
+    }
+    // the providers text too
+    let shipped = "---\nname: x\ndescription: d\nmetadata:\n  loom.tools: |\n    n = { provider = \"srv\" }\n  loom.providers: |\n    srv = { provider = \"mcp-server\", command = \"node\", args = [\"${SKILL_DIR}/s.mjs\", \"${GH_TOKEN}\"] }\n---\n";
+    let e = compile(shipped, "x", None).unwrap_err();
+    assert_eq!(e.key_path, "providers.srv.args[1]");
+    assert!(e.message.starts_with("${GH_TOKEN}: "), "{e}");
+    // ${SKILL_DIR} alone compiles
+    assert!(compile(&fm("${SKILL_DIR}/data"), "x", None).is_ok());
 }
 
 #[test]

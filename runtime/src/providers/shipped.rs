@@ -71,7 +71,6 @@ pub fn shipped_sources(loaded: &Loaded, ctx: &PathCtx) -> Vec<ShippedSource> {
     let m = &loaded.manifest;
     let env = SkillsEnv {
         home: ctx.home.as_ref().map(PathBuf::from),
-        env: crate::load::env_map(),
         root_handles: m.providers.keys().cloned().collect(),
     };
     let Some(found) = manifest_skills(m, &loaded.dir, &env) else {

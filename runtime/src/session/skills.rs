@@ -40,8 +40,6 @@ pub const MAX_LISTED: usize = 50;
 pub struct SkillsEnv {
     /// The OS home directory (`~`), when known.
     pub home: Option<PathBuf>,
-    /// The environment `${VAR}` in skill declarations reads.
-    pub env: BTreeMap<String, String>,
     /// The root manifest's `[providers]` handles.
     pub root_handles: BTreeSet<String>,
 }
@@ -195,7 +193,6 @@ pub fn load_skill(folder: &Path, env: &SkillsEnv) -> Result<FoundSkill, String> 
             dir: &dir_text,
             sidecar: sidecar.as_deref().map(|t| (t, sidecar_origin.as_str())),
         },
-        &env.env,
         &env.root_handles,
     )
     .map_err(|e| skipped(e.to_string()))?;
