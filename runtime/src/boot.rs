@@ -202,6 +202,10 @@ pub fn boot_with(
                 message: e.to_string(),
             }
         })?;
+    // a sub-agent shares its parent's working directory: the parent already said so
+    if opts.lineage.depth == 0 {
+        notes.extend(chain.notices());
+    }
     chain
         .resolve(&m.agent.secrets)
         .map_err(|message| BootError::Secrets {
@@ -361,8 +365,8 @@ pub fn boot_with(
                     tool_err(
                         &g.instance,
                         format!(
-                            "web_search needs the secret {BRAVE_SEARCH_API_KEY} (Brave Search API); put it in \
-                             .loom-secrets next to the manifest, or in the environment"
+                            "web_search needs the secret {BRAVE_SEARCH_API_KEY} (Brave Search API): {}",
+                            chain.where_to_put(&[BRAVE_SEARCH_API_KEY.to_string()])
                         ),
                     )
                 })?;
@@ -508,9 +512,16 @@ pub fn boot_with(
         tools.insert(instance, slot);
     }
 
-    let harness_err = |source| BootError::Harness {
+    let harness_err = |source: HarnessConfigError| BootError::Harness {
         file: file.clone(),
-        source,
+        // a missing key: where to put it, by the user secrets file's real path and the keychain's state
+        source: match source {
+            HarnessConfigError::MissingSecret(name) => HarnessConfigError::Invalid(format!(
+                "needs the secret {name}: {}",
+                chain.where_to_put(std::slice::from_ref(&name))
+            )),
+            other => other,
+        },
     };
     // a harness a provider contributes: the same process as the handle's tools and session layers
     let provided = m

@@ -99,13 +99,16 @@ pub fn server_config(
         Duration::from_millis(n.max(1))
     };
     let secret = |name: &str, key: &str| -> Result<String, String> {
-        chain.get(name).map(|(v, _)| v.expose().to_string()).ok_or_else(|| {
-            format!(
-                "{} names the secret {name}, which is not set; add {name}=… to .loom-secrets next to the manifest, \
-                 export it, or put it in $XDG_CONFIG_HOME/loom/secrets.toml",
-                at(key)
-            )
-        })
+        chain
+            .get(name)
+            .map(|(v, _)| v.expose().to_string())
+            .ok_or_else(|| {
+                format!(
+                    "{} names the secret {name}, which is not set: {}",
+                    at(key),
+                    chain.where_to_put(&[name.to_string()])
+                )
+            })
     };
     let launch = if let Some(url) = s("url") {
         if table.contains_key("env") || table.contains_key("secrets") {
