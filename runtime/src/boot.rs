@@ -272,9 +272,12 @@ pub fn boot_with(
     let bound = bind_groups(&loaded, &ceiling, &ctx, &grants, &mut session);
     notes.extend(bound.notes);
 
+    // MCP servers start in directories of loom's own, never in the agent's working directory (a planted
+    // `node_modules`, `.npmrc` or `pkg.py` there must not run)
+    let mcp_run_base = crate::mcp::server_run_base(&storage_for_providers);
     let mcp_place = McpPlace {
         manifest_dir: &loaded.dir,
-        cwd: &cwd,
+        run_base: &mcp_run_base,
         chain: &chain,
         env: &env,
     };
