@@ -369,7 +369,7 @@ pub fn boot_with(
                         &g.instance,
                         format!(
                             "web_search needs the secret {BRAVE_SEARCH_API_KEY} (Brave Search API): {}",
-                            chain.where_to_put(&[BRAVE_SEARCH_API_KEY.to_string()])
+                            chain.missing_hint(&[BRAVE_SEARCH_API_KEY.to_string()])
                         ),
                     )
                 })?;
@@ -521,7 +521,7 @@ pub fn boot_with(
         source: match source {
             HarnessConfigError::MissingSecret(name) => HarnessConfigError::Invalid(format!(
                 "needs the secret {name}: {}",
-                chain.where_to_put(std::slice::from_ref(&name))
+                chain.missing_hint(std::slice::from_ref(&name))
             )),
             other => other,
         },

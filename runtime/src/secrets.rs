@@ -156,14 +156,18 @@ impl SecretChain {
 
     /// What the user should know about the chain: a `.loom-secrets` in the working directory that was not read.
     pub fn notices(&self) -> Vec<String> {
+        let user = self.user_path.as_ref().map_or_else(
+            || "$XDG_CONFIG_HOME/loom/secrets.toml".to_string(),
+            |p| p.display().to_string(),
+        );
         self.ignored
             .iter()
             .map(|p| {
                 format!(
                     "{} was ignored: loom reads no secrets from the working directory (a repository or the agent \
-                     can write it, and a value there must never replace yours); {}",
-                    p.display(),
-                    self.where_to_put(&[])
+                     can write it); move what you need from it to your user secrets file {user} (TOML, \
+                     `NAME = \"value\"`) or to the environment",
+                    p.display()
                 )
             })
             .collect()
@@ -221,16 +225,35 @@ impl SecretChain {
             ),
         };
         let keychain = match &self.keychain {
-            None => "(this build of loom has no OS keychain support)".to_string(),
+            None => Err("this build of loom has no OS keychain support".to_string()),
             Some(k) => match k.unavailable().or_else(|| k.not_installed()) {
-                Some(why) => format!("(the OS keychain cannot be asked: {why})"),
-                None => format!(
-                    "or store {it} in the OS keychain (secret-tool store --label \"loom {example}\" service loom \
+                Some(why) => Err(format!("the OS keychain cannot be asked: {why}")),
+                None => Ok(format!(
+                    "store {it} in the OS keychain (secret-tool store --label \"loom {example}\" service loom \
                      account {example})"
-                ),
+                )),
             },
         };
-        format!("export {it} ({vars}), {file}, {keychain}")
+        match keychain {
+            Ok(store) => format!("export {it} ({vars}), {file}, or {store}"),
+            Err(why) => format!("export {it} ({vars}) or {file}; {why}"),
+        }
+    }
+
+    /// [`SecretChain::where_to_put`] for secrets found in no store, plus the working directory's `.loom-secrets`
+    /// that was not read, if there is one (so a user who put the secret there learns why it was not found).
+    pub fn missing_hint(&self, names: &[String]) -> String {
+        let ignored = self
+            .ignored
+            .as_ref()
+            .map(|p| {
+                format!(
+                    "; {} was not read: loom reads no secrets from the working directory",
+                    p.display()
+                )
+            })
+            .unwrap_or_default();
+        format!("{}{ignored}", self.where_to_put(names))
     }
 
     /// Every name a store of the chain holds other than the environment (the caller's store and the files), in
@@ -287,21 +310,11 @@ impl SecretChain {
 
     /// The error for secrets found in no store: their names and where to put them (never a value).
     pub fn missing(&self, names: &[String]) -> String {
-        let ignored = self
-            .ignored
-            .as_ref()
-            .map(|p| {
-                format!(
-                    "; {} was not read: loom reads no secrets from the working directory",
-                    p.display()
-                )
-            })
-            .unwrap_or_default();
         format!(
-            "secret{} {} not set: {}{ignored}",
+            "secret{} {} not set: {}",
             if names.len() > 1 { "s" } else { "" },
             names.join(", "),
-            self.where_to_put(names),
+            self.missing_hint(names),
         )
     }
 }

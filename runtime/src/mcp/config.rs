@@ -109,7 +109,7 @@ pub fn server_config(
                 format!(
                     "{} names the secret {name}, which is not set: {}",
                     at(key),
-                    chain.where_to_put(&[name.to_string()])
+                    chain.missing_hint(&[name.to_string()])
                 )
             })
     };
