@@ -830,7 +830,14 @@ impl McpServers {
         if let Some(s) = self.started.get(key) {
             return Ok(s.clone());
         }
-        let run_dir = place.run_base.join(server_dir_name(key));
+        // absolute: a relative data home must not make the directory (or npx's --prefix) depend on a cwd
+        let run_dir =
+            std::path::absolute(place.run_base.join(server_dir_name(key))).map_err(|e| {
+                format!(
+                    "[providers].{key}: cannot place the server's working directory under {}: {e}",
+                    place.run_base.display()
+                )
+            })?;
         let cfg = server_config(
             key,
             table,
