@@ -196,6 +196,21 @@ pub fn build_report(manifest: Manifest, facts: Facts<'_>) -> Report {
         }
     }
 
+    // an MCP server that asks to start in the project resolves code from it (npx, python -m, uvx)
+    for (subject, cwd) in project_cwd_servers(&manifest, &tools) {
+        findings.push(Finding {
+            level: Level::Warning,
+            subject,
+            message: format!(
+                "cwd = {}: this server starts in that directory (relative to the manifest's), not in a directory of \
+                 loom's own, so it resolves code from the project directory: npx's node_modules and .npmrc, python \
+                 -m's modules, uvx's config there are what runs, and a repository or the agent may have written \
+                 them; remove cwd unless the server needs it",
+                loom_kernel::toml_string(&cwd)
+            ),
+        });
+    }
+
     // the boot property check, once per algebra in use
     let mut by_kind: BTreeMap<AlgebraKind, Vec<String>> = BTreeMap::new();
     for t in &tools {
@@ -521,6 +536,34 @@ fn is_builtin_name(key: &str) -> bool {
 
 fn is_subagent_key(manifest: &Manifest, key: &str) -> bool {
     manifest.subagents.iter().any(|s| s.key == key)
+}
+
+/// Every `mcp-server` the manifest starts with `cwd` set (a `[providers]` handle, or an inline table on a tool
+/// entry), with that `cwd`.
+fn project_cwd_servers(manifest: &Manifest, tools: &[ToolGrant]) -> Vec<(String, String)> {
+    let cwd_of = |spec: &ProviderSpec| match spec {
+        ProviderSpec::Configured { factory, config } if factory == "mcp-server" => config
+            .get("cwd")
+            .and_then(|v| v.as_str())
+            .map(str::to_string),
+        _ => None,
+    };
+    let mut out: Vec<(String, String)> = manifest
+        .providers
+        .iter()
+        .filter_map(|(h, spec)| cwd_of(spec).map(|c| (format!("[providers].{h}"), c)))
+        .collect();
+    for t in tools {
+        if let ProviderRef::Shipped(s) = &t.provider {
+            if let Some(c) = cwd_of(&s.spec) {
+                let subject = format!("tools.{} ({})", t.instance, s.label);
+                if !out.iter().any(|(x, _)| *x == subject) {
+                    out.push((subject, c));
+                }
+            }
+        }
+    }
+    out
 }
 
 /// Why a provider's tools cannot be resolved by this version, if they cannot.

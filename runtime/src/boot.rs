@@ -203,6 +203,10 @@ pub fn boot_with(
                 message: e.to_string(),
             }
         })?;
+    // a sub-agent shares its parent's working directory: the parent already said so
+    if opts.lineage.depth == 0 {
+        notes.extend(chain.notices());
+    }
     chain
         .resolve(&m.agent.secrets)
         .map_err(|message| BootError::Secrets {
@@ -285,9 +289,12 @@ pub fn boot_with(
     let bound = bind_groups(&loaded, &ceiling, &ctx, &grants, &mut session);
     notes.extend(bound.notes);
 
+    // MCP servers start in directories of loom's own, never in the agent's working directory (a planted
+    // `node_modules`, `.npmrc` or `pkg.py` there must not run)
+    let mcp_run_base = crate::mcp::server_run_base(&storage_for_providers);
     let mcp_place = McpPlace {
         manifest_dir: &loaded.dir,
-        cwd: &cwd,
+        run_base: &mcp_run_base,
         chain: &chain,
         env: &env,
     };
@@ -378,8 +385,8 @@ pub fn boot_with(
                     tool_err(
                         &g.instance,
                         format!(
-                            "web_search needs the secret {BRAVE_SEARCH_API_KEY} (Brave Search API); put it in \
-                             .loom-secrets next to the manifest, or in the environment"
+                            "web_search needs the secret {BRAVE_SEARCH_API_KEY} (Brave Search API): {}",
+                            chain.missing_hint(&[BRAVE_SEARCH_API_KEY.to_string()])
                         ),
                     )
                 })?;
@@ -547,9 +554,16 @@ pub fn boot_with(
         tools.insert(instance, slot);
     }
 
-    let harness_err = |source| BootError::Harness {
+    let harness_err = |source: HarnessConfigError| BootError::Harness {
         file: file.clone(),
-        source,
+        // a missing key: where to put it, by the user secrets file's real path and the keychain's state
+        source: match source {
+            HarnessConfigError::MissingSecret(name) => HarnessConfigError::Invalid(format!(
+                "needs the secret {name}: {}",
+                chain.missing_hint(std::slice::from_ref(&name))
+            )),
+            other => other,
+        },
     };
     // a harness a provider contributes: the same process as the handle's tools and session layers
     let provided = m

@@ -56,6 +56,11 @@ impl Keychain {
         result
     }
 
+    /// Why there is no keychain to ask at all (`secret-tool` is not on `PATH`), before any lookup.
+    pub fn not_installed(&self) -> Option<String> {
+        self.program.as_ref().err().cloned()
+    }
+
     /// Why the keychain could not be asked, if a lookup found it unavailable.
     pub fn unavailable(&self) -> Option<String> {
         self.failure.lock().ok().and_then(|f| f.clone())

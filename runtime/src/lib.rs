@@ -130,7 +130,10 @@ pub use repl::{
 };
 pub use retry::{RetryPolicy, Sleeper, TokioSleeper, BASE_DELAY, MAX_ATTEMPTS, MAX_DELAY};
 pub use sdk::{run_agent, AgentDef, LayerSlot};
-pub use secrets::{env_names, Secret, SecretChain, SecretSource, SecretsFileError};
+pub use secrets::{
+    env_names, secret_store_paths, user_secrets_path, Secret, SecretChain, SecretSource,
+    SecretsFileError,
+};
 pub use session::{
     build_chain, to_messages, Chain, Clock, CompactCtx, CompactMode, CompactingConfig,
     CompactingLayer, Compaction, Compactor, FileLayer, HeuristicCompactor, Layer, MemoryLayer,

@@ -1,10 +1,22 @@
-//! Secrets: a chain of stores, most local first — the caller's store, `.loom-secrets` next to the manifest,
-//! `.loom-secrets` in the working directory, the environment (`NAME`, `LOOM_NAME`, and the upper-cased `-`/`.` → `_`
-//! forms), then `$XDG_CONFIG_HOME/loom/secrets.toml`. The first hit wins. A [`Secret`] never prints its value
-//! (`Debug` and `Display` are redacted), so it cannot reach a log, an update or an error by accident.
+//! Secrets: a chain of stores, the user's own first — the caller's store (the SDK), the environment (`NAME`,
+//! `LOOM_NAME`, and the upper-cased `-`/`.` → `_` forms), the OS keychain, the user secrets file
+//! (`$XDG_CONFIG_HOME/loom/secrets.toml`, else `~/.config/loom/secrets.toml`), and last the project's `.loom-secrets`
+//! next to the manifest. The first hit wins, so a file inside a project (which a repository or the agent can write)
+//! never overrides a value the user set. A `.loom-secrets` in the working directory (when it is not the manifest's
+//! directory) is never read: [`SecretChain::notices`] says so. A secrets file is read only when it is a regular file
+//! of at most [`MAX_SECRETS_FILE_BYTES`] (a FIFO, a device or a socket is refused without blocking; the project file
+//! may not be a symbolic link). A [`Secret`] never prints its value (`Debug` and `Display` are redacted), so it
+//! cannot reach a log, an update or an error by accident.
 
 use std::collections::BTreeMap;
+use std::io::Read;
 use std::path::{Path, PathBuf};
+
+/// The name of the project secrets file, next to the manifest.
+pub const PROJECT_SECRETS_FILE: &str = ".loom-secrets";
+
+/// The largest secrets file loom reads.
+pub const MAX_SECRETS_FILE_BYTES: u64 = 1 << 20;
 
 /// A secret value. Read it with [`Secret::expose`] only where it is sent.
 #[derive(Clone, PartialEq, Eq)]
@@ -39,7 +51,7 @@ impl std::fmt::Display for Secret {
 pub enum SecretSource {
     /// The caller's store.
     Caller,
-    /// A `.loom-secrets` file or the XDG file.
+    /// The user secrets file or the project's `.loom-secrets`.
     File(PathBuf),
     /// An environment variable (its name).
     Env(String),
@@ -51,11 +63,17 @@ pub enum SecretSource {
 #[derive(Debug, Clone, Default)]
 pub struct SecretChain {
     caller: BTreeMap<String, Secret>,
-    files: Vec<(PathBuf, BTreeMap<String, Secret>)>,
     env: BTreeMap<String, String>,
-    xdg: Option<(PathBuf, BTreeMap<String, Secret>)>,
-    /// The OS keychain (feature `keychain`), asked after the environment and before the XDG file.
+    /// The OS keychain (feature `keychain`), asked after the environment and before the files.
     keychain: Option<crate::keychain::Keychain>,
+    /// Where the user secrets file is (`None`: neither `XDG_CONFIG_HOME` nor `HOME` is an absolute path).
+    user_path: Option<PathBuf>,
+    /// The user secrets file, when it exists.
+    user: Option<(PathBuf, BTreeMap<String, Secret>)>,
+    /// The project's `.loom-secrets` next to the manifest, when it exists.
+    project: Option<(PathBuf, BTreeMap<String, Secret>)>,
+    /// A `.loom-secrets` in the working directory that was not read.
+    ignored: Option<PathBuf>,
 }
 
 /// Why a secrets file could not be read.
@@ -73,61 +91,92 @@ pub fn env_names(name: &str) -> Vec<String> {
     loom_kernel::secret_env_names(name)
 }
 
+/// The user secrets file: `$XDG_CONFIG_HOME/loom/secrets.toml` when `XDG_CONFIG_HOME` is absolute, else
+/// `$HOME/.config/loom/secrets.toml`; `None` when neither is an absolute path.
+pub fn user_secrets_path(env: &BTreeMap<String, String>) -> Option<PathBuf> {
+    env.get("XDG_CONFIG_HOME")
+        .filter(|d| d.starts_with('/'))
+        .map(PathBuf::from)
+        .or_else(|| {
+            env.get("HOME")
+                .filter(|h| h.starts_with('/'))
+                .map(|h| Path::new(h).join(".config"))
+        })
+        .map(|d| d.join("loom/secrets.toml"))
+}
+
+/// Every secrets file the chain of a manifest in `manifest_dir` reads, existing or not, in the chain's order: the
+/// user secrets file (when `env` locates it) and the project's `.loom-secrets` next to the manifest. These files hold
+/// secret values: keep them out of every grant the agent has. (A `.loom-secrets` in the working directory is never
+/// read, so it is not listed.)
+pub fn secret_store_paths(manifest_dir: &Path, env: &BTreeMap<String, String>) -> Vec<PathBuf> {
+    user_secrets_path(env)
+        .into_iter()
+        .chain(std::iter::once(manifest_dir.join(PROJECT_SECRETS_FILE)))
+        .collect()
+}
+
 impl SecretChain {
     /// The standard chain for a manifest in `manifest_dir` run from `cwd`, with `caller`'s secrets first and `env`
-    /// as the process environment.
+    /// as the process environment. `cwd` is only looked at to notice a `.loom-secrets` there, which is never read.
     pub fn standard(
         caller: BTreeMap<String, Secret>,
         manifest_dir: &Path,
         cwd: &Path,
         env: &BTreeMap<String, String>,
     ) -> Result<SecretChain, SecretsFileError> {
-        let mut files = Vec::new();
-        let mut dirs = vec![manifest_dir.to_path_buf()];
-        if cwd != manifest_dir {
-            dirs.push(cwd.to_path_buf());
-        }
-        for d in dirs {
-            let p = d.join(".loom-secrets");
-            if let Some(text) = read_optional(&p)? {
-                files.push((p.clone(), parse_dotfile(&p, &text)?));
+        let user_path = user_secrets_path(env);
+        let mut user = None;
+        if let Some(p) = &user_path {
+            // the user's own file may be a link (a dotfiles checkout); it must still end at a regular file
+            if let Some(text) = read_secrets_file(p, true)? {
+                user = Some((p.clone(), parse_toml_file(p, &text)?));
             }
         }
-        let xdg_dir = env
-            .get("XDG_CONFIG_HOME")
-            .filter(|d| d.starts_with('/'))
-            .map(PathBuf::from)
-            .or_else(|| {
-                env.get("HOME")
-                    .filter(|h| h.starts_with('/'))
-                    .map(|h| Path::new(h).join(".config"))
-            });
-        let mut xdg = None;
-        if let Some(dir) = xdg_dir {
-            let p = dir.join("loom/secrets.toml");
-            if let Some(text) = read_optional(&p)? {
-                xdg = Some((p.clone(), parse_toml_file(&p, &text)?));
-            }
+        let project_path = manifest_dir.join(PROJECT_SECRETS_FILE);
+        let mut project = None;
+        if let Some(text) = read_secrets_file(&project_path, false)? {
+            project = Some((project_path.clone(), parse_dotfile(&project_path, &text)?));
         }
+        let cwd_file = cwd.join(PROJECT_SECRETS_FILE);
+        let ignored = (!same_dir(cwd, manifest_dir)
+            && std::fs::symlink_metadata(&cwd_file).is_ok())
+        .then_some(cwd_file);
         Ok(SecretChain {
             caller,
-            files,
             env: env.clone(),
-            xdg,
             keychain: cfg!(feature = "keychain")
                 .then(|| crate::keychain::Keychain::on_path(env.get("PATH").map(String::as_str))),
+            user_path,
+            user,
+            project,
+            ignored,
         })
     }
 
-    /// Looks `name` up, most local store first.
+    /// What the user should know about the chain: a `.loom-secrets` in the working directory that was not read.
+    pub fn notices(&self) -> Vec<String> {
+        let user = self.user_path.as_ref().map_or_else(
+            || "$XDG_CONFIG_HOME/loom/secrets.toml".to_string(),
+            |p| p.display().to_string(),
+        );
+        self.ignored
+            .iter()
+            .map(|p| {
+                format!(
+                    "{} was ignored: loom reads no secrets from the working directory (a repository or the agent \
+                     can write it); move what you need from it to your user secrets file {user} (TOML, \
+                     `NAME = \"value\"`) or to the environment",
+                    p.display()
+                )
+            })
+            .collect()
+    }
+
+    /// Looks `name` up, the user's stores first.
     pub fn get(&self, name: &str) -> Option<(Secret, SecretSource)> {
         if let Some(s) = self.caller.get(name) {
             return Some((s.clone(), SecretSource::Caller));
-        }
-        for (p, m) in &self.files {
-            if let Some(s) = m.get(name) {
-                return Some((s.clone(), SecretSource::File(p.clone())));
-            }
         }
         for n in env_names(name) {
             if let Some(v) = self.env.get(&n).filter(|v| !v.is_empty()) {
@@ -138,9 +187,73 @@ impl SecretChain {
         if let Some(Ok(Some(s))) = self.keychain.as_ref().map(|k| k.lookup(name)) {
             return Some((s, SecretSource::Keychain));
         }
-        let (p, m) = self.xdg.as_ref()?;
-        m.get(name)
-            .map(|s| (s.clone(), SecretSource::File(p.clone())))
+        [&self.user, &self.project]
+            .into_iter()
+            .flatten()
+            .find_map(|(p, m)| {
+                m.get(name)
+                    .map(|s| (s.clone(), SecretSource::File(p.clone())))
+            })
+    }
+
+    /// How to provide the secrets `names` (none: any secret): the environment, the user secrets file by its absolute
+    /// path and format, and the keychain with whether it can be asked. Never points inside the project.
+    pub fn where_to_put(&self, names: &[String]) -> String {
+        let (it, vars) = match names {
+            [] => ("it".to_string(), "NAME or LOOM_NAME".to_string()),
+            [n] => ("it".to_string(), format!("{n} or LOOM_{n}")),
+            _ => (
+                "them".to_string(),
+                names
+                    .iter()
+                    .map(|n| format!("{n} or LOOM_{n}"))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            ),
+        };
+        let example = names.first().map_or("NAME", String::as_str);
+        let file = match &self.user_path {
+            Some(p) => format!(
+                "add {it} to your user secrets file {} (TOML, one `{example} = \"value\"` line per secret; keep it \
+                 mode 0600 and outside the project)",
+                p.display()
+            ),
+            None => format!(
+                "add {it} to your user secrets file $XDG_CONFIG_HOME/loom/secrets.toml (TOML, one \
+                 `{example} = \"value\"` line per secret; neither XDG_CONFIG_HOME nor HOME is an absolute path here, \
+                 so set one of them)"
+            ),
+        };
+        let keychain = match &self.keychain {
+            None => Err("this build of loom has no OS keychain support".to_string()),
+            Some(k) => match k.unavailable().or_else(|| k.not_installed()) {
+                Some(why) => Err(format!("the OS keychain cannot be asked: {why}")),
+                None => Ok(format!(
+                    "store {it} in the OS keychain (secret-tool store --label \"loom {example}\" service loom \
+                     account {example})"
+                )),
+            },
+        };
+        match keychain {
+            Ok(store) => format!("export {it} ({vars}), {file}, or {store}"),
+            Err(why) => format!("export {it} ({vars}) or {file}; {why}"),
+        }
+    }
+
+    /// [`SecretChain::where_to_put`] for secrets found in no store, plus the working directory's `.loom-secrets`
+    /// that was not read, if there is one (so a user who put the secret there learns why it was not found).
+    pub fn missing_hint(&self, names: &[String]) -> String {
+        let ignored = self
+            .ignored
+            .as_ref()
+            .map(|p| {
+                format!(
+                    "; {} was not read: loom reads no secrets from the working directory",
+                    p.display()
+                )
+            })
+            .unwrap_or_default();
+        format!("{}{ignored}", self.where_to_put(names))
     }
 
     /// Every name a store of the chain holds other than the environment (the caller's store and the files), in
@@ -148,8 +261,8 @@ impl SecretChain {
     pub fn stored_names(&self) -> Vec<String> {
         let mut out: Vec<String> = Vec::new();
         let stores = std::iter::once(&self.caller)
-            .chain(self.files.iter().map(|(_, m)| m))
-            .chain(self.xdg.iter().map(|(_, m)| m));
+            .chain(self.user.iter().map(|(_, m)| m))
+            .chain(self.project.iter().map(|(_, m)| m));
         for m in stores {
             for k in m.keys() {
                 if !out.contains(k) {
@@ -192,32 +305,95 @@ impl SecretChain {
         if missing.is_empty() {
             return Ok(out);
         }
-        let keychain = self
-            .keychain
-            .as_ref()
-            .and_then(crate::keychain::Keychain::unavailable)
-            .map(|why| format!("; the OS keychain could not be asked: {why}"))
-            .unwrap_or_default();
-        Err(format!(
-            "secret{} {} not set; add {} to .loom-secrets next to the manifest (KEY=value lines), export {}, or put \
-             it in $XDG_CONFIG_HOME/loom/secrets.toml{keychain}",
-            if missing.len() > 1 { "s" } else { "" },
-            missing.join(", "),
-            if missing.len() > 1 { "them" } else { "it" },
-            missing.iter().map(|m| format!("LOOM_{m}")).collect::<Vec<_>>().join(" / ")
-        ))
+        Err(self.missing(&missing))
+    }
+
+    /// The error for secrets found in no store: their names and where to put them (never a value).
+    pub fn missing(&self, names: &[String]) -> String {
+        format!(
+            "secret{} {} not set: {}",
+            if names.len() > 1 { "s" } else { "" },
+            names.join(", "),
+            self.missing_hint(names),
+        )
     }
 }
 
-fn read_optional(p: &Path) -> Result<Option<String>, SecretsFileError> {
-    match std::fs::read_to_string(p) {
-        Ok(t) => Ok(Some(t)),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(SecretsFileError {
-            path: p.display().to_string(),
-            reason: e.to_string(),
-        }),
+/// Whether two directories are the same (canonical paths compared; the raw paths when one cannot be resolved).
+fn same_dir(a: &Path, b: &Path) -> bool {
+    match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
+        (Ok(x), Ok(y)) => x == y,
+        _ => a == b,
     }
+}
+
+/// Reads the secrets file `p` if it exists: without blocking on a FIFO, a device or a socket (opened non-blocking,
+/// then only a regular file is read), without following a final symbolic link unless `follow`, and at most
+/// [`MAX_SECRETS_FILE_BYTES`]. An error names the file and the fix, never a value.
+fn read_secrets_file(p: &Path, follow: bool) -> Result<Option<String>, SecretsFileError> {
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+    let err = |reason: String| SecretsFileError {
+        path: p.display().to_string(),
+        reason,
+    };
+    let mut flags = libc::O_NONBLOCK | libc::O_NOCTTY;
+    if !follow {
+        flags |= libc::O_NOFOLLOW;
+    }
+    let file = match std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(flags)
+        .open(p)
+    {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) && !follow => {
+            return Err(err(
+                "is a symbolic link; loom reads a project secrets file only as a regular file: replace the link \
+                 with the file, or better, move the secrets to your user secrets file"
+                    .into(),
+            ))
+        }
+        Err(e) => return Err(err(format!("cannot be opened: {e}"))),
+    };
+    let meta = file
+        .metadata()
+        .map_err(|e| err(format!("cannot be inspected: {e}")))?;
+    let ft = meta.file_type();
+    if !ft.is_file() {
+        let kind = if ft.is_fifo() {
+            "a FIFO (named pipe)"
+        } else if ft.is_socket() {
+            "a socket"
+        } else if ft.is_char_device() || ft.is_block_device() {
+            "a device"
+        } else if ft.is_dir() {
+            "a directory"
+        } else {
+            "not a regular file"
+        };
+        return Err(err(format!(
+            "is {kind}; a secrets file must be a regular file: remove it and write the secrets into a plain file"
+        )));
+    }
+    if meta.len() > MAX_SECRETS_FILE_BYTES {
+        return Err(err(format!(
+            "is {} bytes; a secrets file may hold at most {MAX_SECRETS_FILE_BYTES} bytes",
+            meta.len()
+        )));
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_SECRETS_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| err(format!("cannot be read: {e}")))?;
+    if bytes.len() as u64 > MAX_SECRETS_FILE_BYTES {
+        return Err(err(format!(
+            "grew past {MAX_SECRETS_FILE_BYTES} bytes while being read; a secrets file may hold at most that"
+        )));
+    }
+    String::from_utf8(bytes)
+        .map(Some)
+        .map_err(|_| err("is not UTF-8 text".into()))
 }
 
 /// Parses a `.loom-secrets` file: `KEY=value` lines (`#` comments, optional `export `, optional quotes) or a JSON
@@ -279,50 +455,171 @@ fn parse_toml_file(p: &Path, text: &str) -> Result<BTreeMap<String, Secret>, Sec
 mod tests {
     use super::*;
 
+    fn user_file(dir: &Path, text: &str) {
+        std::fs::create_dir_all(dir.join("loom")).unwrap();
+        std::fs::write(dir.join("loom/secrets.toml"), text).unwrap();
+    }
+
     #[test]
-    fn most_local_wins_and_values_never_print() {
+    fn the_users_stores_win_and_the_project_file_comes_last() {
         let m = tempfile::tempdir().unwrap();
-        let c = tempfile::tempdir().unwrap();
         let x = tempfile::tempdir().unwrap();
         std::fs::write(
             m.path().join(".loom-secrets"),
-            "# comment\nexport A=manifest\n",
+            "# comment\nexport A=project\nB=project\nC=project\nP=project\n",
         )
         .unwrap();
-        std::fs::write(
-            c.path().join(".loom-secrets"),
-            r#"{"A": "cwd", "B": "cwd"}"#,
-        )
-        .unwrap();
-        std::fs::create_dir_all(x.path().join("loom")).unwrap();
-        std::fs::write(
-            x.path().join("loom/secrets.toml"),
-            "D = \"xdg\"\nC = \"xdg\"\n",
-        )
-        .unwrap();
+        user_file(x.path(), "B = \"user\"\nU = \"user\"\n");
         let env = BTreeMap::from([
-            ("LOOM_C".to_string(), "env".to_string()),
+            ("LOOM_A".to_string(), "env".to_string()),
             ("MY_KEY".to_string(), "dashed".to_string()),
+            ("PATH".to_string(), "/nonexistent".to_string()),
             (
                 "XDG_CONFIG_HOME".to_string(),
                 x.path().display().to_string(),
             ),
         ]);
-        let caller = BTreeMap::from([("Z".to_string(), Secret::new("caller"))]);
-        let chain = SecretChain::standard(caller, m.path(), c.path(), &env).unwrap();
+        let caller = BTreeMap::from([
+            ("Z".to_string(), Secret::new("caller")),
+            ("C".to_string(), Secret::new("caller")),
+        ]);
+        let chain = SecretChain::standard(caller, m.path(), m.path(), &env).unwrap();
         let v = |n: &str| chain.get(n).map(|(s, _)| s.expose().to_string());
-        assert_eq!(v("A").as_deref(), Some("manifest"));
-        assert_eq!(v("B").as_deref(), Some("cwd"));
-        assert_eq!(v("C").as_deref(), Some("env"));
+        // the environment beats the project file; the user file beats it too; the caller beats everything
+        assert_eq!(v("A").as_deref(), Some("env"));
+        assert_eq!(v("B").as_deref(), Some("user"));
+        assert_eq!(v("C").as_deref(), Some("caller"));
+        assert_eq!(v("P").as_deref(), Some("project"));
+        assert_eq!(v("U").as_deref(), Some("user"));
         assert_eq!(v("my-key").as_deref(), Some("dashed"));
-        assert_eq!(v("D").as_deref(), Some("xdg"));
         assert_eq!(v("Z").as_deref(), Some("caller"));
+        assert_eq!(
+            chain.get("B").unwrap().1,
+            SecretSource::File(x.path().join("loom/secrets.toml"))
+        );
         let (s, _) = chain.get("A").unwrap();
         assert_eq!(format!("{s} {s:?}"), "<redacted> Secret(<redacted>)");
+        assert!(chain.notices().is_empty(), "{:?}", chain.notices());
+    }
+
+    #[test]
+    fn a_missing_secret_names_the_user_file_and_never_the_project_file() {
+        let m = tempfile::tempdir().unwrap();
+        let env = BTreeMap::from([
+            ("HOME".to_string(), "/home/someone".to_string()),
+            ("PATH".to_string(), "/nonexistent".to_string()),
+        ]);
+        let chain = SecretChain::standard(BTreeMap::new(), m.path(), m.path(), &env).unwrap();
         let err = chain.resolve(&["NOPE".into()]).unwrap_err();
         assert!(
-            err.contains("NOPE") && err.contains(".loom-secrets"),
+            err.contains("NOPE")
+                && err.contains("LOOM_NOPE")
+                && err.contains("/home/someone/.config/loom/secrets.toml")
+                && err.contains("NOPE = \"value\"")
+                && !err.contains(".loom-secrets"),
             "{err}"
+        );
+        if cfg!(feature = "keychain") {
+            assert!(err.contains("keychain cannot be asked"), "{err}");
+        }
+    }
+
+    #[test]
+    fn the_working_directorys_file_is_never_read_and_is_noticed() {
+        let m = tempfile::tempdir().unwrap();
+        let c = tempfile::tempdir().unwrap();
+        std::fs::write(m.path().join(".loom-secrets"), "A=manifest\n").unwrap();
+        std::fs::write(c.path().join(".loom-secrets"), "A=cwd\nB=cwd\n").unwrap();
+        let env = BTreeMap::from([("PATH".to_string(), "/nonexistent".to_string())]);
+        let chain = SecretChain::standard(BTreeMap::new(), m.path(), c.path(), &env).unwrap();
+        assert_eq!(chain.get("A").unwrap().0.expose(), "manifest");
+        assert!(chain.get("B").is_none());
+        assert!(!chain.stored_names().contains(&"B".to_string()));
+        let notices = chain.notices();
+        assert_eq!(notices.len(), 1, "{notices:?}");
+        assert!(
+            notices[0].contains(&c.path().join(".loom-secrets").display().to_string())
+                && notices[0].contains("ignored")
+                && !notices[0].contains("cwd\n"),
+            "{notices:?}"
+        );
+        // even a FIFO there is only noticed, never opened
+        let c2 = tempfile::tempdir().unwrap();
+        mkfifo(&c2.path().join(".loom-secrets"));
+        let chain = SecretChain::standard(BTreeMap::new(), m.path(), c2.path(), &env).unwrap();
+        assert_eq!(chain.notices().len(), 1);
+    }
+
+    fn mkfifo(p: &Path) {
+        let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).unwrap();
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    }
+
+    #[test]
+    fn fifos_devices_links_and_huge_files_are_refused_by_name() {
+        let env = BTreeMap::new();
+        let m = tempfile::tempdir().unwrap();
+        let p = m.path().join(".loom-secrets");
+        mkfifo(&p);
+        let err = SecretChain::standard(BTreeMap::new(), m.path(), m.path(), &env).unwrap_err();
+        assert_eq!(err.path, p.display().to_string());
+        assert!(err.reason.contains("FIFO"), "{err}");
+
+        let m = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink("/dev/zero", m.path().join(".loom-secrets")).unwrap();
+        let err = SecretChain::standard(BTreeMap::new(), m.path(), m.path(), &env).unwrap_err();
+        assert!(err.reason.contains("symbolic link"), "{err}");
+
+        let m = tempfile::tempdir().unwrap();
+        let f = std::fs::File::create(m.path().join(".loom-secrets")).unwrap();
+        f.set_len(MAX_SECRETS_FILE_BYTES + 1).unwrap();
+        let err = SecretChain::standard(BTreeMap::new(), m.path(), m.path(), &env).unwrap_err();
+        assert!(err.reason.contains("at most"), "{err}");
+
+        // the user's file may be a link, but it must end at a regular file
+        let x = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(x.path().join("loom")).unwrap();
+        std::os::unix::fs::symlink("/dev/zero", x.path().join("loom/secrets.toml")).unwrap();
+        let env = BTreeMap::from([(
+            "XDG_CONFIG_HOME".to_string(),
+            x.path().display().to_string(),
+        )]);
+        let m = tempfile::tempdir().unwrap();
+        let err = SecretChain::standard(BTreeMap::new(), m.path(), m.path(), &env).unwrap_err();
+        assert!(err.reason.contains("a device"), "{err}");
+        let y = tempfile::tempdir().unwrap();
+        user_file(y.path(), "K = \"v\"\n");
+        std::fs::remove_file(x.path().join("loom/secrets.toml")).unwrap();
+        std::os::unix::fs::symlink(
+            y.path().join("loom/secrets.toml"),
+            x.path().join("loom/secrets.toml"),
+        )
+        .unwrap();
+        let chain = SecretChain::standard(BTreeMap::new(), m.path(), m.path(), &env).unwrap();
+        assert_eq!(chain.get("K").unwrap().0.expose(), "v");
+    }
+
+    #[test]
+    fn the_store_paths_are_the_user_file_then_the_project_file() {
+        let env = BTreeMap::from([("HOME".to_string(), "/h".to_string())]);
+        assert_eq!(
+            secret_store_paths(Path::new("/p"), &env),
+            vec![
+                PathBuf::from("/h/.config/loom/secrets.toml"),
+                PathBuf::from("/p/.loom-secrets")
+            ]
+        );
+        let env = BTreeMap::from([
+            ("HOME".to_string(), "/h".to_string()),
+            ("XDG_CONFIG_HOME".to_string(), "/x".to_string()),
+        ]);
+        assert_eq!(
+            secret_store_paths(Path::new("/p"), &env)[0],
+            PathBuf::from("/x/loom/secrets.toml")
+        );
+        assert_eq!(
+            secret_store_paths(Path::new("/p"), &BTreeMap::new()),
+            vec![PathBuf::from("/p/.loom-secrets")]
         );
     }
 
@@ -342,7 +639,7 @@ mod keychain_tests {
     use std::os::unix::fs::PermissionsExt;
 
     #[test]
-    fn the_keychain_comes_after_the_environment_and_before_the_xdg_file() {
+    fn the_keychain_comes_after_the_environment_and_before_the_files() {
         let bin = tempfile::tempdir().unwrap();
         let tool = bin.path().join("secret-tool");
         std::fs::write(
@@ -377,7 +674,13 @@ mod keychain_tests {
         assert_eq!(v("XDG_ONLY").unwrap().0, "xdg");
         assert!(v("NOWHERE").is_none());
         let err = chain.resolve(&["NOWHERE".into()]).unwrap_err();
-        assert!(!err.contains("keychain could not"), "{err}");
+        assert!(
+            !err.contains("keychain cannot be asked")
+                && err.contains(
+                    "secret-tool store --label \"loom NOWHERE\" service loom account NOWHERE"
+                ),
+            "{err}"
+        );
 
         // no secret-tool on PATH: the chain still ends at the XDG file, and a missing secret says why the keychain
         // was not asked
@@ -385,7 +688,7 @@ mod keychain_tests {
         let chain = SecretChain::standard(BTreeMap::new(), m.path(), m.path(), &env).unwrap();
         let err = chain.resolve(&["NOWHERE".into()]).unwrap_err();
         assert!(
-            err.contains("the OS keychain could not be asked")
+            err.contains("the OS keychain cannot be asked")
                 && err.contains("`secret-tool` is not installed"),
             "{err}"
         );

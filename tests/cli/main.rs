@@ -5,6 +5,7 @@ mod audit;
 mod explain;
 mod gate;
 mod mcp;
+mod model_install;
 mod skill_authority;
 mod skills;
 mod version;

@@ -55,12 +55,18 @@ bash = "builtin"
 }
 
 fn lacks_every_unshared_secret(seen: &str) {
-    for leaked in [ANT, GH_ENV, "ANTHROPIC_API_KEY=", "LOOM_GH_TOKEN="] {
+    for leaked in [ANT, "ANTHROPIC_API_KEY=", "LOOM_GH_TOKEN="] {
         assert!(
             !seen.contains(leaked),
             "{leaked} reached the command:\n{seen}"
         );
     }
+    // the shared secret's value, if it arrives at all, arrives once, under its own name
+    assert!(seen.matches(GH_ENV).count() <= 1, "{seen}");
+    assert!(
+        !seen.contains(GH_FILE),
+        "the project file lost to the environment:\n{seen}"
+    );
 }
 
 #[test]
@@ -70,7 +76,7 @@ fn env_star_passes_everything_but_the_secrets() {
     }
     let seen = env_seen(r#"{ commands = "*", paths = ["./"], env = "*" }"#);
     lacks_every_unshared_secret(&seen);
-    assert!(!seen.contains(GH_FILE), "{seen}");
+    assert!(!seen.contains(GH_ENV), "{seen}");
     // the control: "*" does pass ordinary variables
     assert!(seen.contains("AWS_REGION=visible-region"), "{seen}");
 }
@@ -84,8 +90,9 @@ fn a_pattern_never_passes_a_secret_and_an_exact_name_passes_only_a_shared_one() 
         r#"{ commands = "*", paths = ["./"], env = ["GH_TOKEN", "ANTHROPIC_API_KEY", "COPY_OF_KEY", "AWS_*", "LOOM_*"] }"#,
     );
     lacks_every_unshared_secret(&seen);
-    // shared and named: the chain's value (the .loom-secrets file wins over the environment), under its own name
-    assert!(seen.contains(&format!("GH_TOKEN={GH_FILE}")), "{seen}");
+    // shared and named: the chain's value (the environment wins over the project's .loom-secrets), under its own
+    // name
+    assert!(seen.contains(&format!("GH_TOKEN={GH_ENV}")), "{seen}");
     assert!(seen.contains("AWS_SESSION_TOKEN=aws-visible"), "{seen}");
 }
 
@@ -93,6 +100,6 @@ fn a_pattern_never_passes_a_secret_and_an_exact_name_passes_only_a_shared_one() 
 fn the_unconfined_grant_gets_the_shared_secrets_only() {
     let seen = env_seen(r#""*""#);
     lacks_every_unshared_secret(&seen);
-    assert!(seen.contains(&format!("GH_TOKEN={GH_FILE}")), "{seen}");
+    assert!(seen.contains(&format!("GH_TOKEN={GH_ENV}")), "{seen}");
     assert!(seen.contains("AWS_REGION=visible-region"), "{seen}");
 }

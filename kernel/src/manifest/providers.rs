@@ -182,7 +182,22 @@ const MCP_SERVER: &[(&str, Ty)] = &[
     ("headers", Ty::StrMap),
     ("startup_timeout_ms", Ty::Count),
     ("call_timeout_ms", Ty::Count),
+    ("cwd", Ty::Str),
 ];
+
+/// Why `cwd` (an mcp-server's working directory, relative to the manifest's directory) is not acceptable, if it is
+/// not: it must be `.`, `./…`, `../…` or an absolute path, without a NUL.
+pub(crate) fn mcp_cwd_problem(cwd: &str) -> Option<String> {
+    if cwd.contains('\0') {
+        return Some("contains a NUL character".into());
+    }
+    let shaped = cwd == "." || cwd == ".." || ["./", "../", "/"].iter().any(|p| cwd.starts_with(p));
+    (!shaped).then(|| {
+        format!(
+            "{cwd:?} is not a directory path: write \"./\" (the manifest's directory), \"./sub\" or an absolute path"
+        )
+    })
+}
 
 const SHAPES: &str =
     "{ path = \"./dir\" }, { npm = \"@scope/pkg\" }, { git = \"https://…\", rev = \"…\" }, \
@@ -246,6 +261,22 @@ fn parse_provider_table(
                         format!("an mcp-server needs exactly one of command, npm or url (found {found})"),
                     )
                     .with_hint("npm = \"@modelcontextprotocol/server-filesystem\", or command = \"node\" with args = [...], or url = \"https://…\""));
+            }
+            if let Some(cwd) = config.get("cwd").and_then(toml::Value::as_str) {
+                if config.contains_key("url") {
+                    return Err(ctx
+                        .err(
+                            &join(path, "cwd"),
+                            "cwd only goes with a spawned server (command or npm)",
+                        )
+                        .with_hint("remove cwd from a url server"));
+                }
+                if let Some(problem) = mcp_cwd_problem(cwd) {
+                    return Err(ctx.err(&join(path, "cwd"), problem).with_hint(
+                        "cwd is resolved against the manifest's directory; leave it out to start the server in a \
+                         directory of its own in the agent's storage",
+                    ));
+                }
             }
             if config.contains_key("args") && !config.contains_key("command") {
                 return Err(ctx

@@ -208,7 +208,7 @@ pub enum HarnessConfigError {
     #[error("[harness] provider = {0:?} is not supported yet by this build of loom (supported: \"anthropic\", \"openai\", \"openai-chat\", \"local\", \"test\")")]
     NotSupported(String),
     /// The provider needs a secret the chain does not hold.
-    #[error("[harness] needs the secret {0}: set it in the environment ({0}=… or LOOM_{0}=…), a .loom-secrets file next to the manifest, or your secrets.toml")]
+    #[error("[harness] needs the secret {0}: set it in the environment ({0}=… or LOOM_{0}=…), your user secrets file ($XDG_CONFIG_HOME/loom/secrets.toml, else ~/.config/loom/secrets.toml: {0} = \"…\"), or the OS keychain")]
     MissingSecret(String),
     /// The config is wrong.
     #[error("[harness]: {0}")]

@@ -60,15 +60,18 @@ pub struct ServerConfig {
     pub call_timeout: Duration,
 }
 
-/// Builds the config of server `handle` from its provider table. `manifest_dir` resolves a `./` command; `cwd` is
-/// where the server runs; `env` is loom's environment. Secrets named by `secrets` (`LOOM_NAME = "ENV_VAR"`) go into
-/// a stdio server's environment; `{secret:NAME}` in a header value is replaced by that secret. A missing secret is
-/// an error naming it (never a value).
+/// Builds the config of server `handle` from its provider table. `manifest_dir` resolves relative paths: a
+/// `command` with a `/` in it, an argument starting with `./` or `../`, an argument naming a file next to the manifest,
+/// and `cwd`. `run_dir` is the loom-owned directory the server starts in unless the table sets `cwd` (the caller creates
+/// it); an `npx` server is run with `--prefix <run_dir>` so npm resolves no package, `.npmrc` or `node_modules` from the
+/// directory loom was started in. `env` is loom's environment. Secrets named by `secrets` (`LOOM_NAME = "ENV_VAR"`) go
+/// into a stdio server's environment; `{secret:NAME}` in a header value is replaced by that secret. A missing secret
+/// is an error naming it (never a value).
 pub fn server_config(
     handle: &str,
     table: &toml::Table,
     manifest_dir: &Path,
-    cwd: &Path,
+    run_dir: &Path,
     chain: &SecretChain,
     env: &std::collections::BTreeMap<String, String>,
 ) -> Result<ServerConfig, String> {
@@ -99,13 +102,16 @@ pub fn server_config(
         Duration::from_millis(n.max(1))
     };
     let secret = |name: &str, key: &str| -> Result<String, String> {
-        chain.get(name).map(|(v, _)| v.expose().to_string()).ok_or_else(|| {
-            format!(
-                "{} names the secret {name}, which is not set; add {name}=… to .loom-secrets next to the manifest, \
-                 export it, or put it in $XDG_CONFIG_HOME/loom/secrets.toml",
-                at(key)
-            )
-        })
+        chain
+            .get(name)
+            .map(|(v, _)| v.expose().to_string())
+            .ok_or_else(|| {
+                format!(
+                    "{} names the secret {name}, which is not set: {}",
+                    at(key),
+                    chain.missing_hint(&[name.to_string()])
+                )
+            })
     };
     let launch = if let Some(url) = s("url") {
         if table.contains_key("env") || table.contains_key("secrets") {
@@ -132,25 +138,48 @@ pub fn server_config(
             headers,
         })
     } else {
+        // where the server starts: the directory the manifest names, or one of loom's own
+        let own_cwd = s("cwd");
+        let cwd = match &own_cwd {
+            Some(c) => manifest_relative(manifest_dir, c),
+            None => run_dir.to_path_buf(),
+        };
+        let prefix = || vec!["--prefix".to_string(), run_dir.display().to_string()];
         let (program, args) = match (s("command"), s("npm")) {
             (Some(c), _) => {
-                let program = if c.starts_with("./") || c.starts_with("../") {
-                    manifest_dir.join(&c).display().to_string()
+                let program = if c.contains('/') {
+                    manifest_relative(manifest_dir, &c).display().to_string()
                 } else {
-                    c
+                    c.clone()
                 };
-                let args = table
+                let mut args: Vec<String> = table
                     .get("args")
                     .and_then(toml::Value::as_array)
                     .map(|a| {
                         a.iter()
-                            .filter_map(|v| v.as_str().map(str::to_string))
+                            .filter_map(|v| v.as_str())
+                            .map(|a| resolve_arg(manifest_dir, a, own_cwd.is_none()))
                             .collect()
                     })
                     .unwrap_or_default();
+                // npx started by name resolves packages from loom's directory, not the agent's
+                if c == "npx"
+                    && own_cwd.is_none()
+                    && !args.iter().any(|a| a.starts_with("--prefix"))
+                {
+                    args.splice(0..0, prefix());
+                }
                 (program, args)
             }
-            (None, Some(pkg)) => ("npx".to_string(), vec!["-y".to_string(), pkg]),
+            (None, Some(pkg)) => {
+                let mut args = if own_cwd.is_none() {
+                    prefix()
+                } else {
+                    Vec::new()
+                };
+                args.extend(["--yes".to_string(), pkg]);
+                ("npx".to_string(), args)
+            }
             (None, None) => {
                 return Err(format!(
                     "[providers].{handle}: names no command, npm or url"
@@ -173,7 +202,7 @@ pub fn server_config(
             program,
             args,
             env: vars,
-            cwd: cwd.to_path_buf(),
+            cwd,
         })
     };
     Ok(ServerConfig {
@@ -181,6 +210,32 @@ pub fn server_config(
         startup_timeout: ms("startup_timeout_ms", DEFAULT_STARTUP_TIMEOUT_MS),
         call_timeout: ms("call_timeout_ms", DEFAULT_CALL_TIMEOUT_MS),
     })
+}
+
+/// `p` resolved against the manifest's directory (an absolute `p` stays as it is; a leading `./` is dropped).
+fn manifest_relative(manifest_dir: &Path, p: &str) -> std::path::PathBuf {
+    match p {
+        "." | "./" => manifest_dir.to_path_buf(),
+        _ => manifest_dir.join(p.strip_prefix("./").unwrap_or(p)),
+    }
+}
+
+/// A server argument as the server will get it: `./x` and `../x` resolved against the manifest's directory; with
+/// `bare_files` (the server does not start in the manifest's directory), a relative argument naming a file next to
+/// the manifest (`server.mjs`, `dist/index.js`) too, so it names the same file it did when servers started there.
+/// Options (`-x`, `--x=./y`) and everything else are passed as written.
+fn resolve_arg(manifest_dir: &Path, a: &str, bare_files: bool) -> String {
+    let explicit = a.starts_with("./") || a.starts_with("../");
+    let bare = bare_files
+        && !a.is_empty()
+        && !a.starts_with('-')
+        && !a.starts_with('/')
+        && manifest_dir.join(a).is_file();
+    if explicit || bare {
+        manifest_relative(manifest_dir, a).display().to_string()
+    } else {
+        a.to_string()
+    }
 }
 
 /// Replaces each `{secret:NAME}` in `value` with the secret.
@@ -245,10 +300,20 @@ mod tests {
         let Launch::Stdio(s) = cfg.launch else {
             panic!("stdio")
         };
+        // npx resolves the package from loom's directory for the server, never from the agent's
         assert_eq!(
             (s.program.as_str(), s.args.clone()),
-            ("npx", vec!["-y".to_string(), "@x/fs".to_string()])
+            (
+                "npx",
+                vec![
+                    "--prefix".to_string(),
+                    "/w".to_string(),
+                    "--yes".to_string(),
+                    "@x/fs".to_string()
+                ]
+            )
         );
+        assert_eq!(s.cwd, Path::new("/w"));
         let vars: BTreeMap<String, String> = s.env.into_iter().collect();
         assert_eq!(vars.get("X_API_KEY").map(String::as_str), Some("s3cret"));
         assert_eq!(vars.get("MODE").map(String::as_str), Some("a-s3cret"));
@@ -285,7 +350,92 @@ mod tests {
             &BTreeMap::new(),
         )
         .unwrap();
-        assert_eq!(cfg.launch.describe(), "command /m/./srv");
+        assert_eq!(cfg.launch.describe(), "command /m/srv");
+    }
+
+    fn stdio(text: &str, manifest_dir: &Path) -> StdioSpawn {
+        let cfg = server_config(
+            "x",
+            &table(text),
+            manifest_dir,
+            Path::new("/loom/run/x"),
+            &chain(&[]),
+            &BTreeMap::new(),
+        )
+        .unwrap();
+        match cfg.launch {
+            Launch::Stdio(s) => s,
+            Launch::Http(_) => panic!("stdio"),
+        }
+    }
+
+    #[test]
+    fn servers_start_in_loom_s_directory_with_paths_resolved_against_the_manifest() {
+        let m = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(m.path().join("dist")).unwrap();
+        std::fs::write(m.path().join("dist/index.js"), "").unwrap();
+        std::fs::write(m.path().join("server.py"), "").unwrap();
+        let dir = m.path().display().to_string();
+        let s = stdio(
+            "command = \"node\"\nargs = [\"./srv.mjs\", \"../up.mjs\", \"dist/index.js\", \"stdio\", \"--flag=./x\", \"-m\", \"/abs\"]",
+            m.path(),
+        );
+        assert_eq!(s.program, "node");
+        assert_eq!(
+            s.args,
+            vec![
+                format!("{dir}/srv.mjs"),
+                format!("{dir}/../up.mjs"),
+                format!("{dir}/dist/index.js"),
+                "stdio".into(),
+                "--flag=./x".into(),
+                "-m".into(),
+                "/abs".into()
+            ]
+        );
+        assert_eq!(s.cwd, Path::new("/loom/run/x"));
+        // a relative program with a slash is the manifest's too; `python3 -m pkg` finds no `pkg` in loom's directory
+        let s = stdio("command = \"bin/srv\"\nargs = [\"server.py\"]", m.path());
+        assert_eq!(s.program, format!("{dir}/bin/srv"));
+        assert_eq!(s.args, vec![format!("{dir}/server.py")]);
+        // npx by name gets loom's prefix unless it names one
+        let s = stdio("command = \"npx\"\nargs = [\"-y\", \"@x/y\"]", m.path());
+        assert_eq!(s.args, vec!["--prefix", "/loom/run/x", "-y", "@x/y"]);
+        let s = stdio(
+            "command = \"npx\"\nargs = [\"--prefix=/p\", \"@x/y\"]",
+            m.path(),
+        );
+        assert_eq!(s.args, vec!["--prefix=/p", "@x/y"]);
+    }
+
+    #[test]
+    fn a_server_that_asks_for_the_project_as_its_cwd_gets_it_and_no_loom_prefix() {
+        let m = tempfile::tempdir().unwrap();
+        std::fs::write(m.path().join("server.py"), "").unwrap();
+        let s = stdio("npm = \"@x/fs\"\ncwd = \"./\"", m.path());
+        assert_eq!(s.cwd, m.path());
+        assert_eq!(s.args, vec!["--yes", "@x/fs"]);
+        let s = stdio(
+            "command = \"python3\"\nargs = [\"server.py\", \"./w.py\"]\ncwd = \"./sub\"",
+            m.path(),
+        );
+        assert_eq!(s.cwd, m.path().join("sub"));
+        // in the manifest's own tree a bare name is left to the server; `./` is always explicit
+        assert_eq!(
+            s.args,
+            vec![
+                "server.py".to_string(),
+                m.path().join("w.py").display().to_string()
+            ]
+        );
+        let s = stdio(
+            "command = \"npx\"\nargs = [\"pkg\"]\ncwd = \"/abs\"",
+            m.path(),
+        );
+        assert_eq!(
+            (s.cwd.as_path(), s.args),
+            (Path::new("/abs"), vec!["pkg".to_string()])
+        );
     }
 
     #[test]

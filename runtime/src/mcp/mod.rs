@@ -788,10 +788,11 @@ pub fn mcp_provider<'a>(
 
 /// What starting a server needs from boot.
 pub struct McpPlace<'a> {
-    /// The manifest's directory (a `./` command resolves against it).
+    /// The manifest's directory (relative commands, `./` arguments and `cwd` resolve against it).
     pub manifest_dir: &'a std::path::Path,
-    /// The agent's working directory (where servers run).
-    pub cwd: &'a std::path::Path,
+    /// loom's directory for server working directories ([`server_run_base`]): a server without `cwd` starts in a
+    /// private subdirectory of it, never in the agent's working directory.
+    pub run_base: &'a std::path::Path,
     /// The secrets chain.
     pub chain: &'a crate::secrets::SecretChain,
     /// loom's environment.
@@ -829,18 +830,81 @@ impl McpServers {
         if let Some(s) = self.started.get(key) {
             return Ok(s.clone());
         }
+        // absolute: a relative data home must not make the directory (or npx's --prefix) depend on a cwd
+        let run_dir =
+            std::path::absolute(place.run_base.join(server_dir_name(key))).map_err(|e| {
+                format!(
+                    "[providers].{key}: cannot place the server's working directory under {}: {e}",
+                    place.run_base.display()
+                )
+            })?;
         let cfg = server_config(
             key,
             table,
             place.manifest_dir,
-            place.cwd,
+            &run_dir,
             place.chain,
             place.env,
         )?;
+        if let Launch::Stdio(spawn) = &cfg.launch {
+            if spawn.cwd == run_dir {
+                private_dir(&run_dir).map_err(|e| {
+                    format!(
+                        "[providers].{key}: cannot prepare the server's working directory {}: {e}",
+                        run_dir.display()
+                    )
+                })?;
+            } else if !spawn.cwd.is_dir() {
+                return Err(format!(
+                    "[providers].{key}.cwd: {} is not a directory; cwd is resolved against the manifest's directory",
+                    spawn.cwd.display()
+                ));
+            }
+        }
         let server = McpServer::start(key, cfg)?;
         self.started.insert(key.to_string(), server.clone());
         Ok(server)
     }
+}
+
+/// Where the MCP servers of an agent with storage directory `storage` start: `<storage>/mcp`, one private
+/// subdirectory per server.
+pub fn server_run_base(storage: &std::path::Path) -> std::path::PathBuf {
+    storage.join("mcp")
+}
+
+/// A server's directory name under [`server_run_base`]: its handle when that is a plain name, else a digest of its
+/// key (an inline table's key is its description).
+fn server_dir_name(key: &str) -> String {
+    use sha2::Digest;
+    let plain = !key.is_empty()
+        && key.len() <= 64
+        && key
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    if plain {
+        return key.to_string();
+    }
+    let digest = sha2::Sha256::digest(key.as_bytes());
+    let hex: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
+    format!("inline-{hex}")
+}
+
+/// Creates `dir` (mode 0700, parents as needed) and checks that it is a directory of loom's own, not a symbolic link
+/// planted there.
+fn private_dir(dir: &std::path::Path) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)?;
+    let meta = std::fs::symlink_metadata(dir)?;
+    if !meta.is_dir() {
+        return Err(std::io::Error::other(
+            "it is not a directory (a symbolic link?); remove it and loom makes a new one",
+        ));
+    }
+    Ok(())
 }
 
 /// One MCP tool instance as `loom audit` shows it: its server and the schema the model sees after pre-binding.
@@ -870,6 +934,7 @@ pub fn resolve_mcp_tools(
     let mut chain = None;
     let mut servers = McpServers::default();
     let storage = crate::storage::storage_dir(m, &env);
+    let run_base = server_run_base(&storage);
     for g in &grants {
         // an external provider: resolved from its pinned install, never from its source
         if let Some(ext) = crate::providers::provider_source(m, &g.provider) {
@@ -900,7 +965,7 @@ pub fn resolve_mcp_tools(
         let resolved = chain.as_ref().map_err(|e| e.to_string()).and_then(|chain| {
             let place = McpPlace {
                 manifest_dir: &loaded.dir,
-                cwd,
+                run_base: &run_base,
                 chain,
                 env: &env,
             };
@@ -941,9 +1006,14 @@ pub fn inspect_server(
     let dir = manifest.map_or(cwd, |l| l.dir.as_path());
     let chain = crate::secrets::SecretChain::standard(Default::default(), dir, cwd, &env)
         .map_err(|e| e.to_string())?;
+    // servers start in loom's directory: the agent's storage, or a data-home directory of its own without a manifest
+    let run_base = match manifest {
+        Some(l) => server_run_base(&crate::storage::storage_dir(&l.manifest, &env)),
+        None => crate::storage::data_home(&env).join("mcp-inspect"),
+    };
     let place = McpPlace {
         manifest_dir: dir,
-        cwd,
+        run_base: &run_base,
         chain: &chain,
         env: &env,
     };

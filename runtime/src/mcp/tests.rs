@@ -387,3 +387,28 @@ fn dropping_a_server_kills_its_whole_process_group() {
     }
     assert!(!alive(), "the grandchild {pid} outlived the server");
 }
+
+#[test]
+fn a_server_s_directory_is_private_named_safely_and_never_a_planted_link() {
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(server_dir_name("fs_mcp-2"), "fs_mcp-2");
+    let inline = server_dir_name("{ provider = \"mcp-server\", command = \"../../x\" }");
+    assert!(
+        inline.starts_with("inline-") && !inline.contains('/'),
+        "{inline}"
+    );
+    assert_eq!(server_dir_name("../.."), server_dir_name("../.."));
+    assert_ne!(server_dir_name("../.."), server_dir_name("../../"));
+
+    let base = tempfile::tempdir().unwrap();
+    let dir = base.path().join("mcp/fs");
+    private_dir(&dir).unwrap();
+    let mode = std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o700);
+    // a link planted in its place (towards the project) is refused, not followed
+    let project = tempfile::tempdir().unwrap();
+    let planted = base.path().join("mcp/planted");
+    std::os::unix::fs::symlink(project.path(), &planted).unwrap();
+    let err = private_dir(&planted).unwrap_err().to_string();
+    assert!(err.contains("symbolic link"), "{err}");
+}

@@ -216,7 +216,7 @@ pub fn entry_of(dir: &Path) -> Result<(String, Vec<String>), String> {
 
 /// What starting a provider needs besides its resolution.
 pub struct ProviderPlace<'a> {
-    /// The agent's working directory (where the provider runs).
+    /// The agent's working directory (told to the provider in `initialize`; it runs in its data directory).
     pub cwd: &'a Path,
     /// loom's environment (only the inherited variables pass).
     pub env: &'a BTreeMap<String, String>,
@@ -240,7 +240,8 @@ pub fn start(r: &Resolved, place: &ProviderPlace<'_>) -> Result<Arc<McpServer>, 
             program: r.program.clone(),
             args: r.args.clone(),
             env: crate::mcp::inherited_env(place.env),
-            cwd: place.cwd.to_path_buf(),
+            // its own data directory, never the agent's working directory: nothing there is resolved as code
+            cwd: data.clone(),
         }),
         startup_timeout: Duration::from_millis(DEFAULT_STARTUP_TIMEOUT_MS),
         call_timeout: Duration::from_millis(DEFAULT_CALL_TIMEOUT_MS),
