@@ -65,6 +65,20 @@ fn reopen_read_only(fd: &OwnedFd) -> Result<OwnedFd, SpawnError> {
 /// of the last segment's file contents, with the section header fields cleared (the sections past that point —
 /// debug information, symbol tables — are not copied). Refuses anything that is not a native ELF executable.
 fn loadable_image(bytes: &[u8]) -> Result<Vec<u8>, String> {
+    let end = loadable_end(bytes)?;
+    let mut image = bytes
+        .get(..end)
+        .ok_or_else(|| "a truncated ELF file".to_string())?
+        .to_vec();
+    // e_shoff, then e_shnum and e_shstrndx: no section header table.
+    image[0x28..0x30].fill(0);
+    image[0x3c..0x40].fill(0);
+    Ok(image)
+}
+
+/// How many bytes from the start of an ELF executable the loader uses (see [`loadable_image`]), read from its header
+/// and program header table, which `bytes` (a prefix of the file) must hold.
+fn loadable_end(bytes: &[u8]) -> Result<usize, String> {
     let u16_at = |at: usize| -> Option<u64> {
         Some(u64::from(u16::from_ne_bytes(
             bytes.get(at..at + 2)?.try_into().ok()?,
@@ -99,11 +113,10 @@ fn loadable_image(bytes: &[u8]) -> Result<Vec<u8>, String> {
         end = end.max(offset.checked_add(filesz).ok_or_else(bad)?);
     }
     let end = usize::try_from(end).map_err(|_| bad())?;
-    let mut image = bytes.get(..end).ok_or_else(bad)?.to_vec();
-    // e_shoff, then e_shnum and e_shstrndx: no section header table.
-    image[0x28..0x30].fill(0);
-    image[0x3c..0x40].fill(0);
-    Ok(image)
+    if end < 0x40 {
+        return Err(bad());
+    }
+    Ok(end)
 }
 
 /// Copies the loadable part of the executable at `path` ([`loadable_image`]) into a sealed memfd, checking that the
@@ -123,8 +136,24 @@ fn seal(path: &Path) -> Result<OwnedFd, SpawnError> {
             path.display()
         )));
     }
-    let mut bytes = Vec::new();
-    std::io::Read::read_to_end(&mut src, &mut bytes).map_err(what)?;
+    // Only the loaded part is read: the header and program header table first (within the first 64 KiB, as every
+    // linker places them), then up to the end of the last segment.
+    let refuse = |why: String| {
+        setup(format!(
+            "the sandbox's inner stage {} is {why} (was it replaced?); reinstall loom-sandbox-exec next to loom",
+            path.display()
+        ))
+    };
+    let head =
+        usize::try_from(before.len().min(64 * 1024)).map_err(|_| refuse("too large".into()))?;
+    let mut bytes = vec![0u8; head];
+    std::io::Read::read_exact(&mut src, &mut bytes).map_err(what)?;
+    let end = loadable_end(&bytes).map_err(refuse)?;
+    if end > bytes.len() {
+        let mut rest = vec![0u8; end - bytes.len()];
+        std::io::Read::read_exact(&mut src, &mut rest).map_err(what)?;
+        bytes.extend_from_slice(&rest);
+    }
     let after = src.metadata().map_err(what)?;
     let same = |m: &std::fs::Metadata| {
         (
@@ -137,18 +166,13 @@ fn seal(path: &Path) -> Result<OwnedFd, SpawnError> {
             m.ctime_nsec(),
         )
     };
-    if same(&before) != same(&after) || bytes.len() as u64 != after.len() {
+    if same(&before) != same(&after) {
         return Err(setup(format!(
             "the sandbox's inner stage {} changed while loom copied it; nothing ran",
             path.display()
         )));
     }
-    let image = loadable_image(&bytes).map_err(|why| {
-        setup(format!(
-            "the sandbox's inner stage {} is {why} (was it replaced?); reinstall loom-sandbox-exec next to loom",
-            path.display()
-        ))
-    })?;
+    let image = loadable_image(&bytes).map_err(refuse)?;
     // SAFETY: a constant NUL-terminated name and flags; the result is checked.
     let raw = unsafe {
         libc::memfd_create(
