@@ -259,7 +259,7 @@ fn check_pid1() -> Result<(), String> {
         if waited_us >= PID1_WAIT_US {
             return Err(
                 "bwrap's pid 1 runs without the seccomp filter (this bubblewrap does not apply --seccomp to it); \
-                 install bubblewrap 0.5 or newer"
+                 install a newer bubblewrap (0.8 is known to)"
                     .into(),
             );
         }
