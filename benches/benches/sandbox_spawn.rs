@@ -31,8 +31,8 @@ use std::time::{Duration, Instant};
 use loom_broker::{run_row, BrokerLimits, RowRun};
 use loom_kernel::{decide, AlgebraKind, Authorization, Decision, Grant, PathCtx, Request, Row};
 use loom_sandbox::{
-    build_bwrap_args, build_profile, host_support, open_roots, parse_grant, HostFs, Limits,
-    PathFds, Place, Stream, Streams, Tier,
+    build_bwrap_args, build_profile, build_seccomp_programs, host_support, open_roots, parse_grant,
+    HostFs, Limits, PathFds, Place, SeccompPolicy, StageFds, Stream, Streams, Tier,
 };
 
 type Run = Box<dyn FnMut() -> Result<(), String>>;
@@ -168,7 +168,8 @@ impl Case {
         }
     }
 
-    /// bwrap with tier A's exact view for this grant, running `/bin/true` itself (no inner stage).
+    /// bwrap with tier A's exact view for this grant (its seccomp program on pid 1 included), running a copy of
+    /// `/bin/true` where the inner stage would be (no inner stage).
     fn bwrap_view(&self) -> Result<(), String> {
         let h = host_support();
         let bwrap = h.bwrap.as_deref().ok_or("no bwrap")?;
@@ -184,15 +185,30 @@ impl Case {
             .iter()
             .map(|(p, fd)| (p.clone(), fd.as_raw_fd()))
             .collect();
-        let keep: Vec<i32> = fds.values().copied().collect();
-        let args = build_bwrap_args(
-            &profile,
-            &fds,
-            h.bwrap_features,
-            Path::new("/bin/true"),
-            &["/bin/true".into()],
-        )
-        .map_err(fail("bwrap args"))?;
+        let exe = std::fs::File::open("/bin/true").map_err(fail("/bin/true"))?;
+        let programs = build_seccomp_programs(SeccompPolicy::default()).map_err(fail("seccomp"))?;
+        let bytes: Vec<u8> = programs[0]
+            .iter()
+            .flat_map(|i| {
+                let mut b = i.code.to_ne_bytes().to_vec();
+                b.extend([i.jt, i.jf]);
+                b.extend(i.k.to_ne_bytes());
+                b
+            })
+            .collect();
+        // The program, from a file bwrap reads to its end.
+        let path = std::env::temp_dir().join(format!("loom-bench-seccomp-{}", std::process::id()));
+        std::fs::write(&path, &bytes).map_err(fail("seccomp file"))?;
+        let seccomp = std::fs::File::open(&path).map_err(fail("seccomp file"))?;
+        let _ = std::fs::remove_file(&path);
+        let stage = StageFds {
+            inner_exe: exe.as_raw_fd(),
+            seccomp: seccomp.as_raw_fd(),
+        };
+        let mut keep: Vec<i32> = fds.values().copied().collect();
+        keep.extend([stage.inner_exe, stage.seccomp]);
+        let args = build_bwrap_args(&profile, &fds, h.bwrap_features, stage, &[])
+            .map_err(fail("bwrap args"))?;
         let mut cmd = Command::new(bwrap);
         quiet(cmd.args(args).current_dir("/"));
         // SAFETY: only fcntl on integers between fork and exec.

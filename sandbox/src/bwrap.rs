@@ -7,8 +7,9 @@ use std::path::{Path, PathBuf};
 use crate::landlock::private_dirs;
 use crate::profile::Profile;
 
-/// Where the inner stage's executable appears inside the view when it is not already visible.
-pub const INNER_EXE_IN_VIEW: &str = "/run/loom-sandbox/exec";
+/// Where the inner stage's executable appears inside the view: a read-only copy bwrap makes from loom's sealed copy
+/// (`--ro-bind-data`), on the view's own `/dev` (a fresh tmpfs in every view, even under a root of `/`).
+pub const INNER_EXE_IN_VIEW: &str = "/dev/.loom-sandbox-exec";
 
 /// What the host's bubblewrap supports beyond the basics.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -28,7 +29,7 @@ pub enum BwrapError {
     #[error("bwrap: no descriptor was opened for {0}")]
     NoFd(PathBuf),
     /// The inner stage cannot be placed in the view.
-    #[error("bwrap: cannot place loom's inner stage in the view: /run is granted as a root but {0} is not visible; grant a narrower root than /run")]
+    #[error("bwrap: cannot place loom's inner stage at {0} in the view: a grant root holds it; grant a narrower root than /dev")]
     NoPlaceForInner(PathBuf),
 }
 
@@ -76,34 +77,47 @@ impl Op {
     }
 }
 
-/// Where the inner stage's executable `exe` is reached inside the view, and whether it must be bound there.
-pub fn inner_exe_in_view(profile: &Profile, exe: &Path) -> Result<(PathBuf, bool), BwrapError> {
-    let visible = profile.in_root(exe)
-        || profile
-            .system
-            .iter()
-            .any(|s| s.symlink.is_none() && exe.starts_with(&s.path));
-    if visible && !profile.protected.iter().any(|p| exe.starts_with(p)) {
-        return Ok((exe.to_path_buf(), false));
+/// Where the inner stage's executable is in the view ([`INNER_EXE_IN_VIEW`]): never the installed file itself, which
+/// could lie inside a writable root (loom in `~/.cargo/bin` or a project's `target/`) and be replaced by a command.
+pub fn inner_exe_in_view(profile: &Profile) -> Result<PathBuf, BwrapError> {
+    let at = PathBuf::from(INNER_EXE_IN_VIEW);
+    // The view's /dev is mounted over any shallower root (`/` included); only a root at /dev or below it would cover
+    // the place.
+    if profile
+        .roots()
+        .iter()
+        .any(|(root, _)| root.starts_with("/dev") && at.starts_with(root))
+    {
+        return Err(BwrapError::NoPlaceForInner(at));
     }
-    if profile.in_root(Path::new(INNER_EXE_IN_VIEW)) {
-        return Err(BwrapError::NoPlaceForInner(exe.to_path_buf()));
-    }
-    Ok((PathBuf::from(INNER_EXE_IN_VIEW), true))
+    Ok(at)
 }
 
-/// The bwrap argv (without the `bwrap` program itself) that builds the profile's view and runs `inner` (the inner
-/// stage's arguments, starting with its executable's path inside the view).
+/// Descriptors of the bwrap process besides the grant roots.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StageFds {
+    /// A read-only descriptor, at offset 0, of loom's sealed copy of the inner stage's executable.
+    pub inner_exe: i32,
+    /// A descriptor from which bwrap reads the compiled seccomp program (raw `struct sock_filter` array).
+    pub seccomp: i32,
+}
+
+/// The bwrap argv (without the `bwrap` program itself) that builds the profile's view and runs the inner stage with
+/// the arguments `inner` (those after its executable).
 ///
 /// Mounts are ordered by depth, so a deeper mount always lands on top of a shallower one: system directories
-/// read-only, private tmpfs over `/tmp`, `/run`, `/var/tmp` and home (unless a root holds them), fresh `/dev` and
-/// `/proc`, grant roots bound back by descriptor (read-only for `read_paths`), then protected paths re-bound read-only
-/// and secret stores masked by `/dev/null`.
+/// read-only, private tmpfs over `/tmp`, `/run`, `/var/tmp` and home (unless a root holds them), fresh `/dev` and a
+/// fresh `/proc` remounted read-only (so no `/proc/sys` knob, `/proc/sysrq-trigger` or `/proc/<pid>/mem` can be
+/// opened for writing, even by a command running as uid 0), grant roots bound back by descriptor (read-only for
+/// `read_paths`), then protected paths re-bound read-only and
+/// secret stores masked by `/dev/null`. The inner stage's executable is copied read-only into the
+/// view from `stage.inner_exe`; bwrap installs the seccomp program read from `stage.seccomp` on its own pid 1 as well
+/// as on the inner stage, so no process of the view runs without it.
 pub fn build_bwrap_args(
     profile: &Profile,
     fds: &PathFds,
     features: BwrapFeatures,
-    inner_exe: &Path,
+    stage: StageFds,
     inner: &[OsString],
 ) -> Result<Vec<OsString>, BwrapError> {
     let mut a: Vec<OsString> = Vec::new();
@@ -187,6 +201,9 @@ pub fn build_bwrap_args(
             Op::Proc => {
                 a.push("--proc".into());
                 a.push("/proc".into());
+                // bwrap covers /proc/sys only when it can write the directory, which procfs never allows.
+                a.push("--remount-ro".into());
+                a.push("/proc".into());
             }
             Op::Root { path, writable } => {
                 a.push(
@@ -218,17 +235,19 @@ pub fn build_bwrap_args(
             }
         }
     }
-    let (in_view, bind) = inner_exe_in_view(profile, inner_exe)?;
-    if bind {
-        a.push("--ro-bind".into());
-        a.push(inner_exe.into());
-        a.push(in_view.clone().into());
-    }
+    let in_view = inner_exe_in_view(profile)?;
+    a.push("--perms".into());
+    a.push("0555".into());
+    a.push("--ro-bind-data".into());
+    a.push(stage.inner_exe.to_string().into());
+    a.push(in_view.clone().into());
+    a.push("--seccomp".into());
+    a.push(stage.seccomp.to_string().into());
     a.push("--chdir".into());
     a.push(profile.cwd.clone().into());
     a.push("--".into());
     a.push(in_view.into());
-    a.extend(inner.iter().skip(1).cloned());
+    a.extend(inner.iter().cloned());
     Ok(a)
 }
 
@@ -256,13 +275,11 @@ mod tests {
             BwrapFeatures {
                 disable_userns: true,
             },
-            Path::new("/opt/loom/bin/loom"),
-            &[
-                "/opt/loom/bin/loom".into(),
-                "__sandbox-exec".into(),
-                "--".into(),
-                "ls".into(),
-            ],
+            StageFds {
+                inner_exe: 7,
+                seccomp: 8,
+            },
+            &["__sandbox-exec".into(), "--".into(), "ls".into()],
         )
         .unwrap()
         .into_iter()
@@ -306,7 +323,16 @@ mod tests {
             proj < pinned && pinned < hooks,
             "the pin lands between the root and the protected path"
         );
-        pos(&a, &["--ro-bind", "/opt/loom/bin/loom", INNER_EXE_IN_VIEW]);
+        let proc = pos(&a, &["--proc", "/proc", "--remount-ro", "/proc"]);
+        assert!(proc < proj, "/proc is read-only before the roots are bound");
+        // The inner stage is a read-only, executable copy from loom's descriptor, never the installed file; bwrap
+        // installs the seccomp program (on its pid 1 too).
+        pos(
+            &a,
+            &["--perms", "0555", "--ro-bind-data", "7", INNER_EXE_IN_VIEW],
+        );
+        pos(&a, &["--seccomp", "8"]);
+        assert!(!a.contains(&"/opt/loom/bin/loom".to_string()));
         let end = pos(
             &a,
             &[
@@ -340,8 +366,11 @@ mod tests {
             &p,
             &fds,
             BwrapFeatures::default(),
-            Path::new("/opt/loom/bin/loom"),
-            &["/opt/loom/bin/loom".into()],
+            StageFds {
+                inner_exe: 7,
+                seccomp: 8,
+            },
+            &[],
         )
         .unwrap()
         .into_iter()
@@ -364,7 +393,9 @@ mod tests {
         let a = args(r#"{ commands = "*", paths = "*" }"#);
         let root = pos(&a, &["--bind-fd", "10", "/"]);
         let dev = pos(&a, &["--dev", "/dev"]);
-        assert!(root < dev);
+        let proc = pos(&a, &["--proc", "/proc", "--remount-ro", "/proc"]);
+        let inner = pos(&a, &["--ro-bind-data", "7", INNER_EXE_IN_VIEW]);
+        assert!(root < dev && root < proc && dev < inner);
         assert!(!a.contains(&"--tmpfs".to_string()));
         assert!(
             !a.contains(&"/usr".to_string()),
@@ -376,14 +407,23 @@ mod tests {
     #[test]
     fn missing_descriptors_are_a_typed_error() {
         let p = build(r#"{ commands = "*", paths = ["./"] }"#).unwrap();
-        let err = build_bwrap_args(
-            &p,
-            &PathFds::new(),
-            BwrapFeatures::default(),
-            Path::new("/x"),
-            &[],
-        )
-        .unwrap_err();
+        let stage = StageFds {
+            inner_exe: 7,
+            seccomp: 8,
+        };
+        let err = build_bwrap_args(&p, &PathFds::new(), BwrapFeatures::default(), stage, &[])
+            .unwrap_err();
         assert!(matches!(err, BwrapError::NoFd(_)));
+    }
+
+    #[test]
+    fn a_root_holding_the_inner_stage_place_is_refused() {
+        let mut p = build(r#"{ commands = "*", paths = ["./"] }"#).unwrap();
+        assert_eq!(inner_exe_in_view(&p), Ok(INNER_EXE_IN_VIEW.into()));
+        p.writable.push("/dev".into());
+        assert_eq!(
+            inner_exe_in_view(&p),
+            Err(BwrapError::NoPlaceForInner(INNER_EXE_IN_VIEW.into()))
+        );
     }
 }

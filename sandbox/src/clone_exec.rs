@@ -500,7 +500,11 @@ mod tests {
 
     /// seccomp and the rest, no Landlock (so the tests run on any kernel).
     fn confinement() -> Confinement {
-        Confinement::prepare(None, false, true, None, None).unwrap()
+        let policy = crate::seccomp::SeccompPolicy {
+            network: false,
+            host_namespaces: true,
+        };
+        Confinement::prepare(None, policy, true, None, None).unwrap()
     }
 
     /// Runs `argv` and returns its exit code and standard output.

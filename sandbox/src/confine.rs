@@ -9,7 +9,7 @@ use std::fmt;
 use seccompiler::BpfProgram;
 
 use crate::landlock::{prepare_landlock, LandlockRule, PreparedLandlock};
-use crate::seccomp::{apply_seccomp, seccomp_programs};
+use crate::seccomp::{apply_seccomp, seccomp_programs, SeccompPolicy};
 
 /// The step of [`Confinement::enforce`] that failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -18,6 +18,7 @@ pub(crate) enum Step {
     NewSession = 1,
     RlimitNproc,
     RlimitFsize,
+    Capabilities,
     NoNewPrivs,
     Landlock,
     Seccomp,
@@ -28,10 +29,11 @@ pub(crate) enum Step {
 }
 
 impl Step {
-    const ALL: [Step; 10] = [
+    const ALL: [Step; 11] = [
         Step::NewSession,
         Step::RlimitNproc,
         Step::RlimitFsize,
+        Step::Capabilities,
         Step::NoNewPrivs,
         Step::Landlock,
         Step::Seccomp,
@@ -46,6 +48,7 @@ impl Step {
             Step::NewSession => "setsid",
             Step::RlimitNproc => "RLIMIT_NPROC",
             Step::RlimitFsize => "RLIMIT_FSIZE",
+            Step::Capabilities => "capset (clearing every capability set)",
             Step::NoNewPrivs => "no_new_privs",
             Step::Landlock => "landlock_restrict_self",
             Step::Seccomp => "seccomp",
@@ -124,18 +127,18 @@ fn set_rlimit(
 }
 
 impl Confinement {
-    /// Compiles the seccomp programs for `network` and, unless `landlock` is `None` (tier C), builds the Landlock
+    /// Compiles the seccomp programs for `policy` and, unless `landlock` is `None` (tier C), builds the Landlock
     /// ruleset and opens its paths. Refuses when Landlock would enforce nothing.
     pub(crate) fn prepare(
         landlock: Option<&[LandlockRule]>,
-        network: bool,
+        policy: SeccompPolicy,
         new_session: bool,
         max_procs: Option<u64>,
         max_file_size: Option<u64>,
     ) -> Result<Confinement, String> {
-        let seccomp = seccomp_programs(network).map_err(|e| e.to_string())?;
+        let seccomp = seccomp_programs(policy).map_err(|e| e.to_string())?;
         let landlock = landlock
-            .map(|rules| prepare_landlock(rules, network))
+            .map(|rules| prepare_landlock(rules, policy.network))
             .transpose()
             .map_err(|e| e.to_string())?;
         Ok(Confinement {
@@ -165,8 +168,8 @@ impl Confinement {
     }
 
     /// Starts a new session (when asked), sets the resource limits, drops every capability from the bounding and
-    /// ambient sets, sets `no_new_privs`, restricts the calling thread with Landlock, then installs the seccomp
-    /// programs. Descriptors are the caller's business.
+    /// ambient sets and empties the effective, permitted and inheritable sets, sets `no_new_privs`, restricts the
+    /// calling thread with Landlock, then installs the seccomp programs. Descriptors are the caller's business.
     ///
     /// Async-signal-safe: raw system calls on prepared data, no allocation, no lock, no panic — safe between fork
     /// (or a `CLONE_VM` clone) and exec.
@@ -181,8 +184,8 @@ impl Confinement {
         if let Some(n) = self.max_file_size {
             set_rlimit(libc::RLIMIT_FSIZE, n, Step::RlimitFsize)?;
         }
-        // Drop every capability from the bounding and ambient sets: a uid-0 command then execs with none. Failures
-        // mean we hold no CAP_SETPCAP, i.e. no capabilities to drop. Only capabilities still in the bounding set are
+        // Drop every capability from the bounding and ambient sets. Failures mean we hold no CAP_SETPCAP, i.e. no
+        // capabilities to drop. Only capabilities still in the bounding set are
         // dropped: reading is cheap, while each drop replaces the process's credentials (after bwrap's
         // `--cap-drop ALL` there is nothing left to drop). Capabilities are numbered densely from 0, so the first
         // number the kernel does not know (EINVAL: past `cap_last_cap`) ends the walk.
@@ -205,6 +208,13 @@ impl Confinement {
                 }
             }
         }
+        // Then empty the effective, permitted and inheritable sets (lowering them needs no privilege, so this never
+        // fails for want of one). With the inheritable set left as it was, a uid-0 command would get it back as
+        // permitted and effective at exec (root's file sets are full; `no_new_privs` does not stop it, nothing is
+        // gained over the old permitted set) — as when loom itself was started with inheritable capabilities (old
+        // container runtimes, `capsh --inh`, pam_cap). With all of them empty, bounding and ambient included, a uid-0
+        // command execs with none.
+        clear_capability_sets()?;
         // SAFETY: plain prctl call.
         if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
             return Err(EnforceError::last(Step::NoNewPrivs));
@@ -225,6 +235,42 @@ impl Confinement {
             },
         })
     }
+}
+
+/// `capset(2)` with every set empty, for the calling thread. Async-signal-safe (one system call on stack data).
+fn clear_capability_sets() -> Result<(), EnforceError> {
+    /// `struct __user_cap_header_struct`.
+    #[repr(C)]
+    struct Header {
+        version: u32,
+        pid: libc::c_int,
+    }
+    /// `struct __user_cap_data_struct`.
+    #[repr(C)]
+    #[derive(Clone, Copy)]
+    struct Data {
+        effective: u32,
+        permitted: u32,
+        inheritable: u32,
+    }
+    /// `_LINUX_CAPABILITY_VERSION_3`: two `Data` elements, 64 capabilities.
+    const VERSION_3: u32 = 0x2008_0522;
+    let header = Header {
+        version: VERSION_3,
+        pid: 0,
+    };
+    let empty = Data {
+        effective: 0,
+        permitted: 0,
+        inheritable: 0,
+    };
+    let data = [empty; 2];
+    // SAFETY: a valid header and two data elements, as version 3 requires; the kernel only reads them.
+    let rc = unsafe { libc::syscall(libc::SYS_capset, &header as *const Header, data.as_ptr()) };
+    if rc != 0 {
+        return Err(EnforceError::last(Step::Capabilities));
+    }
+    Ok(())
 }
 
 /// Marks every descriptor from 3 up close-on-exec, so the command starts with only its standard streams while
@@ -267,7 +313,7 @@ mod tests {
 
     #[test]
     fn tier_c_prepares_no_landlock() {
-        let c = Confinement::prepare(None, false, false, None, None).unwrap();
+        let c = Confinement::prepare(None, SeccompPolicy::default(), false, None, None).unwrap();
         assert_eq!(c.describe(), "landlock=off seccomp=on no_new_privs=on");
         assert_eq!(c.seccomp.len(), 1);
     }

@@ -57,8 +57,11 @@ mod sbpl;
 mod seccomp;
 mod select;
 mod spawn;
+mod stage;
 
-pub use bwrap::{build_bwrap_args, BwrapError, BwrapFeatures, PathFds, INNER_EXE_IN_VIEW};
+pub use bwrap::{
+    build_bwrap_args, BwrapError, BwrapFeatures, PathFds, StageFds, INNER_EXE_IN_VIEW,
+};
 pub use cancel::kill_tree_on_signals;
 pub use env::{build_env, unconfined_env, EnvPolicy, SecretFacts};
 pub use extra::{spawn_sandboxed_io, Stream, Streams};
@@ -68,7 +71,9 @@ pub use landlock::{
     access_for, build_landlock_rules, prepare_landlock, private_dirs, AccessClass, Enforcement,
     LandlockError, LandlockRule, PreparedLandlock, View, TARGET_ABI,
 };
-pub use locate::{inner_exe_next_to_current_exe, InnerExeError, INNER_EXE_NAME};
+pub use locate::{
+    inner_exe_next_to_current_exe, loom_install_dir, roots_covering, InnerExeError, INNER_EXE_NAME,
+};
 pub use probe::{
     choose_tier, host_support, probe_bwrap_works, probe_host, tier_status, BackendError,
     HostSupport, Tier, Userns,
@@ -81,7 +86,7 @@ pub use roots::open_roots;
 pub use sbpl::build_sbpl;
 pub use seccomp::{
     apply_seccomp, build_abi_guard, build_seccomp_programs, build_seccomp_rules, ArgCheck, ArgOp,
-    ArgWidth, DenyRule, SeccompError,
+    ArgWidth, DenyRule, SeccompError, SeccompPolicy, NEWEST_ALLOWED_SYSCALL,
 };
 pub use select::{parse_grant, GrantTextError};
 pub use spawn::{

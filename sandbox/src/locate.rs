@@ -1,7 +1,7 @@
 //! Where the inner-stage executable (`loom-sandbox-exec`) is: next to the running executable. Fails closed: a
 //! missing inner stage is an error naming the file and the fix, never a reason to run a command unconfined.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// The file name of the inner-stage executable, installed next to `loom`.
 pub const INNER_EXE_NAME: &str = "loom-sandbox-exec";
@@ -39,5 +39,50 @@ pub fn inner_exe_next_to_current_exe() -> Result<PathBuf, InnerExeError> {
             path,
             why: e.to_string(),
         }),
+    }
+}
+
+/// The directory of loom's own executables — `loom`, `loom-sandbox-exec`, `loom-shim`, `loom-engine` — that is, of the
+/// running executable, canonical. They are authority files: a writable grant root that covers this directory lets a
+/// confined command replace what a later loom runs (loom itself and `loom-engine` run unconfined), so `loom doctor`
+/// and `loom audit` warn when a grant covers it. (Within one loom process, replacing `loom-sandbox-exec` changes
+/// nothing: the sandbox runs a sealed copy made at first use.)
+///
+/// # Ambient authority
+/// Reads the path of the running executable.
+pub fn loom_install_dir() -> std::io::Result<PathBuf> {
+    let exe = std::env::current_exe()?;
+    let dir = exe
+        .parent()
+        .ok_or_else(|| std::io::Error::other("the running executable has no directory"))?;
+    std::fs::canonicalize(dir)
+}
+
+/// The roots among `roots` that hold `dir` (pure): those a grant would let a command write loom's executables through
+/// when `dir` is [`loom_install_dir`] and `roots` are a profile's writable roots.
+pub fn roots_covering<'a>(dir: &Path, roots: &'a [PathBuf]) -> Vec<&'a Path> {
+    roots
+        .iter()
+        .filter(|r| dir.starts_with(r))
+        .map(PathBuf::as_path)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn roots_cover_the_install_dir_by_whole_components() {
+        let roots: Vec<PathBuf> = ["/home/u", "/home/u/proj", "/home/u/pro", "/opt"]
+            .iter()
+            .map(PathBuf::from)
+            .collect();
+        assert_eq!(
+            roots_covering(Path::new("/home/u/proj/target/debug"), &roots),
+            [Path::new("/home/u"), Path::new("/home/u/proj")]
+        );
+        assert!(roots_covering(Path::new("/usr/local/bin"), &roots).is_empty());
+        assert!(loom_install_dir().unwrap().is_absolute());
     }
 }

@@ -1,13 +1,19 @@
 //! The seccomp stage: pure rule construction (`build_seccomp_rules`), the program compiler
 //! (`build_seccomp_programs`) and the applier (`apply_seccomp`).
 //!
-//! Denied (EPERM) for every sandbox: socket families AF_VSOCK and AF_PACKET, netlink other than NETLINK_ROUTE,
-//! io_uring, ptrace and process_vm_*, ioctl TIOCSTI / TIOCLINUX (compared on the low 32 bits, as the kernel does),
-//! new user namespaces through clone/unshare, open_by_handle_at, bpf, perf_event_open, userfaultfd, the kernel
-//! keyring, setns, mount/umount/pivot_root and module/kexec loading. With the network off, every socket family other
-//! than AF_UNIX. clone3 fails with ENOSYS (its flags live in memory seccomp cannot read), so libc falls back to
-//! clone, whose flags are checked. All of it is one program (one filter to install per exec). Syscalls of a
-//! non-native ABI (x32, i386 on x86_64) kill the process.
+//! Denied (EPERM) for every sandbox: io_uring, ptrace and process_vm_*, ioctl TIOCSTI / TIOCLINUX (compared on the
+//! low 32 bits, as the kernel does), new user namespaces through clone/unshare, open_by_handle_at, bpf,
+//! perf_event_open, userfaultfd, the kernel keyring, setns, mount/umount/pivot_root and the new mount API
+//! (open_tree, move_mount, fsopen, fsconfig, fsmount, fspick, mount_setattr), module/kexec loading, fanotify, and
+//! calls no sandboxed command has a use for (modify_ldt, iopl/ioperm, uselib, _sysctl, acct, quotactl, swapon/swapoff,
+//! syslog, vhangup, lookup_dcookie, reboot, sethostname/setdomainname, chroot, pidfd_getfd). Socket families are an
+//! allowlist: with the network off AF_UNIX only; with it on AF_UNIX, AF_INET, AF_INET6 and AF_NETLINK with
+//! NETLINK_ROUTE only. When the command shares the host's namespaces (tier B: no IPC namespace, the host's mount
+//! view), SysV IPC (shm*, msg*, sem*) and inotify are denied too (see [`SeccompPolicy`]). clone3 fails with ENOSYS
+//! (its flags live in memory seccomp cannot read), so libc falls back to clone, whose flags are checked; so does every
+//! syscall newer than [`NEWEST_ALLOWED_SYSCALL`] (libc falls back from ENOSYS; unknown new kernel surface stays
+//! closed). All of it is one program (one filter to install per exec). Syscalls of a non-native ABI (x32, i386 on
+//! x86_64) kill the process.
 //!
 //! The program finds a syscall's rules by binary search over the syscall numbers instead of comparing the number
 //! with every listed syscall in turn: the kernel runs the program once per syscall number of each ABI when the
@@ -34,9 +40,9 @@ pub enum SeccompError {
 }
 
 const AF_UNIX: u64 = libc::AF_UNIX as u64;
+const AF_INET: u64 = libc::AF_INET as u64;
+const AF_INET6: u64 = libc::AF_INET6 as u64;
 const AF_NETLINK: u64 = libc::AF_NETLINK as u64;
-const AF_PACKET: u64 = libc::AF_PACKET as u64;
-const AF_VSOCK: u64 = libc::AF_VSOCK as u64;
 const NETLINK_ROUTE: u64 = libc::NETLINK_ROUTE as u64;
 /// `ioctl` request pushing a byte into the terminal's input queue.
 pub const TIOCSTI: u64 = 0x5412;
@@ -104,14 +110,127 @@ impl ArgCheck {
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct DenyRule(pub Vec<ArgCheck>);
 
+/// What the program depends on besides the architecture: two bits, so at most four programs per process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SeccompPolicy {
+    /// The network is granted: inet, inet6 and route netlink sockets are allowed besides unix ones.
+    pub network: bool,
+    /// The command runs in the host's IPC namespace and mount view (tier B, which creates no namespaces): SysV IPC
+    /// would reach other processes' shared memory, message queues and semaphores, and inotify would report names
+    /// and activity in directories Landlock does not let it list, so both are denied. Tiers A and C have an IPC
+    /// namespace and a view of their own, where both stay allowed.
+    pub host_namespaces: bool,
+}
+
+impl SeccompPolicy {
+    fn slot(self) -> usize {
+        usize::from(self.network) | (usize::from(self.host_namespaces) << 1)
+    }
+}
+
+/// The newest syscall number the program lets through (Linux 6.10's mseal, the same number on x86_64, aarch64 and
+/// riscv64): anything newer fails with ENOSYS, as on an older kernel, so libc falls back and kernel surface loom does
+/// not know about (e.g. `open_tree_attr`, `file_setattr`) stays closed.
+pub const NEWEST_ALLOWED_SYSCALL: u32 = 462;
+
+/// Syscalls denied unconditionally, in every sandbox.
+fn always_denied() -> Vec<i64> {
+    let mut v = vec![
+        libc::SYS_io_uring_setup,
+        libc::SYS_io_uring_enter,
+        libc::SYS_io_uring_register,
+        libc::SYS_ptrace,
+        libc::SYS_process_vm_readv,
+        libc::SYS_process_vm_writev,
+        libc::SYS_open_by_handle_at,
+        libc::SYS_bpf,
+        libc::SYS_perf_event_open,
+        libc::SYS_userfaultfd,
+        libc::SYS_keyctl,
+        libc::SYS_add_key,
+        libc::SYS_request_key,
+        libc::SYS_setns,
+        libc::SYS_mount,
+        libc::SYS_umount2,
+        libc::SYS_pivot_root,
+        libc::SYS_kexec_load,
+        libc::SYS_kexec_file_load,
+        libc::SYS_init_module,
+        libc::SYS_finit_module,
+        libc::SYS_delete_module,
+        // The new mount API: detached mounts and mount attribute changes.
+        libc::SYS_open_tree,
+        libc::SYS_move_mount,
+        libc::SYS_fsopen,
+        libc::SYS_fsconfig,
+        libc::SYS_fsmount,
+        libc::SYS_fspick,
+        libc::SYS_mount_setattr,
+        // Whole-filesystem watches.
+        libc::SYS_fanotify_init,
+        libc::SYS_fanotify_mark,
+        // Rarely legitimate: old or administrative interfaces no sandboxed command needs.
+        libc::SYS_acct,
+        libc::SYS_quotactl,
+        libc::SYS_quotactl_fd,
+        libc::SYS_swapon,
+        libc::SYS_swapoff,
+        libc::SYS_syslog,
+        libc::SYS_vhangup,
+        libc::SYS_lookup_dcookie,
+        libc::SYS_reboot,
+        libc::SYS_sethostname,
+        libc::SYS_setdomainname,
+        libc::SYS_chroot,
+        libc::SYS_pidfd_getfd,
+    ];
+    #[cfg(target_arch = "x86_64")]
+    v.extend([
+        libc::SYS_modify_ldt,
+        libc::SYS_iopl,
+        libc::SYS_ioperm,
+        libc::SYS_uselib,
+        libc::SYS__sysctl,
+    ]);
+    v
+}
+
+/// Syscalls denied when the command shares the host's namespaces (see [`SeccompPolicy::host_namespaces`]).
+fn host_namespace_denied() -> Vec<i64> {
+    let mut v = vec![
+        libc::SYS_shmget,
+        libc::SYS_shmat,
+        libc::SYS_shmctl,
+        libc::SYS_msgget,
+        libc::SYS_msgsnd,
+        libc::SYS_msgrcv,
+        libc::SYS_msgctl,
+        libc::SYS_semget,
+        libc::SYS_semop,
+        libc::SYS_semtimedop,
+        libc::SYS_semctl,
+        libc::SYS_inotify_init1,
+        libc::SYS_inotify_add_watch,
+    ];
+    #[cfg(target_arch = "x86_64")]
+    v.push(libc::SYS_inotify_init);
+    v
+}
+
 /// The EPERM rules: syscall number -> rules (any matching rule denies; an empty list denies unconditionally).
-pub fn build_seccomp_rules(network: bool) -> BTreeMap<i64, Vec<DenyRule>> {
+pub fn build_seccomp_rules(policy: SeccompPolicy) -> BTreeMap<i64, Vec<DenyRule>> {
     use ArgOp::{Eq, MaskedEq, Ne};
     let mut rules: BTreeMap<i64, Vec<DenyRule>> = BTreeMap::new();
-    let socket = if network {
+    let socket = if policy.network {
         vec![
-            DenyRule(vec![ArgCheck::low32(0, Eq(AF_PACKET))]),
-            DenyRule(vec![ArgCheck::low32(0, Eq(AF_VSOCK))]),
+            // An allowlist: every family but these four ...
+            DenyRule(vec![
+                ArgCheck::low32(0, Ne(AF_UNIX)),
+                ArgCheck::low32(0, Ne(AF_INET)),
+                ArgCheck::low32(0, Ne(AF_INET6)),
+                ArgCheck::low32(0, Ne(AF_NETLINK)),
+            ]),
+            // ... and of netlink, only the routing protocol.
             DenyRule(vec![
                 ArgCheck::low32(0, Eq(AF_NETLINK)),
                 ArgCheck::low32(2, Ne(NETLINK_ROUTE)),
@@ -138,30 +257,13 @@ pub fn build_seccomp_rules(network: bool) -> BTreeMap<i64, Vec<DenyRule>> {
     )])];
     rules.insert(libc::SYS_clone, new_user.clone());
     rules.insert(libc::SYS_unshare, new_user);
-    for nr in [
-        libc::SYS_io_uring_setup,
-        libc::SYS_io_uring_enter,
-        libc::SYS_io_uring_register,
-        libc::SYS_ptrace,
-        libc::SYS_process_vm_readv,
-        libc::SYS_process_vm_writev,
-        libc::SYS_open_by_handle_at,
-        libc::SYS_bpf,
-        libc::SYS_perf_event_open,
-        libc::SYS_userfaultfd,
-        libc::SYS_keyctl,
-        libc::SYS_add_key,
-        libc::SYS_request_key,
-        libc::SYS_setns,
-        libc::SYS_mount,
-        libc::SYS_umount2,
-        libc::SYS_pivot_root,
-        libc::SYS_kexec_load,
-        libc::SYS_init_module,
-        libc::SYS_finit_module,
-        libc::SYS_delete_module,
-    ] {
+    for nr in always_denied() {
         rules.insert(nr, Vec::new());
+    }
+    if policy.host_namespaces {
+        for nr in host_namespace_denied() {
+            rules.insert(nr, Vec::new());
+        }
     }
     rules
 }
@@ -413,17 +515,17 @@ pub fn build_abi_guard() -> Vec<sock_filter> {
 }
 
 /// The program to install: the x32 guard ([`build_abi_guard`]), the architecture check (a foreign architecture,
-/// e.g. i386 on x86_64, kills the process), then a binary search over the syscall numbers that have rules: clone3
-/// -> ENOSYS, and the EPERM deny list of [`build_seccomp_rules`]; everything else is allowed. One program rather
-/// than a deny program plus a separate clone3 program, so the kernel checks, converts and JIT-compiles one filter
-/// per exec.
-pub fn build_seccomp_programs(network: bool) -> Result<Vec<BpfProgram>, SeccompError> {
+/// e.g. i386 on x86_64, kills the process), ENOSYS for every syscall newer than [`NEWEST_ALLOWED_SYSCALL`], then a
+/// binary search over the syscall numbers that have rules: clone3 -> ENOSYS, and the EPERM deny list of
+/// [`build_seccomp_rules`]; everything else is allowed. One program rather than a deny program plus a separate
+/// clone3 program, so the kernel checks, converts and JIT-compiles one filter per exec.
+pub fn build_seccomp_programs(policy: SeccompPolicy) -> Result<Vec<BpfProgram>, SeccompError> {
     let arch = audit_arch()?;
     let mut listed: BTreeMap<u32, Block> = BTreeMap::new();
     let number = |nr: i64| {
         u32::try_from(nr).map_err(|_| SeccompError::Build(format!("syscall number {nr}")))
     };
-    for (nr, rules) in build_seccomp_rules(network) {
+    for (nr, rules) in build_seccomp_rules(policy) {
         listed.insert(number(nr)?, Block::Deny(rules));
     }
     listed.insert(number(libc::SYS_clone3)?, Block::NoSys);
@@ -438,6 +540,15 @@ pub fn build_seccomp_programs(network: bool) -> Result<Vec<BpfProgram>, SeccompE
     asm.ret(RET_KILL);
     asm.bind(native);
     asm.stmt(LD_W_ABS, DATA_NR);
+    let known = asm.label();
+    asm.jump(
+        JMP_JGE_K,
+        NEWEST_ALLOWED_SYSCALL + 1,
+        To::Next,
+        To::Label(known),
+    );
+    asm.ret(RET_ENOSYS);
+    asm.bind(known);
     // One block per distinct action (socket and socketpair share one, as do clone and unshare).
     let mut blocks: BTreeMap<&Block, usize> = BTreeMap::new();
     let mut keys = Vec::with_capacity(listed.len());
@@ -477,13 +588,19 @@ pub fn build_seccomp_programs(network: bool) -> Result<Vec<BpfProgram>, SeccompE
     Ok(vec![asm.finish()?])
 }
 
-/// The programs of [`build_seccomp_programs`] for `network`, compiled once per process (they depend on nothing
+/// The programs of [`build_seccomp_programs`] for `policy`, compiled once per process (they depend on nothing
 /// else: the rules are constants and the architecture is this binary's).
-pub(crate) fn seccomp_programs(network: bool) -> Result<&'static [BpfProgram], SeccompError> {
-    static PROGRAMS: [OnceLock<Result<Vec<BpfProgram>, String>>; 2] =
-        [OnceLock::new(), OnceLock::new()];
-    let slot = &PROGRAMS[usize::from(network)];
-    match slot.get_or_init(|| build_seccomp_programs(network).map_err(|e| e.to_string())) {
+pub(crate) fn seccomp_programs(
+    policy: SeccompPolicy,
+) -> Result<&'static [BpfProgram], SeccompError> {
+    static PROGRAMS: [OnceLock<Result<Vec<BpfProgram>, String>>; 4] = [
+        OnceLock::new(),
+        OnceLock::new(),
+        OnceLock::new(),
+        OnceLock::new(),
+    ];
+    let slot = &PROGRAMS[policy.slot()];
+    match slot.get_or_init(|| build_seccomp_programs(policy).map_err(|e| e.to_string())) {
         Ok(p) => Ok(p),
         Err(e) => Err(SeccompError::Build(e.clone())),
     }
@@ -526,9 +643,39 @@ mod tests {
     use super::*;
     use ArgOp::{Eq, MaskedEq, Ne};
 
+    const AF_PACKET: u64 = libc::AF_PACKET as u64;
+    const AF_VSOCK: u64 = libc::AF_VSOCK as u64;
+
+    /// Every policy: network off/on, own namespaces / the host's.
+    const POLICIES: [SeccompPolicy; 4] = [
+        SeccompPolicy {
+            network: false,
+            host_namespaces: false,
+        },
+        SeccompPolicy {
+            network: true,
+            host_namespaces: false,
+        },
+        SeccompPolicy {
+            network: false,
+            host_namespaces: true,
+        },
+        SeccompPolicy {
+            network: true,
+            host_namespaces: true,
+        },
+    ];
+
+    fn net(network: bool) -> SeccompPolicy {
+        SeccompPolicy {
+            network,
+            host_namespaces: false,
+        }
+    }
+
     #[test]
     fn network_off_denies_every_family_but_unix() {
-        let r = build_seccomp_rules(false);
+        let r = build_seccomp_rules(net(false));
         assert_eq!(
             r[&libc::SYS_socket],
             [DenyRule(vec![ArgCheck::low32(0, Ne(AF_UNIX))])]
@@ -537,21 +684,119 @@ mod tests {
     }
 
     #[test]
-    fn network_on_still_denies_packet_vsock_and_non_route_netlink() {
-        let r = build_seccomp_rules(true);
+    fn network_on_allows_only_unix_inet_inet6_and_route_netlink() {
+        let r = build_seccomp_rules(net(true));
         let socket = &r[&libc::SYS_socket];
-        assert_eq!(socket.len(), 3);
-        assert!(socket.contains(&DenyRule(vec![ArgCheck::low32(0, Eq(AF_PACKET))])));
-        assert!(socket.contains(&DenyRule(vec![ArgCheck::low32(0, Eq(AF_VSOCK))])));
+        assert_eq!(socket.len(), 2);
+        assert!(socket.contains(&DenyRule(vec![
+            ArgCheck::low32(0, Ne(AF_UNIX)),
+            ArgCheck::low32(0, Ne(AF_INET)),
+            ArgCheck::low32(0, Ne(AF_INET6)),
+            ArgCheck::low32(0, Ne(AF_NETLINK)),
+        ])));
         assert!(socket.contains(&DenyRule(vec![
             ArgCheck::low32(0, Eq(AF_NETLINK)),
             ArgCheck::low32(2, Ne(NETLINK_ROUTE)),
         ])));
+        // What the program decides, per family (AF_ALG, AF_TIPC, AF_RDS, AF_CAN, AF_BLUETOOTH, ... are denied).
+        let prog = &build_seccomp_programs(net(true)).unwrap()[0];
+        let native = audit_arch().unwrap();
+        let socket_nr = libc::SYS_socket as u32;
+        for family in 0..64u64 {
+            let allowed = [AF_UNIX, AF_INET, AF_INET6, AF_NETLINK].contains(&family);
+            let (action, _) = eval(prog, socket_nr, native, [family, 1, 0, 0, 0, 0]);
+            assert_eq!(action == RET_ALLOW, allowed, "family {family}");
+        }
+        let netlink = |proto: u64| eval(prog, socket_nr, native, [AF_NETLINK, 3, proto, 0, 0, 0]).0;
+        assert_eq!(netlink(NETLINK_ROUTE), RET_ALLOW);
+        assert_eq!(netlink(libc::NETLINK_AUDIT as u64), RET_EPERM);
+        // The family is an int: high bits do not smuggle a denied one past the allowlist.
+        let (action, _) = eval(
+            prog,
+            socket_nr,
+            native,
+            [AF_VSOCK | (1 << 32), 1, 0, 0, 0, 0],
+        );
+        assert_eq!(action, RET_EPERM);
+    }
+
+    /// SysV IPC and inotify are denied only where the command shares the host's namespaces (tier B); the rarely
+    /// legitimate calls and the new mount API everywhere.
+    #[test]
+    fn host_namespaces_add_sysv_ipc_and_inotify_and_rare_calls_are_denied_everywhere() {
+        let native = audit_arch().unwrap();
+        let sysv = [
+            libc::SYS_shmget,
+            libc::SYS_shmat,
+            libc::SYS_shmctl,
+            libc::SYS_msgget,
+            libc::SYS_msgsnd,
+            libc::SYS_msgrcv,
+            libc::SYS_msgctl,
+            libc::SYS_semget,
+            libc::SYS_semop,
+            libc::SYS_semtimedop,
+            libc::SYS_semctl,
+            libc::SYS_inotify_init1,
+            libc::SYS_inotify_add_watch,
+        ];
+        let rare = [
+            libc::SYS_open_tree,
+            libc::SYS_move_mount,
+            libc::SYS_fsopen,
+            libc::SYS_fsconfig,
+            libc::SYS_fsmount,
+            libc::SYS_fspick,
+            libc::SYS_mount_setattr,
+            libc::SYS_fanotify_init,
+            libc::SYS_acct,
+            libc::SYS_quotactl,
+            libc::SYS_swapon,
+            libc::SYS_swapoff,
+            libc::SYS_syslog,
+            libc::SYS_vhangup,
+            libc::SYS_kexec_file_load,
+        ];
+        for policy in POLICIES {
+            let prog = &build_seccomp_programs(policy).unwrap()[0];
+            let action = |nr: i64| eval(prog, nr as u32, native, [0; 6]).0;
+            for nr in sysv {
+                let want = if policy.host_namespaces {
+                    RET_EPERM
+                } else {
+                    RET_ALLOW
+                };
+                assert_eq!(action(nr), want, "{policy:?} nr {nr}");
+            }
+            for nr in rare {
+                assert_eq!(action(nr), RET_EPERM, "{policy:?} nr {nr}");
+            }
+            #[cfg(target_arch = "x86_64")]
+            for nr in [
+                libc::SYS_modify_ldt,
+                libc::SYS_iopl,
+                libc::SYS_ioperm,
+                libc::SYS_uselib,
+            ] {
+                assert_eq!(action(nr), RET_EPERM, "{policy:?} nr {nr}");
+            }
+            // Syscalls newer than the last one loom knows fail as on an older kernel; the newest known one runs.
+            assert_eq!(action(i64::from(NEWEST_ALLOWED_SYSCALL)), RET_ALLOW);
+            for nr in [
+                NEWEST_ALLOWED_SYSCALL + 1,
+                467,
+                469,
+                1023,
+                X32_SYSCALL_BIT - 1,
+            ] {
+                assert_eq!(eval(prog, nr, native, [0; 6]).0, RET_ENOSYS, "nr {nr}");
+            }
+        }
     }
 
     #[test]
     fn terminal_injection_is_matched_on_the_low_32_bits() {
-        let r = build_seccomp_rules(false);
+        let r = build_seccomp_rules(net(false));
         let ioctl = &r[&libc::SYS_ioctl];
         assert!(ioctl.contains(&DenyRule(vec![ArgCheck::low32(1, Eq(TIOCSTI))])));
         assert!(ioctl.contains(&DenyRule(vec![ArgCheck::low32(1, Eq(TIOCLINUX))])));
@@ -559,7 +804,7 @@ mod tests {
 
     #[test]
     fn always_denied_syscalls_are_unconditional() {
-        let r = build_seccomp_rules(true);
+        let r = build_seccomp_rules(net(true));
         for nr in [
             libc::SYS_io_uring_setup,
             libc::SYS_ptrace,
@@ -610,13 +855,14 @@ mod tests {
     }
 
     /// The program before the binary search: seccompiler's linear chain for the same rules, the x32 guard in front
-    /// and clone3 -> ENOSYS spliced in after the architecture check and the syscall-number load.
-    fn seccompiler_program(network: bool) -> BpfProgram {
+    /// and, after the architecture check and the syscall-number load, ENOSYS for syscalls newer than
+    /// [`NEWEST_ALLOWED_SYSCALL`] and for clone3 spliced in.
+    fn seccompiler_program(policy: SeccompPolicy) -> BpfProgram {
         use seccompiler::{
             SeccompAction, SeccompCmpArgLen as Len, SeccompCmpOp as Op, SeccompCondition,
             SeccompFilter, SeccompRule,
         };
-        let rules = build_seccomp_rules(network)
+        let rules = build_seccomp_rules(policy)
             .into_iter()
             .map(|(nr, rules)| {
                 let rules = rules
@@ -657,6 +903,18 @@ mod tests {
         let mut prog = build_abi_guard();
         prog.extend_from_slice(&compiled[..4]);
         prog.push(sock_filter {
+            code: 0x25, // jgt
+            jt: 0,
+            jf: 1,
+            k: NEWEST_ALLOWED_SYSCALL,
+        });
+        prog.push(sock_filter {
+            code: RET_K,
+            jt: 0,
+            jf: 0,
+            k: RET_ENOSYS,
+        });
+        prog.push(sock_filter {
             code: JMP_JEQ_K,
             jt: 0,
             jf: 1,
@@ -680,11 +938,13 @@ mod tests {
             1,
             2,
             AF_UNIX,
-            libc::AF_INET as u64,
-            libc::AF_INET6 as u64,
+            AF_INET,
+            AF_INET6,
             AF_NETLINK,
             AF_PACKET,
             AF_VSOCK,
+            libc::AF_ALG as u64,
+            libc::AF_TIPC as u64,
             NETLINK_ROUTE,
             libc::NETLINK_AUDIT as u64,
             TIOCSTI,
@@ -749,10 +1009,10 @@ mod tests {
             u32::MAX,
         ]);
         let vectors = argument_vectors();
-        for network in [false, true] {
-            let rules = build_seccomp_rules(network);
-            let old = seccompiler_program(network);
-            let new = build_seccomp_programs(network).unwrap().remove(0);
+        for policy in POLICIES {
+            let rules = build_seccomp_rules(policy);
+            let old = seccompiler_program(policy);
+            let new = build_seccomp_programs(policy).unwrap().remove(0);
             assert!(new.len() < old.len(), "{} vs {}", new.len(), old.len());
             let mut denied = 0;
             for &arch in &arches {
@@ -766,7 +1026,7 @@ mod tests {
                         let (got, _) = eval(&new, nr, arch, *args);
                         assert_eq!(
                             got, want,
-                            "network {network}, arch {arch:#x}, nr {nr}, args {args:x?}"
+                            "{policy:?}, arch {arch:#x}, nr {nr}, args {args:x?}"
                         );
                         if got != RET_ALLOW {
                             denied += 1;
@@ -808,12 +1068,12 @@ mod tests {
     #[test]
     fn an_unlisted_syscall_is_allowed_on_a_short_constant_path() {
         let native = audit_arch().unwrap();
-        for network in [false, true] {
-            let rules = build_seccomp_rules(network);
-            let prog = &build_seccomp_programs(network).unwrap()[0];
-            let old = seccompiler_program(network);
+        for policy in POLICIES {
+            let rules = build_seccomp_rules(policy);
+            let prog = &build_seccomp_programs(policy).unwrap()[0];
+            let old = seccompiler_program(policy);
             let (mut longest, mut old_longest) = (0, 0);
-            for nr in 0..=1023u32 {
+            for nr in 0..=NEWEST_ALLOWED_SYSCALL {
                 if nr == libc::SYS_clone3 as u32 || rules.contains_key(&i64::from(nr)) {
                     continue;
                 }
@@ -831,29 +1091,30 @@ mod tests {
 
     #[test]
     fn programs_start_with_the_abi_guard_and_are_cached() {
-        let progs = build_seccomp_programs(false).unwrap();
+        let progs = build_seccomp_programs(net(false)).unwrap();
         assert_eq!(progs.len(), 1);
         let guard = build_abi_guard();
         assert_eq!(&progs[0][..guard.len()], &guard[..]);
         if cfg!(target_arch = "x86_64") {
             assert_eq!(guard[2].k, libc::SECCOMP_RET_KILL_PROCESS);
         }
-        for network in [false, true] {
-            let cached = seccomp_programs(network).unwrap();
-            assert_eq!(cached, &build_seccomp_programs(network).unwrap()[..]);
-            assert!(std::ptr::eq(cached, seccomp_programs(network).unwrap()));
+        for policy in POLICIES {
+            let cached = seccomp_programs(policy).unwrap();
+            assert_eq!(cached, &build_seccomp_programs(policy).unwrap()[..]);
+            assert!(std::ptr::eq(cached, seccomp_programs(policy).unwrap()));
         }
-        assert_ne!(
-            seccomp_programs(false).unwrap(),
-            seccomp_programs(true).unwrap()
-        );
+        for (i, a) in POLICIES.iter().enumerate() {
+            for b in &POLICIES[i + 1..] {
+                assert_ne!(seccomp_programs(*a).unwrap(), seccomp_programs(*b).unwrap());
+            }
+        }
     }
 
     /// The installed program, in a forked child: clone3 fails with ENOSYS (so libc falls back to clone), a new user
     /// namespace through unshare and an AF_INET socket fail with EPERM, and a harmless unshare(0) still works.
     #[test]
     fn the_installed_program_denies_as_documented() {
-        let progs = build_seccomp_programs(false).unwrap();
+        let progs = build_seccomp_programs(net(false)).unwrap();
         // SAFETY: the child only makes raw system calls on data prepared before the fork, then _exits.
         let pid = unsafe { libc::fork() };
         assert!(pid >= 0);

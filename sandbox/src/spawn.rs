@@ -10,7 +10,7 @@ use std::process::{Child, Command};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use crate::bwrap::{build_bwrap_args, inner_exe_in_view, BwrapError, BwrapFeatures, PathFds};
+use crate::bwrap::{build_bwrap_args, BwrapError, BwrapFeatures, PathFds, StageFds};
 use crate::cancel::CancelTarget;
 pub use crate::clone_exec::Stream;
 use crate::clone_exec::{CloneError, RawChild};
@@ -20,6 +20,7 @@ use crate::landlock::{build_landlock_rules, AccessClass, LandlockRule, View};
 use crate::probe::Tier;
 use crate::profile::Profile;
 use crate::roots::open_roots;
+use crate::seccomp::SeccompPolicy;
 
 /// How to launch one confined command.
 #[derive(Debug, Clone)]
@@ -214,18 +215,26 @@ fn spawn_in_view(
         .iter()
         .map(|(p, fd)| (p.clone(), fd.as_raw_fd()))
         .collect();
-    let mut keep: Vec<i32> = vec![status_w.as_raw_fd()];
+    // The inner stage from loom's sealed copy (never the installed file), and the seccomp program for bwrap to
+    // install on its own pid 1 as well as on the inner stage.
+    let inner_exe = crate::stage::sealed_copy(launch.inner_exe)?;
+    let policy = SeccompPolicy {
+        network: profile.network,
+        host_namespaces: false,
+    };
+    let programs =
+        crate::seccomp::seccomp_programs(policy).map_err(|e| SpawnError::Setup(e.to_string()))?;
+    let [program] = programs else {
+        return Err(SpawnError::Setup("bwrap takes one seccomp program".into()));
+    };
+    let seccomp = crate::stage::pipe_with(&crate::stage::program_bytes(program))?;
+    let stage = StageFds {
+        inner_exe: inner_exe.as_raw_fd(),
+        seccomp: seccomp.as_raw_fd(),
+    };
+    let mut keep: Vec<i32> = vec![status_w.as_raw_fd(), stage.inner_exe, stage.seccomp];
     keep.extend(fds.values().copied());
-    let (in_view, _) = inner_exe_in_view(profile, launch.inner_exe)?;
-    let mut inner: Vec<OsString> = vec![in_view.into()];
-    inner.extend(spec.encode());
-    let args = build_bwrap_args(
-        profile,
-        &fds,
-        launch.bwrap_features,
-        launch.inner_exe,
-        &inner,
-    )?;
+    let args = build_bwrap_args(profile, &fds, launch.bwrap_features, stage, &spec.encode())?;
     let mut cmd = Command::new(bwrap);
     cmd.args(args).current_dir("/");
     cmd.env_clear().envs(launch.env.iter().map(|(k, v)| (k, v)));
@@ -248,6 +257,8 @@ fn spawn_in_view(
     let child = cmd.spawn()?;
     drop(status_w);
     drop(roots);
+    drop(inner_exe);
+    drop(seccomp);
     let _cancel_target = CancelTarget::claim(child.id());
     started(child.id());
     // The caller's ends of the streams stay with the caller; ours were moved into `cmd` and close with it.
@@ -277,9 +288,14 @@ fn spawn_tier_b(
         access: AccessClass::Write,
         required: true,
     });
+    // No namespaces of its own: SysV IPC and inotify would reach the host's (see SeccompPolicy).
+    let policy = SeccompPolicy {
+        network: profile.network,
+        host_namespaces: true,
+    };
     let confinement = Confinement::prepare(
         Some(&rules),
-        profile.network,
+        policy,
         true,
         profile.limits.max_procs,
         profile.limits.max_file_size,
@@ -303,6 +319,19 @@ fn spawn_tier_b(
     };
     let pid = child.id();
     let _cancel_target = CancelTarget::claim(pid);
+    // What the child enforced, read back from the kernel now that it has exec'd (not yet reaped, so the pid is
+    // still the command's, also when it has already exited): the report never rests on what loom asked for alone.
+    let checked = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .map_err(|e| e.to_string())
+        .and_then(|text| crate::inner::check_confined(&text));
+    if let Err(why) = checked {
+        kill_tree(pid);
+        let mut child = child;
+        let _ = child.wait();
+        return Err(SpawnError::Setup(format!(
+            "the command's confinement could not be confirmed: {why}"
+        )));
+    }
     started(pid);
     let (status, timed_out) = wait_tree(child, profile.limits.timeout)?;
     drop(private_tmp);

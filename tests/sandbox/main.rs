@@ -5,6 +5,7 @@
 
 mod attacks;
 mod cli;
+mod hardening;
 mod net;
 mod procs;
 mod tiers;

@@ -6,8 +6,9 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 
 use loom_sandbox::{
-    choose_tier, inner_exe_next_to_current_exe, probe_bwrap_works, probe_host, spawn_sandboxed,
-    tier_status, Entry, EnvPolicy, HostSupport, Launch, Limits, Profile, Tier, Userns, TARGET_ABI,
+    choose_tier, inner_exe_next_to_current_exe, loom_install_dir, probe_bwrap_works, probe_host,
+    spawn_sandboxed, tier_status, Entry, EnvPolicy, HostSupport, Launch, Limits, Profile, Tier,
+    Userns, TARGET_ABI,
 };
 
 use crate::exit;
@@ -78,6 +79,38 @@ fn try_tier(h: &HostSupport, tier: Tier) -> Result<String, String> {
     }
 }
 
+/// Where loom's own executables are, and a warning when a typical grant (`~`, `./`) would let a command replace them.
+fn install_dir_check() -> Result<String, String> {
+    let dir = loom_install_dir().map_err(|e| format!("cannot locate loom's executables: {e}"))?;
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .filter(|h| h.is_absolute())
+        .and_then(|h| std::fs::canonicalize(h).ok());
+    let cwd = std::env::current_dir()
+        .ok()
+        .and_then(|c| std::fs::canonicalize(c).ok());
+    let mut covered = Vec::new();
+    if home.as_ref().is_some_and(|h| dir.starts_with(h)) {
+        covered.push("paths = [\"~\"]");
+    }
+    if cwd.as_ref().is_some_and(|c| dir.starts_with(c)) {
+        covered.push("paths = [\"./\"] from here");
+    }
+    if covered.is_empty() {
+        return Ok(format!(
+            "{} (loom, loom-sandbox-exec, loom-shim, loom-engine); the inner stage runs from a sealed copy",
+            dir.display()
+        ));
+    }
+    Err(format!(
+        "{} holds loom, loom-sandbox-exec, loom-shim and loom-engine, and a grant of {} would let a confined command \
+         replace them for the next session (loom and loom-engine run unconfined); install loom outside every granted \
+         root (e.g. /usr/local/bin), and run `loom audit` on a manifest to check its grants",
+        dir.display(),
+        covered.join(" or ")
+    ))
+}
+
 fn json_str(s: &str) -> String {
     serde_json::Value::String(s.into()).to_string()
 }
@@ -108,6 +141,7 @@ pub fn run(args: Args) -> i32 {
         }
         Err(why) => Err(why.clone()),
     };
+    let install = install_dir_check();
     let seccomp = if h.seccomp {
         Ok("available".to_string())
     } else {
@@ -149,8 +183,8 @@ pub fn run(args: Args) -> i32 {
         (
             "network",
             match (has_view, has_landlock) {
-                (true, true) => "off: --unshare-net + seccomp (AF_UNIX only) + Landlock TCP; on: host network, seccomp still denies packet/vsock/netlink (except route)".into(),
-                (true, false) => "off: --unshare-net + seccomp (AF_UNIX only); on: host network minus packet/vsock/netlink sockets".into(),
+                (true, true) => "off: --unshare-net + seccomp (AF_UNIX only) + Landlock TCP; on: host network, seccomp allows only unix/inet/inet6/route-netlink sockets".into(),
+                (true, false) => "off: --unshare-net + seccomp (AF_UNIX only); on: host network, seccomp allows only unix/inet/inet6/route-netlink sockets".into(),
                 (false, true) => "off: seccomp (AF_UNIX only) + Landlock TCP; abstract unix sockets scoped by Landlock ABI 6+".into(),
                 (false, false) => "NOT ENFORCED: no backend".into(),
             },
@@ -158,6 +192,14 @@ pub fn run(args: Args) -> i32 {
         (
             "env",
             "loom clears the environment to tier 1 + the row's allowlist (tier 2 when env is absent)".into(),
+        ),
+        (
+            "kernel",
+            match chosen {
+                Some(Tier::B) => "seccomp on every command (no mount, keyring, io_uring, bpf, SysV IPC, inotify, rare syscalls); every capability set emptied; /proc read-only by Landlock".into(),
+                Some(_) => "seccomp on every process of the view, bwrap's pid 1 included (no mount, keyring, io_uring, bpf, rare syscalls); every capability set emptied; /proc mounted read-only (no sysctl, core_pattern or /proc/<pid>/mem writes, also as root)".into(),
+                None => "NOT ENFORCED: no backend".into(),
+            },
         ),
         (
             "limits",
@@ -183,6 +225,7 @@ pub fn run(args: Args) -> i32 {
             ("userns", &userns),
             ("landlock", &landlock),
             ("seccomp", &seccomp),
+            ("install", &install),
         ] {
             out.push_str(&format!(
                 ",{}:{{\"ok\":{},\"detail\":{}}}",
@@ -236,6 +279,13 @@ pub fn run(args: Args) -> i32 {
     text.push_str(&format!("  user namespaces  {}\n", mark(&userns)));
     text.push_str(&format!("  landlock         {}\n", mark(&landlock)));
     text.push_str(&format!("  seccomp          {}\n", mark(&seccomp)));
+    text.push_str(&format!(
+        "  loom's binaries  {}\n",
+        match &install {
+            Ok(s) => format!("ok       {s}"),
+            Err(e) => format!("WARNING  {e}"),
+        }
+    ));
     text.push_str("\ntiers (each checked by running `true` inside it):\n");
     for (t, r) in &tiers {
         text.push_str(&format!(
