@@ -194,27 +194,19 @@ pub fn resolved(p: &Path) -> PathBuf {
     p.to_path_buf()
 }
 
-/// The secrets files the chain may read (see [`crate::secrets::SecretChain::standard`]), existing or not.
+/// The secret stores kept from the agent: every file the chain reads
+/// ([`crate::secrets::secret_store_paths`]), and a `.loom-secrets` in the working directory — never read any more,
+/// but one written by following older advice holds real keys.
 pub fn secret_stores(
     manifest_dir: &Path,
     cwd: &Path,
     env: &BTreeMap<String, String>,
 ) -> Vec<PathBuf> {
-    let mut out = vec![
-        manifest_dir.join(".loom-secrets"),
-        cwd.join(".loom-secrets"),
-    ];
-    let xdg = env
-        .get("XDG_CONFIG_HOME")
-        .filter(|d| d.starts_with('/'))
-        .map(PathBuf::from)
-        .or_else(|| {
-            env.get("HOME")
-                .filter(|h| h.starts_with('/'))
-                .map(|h| Path::new(h).join(".config"))
-        });
-    out.extend(xdg.map(|d| d.join("loom/secrets.toml")));
-    out.dedup();
+    let mut out = crate::secrets::secret_store_paths(manifest_dir, env);
+    let in_cwd = cwd.join(".loom-secrets");
+    if !out.contains(&in_cwd) {
+        out.push(in_cwd);
+    }
     out
 }
 
