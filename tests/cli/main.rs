@@ -5,5 +5,6 @@ mod audit;
 mod explain;
 mod gate;
 mod mcp;
+mod rules;
 mod skills;
 mod version;

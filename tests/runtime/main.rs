@@ -13,6 +13,7 @@ mod openai_chat;
 mod prompt;
 mod providers;
 mod repl;
+mod rules;
 mod secrets;
 mod session;
 mod shipped;
