@@ -4,8 +4,8 @@
 //! `git push` sees `cd x && git push`, `(git push)`, `echo $(git push)` and `if git push; then …; fi`. It errs on one
 //! side only: a word whose value is only known when the line runs (a parameter expansion, a command substitution, an
 //! ANSI-C string, a glob, a brace expansion) is marked [`Word::dynamic`], and anything it does not understand (a
-//! `case` statement, arithmetic `$((…))`, `[[`-free constructs such as `function f`, an unclosed quote) makes the whole
-//! line [`Unparsed`], which the rules treat more broadly than any parse.
+//! `case` statement, arithmetic `$((…))`, `function f`, an unclosed quote) makes the whole line [`Unparsed`], which
+//! the rules treat more broadly than any parse.
 //!
 //! Why hand-written: the kernel is pure and dependency-light, and what matters here is knowing exactly where the
 //! reader stops understanding (so that it can fail closed there). The available shell-word crates split words but
@@ -46,9 +46,9 @@ impl Word {
 pub struct Unparsed(pub String);
 
 /// Every simple command of `line`, read at nesting depth `depth` (0 for a call's line; more for a `sh -c` string
-/// read from inside another line), in no particular order, with assignments, redirections and reserved words (`if`,
-/// `then`, `!`, `{` …) removed; commands inside subshells, `$(…)`, backquotes and process substitutions are included.
-/// A command with no words (a bare assignment, a redirection) is left out.
+/// read from inside another line), in no particular order, with assignments, redirections and reserved words
+/// (`if`, `then`, `!`, `{` …) removed; commands inside subshells, `$(…)`, backquotes and process substitutions are
+/// included. A command with no words (a bare assignment, a redirection) is left out.
 pub fn simple_commands_at(line: &str, depth: usize) -> Result<Vec<Vec<Word>>, Unparsed> {
     let chars: Vec<char> = line.chars().collect();
     let mut p = Parser {

@@ -7,11 +7,14 @@
 //!    (`/usr/bin/git` is `git`), is the rule's first word (ignoring its directory too); then the rule's other words
 //!    appear in order, each as a whole word, with only option words between them — a word starting with `-` or `+`,
 //!    other than `-` itself, each optionally followed by one value word that does not start with `-` unless the
-//!    option holds a `=` (so `git -C . push`, `git -c k=v push`, `git --git-dir=x push`, `cargo +nightly publish` and `kubectl -n prod delete` fit
-//!    `git push`, `cargo publish` and `kubectl delete`; `git pushx` and `gitk push` do not); a word whose value is
-//!    only known when the line runs (`$X`, `$(…)`, a glob) matches the rest of the rule;
-//! 3. some simple command's program is only known when it runs (`$X push`, `$(which git) push`): every ask and deny
-//!    command rule matches it;
+//!    option holds a `=` (so `git -C . push`, `git -c k=v push`, `git --git-dir=x push`, `cargo +nightly publish`
+//!    and `kubectl -n prod delete` fit `git push`, `cargo publish` and `kubectl delete`; `git pushx`, `gitk push`
+//!    and `git log push` do not); a word whose value is only known when the line runs (`$X`, `$(…)`, a glob)
+//!    matches the rest of the rule;
+//! 3. some simple command's program is only known when it runs (`$X push`, `$(which git) push`, a shell that reads
+//!    its commands from stdin such as `echo 'git push' | sh` or `bash <<< …`), or it is `git` defining an alias on
+//!    its command line (`git -c alias.p=push p`, whose subcommand is only known when it runs): every ask and deny
+//!    command rule matches it (for the git alias: every rule for `git`);
 //! 4. loom cannot read (part of) the line (see [`crate::cmdline`]): the rule matches when its program name occurs
 //!    anywhere in the text loom could not read.
 //!
@@ -19,14 +22,14 @@
 //! subshells, `{ …; }`, `if`/`while`/`for` bodies, `$(…)`, backquotes, process substitutions), plus the commands
 //! that wrappers run: `bash -c` / `sh -c` (and dash, zsh, ksh, mksh, ash, yash) strings and `eval` arguments are read
 //! as lines; for `env`, `command`, `builtin`, `exec`, `nohup`, `nice`, `ionice`, `timeout`, `time`, `setsid`,
-//! `stdbuf`, `sudo`, `doas`, `xargs`, `watch`, `flock`, `chrt`, `taskset`, every suffix of the arguments that starts
-//! at a non-option word is a command (so no option or value layout hides the command), and an argument holding
-//! spaces is also read as a line; `xargs` commands get one more word loom cannot know (what stdin supplies);
-//! `env -S STRING` is read as a line; `find … -exec / -execdir / -ok / -okdir CMD … ;` runs CMD. An argv-mode call
-//! (`{"command": "git", "args": [...]}`) is one simple command of literal words, read the same way.
+//! `stdbuf`, `sudo`, `doas`, `xargs`, `watch`, `flock`, `chrt`, `taskset` and `busybox`, every suffix of the
+//! arguments that starts at a non-option word is a command (so no option or value layout hides the command), and an
+//! argument holding spaces is also read as a line; `xargs` commands get one more word loom cannot know (what stdin
+//! supplies); `env -S STRING` is read as a line; `find … -exec / -execdir / -ok / -okdir CMD … ;` runs CMD. An
+//! argv-mode call (`{"command": "git", "args": [...]}`) is one simple command of literal words, read the same way.
 //!
-//! Not seen: what scripts, programs and aliases run (`./deploy.sh`, `python -c`, `make`, a git alias from a config
-//! file) — a rule is a check on the command line, not a sandbox.
+//! Not seen: what scripts, programs and aliases run (`bash ./deploy.sh`, `python -c`, `make`, a git alias from a
+//! config file) — a rule is a check on the command line, not a sandbox.
 
 use crate::cmdline::{simple_commands_at, Word, MAX_DEPTH};
 use crate::decide::plain_argv;
@@ -39,7 +42,7 @@ const SHELLS: &[&str] = &["bash", "sh", "dash", "zsh", "ksh", "mksh", "ash", "ya
 
 const WRAPPERS: &[&str] = &[
     "env", "command", "builtin", "exec", "nohup", "nice", "ionice", "timeout", "time", "setsid",
-    "stdbuf", "sudo", "doas", "xargs", "watch", "flock", "chrt", "taskset",
+    "stdbuf", "sudo", "doas", "xargs", "watch", "flock", "chrt", "taskset", "busybox",
 ];
 
 /// A bash call as ask and deny command rules read it.
@@ -120,6 +123,13 @@ impl CommandView {
             self.shell(args, depth);
         }
         match prog.as_str() {
+            "git" if args.iter().any(|w| defines_git_alias(&w.text)) => {
+                // `git -c alias.p=push p`: the subcommand is whatever the alias says
+                self.commands.push(vec![
+                    first.clone(),
+                    unknown("a command a git alias on the command line defines"),
+                ]);
+            }
             "eval" => {
                 if args.iter().any(|w| w.dynamic) {
                     self.commands.push(vec![unknown("the arguments of eval")]);
@@ -190,7 +200,7 @@ impl CommandView {
 
     /// `bash [options] -c STRING …`: the string is a line. Without `-c` the shell runs a script loom cannot see.
     fn shell(&mut self, args: &[Word], depth: usize) {
-        let mut has_c = false;
+        let (mut has_c, mut has_s, mut info) = (false, false, false);
         let mut k = 0;
         while let Some(a) = args.get(k) {
             if a.dynamic {
@@ -208,12 +218,24 @@ impl CommandView {
                 k += 2;
                 continue;
             }
-            if !t.starts_with("--") && t[1..].contains('c') {
-                has_c = true;
+            if matches!(t, "--version" | "--help") {
+                info = true;
+            }
+            if t.starts_with('-') && !t.starts_with("--") {
+                has_c |= t[1..].contains('c');
+                has_s |= t[1..].contains('s');
             }
             k += 1;
         }
         if !has_c {
+            // no script file: the shell runs what stdin holds (`echo 'git push' | sh`, `bash <<< …`), which loom
+            // cannot see, so it counts as a program loom only knows when it runs
+            let operand = args.get(k);
+            let stdin = has_s || operand.is_none_or(|w| !w.dynamic && w.text == "-");
+            if stdin && !info {
+                self.commands
+                    .push(vec![unknown("the commands a shell reads from stdin")]);
+            }
             return;
         }
         match args.get(k) {
@@ -265,6 +287,15 @@ fn unknown(what: &str) -> Word {
         dynamic: true,
         quoted: false,
     }
+}
+
+/// `alias.x=…` (the value of `-c`), `-calias.x=…` or `--config-env=alias.x=…`: git config keys are
+/// case-insensitive.
+fn defines_git_alias(t: &str) -> bool {
+    let t = t.to_ascii_lowercase();
+    ["alias.", "-calias.", "--config-env=alias."]
+        .iter()
+        .any(|p| t.starts_with(p))
 }
 
 fn basename(p: &str) -> &str {
@@ -440,11 +471,26 @@ mod tests {
         ] {
             hit("git push", line);
         }
+        // a shell reading stdin runs what loom cannot see; a git alias on the command line is any subcommand
+        for line in [
+            "echo 'git push' | bash",
+            "bash <<< 'git push'",
+            "sh -s",
+            "sh - x",
+            "git -c alias.p=push p",
+            "git -c Alias.P=push p",
+            "git --config-env=alias.p=X p",
+            "busybox sh -c 'git push'",
+        ] {
+            hit("git push", line);
+        }
         for line in [
             "bash script.sh",
             "env A=1 git status",
             "sh -c 'git status'",
             "nohup gitk push",
+            "bash --version",
+            "git -c user.name=x status",
         ] {
             miss("git push", line);
         }

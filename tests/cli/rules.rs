@@ -164,9 +164,15 @@ fn a_deny_command_rule_sees_every_simple_command() {
         ),
         "permissions.deny_rules[0]",
     );
-    // a program loom only knows when the line runs falls under the rule
-    t.explain("bash", &command("$G push"))
-        .stdout_has("whose program loom only knows when it runs")
+    // a program loom only knows when the line runs falls under the rule: a variable, a shell reading stdin
+    for unknown in ["$G push", "echo 'git push' | sh"] {
+        t.explain("bash", &command(unknown))
+            .stdout_has("whose program loom only knows when it runs")
+            .stdout_has("verdict  DENY");
+    }
+    // so does git with an alias defined on its command line
+    t.explain("bash", &command("git -c alias.p=push p"))
+        .stdout_has("a command a git alias on the command line defines")
         .stdout_has("verdict  DENY");
     // controls: other git commands, other programs, the words inside quotes
     for control in [
