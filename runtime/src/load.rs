@@ -198,3 +198,40 @@ impl ManifestLoader for FsLoader {
         Ok((canonical.display().to_string(), self.ctx.clone(), manifest))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rule_prefixes_canonicalise_through_symlinks_and_refuse_what_cannot_resolve() {
+        let d = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(d.path()).unwrap();
+        std::fs::create_dir_all(root.join("real/keys")).unwrap();
+        std::os::unix::fs::symlink(root.join("real"), root.join("link")).unwrap();
+        std::os::unix::fs::symlink(root.join("nowhere"), root.join("dangling")).unwrap();
+        let p = |rel: &str| root.join(rel);
+        // an existing path through a symlink: its target
+        assert_eq!(
+            canonical_prefix(&p("link/keys")),
+            Ok(format!("{}/real/keys", root.display()))
+        );
+        // a missing leaf under an existing (symlinked) parent: the parent's canonical path and the name
+        assert_eq!(
+            canonical_prefix(&p("link/new")),
+            Ok(format!("{}/real/new", root.display()))
+        );
+        // a missing parent, and a dangling symlink, are refused
+        assert_eq!(
+            canonical_prefix(&p("missing/x")),
+            Err(format!(
+                "does not exist, and neither does its parent {}/missing",
+                root.display()
+            ))
+        );
+        assert_eq!(
+            canonical_prefix(&p("dangling")),
+            Err("is a symlink whose target does not exist".into())
+        );
+    }
+}
