@@ -33,6 +33,8 @@
 mod algebra;
 mod authority;
 mod ceiling;
+mod cmdline;
+mod cmdrule;
 mod contracts;
 mod decide;
 mod doom;
@@ -90,9 +92,9 @@ pub use laws::{
     DEFAULT_TRIALS,
 };
 pub use manifest::{
-    manifest_from_table, parse_manifest, parse_sidecar_group, parse_tool_group, Agent, Harness,
-    LayerSpec, Manifest, ManifestError, ProviderRef, ProviderSpec, Session, Shipped, Source,
-    SubagentRef, SubagentSource, SystemPrompt, ToolEntry, ToolGroup, DEFAULT_TOOLS,
+    is_safe_id, manifest_from_table, parse_manifest, parse_sidecar_group, parse_tool_group, Agent,
+    Harness, LayerSpec, Manifest, ManifestError, ProviderRef, ProviderSpec, Session, Shipped,
+    Source, SubagentRef, SubagentSource, SystemPrompt, ToolEntry, ToolGroup, DEFAULT_TOOLS,
     MAX_MANIFEST_BYTES, MAX_NESTING, META_FACTORIES,
 };
 pub use mcp::{bind_schema, ArgBinding, BindError, BoundTool};
@@ -101,8 +103,8 @@ pub use plan::{plan_mode_verdict, Effect};
 pub use rng::Rng;
 pub use row_map::{RowIntoIter, RowIter, RowMap};
 pub use rules::{
-    combine, wildcard_match, Approval, CallFacts, Permissions, Rule, RuleKind, RulesVerdict,
-    Subject, Verdict,
+    combine, resolve_rule_prefixes, rule_prefixes, wildcard_match, Approval, CallFacts,
+    Permissions, Rule, RuleKind, RulesVerdict, Subject, Verdict,
 };
 pub use secrets::{env_var_passes, grant_secrets, row_secrets, secret_env_names, EnvPolicy};
 pub use server_tools::server_tool_limits;

@@ -1084,8 +1084,20 @@ impl Agent {
                 return self.finish(session, &call.id, out).await;
             }
             (Decision::Allow(_), Verdict::Deny) => {
+                let which = match (judged.verdict, judged.rule) {
+                    (Verdict::Deny, Some((kind, index))) => format!(
+                        " ({}[{index}]{})",
+                        kind.key(),
+                        judged
+                            .matched
+                            .as_ref()
+                            .map(|m| format!(", which matched {m}"))
+                            .unwrap_or_default()
+                    ),
+                    _ => String::new(),
+                };
                 let out = ToolOutput::error(format!(
-                    "{}: refused by a [permissions] deny rule",
+                    "{}: refused by a [permissions] deny rule{which}",
                     call.name
                 ));
                 return self.finish(session, &call.id, out).await;
@@ -1257,9 +1269,9 @@ impl Agent {
             .as_ref()
             .map(|s| s.approvals())
             .unwrap_or_default();
-        let judged = self
-            .permissions
-            .judge(&prepared.facts, Verdict::Allow, &approvals);
+        let judged =
+            self.permissions
+                .judge(&rule_facts(slot, prepared), Verdict::Allow, &approvals);
         (decision, judged)
     }
 
@@ -1299,9 +1311,10 @@ impl Agent {
             tool: tool.to_string(),
             algebra: slot.algebra,
             grant: slot.grant.clone(),
-            facts: prepared.facts,
+            facts: rule_facts(slot, &prepared),
             decision,
             rule,
+            matched: rules.matched,
             approval,
             verdict,
             headless: self.asker.is_none(),
@@ -1312,6 +1325,14 @@ impl Agent {
                 .unwrap_or_default(),
         })
     }
+}
+
+/// The facts `[permissions]` rules read for a call: the tool's own, and the built-in it is (a rule written for
+/// `bash` also judges a built-in renamed `run`).
+fn rule_facts(slot: &ToolSlot, prepared: &Prepared) -> CallFacts {
+    let mut facts = prepared.facts.clone();
+    facts.builtin = slot.tool.builtin().map(str::to_string);
+    facts
 }
 
 /// What a tool of `kind` does, for plan mode: only reads and searches are known to change nothing.
@@ -1337,6 +1358,9 @@ pub struct Explanation {
     pub decision: Decision,
     /// The rule that matched: its list, its index and the rule.
     pub rule: Option<(RuleKind, usize, Rule)>,
+    /// What the rule matched when the rule alone does not say: the simple command an ask or deny command rule found
+    /// in the line.
+    pub matched: Option<String>,
     /// The remembered "always" answer that answered an ask rule.
     pub approval: Option<Remembered>,
     /// The verdict: allow, ask (a headless run refuses it) or deny.

@@ -167,6 +167,10 @@ pub fn boot_with(
 ) -> Result<Booted, BootError> {
     let file = loaded.path.display().to_string();
     let m = &loaded.manifest;
+    // rules loaded from disk are resolved already; a manifest built in code (an inline sub-manifest, the SDK) is
+    // resolved here, against its directory, the same way, before anything runs or is written
+    let permissions = crate::load::resolve_permissions(m, &loaded.dir, &file)
+        .map_err(|e| BootError::Load(LoadError::Manifest(e)))?;
     let cwd_raw = match &opts.cwd {
         Some(c) => c.clone(),
         None => std::env::current_dir().map_err(|source| BootError::Cwd {
@@ -639,7 +643,7 @@ pub fn boot_with(
     parts.max_turn_requests = max_turn_requests;
     parts.system = system;
     parts.tools = tools;
-    parts.permissions = m.permissions.clone();
+    parts.permissions = permissions;
     parts.approvals = Some(Arc::new(approvals));
     parts.authority = authority;
     parts.plan_mode = opts.plan_mode;

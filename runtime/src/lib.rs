@@ -106,7 +106,8 @@ pub use harness::{
 pub use harness::{responses_request_body, OpenAiConfig, OpenAiHarness, ResponsesDecoder};
 pub use hooks::{HookOutcome, HookRunner, HOOK_OUTPUT_LIMIT};
 pub use load::{
-    env_map, load_manifest, path_ctx, read_text, FsLoader, LoadError, Loaded, MAX_MANIFEST_BYTES,
+    env_map, load_manifest, path_ctx, read_text, resolve_permissions, FsLoader, LoadError, Loaded,
+    MAX_MANIFEST_BYTES,
 };
 pub use loom_kernel::{DoomGuard, DOOM_LOOP_THRESHOLD};
 pub use mcp::{

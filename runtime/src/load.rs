@@ -3,7 +3,10 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use loom_kernel::{parse_manifest, Manifest, ManifestError, ManifestLoader, PathCtx};
+use loom_kernel::{
+    parse_manifest, resolve_rule_prefixes, rule_prefixes, Manifest, ManifestError, ManifestLoader,
+    PathCtx, Permissions,
+};
 
 /// The largest manifest loom reads (1 MiB), checked before reading.
 pub const MAX_MANIFEST_BYTES: u64 = 1024 * 1024;
@@ -103,12 +106,65 @@ pub fn load_manifest(path: &Path) -> Result<Loaded, LoadError> {
         .parent()
         .map(Path::to_path_buf)
         .unwrap_or_else(|| PathBuf::from("/"));
-    let manifest = parse_manifest(&text, &path.display().to_string(), &env_map())?;
+    let shown = path.display().to_string();
+    let mut manifest = parse_manifest(&text, &shown, &env_map())?;
+    manifest.permissions = resolve_permissions(&manifest, &dir, &shown)?;
     Ok(Loaded {
         path: canonical,
         dir,
         manifest,
     })
+}
+
+/// The manifest's `[permissions]` rules with every `path_prefix` expanded (`~` against `$HOME`), resolved against
+/// the manifest's directory `dir` and canonicalised (symlinks resolved), as the rules compare them with the
+/// canonical paths of calls. A prefix that cannot be resolved (no home for `~`, a path whose parent does not exist,
+/// a dangling symlink) is an error naming `file`, the rule's key and the fix. Idempotent: resolving resolved rules
+/// changes nothing.
+pub fn resolve_permissions(
+    manifest: &Manifest,
+    dir: &Path,
+    file: &str,
+) -> Result<Permissions, ManifestError> {
+    let ctx = path_ctx(dir);
+    let canonical = rule_prefixes(&manifest.permissions, &ctx, file)?
+        .into_iter()
+        .map(|p| {
+            let c = canonical_prefix(Path::new(&p));
+            (p, c)
+        })
+        .collect();
+    resolve_rule_prefixes(&manifest.permissions, &ctx, file, &canonical)
+}
+
+/// The canonical form of a rule's absolute path prefix: the path itself when it exists, else its parent's canonical
+/// path joined with its name.
+fn canonical_prefix(p: &Path) -> Result<String, String> {
+    let text = |c: PathBuf| {
+        c.into_os_string()
+            .into_string()
+            .map_err(|_| "resolves to a path that is not UTF-8".to_string())
+    };
+    match std::fs::canonicalize(p) {
+        Ok(c) => return text(c),
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            return Err(format!("cannot be resolved ({e})"))
+        }
+        Err(_) => {}
+    }
+    if std::fs::symlink_metadata(p).is_ok() {
+        return Err("is a symlink whose target does not exist".into());
+    }
+    let (Some(parent), Some(name)) = (p.parent(), p.file_name()) else {
+        return Err("does not exist".into());
+    };
+    match std::fs::canonicalize(parent) {
+        Ok(c) => text(c.join(name)),
+        Err(_) => Err(format!(
+            "does not exist, and neither does its parent {}",
+            parent.display()
+        )),
+    }
 }
 
 /// Loads sub-manifests named by path, relative to the manifest that names them.
@@ -140,5 +196,42 @@ impl ManifestLoader for FsLoader {
         let manifest = parse_manifest(&text, &target.display().to_string(), &self.env)
             .map_err(|e| e.to_string())?;
         Ok((canonical.display().to_string(), self.ctx.clone(), manifest))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rule_prefixes_canonicalise_through_symlinks_and_refuse_what_cannot_resolve() {
+        let d = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(d.path()).unwrap();
+        std::fs::create_dir_all(root.join("real/keys")).unwrap();
+        std::os::unix::fs::symlink(root.join("real"), root.join("link")).unwrap();
+        std::os::unix::fs::symlink(root.join("nowhere"), root.join("dangling")).unwrap();
+        let p = |rel: &str| root.join(rel);
+        // an existing path through a symlink: its target
+        assert_eq!(
+            canonical_prefix(&p("link/keys")),
+            Ok(format!("{}/real/keys", root.display()))
+        );
+        // a missing leaf under an existing (symlinked) parent: the parent's canonical path and the name
+        assert_eq!(
+            canonical_prefix(&p("link/new")),
+            Ok(format!("{}/real/new", root.display()))
+        );
+        // a missing parent, and a dangling symlink, are refused
+        assert_eq!(
+            canonical_prefix(&p("missing/x")),
+            Err(format!(
+                "does not exist, and neither does its parent {}/missing",
+                root.display()
+            ))
+        );
+        assert_eq!(
+            canonical_prefix(&p("dangling")),
+            Err("is a symlink whose target does not exist".into())
+        );
     }
 }

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use loom_kernel::Manifest;
+use loom_kernel::{is_safe_id, Manifest};
 
 /// The storage directory of `manifest`: `$LOOM_DATA_HOME/agents/<id>`, else `$XDG_DATA_HOME/loom/agents/<id>`, else
 /// `~/.local/share/loom/agents/<id>`, where `<id>` is `[agent].storage_id` or the agent's name. Computed, not
@@ -14,10 +14,27 @@ pub fn storage_dir(manifest: &Manifest, env: &BTreeMap<String, String>) -> PathB
         .storage_id
         .as_deref()
         .unwrap_or(&manifest.agent.name);
-    let id: String = id
-        .chars()
-        .map(|c| if c == '/' || c == '\0' { '_' } else { c })
-        .collect();
+    // the manifest parser refuses anything but a safe identifier; a manifest built in code that holds one anyway
+    // still gets a single component that cannot climb (no `/`, no `.`)
+    let id: String = if is_safe_id(id) {
+        id.to_string()
+    } else {
+        let s: String = id
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '-' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        if s.is_empty() {
+            "_".into()
+        } else {
+            s
+        }
+    };
     data_home(env).join("agents").join(id)
 }
 

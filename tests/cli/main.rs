@@ -6,6 +6,7 @@ mod explain;
 mod gate;
 mod mcp;
 mod model_install;
+mod rules;
 mod skill_authority;
 mod skills;
 mod version;

@@ -15,6 +15,7 @@ mod openai_chat;
 mod prompt;
 mod providers;
 mod repl;
+mod rules;
 mod secrets;
 mod secrets_chain;
 mod session;

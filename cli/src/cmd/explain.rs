@@ -109,6 +109,9 @@ fn render(x: &Explanation) -> String {
                 "rule",
                 format!("{}[{i}] {} matched: {what}", kind.key(), render_rule(rule)),
             );
+            if let Some(m) = &x.matched {
+                line("matched", m.clone());
+            }
         }
         None => line(
             "rule",

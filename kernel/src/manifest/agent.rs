@@ -33,6 +33,39 @@ pub struct Agent {
     pub metadata: BTreeMap<String, toml::Value>,
 }
 
+/// The longest `name` / `storage_id`.
+pub const MAX_ID_LEN: usize = 64;
+
+/// True for a safe identifier: 1 to [`MAX_ID_LEN`] characters from `A-Z a-z 0-9 . _ -`, starting with a letter or
+/// a digit. `name` and `storage_id` become a directory name under loom's data home (`agents/<id>`), so they must
+/// be one path component that cannot climb (`..`), hide (`.x`) or read as an option (`-x`).
+pub fn is_safe_id(s: &str) -> bool {
+    s.len() <= MAX_ID_LEN
+        && s.chars().next().is_some_and(|c| c.is_ascii_alphanumeric())
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+}
+
+fn want_id(ctx: Ctx<'_>, path: &str, v: &toml::Value) -> Result<String, ManifestError> {
+    let s = want_name(ctx, path, v)?;
+    if is_safe_id(s) {
+        return Ok(s.to_string());
+    }
+    let key = path.rsplit('.').next().unwrap_or(path);
+    Err(ctx
+        .err(
+            path,
+            // the value is not echoed: it may come from a substituted variable
+            format!(
+                "not a safe identifier: it names the agent's storage directory, so it must be 1-{MAX_ID_LEN} \
+                 characters from A-Z a-z 0-9 . _ - starting with a letter or a digit"
+            ),
+        )
+        .with_hint(format!(
+            "{key} = \"my-agent\"; put a longer display text in description"
+        )))
+}
+
 /// `system_prompt = "..."` or `system_prompt = { path = "..." }`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SystemPrompt {
@@ -50,7 +83,7 @@ pub(crate) fn parse_agent(
 ) -> Result<Agent, ManifestError> {
     check_keys(ctx, path, table, AGENT_KEYS)?;
     let name = match table.get("name") {
-        Some(v) => want_name(ctx, &join(path, "name"), v)?.to_string(),
+        Some(v) => want_id(ctx, &join(path, "name"), v)?,
         None => {
             return Err(ctx
                 .err(&join(path, "name"), "missing; every agent needs a name")
@@ -94,7 +127,7 @@ pub(crate) fn parse_agent(
         None => Vec::new(),
     };
     let storage_id = match table.get("storage_id") {
-        Some(v) => Some(want_name(ctx, &join(path, "storage_id"), v)?.to_string()),
+        Some(v) => Some(want_id(ctx, &join(path, "storage_id"), v)?),
         None => None,
     };
     let metadata = match table.get("metadata") {

@@ -28,7 +28,7 @@ mod typed;
 #[cfg(test)]
 mod tests;
 
-pub use agent::{Agent, SystemPrompt};
+pub use agent::{is_safe_id, Agent, SystemPrompt};
 pub use error::ManifestError;
 pub use group::{parse_sidecar_group, parse_tool_group, ToolGroup};
 pub use harness::Harness;

@@ -658,11 +658,14 @@ fn env_substitution_example() {
         "[agent]\nname = \"${1X}\"\n",
         "agent.name: malformed variable reference",
     );
-    let m = parses("[agent]\nname = \"$NAME is literal\"\n");
-    assert_eq!(m.agent.name, "$NAME is literal");
+    let m = parses("[agent]\nname = \"a\"\ndescription = \"$NAME is literal\"\n");
+    assert_eq!(m.agent.description.as_deref(), Some("$NAME is literal"));
     // An env value is substituted once, never re-scanned, and never echoed in an error.
-    let m = parses_with("[agent]\nname = \"${A}\"\n", &env(&[("A", "${B}")]));
-    assert_eq!(m.agent.name, "${B}");
+    let m = parses_with(
+        "[agent]\nname = \"a\"\ndescription = \"${A}\"\n",
+        &env(&[("A", "${B}")]),
+    );
+    assert_eq!(m.agent.description.as_deref(), Some("${B}"));
     let e = fails_with(
         "[agent]\nname = \"${TOKEN}\"\ndescription = \"${MISSING}\"\n",
         &env(&[("TOKEN", "sk-secret-value")]),
@@ -1087,6 +1090,51 @@ fn wrong_types_and_shapes() {
     for (text, want) in cases {
         fails(text, want);
     }
+}
+
+#[test]
+fn names_and_storage_ids_are_single_safe_path_components() {
+    for ok in ["a", "my-agent", "Agent_2", "demo.v1", "0x", &"a".repeat(64)] {
+        let m = parses(&format!(
+            "[agent]\nname = \"{ok}\"\nstorage_id = \"{ok}\"\n"
+        ));
+        assert_eq!(
+            (m.agent.name.as_str(), m.agent.storage_id.as_deref()),
+            (ok, Some(ok))
+        );
+    }
+    let why = "not a safe identifier: it names the agent's storage directory, so it must be 1-64 characters from \
+               A-Z a-z 0-9 . _ - starting with a letter or a digit";
+    for bad in [
+        "../../etc",
+        "..",
+        ".",
+        "a/b",
+        "/abs",
+        ".hidden",
+        "-rf",
+        "my agent",
+        "a\\u0000b",
+        "ü",
+        "a:b",
+        &"a".repeat(65),
+    ] {
+        fails(
+            &format!("[agent]\nname = \"a\"\nstorage_id = \"{bad}\"\n"),
+            &format!("agent.toml: agent.storage_id: {why} (hint: storage_id = \"my-agent\"; put a longer display text in description)"),
+        );
+        fails(
+            &format!("[agent]\nname = \"{bad}\"\n"),
+            &format!("agent.toml: agent.name: {why} (hint: name = \"my-agent\"; put a longer display text in description)"),
+        );
+    }
+    // a substituted value is judged, and not echoed
+    let e = fails_with(
+        "[agent]\nname = \"${N}\"\n",
+        &env(&[("N", "../secret-ish")]),
+        "agent.name: not a safe identifier",
+    );
+    assert!(!e.to_string().contains("secret-ish"));
 }
 
 #[test]

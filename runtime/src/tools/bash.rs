@@ -99,6 +99,10 @@ impl Tool for BashTool {
         &self.env.instance
     }
 
+    fn builtin(&self) -> Option<&'static str> {
+        Some("bash")
+    }
+
     fn kind(&self) -> ToolKind {
         ToolKind::Execute
     }
@@ -213,6 +217,8 @@ impl Tool for BashTool {
                 tool: name,
                 path: Some(cwd_s),
                 command: Some(line),
+                // ask and deny rules read an argv call word by word, not its space-joined line
+                argv: argv.clone(),
                 ..CallFacts::default()
             },
             locations: vec![],

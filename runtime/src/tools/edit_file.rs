@@ -132,6 +132,10 @@ impl Tool for EditFileTool {
         &self.env.instance
     }
 
+    fn builtin(&self) -> Option<&'static str> {
+        Some("edit_file")
+    }
+
     fn kind(&self) -> ToolKind {
         ToolKind::Edit
     }

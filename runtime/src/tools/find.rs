@@ -47,6 +47,10 @@ impl Tool for FindTool {
         &self.env.instance
     }
 
+    fn builtin(&self) -> Option<&'static str> {
+        Some("find")
+    }
+
     fn kind(&self) -> ToolKind {
         ToolKind::Search
     }

@@ -163,6 +163,11 @@ pub trait Tool: Send + Sync {
     fn spec(&self) -> ToolSpec;
     /// Parses `input` and gathers the facts the kernel decides on. An error is fed back to the model.
     fn prepare(&self, input: &serde_json::Value) -> Result<Prepared, String>;
+    /// The built-in tool this is (`bash` for a built-in the manifest or a skill renamed `run`), so that ask and deny
+    /// rules written for the built-in match it too; `None` for tools that are not built-ins.
+    fn builtin(&self) -> Option<&'static str> {
+        None
+    }
     /// True when a run needs the agent's history in [`ToolCtx::history`] (spawn_subagent, for `fork-of-parent`).
     fn wants_history(&self) -> bool {
         false

@@ -26,6 +26,10 @@ impl Tool for ReadFileTool {
         &self.env.instance
     }
 
+    fn builtin(&self) -> Option<&'static str> {
+        Some("read_file")
+    }
+
     fn kind(&self) -> ToolKind {
         ToolKind::Read
     }

@@ -153,6 +153,10 @@ impl Tool for SpawnSubagentTool {
         &self.env.instance
     }
 
+    fn builtin(&self) -> Option<&'static str> {
+        Some("spawn_subagent")
+    }
+
     fn kind(&self) -> ToolKind {
         ToolKind::Other
     }

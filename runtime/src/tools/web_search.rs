@@ -73,6 +73,10 @@ impl Tool for WebSearchTool {
         &self.env.instance
     }
 
+    fn builtin(&self) -> Option<&'static str> {
+        Some("web_search")
+    }
+
     fn kind(&self) -> ToolKind {
         ToolKind::Search
     }

@@ -26,6 +26,10 @@ impl Tool for WriteFileTool {
         &self.env.instance
     }
 
+    fn builtin(&self) -> Option<&'static str> {
+        Some("write_file")
+    }
+
     fn kind(&self) -> ToolKind {
         ToolKind::Edit
     }
