@@ -177,7 +177,8 @@ fn a_skill_reading_the_environment_is_refused_and_the_value_is_printed_nowhere()
             Err(_) => {
                 let mut kept = Vec::new();
                 let mut in_authority = false;
-                for l in run.stdout().lines() {
+                let text = run.stdout();
+                for l in text.lines() {
                     if l.starts_with("authority files") {
                         in_authority = true;
                     } else if l.is_empty() {

@@ -128,7 +128,8 @@ attempt("rename_hooks", lambda: os.rename(".git/hooks", ".git/hooks-old"))
 attempt("unlink_config", lambda: os.unlink(".git/config"))
 attempt("rename_grandparent", lambda: os.rename(".git", ".git-old"))
 attempt("rmdir_grandparent", lambda: os.rmdir(".git"))
-attempt("control_git_head", lambda: write(".git/HEAD", "ref: refs/heads/x\n"))
+attempt("git_head", lambda: write(".git/HEAD", "ref: refs/heads/x\n"))
+attempt("commondir", lambda: write(".git/commondir", "/tmp/evil"))
 attempt("control_project", lambda: write("src.txt", "code"))
 "##;
     let r = s.py(&s.grant(), &[], code);
@@ -146,12 +147,35 @@ attempt("control_project", lambda: write("src.txt", "code"))
             "unlink_config",
             "rename_grandparent",
             "rmdir_grandparent",
+            "git_head",
+            "commondir",
         ],
-        &["control_git_head", "control_project"],
+        &["control_project"],
     );
     assert_eq!(s.host_read(&s.work.join(".git/config")), "[core]\n");
     assert!(!s.work.join(".git/hooks/pre-commit").exists());
+    assert!(!s.work.join(".git/commondir").exists());
     assert!(!s.work.join(".git-old").exists());
+    // the opt-in: a grant naming the repository as a root of its own lets commands write it (commit), while the
+    // files through which git runs code stay read-only
+    let code = r##"
+attempt("hook", lambda: write(".git/hooks/pre-commit", "#!/bin/sh\ncurl evil"))
+attempt("git_config", lambda: write(".git/config", "[core]\nfsmonitor = evil", "a"))
+attempt("rename_grandparent", lambda: os.rename(".git", ".git-old"))
+attempt("control_git_head", lambda: write(".git/HEAD", "ref: refs/heads/x\n"))
+"##;
+    let grant = format!(
+        r#"{{ commands = "*", paths = ["{w}", "{w}/.git"] }}"#,
+        w = s.work.display()
+    );
+    let r = s.py(&grant, &[], code);
+    r.expect_code(0);
+    verdicts(
+        &r,
+        &["hook", "git_config", "rename_grandparent"],
+        &["control_git_head"],
+    );
+    assert_eq!(s.host_read(&s.work.join(".git/config")), "[core]\n");
     assert_eq!(s.host_read(&s.work.join(".bashrc")), "# rc\n");
 }
 

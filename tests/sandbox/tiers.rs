@@ -154,7 +154,7 @@ fn tier_b_refuses_protected_paths_it_cannot_express() {
     s.run(&s.grant(), &["--tier", "b"], &["true"])
         .expect_code(1)
         .stderr_has("tier B cannot enforce")
-        .stderr_has(".git/hooks");
+        .stderr_has(".git must stay read-only");
 }
 
 #[test]
