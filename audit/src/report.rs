@@ -8,10 +8,10 @@ use std::sync::mpsc::{Receiver, TryRecvError};
 use std::sync::Arc;
 
 use loom_kernel::{
-    authority_exposure, judge_group, tool_grants, AlgebraKind, Authority, AuthorityFile, Ceiling,
-    Exposure, GroupJudgement, LawCheck, LawReport, LawTally, LawViolation, Manifest,
-    ManifestLoader, PathCtx, ProviderRef, ProviderSpec, SubagentVerdict, ToolGrant, DEFAULT_SEED,
-    DEFAULT_TRIALS,
+    authority_exposure, judge_group, tool_grants, AlgebraKind, Authority, AuthorityFile,
+    AuthorityKind, Ceiling, Exposure, GroupJudgement, LawCheck, LawReport, LawTally, LawViolation,
+    Manifest, ManifestLoader, PathCtx, ProviderRef, ProviderSpec, SubagentVerdict, ToolGrant,
+    DEFAULT_SEED, DEFAULT_TRIALS,
 };
 
 /// How serious a finding is. `Error` makes the audit fail (exit 1).
@@ -604,6 +604,18 @@ pub fn add_authority(report: &mut Report, authority: &Authority) {
         .collect();
     report.authority = authority_exposure(authority, &grants, &report.ctx);
     for (file, e) in &report.authority {
+        if let (AuthorityKind::LoomHelper, Exposure::Protected(tools)) = (file.kind, e) {
+            report.findings.push(Finding {
+                level: Level::Warning,
+                subject: tools.join(", "),
+                message: format!(
+                    "the grant covers loom's own executable {}: loom keeps it read-only for the agent, but install \
+                     loom outside every directory an agent may write (for example /usr/local/bin, not ~/.cargo/bin \
+                     under a `~` grant, nor the project's target/)",
+                    file.path
+                ),
+            });
+        }
         if let Exposure::Exposed(tools) = e {
             report.findings.push(Finding {
                 level: Level::Error,

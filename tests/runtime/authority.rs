@@ -278,3 +278,27 @@ fn audit_lists_authority_files_and_fails_when_one_is_exposed() {
     let r = s.loom(&["audit", "agent.toml"]);
     r.expect_code(1).stdout_has("EXPOSED to bash");
 }
+
+#[test]
+fn audit_warns_when_a_grant_covers_loom_s_own_executables() {
+    let bin_dir = loom_tests::loom_bin()
+        .canonicalize()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .display()
+        .to_string();
+    let s = project(&[], "");
+    let text = read(&s, "agent.toml").replace(
+        r#"write_file = { paths = ["./"] }"#,
+        &format!("write_file = {{ paths = [\"./\", {bin_dir:?}] }}"),
+    );
+    s.write("agent.toml", &text);
+    let r = s.loom(&["audit", "agent.toml"]);
+    r.expect_code(0).stdout_has("covers loom's own executable");
+    // the control: the ordinary project grant does not reach them
+    let s = project(&[], "");
+    s.loom(&["audit", "agent.toml"])
+        .expect_code(0)
+        .stdout_lacks("covers loom's own executable");
+}
