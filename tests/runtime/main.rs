@@ -18,7 +18,9 @@ mod session;
 mod shipped;
 mod skills;
 mod subagent;
+mod terminal;
 mod thinking;
+mod torn_log;
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
