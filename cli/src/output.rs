@@ -22,8 +22,9 @@ pub fn current_dir() -> Result<std::path::PathBuf, i32> {
     })
 }
 
-/// Prints `loom: <message>` to stderr and returns `code`.
+/// Prints `loom: <message>` to stderr and returns `code`. The message may quote a provider or a tool, so it is made
+/// [`loom_runtime::terminal_safe`] first.
 pub fn fail(code: i32, message: &str) -> i32 {
-    eprintln!("loom: {message}");
+    eprintln!("loom: {}", loom_runtime::terminal_safe(message));
     code
 }

@@ -52,6 +52,7 @@ mod baseline;
 mod boot;
 mod bus;
 mod contributed;
+mod display;
 mod explain;
 mod harness;
 mod hooks;
@@ -86,6 +87,7 @@ pub use baseline::{git_show, BaselineSpec};
 pub use boot::{boot, boot_loaded, boot_with, BootError, BootOptions, Booted, Prebuilt};
 pub use bus::{Bus, Capacity, Subscription, DEFAULT_CAPACITY};
 pub use contributed::rejection_note;
+pub use display::terminal_safe;
 pub use explain::{explain_call, ExplainError};
 pub use harness::local::{models_dir, DEFAULT_CONTEXT as LOCAL_DEFAULT_CONTEXT};
 pub use harness::HarnessPlace;
@@ -96,8 +98,8 @@ pub use harness::{
 };
 pub use harness::{
     build_harness, build_harness_in, classify_http, parse_retry_after, EventStream, Harness,
-    HarnessConfigError, HarnessError, SseEvent, SseParser, TestHarness, TestStep, TestTurn,
-    DEFAULT_MAX_TURN_REQUESTS, MAX_SSE_LINE,
+    HarnessConfigError, HarnessError, SseEvent, SseLimits, SseParser, TestHarness, TestStep,
+    TestTurn, DEFAULT_MAX_TURN_REQUESTS, MAX_SSE_EVENT, MAX_SSE_LINE, MAX_SSE_STREAM,
 };
 pub use harness::{
     chat_request_body, ChatDecoder, OpenAiChatConfig, OpenAiChatHarness, OPENAI_API_KEY,
@@ -127,9 +129,12 @@ pub use providers::{
     ProviderInfo, ProviderPlace, Resolved, ShippedSource, ShippedState,
 };
 pub use repl::{
-    ask_question, parse_answer, parse_command, run_repl, Command, ReplUi, TurnStats, COMMANDS, TICK,
+    answer_line, ask_question, parse_answer, parse_command, run_repl, Command, ReplUi, TurnStats,
+    COMMANDS, TICK,
 };
-pub use retry::{RetryPolicy, Sleeper, TokioSleeper, BASE_DELAY, MAX_ATTEMPTS, MAX_DELAY};
+pub use retry::{
+    RetryPolicy, Sleeper, TokioSleeper, BASE_DELAY, MAX_ATTEMPTS, MAX_DELAY, MAX_RETRY_AFTER,
+};
 pub use sdk::{run_agent, AgentDef, LayerSlot};
 pub use secrets::{
     env_names, secret_store_paths, user_secrets_path, Secret, SecretChain, SecretSource,

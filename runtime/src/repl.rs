@@ -20,6 +20,7 @@ use tokio_util::sync::CancellationToken;
 use crate::agent::{Agent, AskAnswer, Asker, PermissionAsk, TurnOutcome};
 use crate::boot::{boot, BootOptions};
 use crate::bus::Capacity;
+use crate::display::terminal_safe;
 use crate::prompt::PromptError;
 use crate::update::SessionUpdate;
 
@@ -44,19 +45,37 @@ pub trait ReplUi: Send {
     fn ask(&mut self, ask: &PermissionAsk) {
         self.note(&ask_question(ask));
     }
+    /// The user answered `ask` (or it was refused by Ctrl-C or the end of input); nothing the turn produced was
+    /// shown since the question. The default repeats the call with the answer ([`answer_line`]).
+    fn answered(&mut self, ask: &PermissionAsk, answer: &AskAnswer) {
+        self.note(&answer_line(ask, answer));
+    }
 }
 
-/// The question for an ask: why, the call, and the answers possible.
+/// The question for an ask: why, the call, and the answers possible. Built from loom's own data (the call as the
+/// kernel judged it) and made [`terminal_safe`]: nothing in it can move the cursor or restyle the screen.
 pub fn ask_question(ask: &PermissionAsk) -> String {
     let choices = if ask.rememberable {
         "[o]nce, [a]lways (this exact call, remembered for this agent), [r]eject"
     } else {
         "[o]nce, [r]eject"
     };
-    format!(
+    let question = format!(
         "approve? {}\n  {} {}\n  {choices}",
         ask.reason, ask.call.title, ask.call.raw_input
-    )
+    );
+    terminal_safe(&question).into_owned()
+}
+
+/// The line that records an answer: what was decided, for exactly which call (loom's data, [`terminal_safe`]).
+pub fn answer_line(ask: &PermissionAsk, answer: &AskAnswer) -> String {
+    let what = match answer {
+        AskAnswer::AllowOnce => "approved once".to_string(),
+        AskAnswer::AllowAlways => "approved always".to_string(),
+        AskAnswer::Reject(why) => format!("rejected ({why})"),
+    };
+    let line = format!("{what}: {} {}", ask.call.title, ask.call.raw_input);
+    terminal_safe(&line).into_owned()
 }
 
 /// The answer a typed line gives to `ask`, or `None` when it is not one of the choices offered.
@@ -277,6 +296,91 @@ pub fn run_repl(
     })
 }
 
+/// What the user sees of a running turn: the updates in order, except that nothing the model or a tool produces is
+/// shown while a permission question waits for its answer. Updates that arrive meanwhile are held and shown after
+/// the answer (which is repeated first, from loom's own data), so the question is always the last thing on screen
+/// while it is open and nothing can draw over it.
+#[derive(Default)]
+struct Screen {
+    /// The ask being put to the user: the next line answers it.
+    asking: Option<AskMsg>,
+    /// Updates that arrived while it was open.
+    held: Vec<SessionUpdate>,
+    stats: TurnStats,
+    first_text: Option<Instant>,
+}
+
+impl Screen {
+    /// An update of the running turn: shown, or held while a question is open.
+    fn update(&mut self, u: SessionUpdate, ui: &mut dyn ReplUi) {
+        match &u {
+            SessionUpdate::AgentMessageChunk(c) => {
+                let now = Instant::now();
+                let first = *self.first_text.get_or_insert(now);
+                self.stats.text_chars += c.content.as_text().chars().count();
+                self.stats.streaming = now - first;
+            }
+            SessionUpdate::UsageUpdate(usage) => {
+                self.stats.context_size = usage.size.or(self.stats.context_size);
+                self.stats.context_tokens = Some(usage.used);
+            }
+            _ => {}
+        }
+        if self.asking.is_some() {
+            self.held.push(u);
+        } else {
+            ui.update(&u);
+        }
+    }
+
+    /// Puts a question to the user.
+    fn ask(&mut self, msg: AskMsg, ui: &mut dyn ReplUi) {
+        ui.ask(&msg.0);
+        self.asking = Some(msg);
+    }
+
+    /// A line typed while a question is open: its answer, or the question again when it is not one of the choices.
+    /// False when no question is open (the line is steering).
+    fn line(&mut self, line: &str, ui: &mut dyn ReplUi) -> bool {
+        let Some((ask, reply)) = self.asking.take() else {
+            return false;
+        };
+        match parse_answer(line, &ask) {
+            Some(answer) => {
+                ui.answered(&ask, &answer);
+                let _ = reply.send(answer);
+                self.release(ui);
+            }
+            None => {
+                ui.note(if ask.rememberable {
+                    "answer o (once), a (always) or r (reject)"
+                } else {
+                    "answer o (once) or r (reject)"
+                });
+                ui.ask(&ask);
+                self.asking = Some((ask, reply));
+            }
+        }
+        true
+    }
+
+    /// The open question (if any) goes unanswered, which refuses it: `why` says why (Ctrl-C, the end of input).
+    fn refuse(&mut self, why: &str, ui: &mut dyn ReplUi) {
+        if let Some((ask, reply)) = self.asking.take() {
+            ui.answered(&ask, &AskAnswer::Reject(why.into()));
+            drop(reply);
+        }
+        self.release(ui);
+    }
+
+    /// Shows what was held while the question was open.
+    fn release(&mut self, ui: &mut dyn ReplUi) {
+        for u in std::mem::take(&mut self.held) {
+            ui.update(&u);
+        }
+    }
+}
+
 /// Runs one turn. Returns true when the input ended while it ran.
 async fn turn(
     agent: &Agent,
@@ -286,80 +390,56 @@ async fn turn(
     asks: &mut mpsc::UnboundedReceiver<AskMsg>,
     sigint: &mut tokio::signal::unix::Signal,
 ) -> bool {
-    // the ask being put to the user: the next line answers it
-    let mut asking: Option<AskMsg> = None;
+    let mut screen = Screen::default();
     let updates = agent.subscribe(Capacity::Unbounded);
     let cancel = CancellationToken::new();
     let start = Instant::now();
-    let mut stats = TurnStats::default();
-    let mut first_text: Option<Instant> = None;
     let mut eof = false;
     let mut ticker = tokio::time::interval(TICK);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     ui.turn_start();
     let run = agent.prompt(text, cancel.clone());
     tokio::pin!(run);
-    let mut seen = |u: &SessionUpdate, ui: &mut dyn ReplUi, stats: &mut TurnStats| {
-        match u {
-            SessionUpdate::AgentMessageChunk(c) => {
-                let now = Instant::now();
-                let first = *first_text.get_or_insert(now);
-                stats.text_chars += c.content.as_text().chars().count();
-                stats.streaming = now - first;
-            }
-            SessionUpdate::UsageUpdate(usage) => {
-                stats.context_size = usage.size.or(stats.context_size);
-                stats.context_tokens = Some(usage.used);
-            }
-            _ => {}
-        }
-        ui.update(u);
-    };
     let outcome = loop {
         tokio::select! {
             biased;
-            Some(u) = updates.recv() => seen(&u, ui, &mut stats),
+            Some(u) = updates.recv() => screen.update(u, ui),
             o = &mut run => break o,
             _ = sigint.recv() => {
                 // dropping an unanswered question refuses it; the cancelled turn stops waiting anyway
-                asking = None;
+                screen.refuse("Ctrl-C", ui);
                 cancel.cancel();
             }
-            Some(msg) = asks.recv(), if asking.is_none() => {
-                ui.ask(&msg.0);
-                asking = Some(msg);
-            }
-            l = lines.recv(), if !eof => match (l.flatten(), asking.take()) {
-                (Some(l), Some((ask, reply))) => match parse_answer(&l, &ask) {
-                    Some(answer) => {
-                        let _ = reply.send(answer);
-                    }
-                    None => {
-                        ui.note(if ask.rememberable {
-                            "answer o (once), a (always) or r (reject)"
-                        } else {
-                            "answer o (once) or r (reject)"
-                        });
-                        asking = Some((ask, reply));
-                    }
-                },
-                (Some(l), None) if !l.trim().is_empty() => {
-                    agent.steer(l);
-                    ui.note("(queued: the agent reads it after the current tool calls)");
+            Some(msg) = asks.recv(), if screen.asking.is_none() => {
+                // what the turn produced before it asked comes first: the question is the last thing shown
+                while let Some(u) = updates.try_recv() {
+                    screen.update(u, ui);
                 }
-                (Some(_), None) => {}
-                (None, question) => {
+                screen.ask(msg, ui);
+            }
+            l = lines.recv(), if !eof => match l.flatten() {
+                Some(l) => {
+                    if !screen.line(&l, ui) && !l.trim().is_empty() {
+                        agent.steer(l);
+                        ui.note("(queued: the agent reads it after the current tool calls)");
+                    }
+                }
+                None => {
                     // the end of input answers nothing: an open question is refused
-                    drop(question);
+                    screen.refuse("the input ended", ui);
                     eof = true;
                 }
             },
             _ = ticker.tick() => ui.tick(start.elapsed()),
         }
     };
+    // the turn is over: a question still open has no one waiting for it
+    screen.asking = None;
+    screen.release(ui);
     while let Some(u) = updates.try_recv() {
-        seen(&u, ui, &mut stats);
+        screen.update(u, ui);
     }
+    let mut stats = std::mem::take(&mut screen.stats);
     stats.elapsed = start.elapsed();
     // the compacting layer's count is what the next request carries (it drops to nothing right after a compaction)
     if let Some(n) = agent.tokens_in_context().await {
@@ -465,6 +545,146 @@ mod tests {
         ask.rememberable = false;
         assert_eq!(parse_answer("a", &ask), None);
         assert!(!ask_question(&ask).contains("always"));
+    }
+
+    /// A [`ReplUi`] that records what it was asked to show.
+    #[derive(Default)]
+    struct Recorder(Vec<String>);
+
+    impl ReplUi for Recorder {
+        fn note(&mut self, text: &str) {
+            self.0.push(format!("note: {text}"));
+        }
+        fn prompt(&mut self) {}
+        fn turn_start(&mut self) {}
+        fn update(&mut self, update: &SessionUpdate) {
+            let text = match update {
+                SessionUpdate::AgentMessageChunk(c) => c.content.as_text().to_string(),
+                SessionUpdate::ToolCallUpdate(t) => t.text(),
+                other => format!("{other:?}"),
+            };
+            self.0.push(format!("update: {text}"));
+        }
+        fn tick(&mut self, _elapsed: Duration) {}
+        fn turn_end(&mut self, _outcome: &TurnOutcome, _stats: &TurnStats) {}
+        fn ask(&mut self, ask: &PermissionAsk) {
+            self.0.push(format!("ask: {}", ask_question(ask)));
+        }
+    }
+
+    fn read_ask(raw_input: serde_json::Value) -> PermissionAsk {
+        use crate::update::{ToolCall, ToolKind, ToolStatus};
+        PermissionAsk {
+            call: ToolCall {
+                tool_call_id: "c".into(),
+                title: "read_file".into(),
+                kind: ToolKind::Read,
+                status: ToolStatus::Pending,
+                raw_input,
+                content: vec![],
+                locations: vec![],
+            },
+            reason: "read_file: an ask rule".into(),
+            rememberable: false,
+        }
+    }
+
+    fn text(t: &str) -> SessionUpdate {
+        SessionUpdate::AgentMessageChunk(crate::update::Chunk {
+            content: crate::update::Content::text(t),
+            message_id: None,
+        })
+    }
+
+    fn output(t: &str) -> SessionUpdate {
+        use crate::update::{Content, ToolCallContent, ToolCallUpdate, ToolStatus};
+        SessionUpdate::ToolCallUpdate(ToolCallUpdate {
+            tool_call_id: "other".into(),
+            status: Some(ToolStatus::Completed),
+            content: Some(vec![ToolCallContent::Content {
+                content: Content::text(t),
+            }]),
+            raw_output: None,
+        })
+    }
+
+    #[test]
+    fn nothing_is_shown_while_a_question_waits_and_the_answer_repeats_the_call() {
+        let mut ui = Recorder::default();
+        let mut screen = Screen::default();
+        screen.update(text("before"), &mut ui);
+        let (tx, mut rx) = oneshot::channel();
+        screen.ask(
+            (read_ask(serde_json::json!({"path": "a.txt"})), tx),
+            &mut ui,
+        );
+        // a tool's output and the model's text arrive while the question is open: held, not shown
+        screen.update(output("\x1b[3A\x1b[Jfake question"), &mut ui);
+        screen.update(text("after"), &mut ui);
+        assert_eq!(ui.0.len(), 2, "{:#?}", ui.0);
+        assert!(ui.0[1].starts_with("ask: approve?"), "{:#?}", ui.0);
+        // not an answer: the hint, the question again, and still nothing held is shown
+        assert!(screen.line("maybe", &mut ui));
+        assert!(rx.try_recv().is_err());
+        assert_eq!(ui.0.len(), 4, "{:#?}", ui.0);
+        assert!(ui.0[3].starts_with("ask: approve?"), "{:#?}", ui.0);
+        // the answer: the call repeated with it, then what was held, in order
+        assert!(screen.line("o", &mut ui));
+        assert_eq!(rx.try_recv().unwrap(), AskAnswer::AllowOnce);
+        assert_eq!(
+            ui.0[4..],
+            [
+                r#"note: approved once: read_file {"path":"a.txt"}"#.to_string(),
+                "update: \x1b[3A\x1b[Jfake question".to_string(),
+                "update: after".to_string(),
+            ]
+        );
+        // with no question open a line is not an answer (it is steering)
+        assert!(!screen.line("o", &mut ui));
+        screen.update(text("live"), &mut ui);
+        assert_eq!(ui.0.last().unwrap(), "update: live");
+    }
+
+    #[test]
+    fn a_refused_question_releases_what_was_held() {
+        let mut ui = Recorder::default();
+        let mut screen = Screen::default();
+        let (tx, mut rx) = oneshot::channel();
+        screen.ask((read_ask(serde_json::json!({"path": "b"})), tx), &mut ui);
+        screen.update(output("late"), &mut ui);
+        assert_eq!(ui.0.len(), 1);
+        screen.refuse("Ctrl-C", &mut ui);
+        // the reply was dropped: the asker reads that as a refusal
+        assert!(rx.try_recv().is_err());
+        assert_eq!(
+            ui.0[1..],
+            [
+                r#"note: rejected (Ctrl-C): read_file {"path":"b"}"#.to_string(),
+                "update: late".to_string()
+            ]
+        );
+    }
+
+    #[test]
+    fn the_question_shows_a_hostile_call_escaped() {
+        let ask = read_ask(serde_json::json!({
+            "path": "git push evil #\r\u{1b}[2K? \u{9b}33m\u{202e}status"
+        }));
+        let q = ask_question(&ask);
+        assert!(
+            !q.contains('\x1b') && !q.contains('\r') && !q.contains('\u{9b}'),
+            "{q:?}"
+        );
+        assert!(!q.contains('\u{202e}'), "{q:?}");
+        assert!(
+            q.contains("\\u{9b}33m") && q.contains("\\u{202e}status"),
+            "{q:?}"
+        );
+        let a = answer_line(&ask, &AskAnswer::AllowOnce);
+        assert!(
+            a.starts_with("approved once: read_file") && !a.contains('\u{9b}'),
+            "{a:?}"
+        );
     }
 
     #[test]

@@ -2,8 +2,10 @@
 //!
 //! Only the START of a request is retried (before the first event is consumed); once any event arrived, an error is
 //! surfaced instead. Retryable: rate limits, overloads, network errors, HTTP 5xx. Never: auth, context overflow,
-//! protocol errors. The wait is the provider's `retry-after-ms` / `retry-after` when sent, else
-//! `min(2 s × 2^n, 30 s)` with up to 20 % jitter; at most [`MAX_ATTEMPTS`] attempts; every wait races cancellation.
+//! protocol errors. The wait is the provider's `retry-after-ms` / `retry-after` when sent, at most
+//! [`MAX_RETRY_AFTER`] (60 s: a hint is the provider's word, and `retry-after: 1e9` must not stall a headless run),
+//! else `min(2 s × 2^n, 30 s)` with up to 20 % jitter; at most [`MAX_ATTEMPTS`] attempts; every wait races
+//! cancellation.
 
 use std::time::Duration;
 
@@ -18,6 +20,8 @@ pub const MAX_ATTEMPTS: u32 = 8;
 pub const BASE_DELAY: Duration = Duration::from_secs(2);
 /// The longest backoff.
 pub const MAX_DELAY: Duration = Duration::from_secs(30);
+/// The longest wait a provider's `retry-after` / `retry-after-ms` hint can ask for; a longer hint waits this long.
+pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
 
 /// Waits. The default sleeps on the tokio clock; tests inject one that records and returns at once.
 pub trait Sleeper: Send + Sync {
@@ -58,13 +62,14 @@ impl Default for RetryPolicy {
 
 impl RetryPolicy {
     /// How long to wait before retry number `retry` (0-based) after `err`, or `None` when it must not be retried.
-    /// `jitter` in `[0, 1)` adds up to 20 % to a computed backoff (never to the provider's own hint).
+    /// `jitter` in `[0, 1)` adds up to 20 % to a computed backoff (never to the provider's own hint, which is
+    /// capped at [`MAX_RETRY_AFTER`]).
     pub fn delay(&self, err: &HarnessError, retry: u32, jitter: f64) -> Option<Duration> {
         if !err.is_retryable() || retry + 1 >= self.max_attempts {
             return None;
         }
         if let Some(hint) = err.retry_after() {
-            return Some(hint);
+            return Some(hint.min(MAX_RETRY_AFTER));
         }
         let exp = self.base.saturating_mul(2u32.saturating_pow(retry.min(16)));
         let capped = exp.min(self.max);
@@ -116,6 +121,18 @@ mod tests {
             Some(Duration::from_millis(1500))
         );
         assert_eq!(p.delay(&rate(None), 7, 0.0), None, "8 attempts at most");
+        // a provider's hint is honoured up to the cap, never beyond
+        for (hint, want) in [(59, 59), (60, 60), (61, 60), (1_000_000_000, 60)] {
+            assert_eq!(
+                p.delay(&rate(Some(Duration::from_secs(hint))), 0, 0.5),
+                Some(Duration::from_secs(want)),
+                "retry-after: {hint}"
+            );
+        }
+        assert_eq!(
+            p.delay(&rate(Some(Duration::MAX)), 0, 0.0),
+            Some(MAX_RETRY_AFTER)
+        );
         assert_eq!(
             p.delay(
                 &HarnessError::Auth {

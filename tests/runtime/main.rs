@@ -23,7 +23,9 @@ mod shipped;
 mod skill_authority;
 mod skills;
 mod subagent;
+mod terminal;
 mod thinking;
+mod torn_log;
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};

@@ -13,19 +13,19 @@ use loom_tests::{loom_bin, Scratch};
 use super::sandbox_available;
 
 /// A child on the slave side of a pty; everything it prints accumulates in `seen`.
-struct Pty {
+pub(super) struct Pty {
     master: std::fs::File,
-    seen: Arc<Mutex<String>>,
-    child: std::process::Child,
+    pub(super) seen: Arc<Mutex<String>>,
+    pub(super) child: std::process::Child,
     /// Where the next `expect` starts looking.
     mark: usize,
 }
 
 /// Waits are for the child to get there, not measurements: the bound only stops a broken build from hanging CI.
-const PATIENCE: Duration = Duration::from_secs(90);
+pub(super) const PATIENCE: Duration = Duration::from_secs(90);
 
 impl Pty {
-    fn spawn(dir: &std::path::Path, args: &[&str]) -> Pty {
+    pub(super) fn spawn(dir: &std::path::Path, args: &[&str]) -> Pty {
         let (mut master, mut slave) = (0, 0);
         // SAFETY: openpty writes two descriptors into the provided integers; null name/termios/winsize are allowed.
         let rc = unsafe {
@@ -89,13 +89,13 @@ impl Pty {
         }
     }
 
-    fn send(&mut self, text: &str) {
+    pub(super) fn send(&mut self, text: &str) {
         self.master.write_all(text.as_bytes()).unwrap();
         self.master.flush().unwrap();
     }
 
     /// Waits until `want` appears (ANSI styling removed) after the last match; returns the text up to it.
-    fn expect(&mut self, want: &str) -> String {
+    pub(super) fn expect(&mut self, want: &str) -> String {
         let deadline = Instant::now() + PATIENCE;
         loop {
             let plain = strip(&self.seen.lock().unwrap());

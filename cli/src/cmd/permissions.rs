@@ -8,7 +8,7 @@
 
 use std::path::PathBuf;
 
-use loom_runtime::{env_map, load_manifest, storage_dir, ApprovalStore, Remembered};
+use loom_runtime::{env_map, load_manifest, storage_dir, terminal_safe, ApprovalStore, Remembered};
 
 use crate::exit;
 use crate::output::{emit, fail};
@@ -70,7 +70,8 @@ pub fn run(args: Args) -> i32 {
                     store.path().display()
                 );
                 for (i, r) in entries.iter().enumerate() {
-                    out.push_str(&format!("{:>3}  {}\n", i + 1, describe(r)));
+                    // the remembered command line came from the model: shown, never obeyed
+                    out.push_str(&format!("{:>3}  {}\n", i + 1, terminal_safe(&describe(r))));
                 }
                 emit(&out);
             }
@@ -92,7 +93,7 @@ pub fn run(args: Args) -> i32 {
                 Ok(gone) => {
                     let mut out = String::new();
                     for r in &gone {
-                        out.push_str(&format!("revoked  {}\n", describe(r)));
+                        out.push_str(&format!("revoked  {}\n", terminal_safe(&describe(r))));
                     }
                     if gone.is_empty() {
                         out.push_str("nothing to revoke\n");

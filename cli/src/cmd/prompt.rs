@@ -8,12 +8,18 @@
 //! prompt is the `text` argument, or standard input when it is absent. Exit codes: 0 when the turn ended normally,
 //! 130 when it was cancelled (Ctrl-C), 1 otherwise (boot failed, the provider failed, `maxTurnRequests` was
 //! reached), 2 for usage errors.
+//!
+//! When stdout is a terminal, `text` and `trace` output goes through [`terminal_safe`]: escape sequences and control
+//! characters the model or a tool wrote are shown (as `\x1b[…`), never obeyed. Piped, the text is passed on as it is
+//! (it is data for the next program); `jsonl` is escaped JSON either way. Notes and notices on stderr are always
+//! made safe.
 
-use std::io::Read;
+use std::io::{IsTerminal, Read};
 use std::path::PathBuf;
 
 use loom_runtime::{
-    prompt_blocking, BootOptions, Preamble, PromptSink, SessionUpdate, ToolStatus, TurnStop,
+    prompt_blocking, terminal_safe, BootOptions, Preamble, PromptSink, SessionUpdate, ToolStatus,
+    TurnStop,
 };
 
 use crate::exit;
@@ -52,6 +58,8 @@ struct Sink {
     format: Format,
     preamble: bool,
     open: bool,
+    /// stdout is a terminal: what is printed is made [`terminal_safe`] (text and trace).
+    tty: bool,
     /// The label of the chunk run being printed (trace).
     run: Option<&'static str>,
 }
@@ -59,7 +67,13 @@ struct Sink {
 impl Sink {
     fn out(&mut self, text: &str) {
         if self.open {
-            self.open = emit(text);
+            // loom adds no escape sequences of its own here: everything printed can go through the sanitiser
+            let text = if self.tty && self.format != Format::Jsonl {
+                terminal_safe(text)
+            } else {
+                std::borrow::Cow::Borrowed(text)
+            };
+            self.open = emit(&text);
         }
     }
 
@@ -122,7 +136,7 @@ impl Sink {
 
 impl PromptSink for Sink {
     fn note(&mut self, note: &str) {
-        eprintln!("loom: note: {note}");
+        eprintln!("loom: note: {}", terminal_safe(note));
     }
 
     fn wants_preamble(&self) -> bool {
@@ -140,7 +154,7 @@ impl PromptSink for Sink {
             // the answer alone goes to stdout; a notice is for the user
             Format::Text => {
                 if let Some(text) = u.notice_text() {
-                    eprintln!("loom: notice: {text}");
+                    eprintln!("loom: notice: {}", terminal_safe(text));
                 }
             }
             Format::Trace => self.trace(u),
@@ -181,6 +195,7 @@ pub fn run(args: Args) -> i32 {
         format: args.format,
         preamble: args.emit_preamble,
         open: true,
+        tty: std::io::stdout().is_terminal(),
         run: None,
     };
     let outcome = match prompt_blocking(

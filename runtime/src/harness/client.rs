@@ -17,6 +17,10 @@ use crate::model::ModelEvent;
 /// The longest error body read from a failed response (the classifier keeps 500 characters of it).
 const MAX_ERROR_BODY: usize = 64 * 1024;
 
+/// The largest non-streamed (`stream = false`) response read (32 MiB; a whole model message is a few MiB at most):
+/// past it the request fails instead of loom reading without limit.
+pub const MAX_JSON_BODY: usize = 32 * 1024 * 1024;
+
 /// How long connecting may take before it is a network error.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -130,16 +134,50 @@ async fn read_bounded(resp: reqwest::Response, limit: usize) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// Reads a whole (non-streamed) JSON body, racing cancellation.
+/// Reads a whole (non-streamed) JSON body of at most [`MAX_JSON_BODY`] bytes, racing cancellation.
 pub(crate) async fn read_json(
     resp: reqwest::Response,
     cancel: &CancellationToken,
 ) -> Result<serde_json::Value, HarnessError> {
-    let bytes = tokio::select! {
-        biased;
-        _ = cancel.cancelled() => return Err(HarnessError::Cancelled),
-        b = resp.bytes() => b.map_err(|e| network(&e))?,
+    read_json_within(resp, cancel, MAX_JSON_BODY).await
+}
+
+/// [`read_json`] with the bound `limit`: a body announced (`content-length`) or found longer fails the request.
+async fn read_json_within(
+    resp: reqwest::Response,
+    cancel: &CancellationToken,
+    limit: usize,
+) -> Result<serde_json::Value, HarnessError> {
+    let too_long = || {
+        HarnessError::Protocol {
+        message: format!(
+            "the response body is longer than {limit} bytes, more than any model message: the endpoint is broken \
+             or hostile"
+        ),
+    }
     };
+    if resp.content_length().is_some_and(|n| n > limit as u64) {
+        return Err(too_long());
+    }
+    let mut body = resp.bytes_stream();
+    let mut bytes = Vec::new();
+    loop {
+        let chunk = tokio::select! {
+            biased;
+            _ = cancel.cancelled() => return Err(HarnessError::Cancelled),
+            c = body.next() => c,
+        };
+        match chunk {
+            None => break,
+            Some(Err(e)) => return Err(network(&e)),
+            Some(Ok(c)) => {
+                if bytes.len() + c.len() > limit {
+                    return Err(too_long());
+                }
+                bytes.extend_from_slice(&c);
+            }
+        }
+    }
     serde_json::from_slice(&bytes).map_err(|e| HarnessError::Protocol {
         message: format!("the response is not JSON: {e}"),
     })
@@ -228,4 +266,53 @@ pub(crate) fn vec_stream(events: Vec<Result<ModelEvent, HarnessError>>) -> Event
         failed |= e.is_err();
         futures::future::ready(keep)
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::harness::fake_server::{FakeServer, Reply};
+
+    async fn get(base: &str) -> reqwest::Response {
+        http_client()
+            .unwrap()
+            .post(base)
+            .body("{}")
+            .send()
+            .await
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_non_streamed_body_is_read_within_its_bound() {
+        let body = format!("{{\"text\":\"{}\"}}", "x".repeat(100));
+        let server = FakeServer::start(vec![
+            Reply::json(200, &[], &body),
+            Reply::json(200, &[], &body),
+            Reply::json(200, &[("content-length", "999999999999")], "{}"),
+        ])
+        .await;
+        let cancel = CancellationToken::new();
+        // at the bound: read
+        let v = read_json_within(get(&server.base).await, &cancel, body.len())
+            .await
+            .unwrap();
+        assert_eq!(v["text"].as_str().map(str::len), Some(100));
+        // one byte over: refused, whatever was read so far is dropped
+        let err = read_json_within(get(&server.base).await, &cancel, body.len() - 1)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&err, HarnessError::Protocol { message } if message.contains("longer than")),
+            "{err:?}"
+        );
+        // announced too long: refused before reading
+        let err = read_json(get(&server.base).await, &cancel)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&err, HarnessError::Protocol { message } if message.contains(&MAX_JSON_BODY.to_string())),
+            "{err:?}"
+        );
+    }
 }

@@ -11,6 +11,8 @@
 //! events).
 
 mod anthropic;
+#[cfg(test)]
+mod bounds_tests;
 mod client;
 mod context_window;
 #[cfg(test)]
@@ -38,7 +40,9 @@ pub use anthropic::{
     ANTHROPIC_DEFAULT_MODEL, ANTHROPIC_VERSION,
 };
 pub use context_window::known_context_window;
-pub use http::{classify_http, SseEvent, SseParser, MAX_SSE_LINE};
+pub use http::{
+    classify_http, SseEvent, SseLimits, SseParser, MAX_SSE_EVENT, MAX_SSE_LINE, MAX_SSE_STREAM,
+};
 pub use openai::{responses_request_body, OpenAiConfig, OpenAiHarness, ResponsesDecoder};
 pub use openai_chat::{
     chat_request_body, ChatDecoder, OpenAiChatConfig, OpenAiChatHarness, OPENAI_API_KEY,

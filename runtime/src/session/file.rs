@@ -1,10 +1,15 @@
 //! `file`: a JSONL append log, one [`SessionUpdate`] per line.
 //!
 //! Consecutive chunks of the same kind (and message) are coalesced in memory and written as one line when their run
-//! ends (an event of another kind, any frame, or close); every line is written whole and flushed at once. Crash
-//! safety: a last line without its newline is a torn write — on open it is detected, skipped and cut off, so the next
-//! append starts on a clean line and earlier history is never touched. A bad line anywhere else (a hand edit) is an
-//! error naming the line, never silently dropped.
+//! ends (an event of another kind, any frame, or close); every line is written whole and flushed at once.
+//!
+//! Crash safety (security review 2, N9): a torn last line — no newline at its end (the process was killed while
+//! writing it), or a last line that is not a session event (a write that failed halfway with the disk full, by a
+//! loom that did not yet undo it) — is cut off at open, with a note naming the file and the bytes cut; boot goes on
+//! with every complete line before it. An append that fails is undone on the spot (the file is cut back to its
+//! last complete line), so a later append never glues onto a partial one; when even that fails, the layer refuses
+//! every further append (the next start cuts the tail). A bad line anywhere else (a hand edit) is an error naming
+//! the line, never silently dropped.
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -18,8 +23,42 @@ use crate::update::{Chunk, Content, SessionUpdate};
 pub struct FileLayer {
     path: PathBuf,
     file: File,
+    /// The length of the complete lines on disk: where the next append starts, and what a failed one is cut back to.
+    len: u64,
+    /// Set when a failed append could not be undone: why every further append is refused.
+    broken: Option<String>,
     events: Vec<SessionUpdate>,
     pending: Option<SessionUpdate>,
+}
+
+/// The file a log appends to: written whole or cut back.
+trait LogFile: Write {
+    /// Cuts the file to `len` bytes.
+    fn cut(&mut self, len: u64) -> std::io::Result<()>;
+}
+
+impl LogFile for File {
+    fn cut(&mut self, len: u64) -> std::io::Result<()> {
+        self.set_len(len)
+    }
+}
+
+/// Why an append failed, and whether the file was cut back to `good_len` (false: a partial line may remain).
+struct AppendFailed {
+    source: std::io::Error,
+    undone: bool,
+}
+
+/// Appends `line` (ending in a newline) to a log whose complete lines end at `good_len`. A write that fails
+/// (possibly after writing part of the line: a full disk) is undone by cutting the file back to `good_len`.
+fn append_line(file: &mut impl LogFile, good_len: u64, line: &[u8]) -> Result<(), AppendFailed> {
+    match file.write_all(line).and_then(|()| file.flush()) {
+        Ok(()) => Ok(()),
+        Err(source) => {
+            let undone = file.cut(good_len).is_ok();
+            Err(AppendFailed { source, undone })
+        }
+    }
 }
 
 fn io(path: &Path) -> impl Fn(std::io::Error) -> SessionError + '_ {
@@ -45,18 +84,29 @@ impl FileLayer {
         let bytes = std::fs::read(path).map_err(io(path))?;
         let (events, good_len, torn) = parse_log(path, &bytes)?;
         let mut note = None;
-        if torn {
+        if let Some(torn) = torn {
             file.set_len(good_len as u64).map_err(io(path))?;
-            note = Some(format!(
-                "{}: the last line was cut short (the process was killed while writing it); it was skipped and \
-                 earlier history is intact",
-                path.display()
-            ));
+            let cut = bytes.len() - good_len;
+            let kept = events.len();
+            note = Some(match torn {
+                Torn::NoNewline => format!(
+                    "{}: the last line was cut short (a write was interrupted: the process was killed, or the disk \
+                     filled up); its {cut} bytes were cut off, and the {kept} complete events before it are intact",
+                    path.display()
+                ),
+                Torn::NotAnEvent(reason) => format!(
+                    "{}: the last line is not a session event ({reason}): a write that was cut short; its {cut} \
+                     bytes were cut off, and the {kept} complete events before it are intact",
+                    path.display()
+                ),
+            });
         }
         Ok((
             FileLayer {
                 path: path.to_path_buf(),
                 file,
+                len: good_len as u64,
+                broken: None,
                 events,
                 pending: None,
             },
@@ -76,17 +126,30 @@ impl FileLayer {
     }
 
     fn write(&mut self, e: &SessionUpdate) -> Result<(), SessionError> {
+        if let Some(why) = &self.broken {
+            return Err(io(&self.path)(std::io::Error::other(why.clone())));
+        }
         let mut line = serde_json::to_string(e).map_err(|e| SessionError::Io {
             path: self.path.display().to_string(),
             source: std::io::Error::other(e),
         })?;
         line.push('\n');
-        self.file
-            .write_all(line.as_bytes())
-            .map_err(io(&self.path))?;
-        self.file.flush().map_err(io(&self.path))?;
-        self.events.push(e.clone());
-        Ok(())
+        match append_line(&mut self.file, self.len, line.as_bytes()) {
+            Ok(()) => {
+                self.len += line.len() as u64;
+                self.events.push(e.clone());
+                Ok(())
+            }
+            Err(AppendFailed { source, undone }) => {
+                if !undone {
+                    self.broken = Some(format!(
+                        "an earlier write failed ({source}) and its partial line could not be cut off, so nothing \
+                         more is appended; the next start of the agent cuts it"
+                    ));
+                }
+                Err(io(&self.path)(source))
+            }
+        }
     }
 
     fn flush_pending(&mut self) -> Result<(), SessionError> {
@@ -97,8 +160,21 @@ impl FileLayer {
     }
 }
 
-/// Parses a log: the events, the length of the well-formed prefix, and whether a torn last line was found.
-fn parse_log(path: &Path, bytes: &[u8]) -> Result<(Vec<SessionUpdate>, usize, bool), SessionError> {
+/// How the last line of a log is torn.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Torn {
+    /// It has no newline.
+    NoNewline,
+    /// It is complete but not a session event (why).
+    NotAnEvent(String),
+}
+
+/// Parses a log: the events, the length of the well-formed prefix, and how its last line is torn, if it is. A bad
+/// line followed by nothing but blank lines is the torn tail; one followed by more events is an error naming it.
+fn parse_log(
+    path: &Path,
+    bytes: &[u8],
+) -> Result<(Vec<SessionUpdate>, usize, Option<Torn>), SessionError> {
     let mut events = Vec::new();
     let mut offset = 0;
     let mut line_no = 0;
@@ -126,17 +202,21 @@ fn parse_log(path: &Path, bytes: &[u8]) -> Result<(Vec<SessionUpdate>, usize, bo
                 offset += line.len() + 1;
             }
             (Err(reason), true) => {
+                let after = &rest[line.len() + 1..];
+                if after.iter().all(u8::is_ascii_whitespace) {
+                    return Ok((events, offset, Some(Torn::NotAnEvent(reason))));
+                }
                 return Err(SessionError::Corrupt {
                     path: path.display().to_string(),
                     line: line_no,
                     reason,
-                })
+                });
             }
             // no newline: the write was torn, even when the fragment happens to parse
-            (_, false) => return Ok((events, offset, true)),
+            (_, false) => return Ok((events, offset, Some(Torn::NoNewline))),
         }
     }
-    Ok((events, offset, false))
+    Ok((events, offset, None))
 }
 
 /// True when `b` continues the chunk run of `a`: the same kind of chunk of the same message. A thinking block ends
@@ -415,6 +495,127 @@ mod tests {
                 "cut at {cut}"
             );
         }
+    }
+
+    /// A log file on a disk with `room` bytes left: a write past it stores what fits, then fails (ENOSPC).
+    struct FullDisk {
+        bytes: Vec<u8>,
+        room: usize,
+        cut_fails: bool,
+    }
+
+    impl Write for FullDisk {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            if self.room == 0 {
+                return Err(std::io::Error::from_raw_os_error(28));
+            }
+            let n = buf.len().min(self.room);
+            self.room -= n;
+            self.bytes.extend_from_slice(&buf[..n]);
+            Ok(n)
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl LogFile for FullDisk {
+        fn cut(&mut self, len: u64) -> std::io::Result<()> {
+            if self.cut_fails {
+                return Err(std::io::Error::other("cannot truncate"));
+            }
+            self.room += self.bytes.len() - len as usize;
+            self.bytes.truncate(len as usize);
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_failed_append_is_cut_back_so_the_next_one_starts_on_a_clean_line() {
+        let one = b"{\"first\":1}\n";
+        let two = b"{\"second\":2}\n";
+        let mut disk = FullDisk {
+            bytes: Vec::new(),
+            room: one.len() + 5,
+            cut_fails: false,
+        };
+        assert!(append_line(&mut disk, 0, one).is_ok());
+        // the disk fills up five bytes into the second line: the partial line is cut off
+        let failed = append_line(&mut disk, one.len() as u64, two).unwrap_err();
+        assert!(failed.undone, "{}", failed.source);
+        assert_eq!(disk.bytes, one.to_vec());
+        // space is freed: the next append starts exactly where the complete lines end
+        disk.room = 100;
+        assert!(append_line(&mut disk, one.len() as u64, two).is_ok());
+        assert_eq!(disk.bytes, [&one[..], &two[..]].concat());
+        // when the cut fails too, the caller is told a partial line remains
+        let mut stuck = FullDisk {
+            bytes: Vec::new(),
+            room: 3,
+            cut_fails: true,
+        };
+        assert!(!append_line(&mut stuck, 0, one).unwrap_err().undone);
+    }
+
+    #[test]
+    fn after_a_failed_append_that_cannot_be_undone_nothing_more_is_appended() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("session.jsonl");
+        let (mut l, _) = FileLayer::open(&path).unwrap();
+        l.push(vec![user("one"), call("c1")]).unwrap();
+        // a descriptor that can neither write nor truncate: the append fails and cannot be undone
+        l.file = File::open(&path).unwrap();
+        let first = l.push(vec![call("c2")]).unwrap_err().to_string();
+        assert!(first.contains("session.jsonl"), "{first}");
+        let again = l.push(vec![call("c3")]).unwrap_err().to_string();
+        assert!(
+            again.contains("an earlier write failed") && again.contains("session.jsonl"),
+            "{again}"
+        );
+        assert_eq!(l.pull(vec![]).unwrap(), vec![user("one"), call("c1")]);
+    }
+
+    #[test]
+    fn a_last_line_that_is_not_an_event_is_cut_with_a_note_naming_the_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("session.jsonl");
+        let good = format!(
+            "{}\n{}\n",
+            serde_json::to_string(&user("one")).unwrap(),
+            serde_json::to_string(&agent("two")).unwrap()
+        );
+        // an append that failed halfway, then a later one glued onto it (a loom without the undo), then blank lines
+        let glued = format!(
+            "{{\"sessionUpdate\":\"agent_mess{}\n\n",
+            serde_json::to_string(&user("three")).unwrap()
+        );
+        std::fs::write(&path, format!("{good}{glued}")).unwrap();
+        let (l, note) = FileLayer::open(&path).unwrap();
+        let note = note.unwrap();
+        assert!(
+            note.contains("session.jsonl")
+                && note.contains(&format!("its {} bytes were cut off", glued.len()))
+                && note.contains("the 2 complete events"),
+            "{note}"
+        );
+        assert_eq!(l.pull(vec![]).unwrap(), vec![user("one"), agent("two")]);
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), good);
+        // a torn line without its newline: the note names its bytes too
+        std::fs::write(&path, format!("{good}{{\"sess")).unwrap();
+        let (_, note) = FileLayer::open(&path).unwrap();
+        assert!(note.unwrap().contains("its 6 bytes were cut off"));
+        // the same bad line with an event after it is a corrupt middle line: an error, nothing cut
+        let middle = format!(
+            "{good}{glued}{}\n",
+            serde_json::to_string(&user("four")).unwrap()
+        );
+        std::fs::write(&path, &middle).unwrap();
+        let err = FileLayer::open(&path).unwrap_err().to_string();
+        assert!(
+            err.contains("session.jsonl:3: not a session event"),
+            "{err}"
+        );
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), middle);
     }
 
     #[test]
