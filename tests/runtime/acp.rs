@@ -643,8 +643,10 @@ fn session_load_of_a_missing_or_damaged_log_is_refused_and_writes_nothing() {
     );
     error_of(&server.reply(2).0, -32602, "there is no log at");
     assert!(!log.exists(), "a refused load created the log");
-    let damaged = "{\"sessionUpdate\":\"user_message_chunk\",\"content\":{\"type\":\"text\",\"text\":\"hi\"}}\nnot json\n";
-    s.write("session.jsonl", damaged);
+    // a bad line in the middle (a torn last line alone would be cut at load, see torn_log.rs)
+    let event = "{\"sessionUpdate\":\"user_message_chunk\",\"content\":{\"type\":\"text\",\"text\":\"hi\"}}";
+    let damaged = format!("{event}\nnot json\n{event}\n");
+    s.write("session.jsonl", &damaged);
     server.request(
         3,
         "session/load",
