@@ -157,6 +157,41 @@ fn tier_b_refuses_protected_paths_it_cannot_express() {
         .stderr_has(".git must stay read-only");
 }
 
+/// SECURITY.md "Authority files": tier B cannot keep an authority file read-only below a writable root, nor hide a
+/// secret store below any root, so it refuses the row; tier A (the control) runs it with the file read-only and the
+/// store reading empty.
+#[test]
+fn tier_b_refuses_authority_files_and_secret_stores_tier_a_confines_them() {
+    let s = Sbx::new();
+    if !tier_available(&s, "b") {
+        return;
+    }
+    let hook = s.work.join("check.sh");
+    let store = s.outside.join(".loom-secrets");
+    std::fs::write(&hook, "#!/bin/sh\n").unwrap();
+    std::fs::write(&store, "GH_TOKEN=kept-from-the-agent\n").unwrap();
+    let (hook_s, store_s) = (hook.to_str().unwrap(), store.to_str().unwrap());
+    s.run(&s.grant(), &["--tier", "b", "--protect", hook_s], &["true"])
+        .expect_code(1)
+        .stderr_has("tier B cannot enforce")
+        .stderr_has("check.sh must stay read-only");
+    s.run(&s.grant(), &["--tier", "b", "--mask", store_s], &["true"])
+        .expect_code(1)
+        .stderr_has("is a secret store inside a root of this grant");
+    if !tier_available(&s, "a") {
+        return;
+    }
+    let script = format!("cat {store_s}; echo end; echo evil > {hook_s}");
+    let r = s.run(
+        &s.grant(),
+        &["--tier", "a", "--protect", hook_s, "--mask", store_s],
+        &["sh", "-c", &script],
+    );
+    assert!(r.stdout().contains("end"), "{}", r.stderr());
+    assert!(!r.stdout().contains("kept-from-the-agent"));
+    assert_eq!(std::fs::read_to_string(&hook).unwrap(), "#!/bin/sh\n");
+}
+
 #[test]
 fn tier_c_bwrap_and_seccomp_confine_without_landlock() {
     let s = Sbx::new();
