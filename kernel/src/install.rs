@@ -187,6 +187,32 @@ pub fn lock_state(
     }
 }
 
+/// A path source that changed after `loom install`: the tree the source directory would materialise to now (`now`: its
+/// tree hash, or why it could not be hashed) against the tree the lock pins for `handle`. Boot runs the installed copy,
+/// never the source, so an edited source would otherwise go on running the old code unnoticed. `None` when the source
+/// is not a path, when the trees agree, or when the lock does not pin the handle ([`lock_state`] says so).
+pub fn path_source_drift(
+    handle: &str,
+    source: &Source,
+    lock: Option<&Lock>,
+    now: Result<&str, &str>,
+) -> Option<String> {
+    let Source::Path(path) = source else {
+        return None;
+    };
+    let entry = lock?.providers.get(handle)?;
+    match now {
+        Ok(h) if h.eq_ignore_ascii_case(&entry.sha256) => None,
+        Ok(h) => Some(format!(
+            "the source directory `{path}` changed since install (its tree sha256 is now {h}, {LOCK_FILE} pins {})",
+            entry.sha256
+        )),
+        Err(why) => Some(format!(
+            "the source directory `{path}` cannot be read ({why}), so loom cannot tell whether the install is current"
+        )),
+    }
+}
+
 /// What `loom install --frozen` refuses: every difference between the lock and what the manifest's sources
 /// materialise to now (`fresh`: handle -> (source description, tree hash)). Empty = nothing drifted.
 pub fn frozen_drift(
@@ -394,6 +420,30 @@ mod tests {
             Some(H),
         );
         assert_eq!(moved.label(), "drifted");
+    }
+
+    #[test]
+    fn an_edited_path_source_is_drift() {
+        let l = lock_with("path ./notes", H);
+        assert_eq!(path_source_drift("notes", &src(), Some(&l), Ok(H)), None);
+        let edited = path_source_drift("notes", &src(), Some(&l), Ok(H2)).unwrap();
+        assert!(
+            edited.contains("`./notes` changed since install"),
+            "{edited}"
+        );
+        let gone = path_source_drift("notes", &src(), Some(&l), Err("no such directory")).unwrap();
+        assert!(
+            gone.contains("cannot be read (no such directory)"),
+            "{gone}"
+        );
+        // not pinned: lock_state reports it; not a path: nothing to compare
+        assert_eq!(path_source_drift("other", &src(), Some(&l), Ok(H2)), None);
+        assert_eq!(path_source_drift("notes", &src(), None, Ok(H2)), None);
+        let npm = Source::Npm {
+            name: "@a/b".into(),
+            version: None,
+        };
+        assert_eq!(path_source_drift("notes", &npm, Some(&l), Ok(H2)), None);
     }
 
     #[test]

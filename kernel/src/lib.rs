@@ -83,8 +83,8 @@ pub use hooks::{
     HookVerdict, Hooks, DEFAULT_HOOK_TIMEOUT_SECS,
 };
 pub use install::{
-    frozen_drift, install_handle_problem, install_writable, lock_state, Lock, LockEntry, LockState,
-    WritableInstall, INSTALL_DIR, LOCK_FILE, LOCK_VERSION,
+    frozen_drift, install_handle_problem, install_writable, lock_state, path_source_drift, Lock,
+    LockEntry, LockState, WritableInstall, INSTALL_DIR, LOCK_FILE, LOCK_VERSION,
 };
 pub use judge::{judge_group, DeclJudgement, DeclVerdict, GroupJudgement, Remedy};
 pub use laws::{

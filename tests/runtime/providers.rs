@@ -163,7 +163,20 @@ fn frozen_refuses_drift_without_writing_and_a_tampered_install_is_refused_at_boo
         .expect_code(1)
         .stderr_has("pins `path ../notes-provider`");
     s.write("full-agent/agent.toml", &m);
-    // the still-pinned install runs
+    // boot runs the installed copy, never the source: an edited source is drift until `loom install` runs, so the
+    // stale copy does not go on running unnoticed (examples/full-agent/README.md says so)
+    s.loom(&["prompt", "full-agent/agent.toml", "list"])
+        .expect_code(1)
+        .stderr_has("the source directory `../notes-provider` changed since install")
+        .stderr_has("run `loom install`");
+    s.loom(&["audit", "full-agent/agent.toml"])
+        .expect_code(1)
+        .stdout_has("the source directory `../notes-provider` changed since install");
+    s.loom(&["providers", "list", "full-agent/agent.toml"])
+        .expect_code(1)
+        .stdout_has("[drifted]");
+    // the source as installed again: the still-pinned install runs
+    s.write("notes-provider/provider.mjs", &installed);
     s.loom(&["prompt", "full-agent/agent.toml", "list"])
         .expect_code(0);
     // somebody edits the installed code: boot refuses it, and audit cannot vouch for the tools
@@ -182,6 +195,10 @@ fn frozen_refuses_drift_without_writing_and_a_tampered_install_is_refused_at_boo
         .expect_code(1)
         .stdout_has("[drifted]");
     // a normal install re-pins the (changed) source and replaces the tampered tree
+    s.write(
+        "notes-provider/provider.mjs",
+        &format!("{installed}\n// a change\n"),
+    );
     s.loom(&["install", "full-agent/agent.toml"])
         .expect_code(0)
         .stdout_has("(pinned)");

@@ -396,7 +396,7 @@ fn materialise(
 }
 
 /// A `./`, `../`, `~/` or absolute path, made absolute against `base` (the manifest's or the shipping group's folder).
-fn local(base: &Path, p: &str, env: &BTreeMap<String, String>) -> PathBuf {
+pub(crate) fn local(base: &Path, p: &str, env: &BTreeMap<String, String>) -> PathBuf {
     match p.strip_prefix("~/") {
         Some(rest) => PathBuf::from(env.get("HOME").map(String::as_str).unwrap_or("/")).join(rest),
         None => base.join(p),

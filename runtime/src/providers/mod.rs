@@ -12,7 +12,7 @@ use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use loom_kernel::{lock_state, Lock, LockState, Manifest, ProviderRef, Source};
+use loom_kernel::{lock_state, path_source_drift, Lock, LockState, Manifest, ProviderRef, Source};
 use serde_json::{json, Value as Json};
 
 pub use install::{install, InstallOptions, Installed};
@@ -96,8 +96,16 @@ pub fn read_lock(manifest_dir: &Path) -> Result<Option<Lock>, String> {
     }
 }
 
-/// The kernel's verdict for `handle`, from the lock and a fresh hash of its install directory.
-pub fn state_of(manifest_dir: &Path, handle: &str, source: &Source) -> LockState {
+/// The kernel's verdict for `handle`, from the lock, a fresh hash of its install directory and, for a path source with
+/// a `base` (a root `[providers]` handle: the manifest's folder), a fresh hash of the source directory, so an edited
+/// source is drift until `loom install` runs again. A path source a skill ships is passed without a base: its source
+/// is not compared (SECURITY.md, "External providers").
+pub fn state_of(
+    manifest_dir: &Path,
+    base: Option<&Path>,
+    handle: &str,
+    source: &Source,
+) -> LockState {
     let lock = match read_lock(manifest_dir) {
         Ok(l) => l,
         Err(e) => return LockState::Drifted(e),
@@ -111,7 +119,24 @@ pub fn state_of(manifest_dir: &Path, handle: &str, source: &Source) -> LockState
     } else {
         None
     };
-    lock_state(handle, source, lock.as_ref(), hash.as_deref())
+    let state = lock_state(handle, source, lock.as_ref(), hash.as_deref());
+    if state != LockState::Installed {
+        return state;
+    }
+    let (Source::Path(p), Some(base)) = (source, base) else {
+        return state;
+    };
+    let env = crate::load::env_map();
+    let now = tree::source_hash(&install::local(base, p, &env));
+    match path_source_drift(
+        handle,
+        source,
+        lock.as_ref(),
+        now.as_deref().map_err(String::as_str),
+    ) {
+        Some(why) => LockState::Drifted(why),
+        None => state,
+    }
 }
 
 /// A provider resolved to its pinned install: what to run.
@@ -135,13 +160,19 @@ pub struct Resolved {
 pub fn resolve(manifest_dir: &Path, ext: &External<'_>) -> Result<Resolved, String> {
     resolve_as(
         manifest_dir,
+        Some(manifest_dir),
         ext,
         &format!("provider [providers].{}", ext.handle),
     )
 }
 
 /// Resolves the install `ext.handle` (a root handle or a shipped key), named `who` in errors.
-fn resolve_as(manifest_dir: &Path, ext: &External<'_>, who: &str) -> Result<Resolved, String> {
+fn resolve_as(
+    manifest_dir: &Path,
+    base: Option<&Path>,
+    ext: &External<'_>,
+    who: &str,
+) -> Result<Resolved, String> {
     let External { handle, source, .. } = *ext;
     let dir = install_dir(manifest_dir, handle);
     let origin = format!("{}, installed in {}", source.describe(), dir.display());
@@ -153,7 +184,7 @@ fn resolve_as(manifest_dir: &Path, ext: &External<'_>, who: &str) -> Result<Reso
             manifest_dir.display()
         )
     };
-    if let Some(why) = state_of(manifest_dir, handle, source).problem() {
+    if let Some(why) = state_of(manifest_dir, base, handle, source).problem() {
         return Err(fail(why));
     }
     let (program, args) = entry_of(&dir).map_err(|e| {
@@ -301,7 +332,7 @@ pub fn provider_infos(loaded: &crate::load::Loaded, cwd: &Path, spawn: bool) -> 
         .filter_map(|h| provider_source(m, &ProviderRef::Handle(h.clone())))
         .map(|ext| {
             let handle = ext.handle.to_string();
-            let state = state_of(&loaded.dir, &handle, ext.source);
+            let state = state_of(&loaded.dir, Some(&loaded.dir), &handle, ext.source);
             let pinned = lock.as_ref().and_then(|l| l.providers.get(&handle));
             let contributes = spawn.then(|| {
                 let place = ProviderPlace {

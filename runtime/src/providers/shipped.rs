@@ -145,7 +145,7 @@ pub fn shipped_states(loaded: &Loaded, cwd: &Path) -> Vec<ShippedState> {
     shipped_sources(loaded, &ctx)
         .into_iter()
         .map(|s| {
-            let state = state_of(&loaded.dir, &s.key, &s.source);
+            let state = state_of(&loaded.dir, None, &s.key, &s.source);
             let pinned = lock.as_ref().and_then(|l| l.providers.get(&s.key));
             let tools = s
                 .tools
@@ -194,5 +194,5 @@ pub fn resolve_shipped(
         source,
         config: spec.package_config(),
     };
-    resolve_as(manifest_dir, &ext, &who)
+    resolve_as(manifest_dir, None, &ext, &who)
 }

@@ -126,8 +126,12 @@ fn hex(bytes: &[u8]) -> String {
 
 /// The tree hash of `root` (see runtime/PROVIDERS.md): every entry, nothing skipped.
 pub fn tree_hash(root: &Path) -> Result<String, String> {
+    hash_entries(root, &[])
+}
+
+fn hash_entries(root: &Path, skip: &[&str]) -> Result<String, String> {
     let mut h = Sha256::new();
-    for (rel, e) in entries(root, &[])? {
+    for (rel, e) in entries(root, skip)? {
         let record = match e {
             Entry::Dir => format!("d {rel}\n"),
             Entry::File { exec, size } => format!(
@@ -140,6 +144,14 @@ pub fn tree_hash(root: &Path) -> Result<String, String> {
         h.update(record.as_bytes());
     }
     Ok(hex(&h.finalize()))
+}
+
+/// The tree hash a path source would materialise to: [`tree_hash`] of what [`copy_tree`] copies (the source less
+/// [`SKIPPED`] names), so it equals the hash of a fresh install of it.
+pub fn source_hash(root: &Path) -> Result<String, String> {
+    let canon = std::fs::canonicalize(root)
+        .map_err(|e| format!("cannot read the source directory {}: {e}", root.display()))?;
+    hash_entries(&canon, SKIPPED)
 }
 
 /// Copies the tree at `from` into the new directory `to` (files, directories, in-tree symlinks; execute bits kept),
