@@ -2,6 +2,7 @@
 //! End-to-end tests of the real `loom` binary.
 
 mod audit;
+mod docs;
 mod explain;
 mod gate;
 mod mcp;
