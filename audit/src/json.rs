@@ -115,6 +115,24 @@ pub fn render_json(r: &Report) -> Json {
     })
 }
 
+/// The document `loom audit --json` prints for a manifest that cannot be loaded (not found, not TOML, a key it does
+/// not know): the same `version`, `manifest` and `health` keys as a report, `health.ok` false and the reason as its one
+/// error finding, so a consumer reading stdout never mistakes silence for a pass.
+pub fn render_load_error_json(manifest: &str, message: &str) -> Json {
+    json!({
+        "version": JSON_VERSION,
+        "manifest": manifest,
+        "loadError": message,
+        "health": {
+            "ok": false,
+            "errors": 1,
+            "warnings": 0,
+            "rejectedToolGroups": 0,
+            "findings": [{ "level": "error", "subject": "manifest", "message": message }],
+        },
+    })
+}
+
 /// A provider a contributed group ships: its key and lock state as `loom audit --json` lists `providers`, the group
 /// that ships it, and each of its tools as `tools[].mcp` shows one.
 pub fn shipped_json(s: &loom_runtime::ShippedState) -> Json {

@@ -11,7 +11,7 @@ mod report;
 mod text;
 
 pub use gate::{render_gate_json, render_gate_sarif, render_gate_text, run_gate, GateResult};
-pub use json::{render_json, shipped_json, JSON_VERSION};
+pub use json::{render_json, render_load_error_json, shipped_json, JSON_VERSION};
 pub use report::{
     add_authority, build_report, BootChecks, Facts, Finding, LawOutcome, Level, Report,
 };

@@ -8,10 +8,10 @@ use std::sync::mpsc::{Receiver, TryRecvError};
 use std::sync::Arc;
 
 use loom_kernel::{
-    authority_exposure, judge_group, tool_grants, AlgebraKind, Authority, AuthorityFile,
-    AuthorityKind, Ceiling, Exposure, GroupJudgement, LawCheck, LawReport, LawTally, LawViolation,
-    Manifest, ManifestLoader, PathCtx, ProviderRef, ProviderSpec, SubagentVerdict, ToolGrant,
-    DEFAULT_SEED, DEFAULT_TRIALS,
+    authority_exposure, boot_refusals, judge_group, nearest_name, tool_grants, AlgebraKind,
+    Authority, AuthorityFile, AuthorityKind, BootSlot, Ceiling, Exposure, GrantSource,
+    GroupJudgement, LawCheck, LawReport, LawTally, LawViolation, Manifest, ManifestLoader, PathCtx,
+    ProviderRef, ProviderSpec, SubagentVerdict, ToolGrant, DEFAULT_SEED, DEFAULT_TRIALS,
 };
 
 /// How serious a finding is. `Error` makes the audit fail (exit 1).
@@ -180,20 +180,70 @@ pub fn build_report(manifest: Manifest, facts: Facts<'_>) -> Report {
             });
         }
     }
-    for key in ceiling.grants.keys() {
-        if !manifest.tools.contains_key(key)
-            && !is_builtin_name(key)
-            && !is_subagent_key(&manifest, key)
-        {
-            findings.push(Finding {
+    // what boot refuses, from the same kernel function: if audit exits 0, boot gets past these
+    let refusals = boot_refusals(&manifest, BootSlot::default());
+    for r in &refusals {
+        findings.push(Finding {
+            level: Level::Error,
+            subject: r.key.clone(),
+            message: format!("boot refuses this: {}", r.message),
+        });
+    }
+    // a built-in entry nothing grants: every call would be refused
+    let ungranted: Vec<&str> = tools
+        .iter()
+        .filter(|t| t.source == GrantSource::Nothing && t.provider == ProviderRef::Builtin)
+        .filter(|t| {
+            !refusals
+                .iter()
+                .any(|r| r.key == format!("tools.{}", t.instance))
+        })
+        .map(|t| t.instance.as_str())
+        .collect();
+    let unused: Vec<&str> = ceiling
+        .grants
+        .keys()
+        .map(String::as_str)
+        .filter(|key| {
+            !manifest.tools.contains_key(*key)
+                && !is_builtin_name(key)
+                && !is_subagent_key(&manifest, key)
+        })
+        .collect();
+    for instance in &ungranted {
+        let hint = match nearest_name(instance, &unused) {
+            Some(near) => format!("; [capabilities].{near} looks like a misspelling of it"),
+            None => String::new(),
+        };
+        findings.push(Finding {
+            level: Level::Error,
+            subject: format!("tools.{instance}"),
+            message: format!(
+                "nothing grants this tool, so every call to it would be refused: grant it in \
+                 [capabilities].{instance} (or remove the entry){hint}"
+            ),
+        });
+    }
+    for key in unused {
+        let near = nearest_name(key, &ungranted);
+        findings.push(match near {
+            Some(near) => Finding {
+                level: Level::Warning,
+                subject: format!("[capabilities].{key}"),
+                message: format!(
+                    "no [tools] entry is named `{key}`; did you mean `{near}`, which nothing grants? (as written it \
+                     only pre-authorises contributions that name `{key}`)"
+                ),
+            },
+            None => Finding {
                 level: Level::Note,
-                subject: key.clone(),
+                subject: key.to_string(),
                 message: format!(
                     "[capabilities].{key} grants a tool no [tools] entry uses; it only pre-authorises contributions \
                      (skills, session tool groups) that name `{key}`"
                 ),
-            });
-        }
+            },
+        });
     }
 
     // an MCP server that asks to start in the project resolves code from it (npx, python -m, uvx)

@@ -32,6 +32,7 @@
 
 mod algebra;
 mod authority;
+mod bootable;
 mod ceiling;
 mod cmdline;
 mod cmdrule;
@@ -66,6 +67,7 @@ pub use authority::{
     authority_candidates, authority_denial, authority_exposure, command_words, protected_name_in,
     Authority, AuthorityFile, AuthorityKind, Exposure, PROTECTED_NAMES,
 };
+pub use bootable::{boot_refusals, nearest_name, BootRefusal, BootSlot, HARNESS_PROVIDERS};
 pub use ceiling::{
     ceiling_excess, default_ceiling, requested_grant, tool_grants, Ceiling, GrantSource, ToolGrant,
 };

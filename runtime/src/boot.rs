@@ -93,6 +93,16 @@ pub enum BootError {
         /// What is wrong and how to fix it.
         message: String,
     },
+    /// The manifest names something this build cannot boot (the kernel's `boot_refusals`, which audit shows too).
+    #[error("{file}: {key}: {message}")]
+    Refused {
+        /// The manifest.
+        file: String,
+        /// The key: `[harness]`, `[harness].provider`, `tools.<instance>`.
+        key: String,
+        /// Why, and the fix.
+        message: String,
+    },
     /// An algebra in use breaks a lattice law.
     #[error("refusing to boot: {0}")]
     Laws(#[from] LawViolation),
@@ -167,6 +177,18 @@ pub fn boot_with(
 ) -> Result<Booted, BootError> {
     let file = loaded.path.display().to_string();
     let m = &loaded.manifest;
+    // what audit refuses too: one kernel function, so a manifest `loom audit` passes boots
+    let slot = loom_kernel::BootSlot {
+        harness_given: prebuilt.harness.is_some(),
+        subagent: opts.lineage.parent_harness.is_some(),
+    };
+    if let Some(r) = loom_kernel::boot_refusals(m, slot).into_iter().next() {
+        return Err(BootError::Refused {
+            file,
+            key: r.key,
+            message: r.message,
+        });
+    }
     // rules loaded from disk are resolved already; a manifest built in code (an inline sub-manifest, the SDK) is
     // resolved here, against its directory, the same way, before anything runs or is written
     let permissions = crate::load::resolve_permissions(m, &loaded.dir, &file)

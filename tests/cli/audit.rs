@@ -47,7 +47,10 @@ fn json_output_is_versioned_and_flags_may_come_first() {
 #[test]
 fn no_sections_means_the_four_tools_and_the_default_ceiling() {
     let s = Scratch::new();
-    let m = s.write("agent.toml", "[agent]\nname = \"bare\"\n");
+    let m = s.write(
+        "agent.toml",
+        "[agent]\nname = \"bare\"\n[harness]\nprovider = \"test\"\necho = true\n",
+    );
     s.loom(&["audit", m.to_str().unwrap()])
         .expect_code(0)
         .stdout_has("the default ceiling")
@@ -61,7 +64,7 @@ fn web_search_shows_the_one_host_it_reaches_and_the_secret_it_needs() {
     let s = Scratch::new();
     let m = s.write(
         "agent.toml",
-        "[agent]\nname = \"searcher\"\n[tools]\nweb_search = \"builtin\"\n[capabilities]\nweb_search = \"*\"\n",
+        "[agent]\nname = \"searcher\"\n[harness]\nprovider = \"test\"\necho = true\n[tools]\nweb_search = \"builtin\"\n[capabilities]\nweb_search = \"*\"\n",
     );
     s.loom(&["audit", m.to_str().unwrap()])
         .expect_code(0)
@@ -95,6 +98,9 @@ fn parent_with_researcher(parent_paths: &str, child_paths: &str) -> String {
     format!(
         r#"[agent]
 name = "parent"
+[harness]
+provider = "test"
+echo = true
 [tools]
 spawn_subagent = "builtin"
 read_file = "builtin"
@@ -171,6 +177,9 @@ fn audit_resolves_mcp_tools_by_starting_their_servers() {
         &format!(
             r#"[agent]
 name = "m"
+[harness]
+provider = "test"
+echo = true
 [providers]
 fs_mcp = {{ provider = "mcp-server", command = "node", args = [{fs:?}, {dir:?}] }}
 [tools.read_one_doc]
@@ -327,6 +336,9 @@ fn audit_shows_which_secrets_each_bash_tool_is_handed() {
         r#"[agent]
 name = "secretive"
 secrets = ["GH_TOKEN", "GCAL_TOKEN"]
+[harness]
+provider = "test"
+echo = true
 [tools]
 bash = "builtin"
 shell = { provider = "builtin", tool = "bash" }

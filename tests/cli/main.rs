@@ -7,6 +7,7 @@ mod explain;
 mod gate;
 mod mcp;
 mod model_install;
+mod newcomer;
 mod rules;
 mod skill_authority;
 mod skills;

@@ -27,7 +27,9 @@ fn inspect_prints_toml_that_pastes_into_an_auditable_manifest() {
         .replace("# a = { text = \"*\" }", "a = { text = \"*\" }");
     let m = s.write(
         "agent.toml",
-        &format!("[agent]\nname = \"pasted\"\n\n{pasted}"),
+        &format!(
+            "[agent]\nname = \"pasted\"\n[harness]\nprovider = \"test\"\necho = true\n\n{pasted}"
+        ),
     );
     s.loom(&["audit", m.to_str().unwrap()])
         .expect_code(0)

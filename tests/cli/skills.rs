@@ -4,7 +4,7 @@
 use loom_tests::skills_fixture::write_skills;
 use loom_tests::Scratch;
 
-const AGENT: &str = "[agent]\nname = \"skills-audit\"\n[tools]\nbash = { capabilities = { commands = \"*\", paths = [\"./\"] } }\n";
+const AGENT: &str = "[agent]\nname = \"skills-audit\"\n[harness]\nprovider = \"test\"\necho = true\n[tools]\nbash = { capabilities = { commands = \"*\", paths = [\"./\"] } }\n";
 
 #[test]
 fn audit_lists_skills_with_verdicts_remediation_and_warnings() {

@@ -4,7 +4,8 @@ use std::path::{Path, PathBuf};
 
 use loom_audit::{
     add_authority, build_report, render_gate_json, render_gate_sarif, render_gate_text,
-    render_json, render_text, run_gate, shipped_json, BootChecks, Facts, Finding, Level, Report,
+    render_json, render_load_error_json, render_text, run_gate, shipped_json, BootChecks, Facts,
+    Finding, Level, Report,
 };
 use loom_kernel::{
     binding_problem, check_subagents, install_writable, parse_manifest, Manifest, SubagentVerdict,
@@ -65,7 +66,14 @@ pub fn run(args: Args) -> i32 {
     let ctx = path_ctx(&cwd);
     let loaded = match load_manifest(&args.manifest) {
         Ok(l) => l,
-        Err(e) => return fail(exit::FAILED, &e.to_string()),
+        Err(e) => {
+            if format == Format::Json {
+                let doc =
+                    render_load_error_json(&args.manifest.display().to_string(), &e.to_string());
+                emit(&json_text(&doc));
+            }
+            return fail(exit::FAILED, &e.to_string());
+        }
     };
     match &args.baseline {
         Some(b) => gate(&args, &loaded, b, format, ctx),

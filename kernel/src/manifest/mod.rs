@@ -20,7 +20,7 @@ mod providers;
 mod session;
 mod subagents;
 mod subst;
-mod suggest;
+pub(crate) mod suggest;
 mod text;
 mod tools;
 mod typed;

@@ -1,0 +1,118 @@
+//! The newcomer's mistakes (shared/reviews/newcomer-walkthrough.md): each one `loom audit` fails with a message that
+//! names the key and the fix, and the same manifest does not boot — "if `loom audit` exits 0, `loom prompt` boots".
+
+use loom_tests::Scratch;
+
+const HEAD: &str = "[agent]\nname = \"newcomer\"\n";
+const TEST_HARNESS: &str = "[harness]\nprovider = \"test\"\necho = true\n";
+
+/// (what the newcomer wrote after [agent], what audit says, what boot says — `None`: boot starts)
+fn mistakes() -> Vec<(&'static str, String, &'static str, Option<&'static str>)> {
+    vec![
+        (
+            "an unknown built-in",
+            format!("{TEST_HARNESS}[tools]\nread_files = \"builtin\"\n"),
+            "tools.read_files: boot refuses this: there is no built-in tool named \"read_files\" (built-ins: bash, \
+             read_file, write_file, edit_file, find, spawn_subagent, web_search); did you mean \"read_file\"?",
+            Some("tools.read_files: there is no built-in tool named \"read_files\""),
+        ),
+        (
+            "a misspelt harness provider",
+            "[harness]\nprovider = \"antropic\"\n".to_string(),
+            "[harness].provider: boot refuses this: \"antropic\" is not a harness of this build of loom",
+            Some("[harness].provider: \"antropic\" is not a harness of this build of loom"),
+        ),
+        (
+            "no [harness]",
+            String::new(),
+            "[harness]: boot refuses this: the manifest has no [harness]; add one, e.g. [harness] provider = \"anthropic\"",
+            Some("[harness]: the manifest has no [harness]"),
+        ),
+        (
+            "a [tools] entry nothing grants",
+            format!(
+                "{TEST_HARNESS}[tools]\nread_file = \"builtin\"\nwrite_file = \"builtin\"\n[capabilities]\nread_file = {{ paths = [\"./\"] }}\n"
+            ),
+            "tools.write_file: nothing grants this tool, so every call to it would be refused: grant it in \
+             [capabilities].write_file (or remove the entry)",
+            None,
+        ),
+        (
+            "a misspelt [capabilities] key",
+            format!("{TEST_HARNESS}[tools]\nread_file = \"builtin\"\n[capabilities]\nread_fle = {{ paths = [\"./\"] }}\n"),
+            "[capabilities].read_fle: no [tools] entry is named `read_fle`; did you mean `read_file`, which nothing grants?",
+            None,
+        ),
+    ]
+}
+
+#[test]
+fn audit_fails_on_each_mistake_and_boot_agrees() {
+    for (what, body, audit_says, boot_says) in mistakes() {
+        let s = Scratch::new();
+        s.write("agent.toml", &format!("{HEAD}{body}"));
+        let audit = s.loom(&["audit", "agent.toml"]);
+        assert_eq!(audit.code(), 1, "{what}: audit exit\n{}", audit.stdout());
+        assert!(
+            audit.stdout().contains(audit_says),
+            "{what}: audit does not say\n  {audit_says}\n{}",
+            audit.stdout()
+        );
+        // the JSON document says so too
+        let json = s.loom(&["audit", "--json", "agent.toml"]);
+        assert_eq!(json.code(), 1, "{what}: audit --json exit");
+        let doc: serde_json::Value =
+            serde_json::from_str(&json.stdout()).expect("audit --json prints JSON");
+        assert_eq!(doc["health"]["ok"], false, "{what}");
+        if let Some(says) = boot_says {
+            s.loom(&["prompt", "agent.toml", "hi"])
+                .expect_code(1)
+                .stderr_has(says);
+        }
+    }
+}
+
+#[test]
+fn a_fixed_manifest_audits_clean_and_boots() {
+    // the control: the same shapes written right
+    let s = Scratch::new();
+    s.write(
+        "agent.toml",
+        &format!("{HEAD}{TEST_HARNESS}[tools]\nread_file = \"builtin\"\n[capabilities]\nread_file = {{ paths = [\"./\"] }}\n"),
+    );
+    s.loom(&["audit", "agent.toml"])
+        .expect_code(0)
+        .stdout_lacks("boot refuses")
+        .stdout_lacks("nothing grants this tool");
+    s.loom(&["prompt", "agent.toml", "hi"])
+        .expect_code(0)
+        .stdout_has("hi");
+}
+
+#[test]
+fn a_manifest_that_does_not_parse_still_gets_a_json_document() {
+    let s = Scratch::new();
+    s.write("agent.toml", "[agent\n");
+    let run = s.loom(&["audit", "--json", "agent.toml"]);
+    assert_eq!(run.code(), 1);
+    let doc: serde_json::Value = serde_json::from_str(&run.stdout()).expect("JSON on stdout");
+    assert_eq!(doc["version"], 1);
+    assert_eq!(doc["health"]["ok"], false);
+    assert!(
+        doc["loadError"]
+            .as_str()
+            .unwrap()
+            .contains("invalid TOML at line 1"),
+        "{doc}"
+    );
+    assert!(
+        run.stderr().contains("invalid TOML at line 1"),
+        "{}",
+        run.stderr()
+    );
+    // a missing file too
+    let run = s.loom(&["audit", "--json", "nowhere.toml"]);
+    assert_eq!(run.code(), 1);
+    let doc: serde_json::Value = serde_json::from_str(&run.stdout()).expect("JSON on stdout");
+    assert_eq!(doc["manifest"], "nowhere.toml");
+}
