@@ -8,8 +8,8 @@ use std::sync::mpsc::{Receiver, TryRecvError};
 use std::sync::Arc;
 
 use loom_kernel::{
-    authority_exposure, boot_refusals, judge_group, nearest_name, tool_grants, AlgebraKind,
-    Authority, AuthorityFile, AuthorityKind, BootSlot, Ceiling, Exposure, GrantSource,
+    authority_exposure, boot_refusals, judge_group, landing_warning, nearest_name, tool_grants,
+    AlgebraKind, Authority, AuthorityFile, AuthorityKind, BootSlot, Ceiling, Exposure, GrantSource,
     GroupJudgement, LawCheck, LawReport, LawTally, LawViolation, Manifest, ManifestLoader, PathCtx,
     ProviderRef, ProviderSpec, SubagentVerdict, ToolGrant, DEFAULT_SEED, DEFAULT_TRIALS,
 };
@@ -188,6 +188,45 @@ pub fn build_report(manifest: Manifest, facts: Facts<'_>) -> Report {
             subject: r.key.clone(),
             message: format!("boot refuses this: {}", r.message),
         });
+    }
+    // where a relative grant path of a built-in file or shell tool lands, when that is probably not what was meant
+    let manifest_dir = std::path::Path::new(&facts.id)
+        .parent()
+        .map(|d| d.display().to_string())
+        .unwrap_or_else(|| ctx.base.clone());
+    // one finding per path, naming every tool whose grant has it
+    let mut landings: BTreeMap<String, Vec<&str>> = BTreeMap::new();
+    for t in &tools {
+        if t.provider != ProviderRef::Builtin
+            || !matches!(t.algebra, AlgebraKind::Files | AlgebraKind::Bash)
+        {
+            continue;
+        }
+        for row in t.grant.rows().unwrap_or_default() {
+            for kind in ["paths", "read_paths"] {
+                let Some(v) = row.get(kind) else { continue };
+                for raw in v
+                    .elements()
+                    .unwrap_or_default()
+                    .iter()
+                    .filter_map(|e| e.as_str())
+                {
+                    let users = landings.entry(raw.to_string()).or_default();
+                    if !users.contains(&t.instance.as_str()) {
+                        users.push(t.instance.as_str());
+                    }
+                }
+            }
+        }
+    }
+    for (raw, users) in landings {
+        if let Some(why) = landing_warning(&ctx, &manifest_dir, &raw) {
+            findings.push(Finding {
+                level: Level::Warning,
+                subject: format!("grant path `{raw}` ({})", users.join(", ")),
+                message: why,
+            });
+        }
     }
     // a built-in entry nothing grants: every call would be refused
     let ungranted: Vec<&str> = tools

@@ -320,6 +320,16 @@ fn render_tool(o: &mut String, ctx: &PathCtx, t: &ToolGrant, shared: &[String]) 
     };
     let _ = writeln!(o, "  {name}  <- {}", provider_label(&t.provider));
     let _ = writeln!(o, "      grant  {}  ({from})", t.grant);
+    if t.algebra == AlgebraKind::Files && t.provider == ProviderRef::Builtin {
+        for row in t.grant.rows().unwrap_or_default() {
+            let _ = writeln!(
+                o,
+                "      roots  rw: {}; ro: {}",
+                path_list(ctx, row.get("paths")),
+                path_list(ctx, row.get("read_paths"))
+            );
+        }
+    }
     if t.algebra == AlgebraKind::Bash {
         render_bash(o, ctx, &t.grant);
         let secrets = loom_kernel::grant_secrets(&t.grant, shared);

@@ -100,7 +100,7 @@ pub use manifest::{
     MAX_MANIFEST_BYTES, MAX_NESTING, META_FACTORIES,
 };
 pub use mcp::{bind_schema, ArgBinding, BindError, BoundTool};
-pub use path::{path_within, NormCache, PathCtx};
+pub use path::{landing_warning, path_within, NormCache, PathCtx};
 pub use plan::{plan_mode_verdict, Effect};
 pub use rng::Rng;
 pub use row_map::{RowIntoIter, RowIter, RowMap};

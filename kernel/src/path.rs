@@ -129,6 +129,47 @@ pub(crate) fn is_clean_absolute(raw: &str) -> bool {
     }
 }
 
+/// Why a relative grant path (`./`, `docs`, `../x`) lands somewhere its author probably did not mean, or `None`.
+/// Relative grant paths resolve against the directory loom runs from (`ctx.base`), not the manifest's, so the same
+/// manifest grants different directories depending on where it is run. Warned, in this order: a `..` component; a
+/// path that resolves to `/`; one that covers the home directory; one outside `manifest_dir` (absolute, normalised).
+/// Absolute and `~` paths say where they land and are never warned about here.
+pub fn landing_warning(ctx: &PathCtx, manifest_dir: &str, raw: &str) -> Option<String> {
+    if raw.starts_with('/') || raw == "~" || raw.starts_with("~/") || raw == "*" {
+        return None;
+    }
+    let resolved = ctx.normalize(raw);
+    let run_from = format!(
+        "relative grant paths resolve against the directory loom runs from ({})",
+        ctx.base
+    );
+    if raw.split('/').any(|c| c == "..") {
+        return Some(format!(
+            "`{raw}` climbs out with `..` to {resolved}; {run_from}, so write the absolute path you mean"
+        ));
+    }
+    if resolved == "/" {
+        return Some(format!(
+            "`{raw}` resolves to / (the whole filesystem); {run_from}"
+        ));
+    }
+    if let Some(home) = ctx.home.as_deref() {
+        if path_within(&resolved, home) {
+            return Some(format!(
+                "`{raw}` resolves to {resolved}, which covers your home directory (~/.ssh, shell profiles); \
+                 {run_from} — run loom from the project's directory, or write the absolute path you mean"
+            ));
+        }
+    }
+    if !path_within(manifest_dir, &resolved) {
+        return Some(format!(
+            "`{raw}` resolves to {resolved}, outside the manifest's directory {manifest_dir}; {run_from} — run loom \
+             from the manifest's directory, or write the absolute path you mean"
+        ));
+    }
+    None
+}
+
 /// True when normalised path `sub` equals normalised `root` or lies below it. `/` contains every absolute path;
 /// `/tmp/work` contains `/tmp/work/a` but not `/tmp/workother`.
 pub fn path_within(root: &str, sub: &str) -> bool {
@@ -145,6 +186,37 @@ pub fn path_within(root: &str, sub: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_relative_grant_that_lands_badly_is_named() {
+        let at = |base: &str, raw: &str| {
+            landing_warning(
+                &PathCtx::new(base, Some("/home/u".into())),
+                "/home/u/proj",
+                raw,
+            )
+        };
+        // run from the project: fine
+        assert_eq!(at("/home/u/proj", "./"), None);
+        assert_eq!(at("/home/u/proj", "docs"), None);
+        // absolute and ~ paths say where they land
+        assert_eq!(at("/", "/etc"), None);
+        assert_eq!(at("/", "~/notes"), None);
+        // run from ~: the minimal example grants the home directory
+        let home = at("/home/u", "./").unwrap();
+        assert!(home.contains("covers your home directory"), "{home}");
+        assert!(at("/", "./")
+            .unwrap()
+            .contains("resolves to / (the whole filesystem)"));
+        assert!(at("/home/u/proj", "../")
+            .unwrap()
+            .contains("climbs out with `..`"));
+        let elsewhere = at("/tmp/x", "./").unwrap();
+        assert!(
+            elsewhere.contains("outside the manifest's directory /home/u/proj"),
+            "{elsewhere}"
+        );
+    }
 
     fn ctx() -> PathCtx {
         PathCtx::new("/tmp/work", Some("/home/u".into()))

@@ -116,3 +116,51 @@ fn a_manifest_that_does_not_parse_still_gets_a_json_document() {
     let doc: serde_json::Value = serde_json::from_str(&run.stdout()).expect("JSON on stdout");
     assert_eq!(doc["manifest"], "nowhere.toml");
 }
+
+#[test]
+fn audit_shows_where_relative_grants_land_and_warns_when_that_is_home() {
+    let s = Scratch::new();
+    let example = std::fs::read_to_string(
+        loom_tests::workspace_root().join("examples/minimal-agent/agent.toml"),
+    )
+    .unwrap();
+    s.write("proj/agent.toml", &example);
+    let here = std::fs::canonicalize(s.path())
+        .unwrap()
+        .display()
+        .to_string();
+    // run from the home directory, as a newcomer in a fresh terminal would: `./` is the whole home
+    let from_home = s.loom_env(&["audit", "proj/agent.toml"], &[("HOME", &here)]);
+    from_home
+        .expect_code(0)
+        .stdout_has(&format!("roots  rw: ./ (= {here}); ro: none"))
+        .stdout_has(
+            "warning  grant path `./` (bash, edit_file, read_file, write_file): `./` resolves to",
+        )
+        .stdout_has("which covers your home directory");
+    // run from the project: no warning (the control)
+    let proj = format!("{here}/proj");
+    let out = std::process::Command::new(loom_tests::loom_bin())
+        .args(["audit", "agent.toml"])
+        .current_dir(&proj)
+        .env("HOME", &here)
+        .env("LOOM_DATA_HOME", s.path().join(".loom-data"))
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert!(
+        stdout.contains(&format!("roots  rw: ./ (= {proj}); ro: none")),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("warning  grant path"), "{stdout}");
+    // a grant that climbs out with `..` is named wherever loom runs
+    s.write(
+        "proj/climb.toml",
+        &format!("{HEAD}{TEST_HARNESS}[tools]\nread_file = \"builtin\"\n[capabilities]\nread_file = {{ read_paths = [\"../\"] }}\n"),
+    );
+    s.loom(&["audit", "proj/climb.toml"])
+        .expect_code(0)
+        .stdout_has("grant path `../` (read_file): `../` climbs out with `..`");
+}

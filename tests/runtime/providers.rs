@@ -64,7 +64,10 @@ fn the_full_agent_installs_audits_and_calls_its_notes_provider() {
         .expect_code(0)
         .stdout_has("note_add  <- [providers].notes")
         .stdout_has(r#"model sees  {"type":"object","properties":{"query":{"type":"string","description":"The word or phrase."}},"required":["query"]}"#)
-        .stdout_has("0 errors, 0 warnings");
+        // run from the scratch directory, the example's `./drafts` lands outside its manifest's directory
+        .stdout_has("0 errors, 2 warnings")
+        .stdout_has("grant path `./drafts` (write_file): `./drafts` resolves to")
+        .stdout_has("outside the manifest's directory");
     let json = s.loom(&["audit", "full-agent/agent.toml", "--json"]);
     json.expect_code(0);
     let v: serde_json::Value = serde_json::from_str(&json.stdout()).unwrap();
