@@ -10,6 +10,8 @@ Usage: python3 hostile.py <mode> [pid-file]
   giant-line   starts normally; on tools/call writes one endless line (no newline, ever)
   ask          on tools/call asks loom `roots/list` and `ping`, waits for both replies, then answers with them
   ask-flood    on tools/call sends `ping` requests forever and never reads stdin again
+  http <port-file>  Streamable HTTP on a free port (written to the file): tools/call `a` answers with one endless SSE
+               event, `b` with an endless stream of notifications, `c` normally
 With a pid-file, each process appends its pid to it at start (so a test can count restarts).
 """
 import json
@@ -18,7 +20,7 @@ import sys
 import time
 
 MODE = sys.argv[1] if len(sys.argv) > 1 else "ok"
-if len(sys.argv) > 2:
+if len(sys.argv) > 2 and MODE != "http":
     with open(sys.argv[2], "a") as f:
         f.write(f"{os.getpid()}\n")
 
@@ -112,7 +114,69 @@ def main():
             send({"jsonrpc": "2.0", "id": msg["id"], "error": {"code": -32601, "message": "unknown method"}})
 
 
+def http(port_file):
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_GET(self):
+            self.send_response(405)
+            self.end_headers()
+
+        def do_DELETE(self):
+            self.send_response(200)
+            self.end_headers()
+
+        def do_POST(self):
+            msg = json.loads(self.rfile.read(int(self.headers["content-length"])))
+            if "id" not in msg:
+                self.send_response(202)
+                self.end_headers()
+                return
+
+            def answer(result):
+                body = json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": result}).encode()
+                self.send_response(200)
+                self.send_header("content-type", "application/json")
+                self.send_header("mcp-session-id", "s1")
+                self.send_header("content-length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            method = msg.get("method")
+            if method == "initialize":
+                answer({"protocolVersion": msg["params"]["protocolVersion"], "capabilities": {"tools": {}},
+                        "serverInfo": {"name": "hostile-http", "version": "0"}})
+            elif method == "tools/list":
+                answer({"tools": [dict(TOOLS[0], name=n) for n in "abc"]})
+            elif method == "tools/call" and msg["params"]["name"] in "ab":
+                self.send_response(200)
+                self.send_header("content-type", "text/event-stream")
+                self.end_headers()
+                if msg["params"]["name"] == "a":
+                    self.wfile.write(b"data: ")
+                    while True:
+                        self.wfile.write(b"x" * 65536)
+                note = json.dumps({"jsonrpc": "2.0", "method": "notifications/message",
+                                   "params": {"level": "info", "data": "busy"}}).encode()
+                while True:
+                    self.wfile.write(b"data: " + note + b"\n\n")
+            else:
+                answer({"content": [{"type": "text", "text": "c answered"}]})
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    with open(port_file, "w") as f:
+        f.write(str(server.server_address[1]))
+    server.serve_forever()
+
+
 try:
-    main()
-except BrokenPipeError:
+    if MODE == "http":
+        http(sys.argv[2])
+    else:
+        main()
+except (BrokenPipeError, ConnectionResetError):
     pass

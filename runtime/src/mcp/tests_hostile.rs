@@ -168,17 +168,69 @@ fn a_call_waiting_for_the_servers_previous_call_gives_up_at_its_own_deadline_or_
         "{err}"
     );
     drop(held);
-    let Some(mut cfg) = hostile("ok", None, 1000) else {
+    let Some(cfg) = hostile("ok", None, 3000) else {
         return;
     };
-    cfg.call_timeout = Duration::from_millis(200);
     let s = McpServer::start("busy", cfg).unwrap();
     let held = s.inner.lock().unwrap();
     let err = s.call("a", json!({}), &ok).unwrap_err();
     assert!(
-        err.contains("busy: its previous call still ran after 200 ms"),
+        err.contains("busy: its previous call still ran after 3000 ms"),
         "{err}"
     );
     drop(held);
     assert_eq!(s.call("a", json!({}), &ok).unwrap().text, "a got 0 chars");
+}
+
+#[test]
+fn over_http_an_endless_event_fails_at_the_size_limit_and_a_flood_at_the_deadline() {
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/mcp-peers/hostile.py");
+    if hostile("ok", None, 0).is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let port_file = dir.path().join("port");
+    struct Running(std::process::Child);
+    impl Drop for Running {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let _server = Running(
+        std::process::Command::new("python3")
+            .arg(&script)
+            .arg("http")
+            .arg(&port_file)
+            .spawn()
+            .unwrap(),
+    );
+    let port = loop {
+        match std::fs::read_to_string(&port_file) {
+            Ok(p) if !p.is_empty() => break p,
+            _ => std::thread::sleep(Duration::from_millis(20)),
+        }
+    };
+    let cfg = |call_ms| ServerConfig {
+        launch: Launch::Http(super::http::HttpSpec {
+            url: reqwest::Url::parse(&format!("http://127.0.0.1:{port}/mcp")).unwrap(),
+            headers: vec![],
+        }),
+        startup_timeout: Duration::from_secs(30),
+        call_timeout: Duration::from_millis(call_ms),
+    };
+    let s = McpServer::start("web", cfg(600_000)).unwrap();
+    let err = s.call("a", json!({}), &ok).unwrap_err();
+    assert!(
+        err.contains("[providers].web") && err.contains("over loom's limit"),
+        "{err}"
+    );
+    assert_eq!(s.call("c", json!({}), &ok).unwrap().text, "c answered");
+    let s = McpServer::start("web", cfg(1000)).unwrap();
+    let err = s.call("b", json!({}), &ok).unwrap_err();
+    assert!(
+        err.contains("[providers].web") && err.contains("did not answer tools/call within 1000 ms"),
+        "{err}"
+    );
+    assert!(err.contains("loom restarts it on the next call"), "{err}");
 }
