@@ -118,6 +118,10 @@ pub use mcp::{
     ServerConfig, UpstreamTool, DEFAULT_CALL_TIMEOUT_MS, DEFAULT_STARTUP_TIMEOUT_MS,
     MAX_MESSAGE_BYTES, MAX_RESULT_CHARS, PROTOCOL_VERSIONS, STDERR_TAIL_BYTES,
 };
+pub use mcp::{
+    parse_message as parse_mcp_message, Frame as McpFrame, LineFramer as McpLineFramer,
+    SseFramer as McpSseFramer,
+};
 pub use model::{
     ContentBlock, Message, ModelEvent, ModelRequest, Role, StopReason, ToolSpec, Usage,
 };

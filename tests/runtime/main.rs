@@ -11,6 +11,7 @@ mod hooks;
 mod local;
 mod mcp;
 mod mcp_cwd;
+mod mcp_hostile;
 mod openai_chat;
 mod prompt;
 mod providers;

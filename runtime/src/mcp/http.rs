@@ -5,13 +5,27 @@
 //! Redirects are refused. HTTP runs on a thread of its own with a private tokio runtime, so the synchronous client
 //! works the same inside or outside loom's runtime.
 
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::Value as Json;
 
+use super::wire::{parse_message, Frame, SseFramer};
 use super::{Incoming, McpError, Transport, Wait, MAX_MESSAGE_BYTES};
+
+/// Messages read ahead of the client; when they are not taken, the HTTP thread stops reading (the server's stream
+/// waits on TCP).
+const EVENT_QUEUE: usize = 8;
+
+/// Jobs queued for the HTTP thread; a reply to the server's own request is dropped when the queue is full.
+const JOB_QUEUE: usize = 32;
+
+/// Requests in flight at once; further jobs wait in the queue.
+const IN_FLIGHT: usize = 16;
+
+/// How often a full queue is re-tried.
+const QUEUE_POLL: Duration = Duration::from_millis(5);
 
 /// Where a Streamable HTTP server lives.
 #[derive(Clone)]
@@ -34,8 +48,24 @@ impl std::fmt::Debug for HttpSpec {
 
 /// What the HTTP thread reports about one request.
 enum Event {
-    Got(Incoming),
+    /// A message's bytes (parsed by the client, one at a time), or one over the limit.
+    Got(Frame),
+    /// The answer's stream ended.
+    Closed,
     Fail(McpError),
+}
+
+/// Hands `event` to the client, waiting while its queue is full; false once the client is gone.
+async fn deliver(tx: &SyncSender<(Json, Event)>, id: &Json, event: Event) -> bool {
+    let mut item = (id.clone(), event);
+    loop {
+        match tx.try_send(item) {
+            Ok(()) => return true,
+            Err(TrySendError::Disconnected(_)) => return false,
+            Err(TrySendError::Full(back)) => item = back,
+        }
+        tokio::time::sleep(QUEUE_POLL).await;
+    }
 }
 
 struct Job {
@@ -56,7 +86,7 @@ struct Shared {
 
 /// A Streamable HTTP connection.
 pub struct HttpTransport {
-    jobs: tokio::sync::mpsc::UnboundedSender<Job>,
+    jobs: tokio::sync::mpsc::Sender<Job>,
     events: Receiver<(Json, Event)>,
     shared: Arc<Mutex<Shared>>,
     current: Option<Json>,
@@ -73,10 +103,11 @@ impl HttpTransport {
             .enable_all()
             .build()
             .map_err(|e| McpError::Failed(format!("cannot start the HTTP thread: {e}")))?;
-        let (jobs, mut rx) = tokio::sync::mpsc::unbounded_channel::<Job>();
-        let (tx, events) = mpsc::channel();
+        let (jobs, mut rx) = tokio::sync::mpsc::channel::<Job>(JOB_QUEUE);
+        let (tx, events) = mpsc::sync_channel(EVENT_QUEUE);
         let shared = Arc::new(Mutex::new(Shared::default()));
         let state = shared.clone();
+        let in_flight = Arc::new(tokio::sync::Semaphore::new(IN_FLIGHT));
         std::thread::spawn(move || {
             rt.block_on(async move {
                 while let Some(job) = rx.recv().await {
@@ -90,12 +121,18 @@ impl HttpTransport {
                         // the last job: end the session, briefly, then stop
                         let _ = tokio::time::timeout(
                             Duration::from_secs(2),
-                            post(&client, &spec, &state, job, &tx),
+                            exchange(&client, &spec, &state, job, &tx),
                         )
                         .await;
                         return;
                     }
-                    tokio::spawn(async move { post(&client, &spec, &state, job, &tx).await });
+                    let Ok(permit) = in_flight.clone().acquire_owned().await else {
+                        return;
+                    };
+                    tokio::spawn(async move {
+                        exchange(&client, &spec, &state, job, &tx).await;
+                        drop(permit);
+                    });
                 }
             });
         });
@@ -136,16 +173,19 @@ fn headers_of(spec: &HttpSpec, shared: &Mutex<Shared>) -> reqwest::header::Heade
     h
 }
 
-async fn post(
+async fn exchange(
     client: &reqwest::Client,
     spec: &HttpSpec,
     shared: &Mutex<Shared>,
     job: Job,
-    tx: &mpsc::Sender<(Json, Event)>,
+    tx: &SyncSender<(Json, Event)>,
 ) {
     let id = job.id.clone().unwrap_or(Json::Null);
     let send = |e: Event| {
-        let _ = tx.send((id.clone(), e));
+        let id = id.clone();
+        async move {
+            deliver(tx, &id, e).await;
+        }
     };
     let had_session = shared.lock().map(|s| s.session.is_some()).unwrap_or(false);
     let builder = if job.delete {
@@ -159,7 +199,8 @@ async fn post(
             // reqwest's error names the URL, never a header
             return send(Event::Fail(McpError::Dead(format!(
                 "cannot reach the server: {e}"
-            ))));
+            ))))
+            .await;
         }
     };
     if job.delete || job.id.is_none() {
@@ -179,7 +220,7 @@ async fn post(
         if let Ok(mut s) = shared.lock() {
             s.session = None;
         }
-        return send(Event::Fail(McpError::SessionExpired));
+        return send(Event::Fail(McpError::SessionExpired)).await;
     }
     if status.is_redirection() {
         let to = resp
@@ -189,7 +230,8 @@ async fn post(
             .unwrap_or("?");
         return send(Event::Fail(McpError::Failed(format!(
             "the server redirects ({status}) to {to}; loom does not follow redirects — put the final URL in url"
-        ))));
+        ))))
+        .await;
     }
     let is_sse = resp
         .headers()
@@ -205,90 +247,70 @@ async fn post(
         let body = String::from_utf8_lossy(&body).trim().to_string();
         return send(Event::Fail(McpError::Failed(format!(
             "the server answered HTTP {status}: {body}"
-        ))));
+        ))))
+        .await;
     }
     if !is_sse {
-        return match read_capped(&mut resp, MAX_MESSAGE_BYTES).await {
-            Ok((_, Some(total))) => send(Event::Got(Incoming::TooLarge(total))),
-            Ok((body, None)) => match serde_json::from_slice::<Json>(&body) {
-                Ok(v) => send(Event::Got(Incoming::Message(v))),
-                Err(e) => send(Event::Fail(McpError::Failed(format!(
-                    "the server's answer is not JSON: {e}"
-                )))),
-            },
-            Err(e) => send(Event::Fail(McpError::Dead(e))),
+        let event = match read_capped(&mut resp, MAX_MESSAGE_BYTES).await {
+            Ok((_, Some(seen))) => Event::Got(Frame::TooLarge(seen)),
+            Ok((body, None)) if parse_message(&body).is_none() => {
+                Event::Fail(McpError::Failed("the server's answer is not JSON".into()))
+            }
+            Ok((body, None)) => Event::Got(Frame::Message(body)),
+            Err(e) => Event::Fail(McpError::Dead(e)),
         };
+        return send(event).await;
     }
     let want = job.id.clone();
-    let ended = read_sse(&mut resp, &mut |ev| {
-        let done = matches!(&ev, Incoming::Message(m) if m.get("id") == want.as_ref() && m.get("method").is_none())
-            || matches!(ev, Incoming::TooLarge(_));
-        send(Event::Got(ev));
-        done
-    })
+    let ended = read_sse(
+        &mut resp,
+        &mut |frame| {
+            let done = match &frame {
+                Frame::Message(m) => parse_message(m)
+                    .is_some_and(|m| m.get("id") == want.as_ref() && m.get("method").is_none()),
+                Frame::TooLarge(_) => true,
+            };
+            (Event::Got(frame), done)
+        },
+        tx,
+        &id,
+    )
     .await;
     if let Err(e) = ended {
-        send(Event::Fail(McpError::Dead(e)));
+        send(Event::Fail(McpError::Dead(e))).await;
     }
 }
 
-/// Reads an SSE body, handing each event's message to `on` until it returns true or the stream ends (then
-/// [`Incoming::Closed`] is handed over). Events are separated by blank lines; the `data:` lines of one event join
-/// with newlines; an event over [`MAX_MESSAGE_BYTES`] is dropped unread as [`Incoming::TooLarge`].
+/// Reads an SSE body, handing each event's message to the client (as `on` wraps it) until `on` says it was the last
+/// or the stream ends (then [`Event::Closed`] is handed over). An event over [`MAX_MESSAGE_BYTES`] is reported as
+/// soon as it crosses the limit, and the stream is not read further.
 async fn read_sse(
     resp: &mut reqwest::Response,
-    on: &mut (dyn FnMut(Incoming) -> bool + Send),
+    on: &mut (dyn FnMut(Frame) -> (Event, bool) + Send),
+    tx: &SyncSender<(Json, Event)>,
+    id: &Json,
 ) -> Result<(), String> {
-    let mut pending: Vec<u8> = Vec::new();
-    let mut data: Vec<u8> = Vec::new();
-    let mut dropped = 0usize;
+    let mut framer = SseFramer::new(MAX_MESSAGE_BYTES);
     loop {
         let chunk = match resp.chunk().await {
             Ok(Some(c)) => c,
             Ok(None) => {
-                on(Incoming::Closed);
+                deliver(tx, id, Event::Closed).await;
                 return Ok(());
             }
             Err(e) => return Err(format!("the event stream broke: {e}")),
         };
-        pending.extend_from_slice(&chunk);
-        while let Some(nl) = pending.iter().position(|&b| b == b'\n') {
-            let line: Vec<u8> = pending.drain(..=nl).collect();
-            let line = line.strip_suffix(b"\n").unwrap_or(&line);
-            let line = line.strip_suffix(b"\r").unwrap_or(line);
-            if line.is_empty() {
-                let event = if dropped > 0 {
-                    Some(Incoming::TooLarge(dropped))
-                } else if data.is_empty() {
-                    None
-                } else {
-                    serde_json::from_slice::<Json>(&data)
-                        .ok()
-                        .map(Incoming::Message)
-                };
-                data.clear();
-                dropped = 0;
-                if let Some(ev) = event {
-                    if on(ev) {
-                        return Ok(());
-                    }
-                }
-            } else if let Some(d) = line.strip_prefix(b"data:") {
-                let d = d.strip_prefix(b" ").unwrap_or(d);
-                if dropped > 0 || data.len() + d.len() > MAX_MESSAGE_BYTES {
-                    dropped += data.len() + d.len();
-                    data.clear();
-                } else {
-                    if !data.is_empty() {
-                        data.push(b'\n');
-                    }
-                    data.extend_from_slice(d);
-                }
+        let mut frames = Vec::new();
+        framer.push(&chunk, &mut |f| {
+            let last = matches!(f, Frame::TooLarge(_));
+            frames.push(f);
+            !last
+        });
+        for f in frames {
+            let (event, last) = on(f);
+            if !deliver(tx, id, event).await || last {
+                return Ok(());
             }
-        }
-        if pending.len() > MAX_MESSAGE_BYTES {
-            dropped += pending.len();
-            pending.clear();
         }
     }
 }
@@ -299,7 +321,7 @@ async fn listen(
     client: &reqwest::Client,
     spec: &HttpSpec,
     shared: &Mutex<Shared>,
-    tx: &mpsc::Sender<(Json, Event)>,
+    tx: &SyncSender<(Json, Event)>,
 ) {
     let mut headers = headers_of(spec, shared);
     headers.remove("content-type");
@@ -314,38 +336,42 @@ async fn listen(
     if !resp.status().is_success() || !is_sse {
         return;
     }
-    let _ = read_sse(&mut resp, &mut |ev| match ev {
-        Incoming::Message(m) => tx
-            .send((Json::Null, Event::Got(Incoming::Message(m))))
-            .is_err(),
-        _ => false,
-    })
+    // only its messages go to the client (as if they came with no request); an event over the limit ends the stream
+    let _ = read_sse(
+        &mut resp,
+        &mut |f| {
+            let last = matches!(f, Frame::TooLarge(_));
+            (Event::Got(f), last)
+        },
+        tx,
+        &Json::Null,
+    )
     .await;
 }
 
-/// Reads a body up to `cap` bytes: the bytes, and the total when it was over (the rest is drained, not kept).
+/// Reads a body up to `cap` bytes: the bytes, or (as soon as it crosses `cap`) how many were seen — the rest is not
+/// read.
 async fn read_capped(
     resp: &mut reqwest::Response,
     cap: usize,
 ) -> Result<(Vec<u8>, Option<usize>), String> {
     let mut body = Vec::new();
-    let mut total = 0usize;
     loop {
         match resp.chunk().await {
             Ok(Some(c)) => {
-                total += c.len();
-                if total <= cap {
-                    body.extend_from_slice(&c);
+                if body.len() + c.len() > cap {
+                    return Ok((Vec::new(), Some(body.len() + c.len())));
                 }
+                body.extend_from_slice(&c);
             }
-            Ok(None) => return Ok((body, (total > cap).then_some(total))),
+            Ok(None) => return Ok((body, None)),
             Err(e) => return Err(format!("the answer broke off: {e}")),
         }
     }
 }
 
 impl Transport for HttpTransport {
-    fn send(&mut self, message: &Json) -> Result<(), McpError> {
+    fn send(&mut self, message: &Json, deadline: Instant) -> Result<(), McpError> {
         let id = match (message.get("method"), message.get("id")) {
             (Some(_), Some(id)) => Some(id.clone()),
             _ => None,
@@ -353,22 +379,51 @@ impl Transport for HttpTransport {
         if id.is_some() {
             self.current = id.clone();
         }
-        self.jobs
-            .send(Job {
-                body: message.clone(),
-                id,
-                delete: false,
-                listen: false,
-            })
-            .map_err(|_| McpError::Dead("the HTTP thread stopped".into()))
+        let mut job = Job {
+            body: message.clone(),
+            id,
+            delete: false,
+            listen: false,
+        };
+        loop {
+            match self.jobs.try_send(job) {
+                Ok(()) => return Ok(()),
+                Err(tokio::sync::mpsc::error::TrySendError::Closed(_)) => {
+                    return Err(McpError::Dead("the HTTP thread stopped".into()))
+                }
+                Err(tokio::sync::mpsc::error::TrySendError::Full(j)) => job = j,
+            }
+            if Instant::now() >= deadline {
+                return Err(McpError::Timeout(format!(
+                    "loom's {JOB_QUEUE} queued requests to the server were not sent in time"
+                )));
+            }
+            std::thread::sleep(QUEUE_POLL);
+        }
+    }
+
+    fn post(&mut self, message: &Json) {
+        // dropped when the queue is full: nothing waits on a reply or a cancellation
+        let _ = self.jobs.try_send(Job {
+            body: message.clone(),
+            id: None,
+            delete: false,
+            listen: false,
+        });
     }
 
     fn next(&mut self, deadline: Instant) -> Wait {
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             match self.events.recv_timeout(left) {
-                Ok((_, Event::Got(Incoming::Closed))) => continue,
-                Ok((_, Event::Got(m))) => return Wait::Got(m),
+                Ok((_, Event::Closed)) => continue,
+                Ok((_, Event::Got(Frame::TooLarge(n)))) => return Wait::Got(Incoming::TooLarge(n)),
+                Ok((_, Event::Got(Frame::Message(bytes)))) => {
+                    return Wait::Got(match parse_message(&bytes) {
+                        Some(m) => Incoming::Message(m),
+                        None => Incoming::Noise,
+                    })
+                }
                 Ok((id, Event::Fail(e))) if Some(&id) == self.current.as_ref() => {
                     return Wait::Fail(e)
                 }
@@ -390,7 +445,7 @@ impl Transport for HttpTransport {
         if let Ok(mut s) = self.shared.lock() {
             s.version = Some(version.to_string());
         }
-        let _ = self.jobs.send(Job {
+        let _ = self.jobs.try_send(Job {
             body: Json::Null,
             id: None,
             delete: false,
@@ -407,7 +462,7 @@ impl Drop for HttpTransport {
             .map(|s| s.session.is_some())
             .unwrap_or(false);
         if has_session {
-            let _ = self.jobs.send(Job {
+            let _ = self.jobs.try_send(Job {
                 body: Json::Null,
                 id: None,
                 delete: true,

@@ -11,9 +11,12 @@ mod http;
 mod restart;
 mod stdio;
 mod tool;
+mod wire;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_hostile;
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -26,6 +29,7 @@ pub use config::{
 };
 pub use stdio::{StdioSpawn, STDERR_TAIL_BYTES};
 pub use tool::McpTool;
+pub use wire::{parse_message, Frame, LineFramer, SseFramer};
 
 /// The protocol versions this client speaks, newest first; `initialize` offers the first.
 pub const PROTOCOL_VERSIONS: &[&str] = &["2025-06-18", "2025-03-26", "2024-11-05"];
@@ -39,6 +43,12 @@ pub const MAX_RESULT_CHARS: usize = 100_000;
 /// How often a waiting call checks whether its turn was cancelled.
 const STOP_POLL: Duration = Duration::from_millis(50);
 
+/// How often a call waiting for the server's previous call re-tries the server's lock.
+const LOCK_POLL: Duration = Duration::from_millis(2);
+
+/// The most already-arrived messages handled between calls: a server that keeps talking cannot hold a call there.
+const DRAIN_MAX: usize = 64;
+
 /// `tools/list` pages followed before giving up (a server that keeps returning a cursor).
 const MAX_PAGES: usize = 100;
 
@@ -47,12 +57,10 @@ const MAX_PAGES: usize = 100;
 pub(crate) enum Incoming {
     /// A JSON-RPC message.
     Message(Json),
-    /// A message over [`MAX_MESSAGE_BYTES`], dropped; its size.
+    /// A message over [`MAX_MESSAGE_BYTES`], dropped unread; the bytes seen when it crossed the limit.
     TooLarge(usize),
     /// A line that is not JSON (logging on stdout): skipped.
     Noise,
-    /// End of stream.
-    Closed,
 }
 
 /// The outcome of waiting for the next message.
@@ -93,8 +101,11 @@ impl std::fmt::Display for McpError {
 
 /// A way to exchange JSON-RPC messages with one server.
 pub(crate) trait Transport: Send {
-    /// Sends one message.
-    fn send(&mut self, message: &Json) -> Result<(), McpError>;
+    /// Sends one message, giving up at `deadline` (a server that stopped reading): then the connection is unusable.
+    fn send(&mut self, message: &Json, deadline: Instant) -> Result<(), McpError>;
+    /// Queues a message that needs no answer (a reply to the server's own request, a cancellation) without waiting:
+    /// it is dropped when the server is not reading what it was already sent.
+    fn post(&mut self, message: &Json);
     /// Waits for the next message until `deadline`.
     fn next(&mut self, deadline: Instant) -> Wait;
     /// The server's recent stderr (stdio only).
@@ -133,10 +144,17 @@ struct Conn {
 }
 
 impl Conn {
-    /// Sends a request and waits for its response until `timeout`, answering the server's own requests and
-    /// noting `tools/list_changed` meanwhile.
-    fn request(&mut self, method: &str, params: Json, timeout: Duration) -> Result<Json, McpError> {
-        self.request_until(method, params, timeout, &|| false)
+    /// Sends a request and waits for its response until `deadline` (`timeout` says how long that was, for the
+    /// message), answering the server's own requests and noting `tools/list_changed` meanwhile. The deadline holds
+    /// whatever the server sends meanwhile.
+    fn request(
+        &mut self,
+        method: &str,
+        params: Json,
+        deadline: Instant,
+        timeout: Duration,
+    ) -> Result<Json, McpError> {
+        self.request_until(method, params, deadline, timeout, &|| false)
     }
 
     /// [`Conn::request`] that gives up (telling the server) as soon as `stop` says so — checked every
@@ -145,48 +163,59 @@ impl Conn {
         &mut self,
         method: &str,
         params: Json,
+        deadline: Instant,
         timeout: Duration,
         stop: &dyn Fn() -> bool,
     ) -> Result<Json, McpError> {
         self.next_id += 1;
         let id = self.next_id;
-        self.transport
-            .send(&json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params }))?;
-        let deadline = Instant::now() + timeout;
+        let timed_out = || {
+            McpError::Timeout(format!(
+                "the server did not answer {method} within {} ms",
+                timeout.as_millis()
+            ))
+        };
+        let sent = self.transport.send(
+            &json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params }),
+            deadline,
+        );
+        match sent {
+            Err(McpError::Timeout(why)) => {
+                return Err(McpError::Timeout(format!("{}: {why}", timed_out())))
+            }
+            other => other?,
+        }
         loop {
             if stop() {
-                let _ = self.transport.send(&json!({
+                self.transport.post(&json!({
                     "jsonrpc": "2.0",
                     "method": "notifications/cancelled",
                     "params": { "requestId": id, "reason": "the turn was cancelled" }
                 }));
                 return Err(McpError::Failed(format!("{method} was cancelled")));
             }
+            // checked on every message too: a server that keeps talking cannot push the deadline back
+            if Instant::now() >= deadline {
+                self.transport.post(&json!({
+                    "jsonrpc": "2.0",
+                    "method": "notifications/cancelled",
+                    "params": { "requestId": id, "reason": "timed out" }
+                }));
+                return Err(timed_out());
+            }
             let slice = deadline.min(Instant::now() + STOP_POLL);
             let msg = match self.transport.next(slice) {
                 Wait::Got(Incoming::Message(m)) => m,
                 Wait::Got(Incoming::Noise) => continue,
-                Wait::Got(Incoming::TooLarge(n)) => {
+                Wait::Got(Incoming::TooLarge(seen)) => {
                     return Err(McpError::Failed(format!(
-                        "the server's answer to {method} is {n} bytes, over loom's limit of {MAX_MESSAGE_BYTES} \
-                         bytes; it was dropped unread (ask for less, e.g. narrower arguments)"
+                        "the server's answer to {method} is over loom's limit of {MAX_MESSAGE_BYTES} bytes; loom \
+                         stopped reading it at {seen} bytes (ask for less, e.g. narrower arguments)"
                     )))
                 }
-                Wait::Got(Incoming::Closed) => return Err(McpError::Dead("the server closed the stream".into())),
                 Wait::Closed(why) => return Err(McpError::Dead(why)),
                 Wait::Fail(e) => return Err(e),
-                Wait::TimedOut if Instant::now() < deadline => continue,
-                Wait::TimedOut => {
-                    let _ = self.transport.send(&json!({
-                        "jsonrpc": "2.0",
-                        "method": "notifications/cancelled",
-                        "params": { "requestId": id, "reason": "timed out" }
-                    }));
-                    return Err(McpError::Timeout(format!(
-                        "the server did not answer {method} within {} ms",
-                        timeout.as_millis()
-                    )));
-                }
+                Wait::TimedOut => continue,
             };
             if let Some(result) = self.handle(msg, id)? {
                 return Ok(result);
@@ -215,7 +244,8 @@ impl Conn {
                     json!({ "jsonrpc": "2.0", "id": req_id,
                             "error": { "code": -32601, "message": format!("loom does not offer {m}") } })
                 };
-                self.transport.send(&reply)?;
+                // never waited for: a server that asks and stops reading cannot hold the call (or the lock)
+                self.transport.post(&reply);
                 Ok(None)
             }
             (Some(m), None) => {
@@ -247,18 +277,25 @@ impl Conn {
         }
     }
 
-    /// Handles whatever already arrived (a `list_changed` sent after the last answer), without waiting.
+    /// Handles what already arrived (a `list_changed` sent after the last answer), without waiting, and at most
+    /// [`DRAIN_MAX`] messages: a server that keeps talking is read on while the call waits.
     fn drain(&mut self) {
-        while let Wait::Got(Incoming::Message(m)) = self.transport.next(Instant::now()) {
-            if self.handle(m, 0).is_err() {
-                return;
+        for _ in 0..DRAIN_MAX {
+            match self.transport.next(Instant::now()) {
+                Wait::Got(Incoming::Message(m)) => {
+                    if self.handle(m, 0).is_err() {
+                        return;
+                    }
+                }
+                Wait::Got(Incoming::Noise) => {}
+                _ => return,
             }
         }
     }
 
-    fn notify(&mut self, method: &str) -> Result<(), McpError> {
+    fn notify(&mut self, method: &str, deadline: Instant) -> Result<(), McpError> {
         self.transport
-            .send(&json!({ "jsonrpc": "2.0", "method": method }))
+            .send(&json!({ "jsonrpc": "2.0", "method": method }), deadline)
     }
 }
 
@@ -390,7 +427,9 @@ impl McpServer {
             next_id: 0,
             list_changed: false,
         };
+        // one deadline for the whole start (initialize, every tools/list page), whatever the server sends meanwhile
         let timeout = self.cfg.startup_timeout;
+        let deadline = Instant::now() + timeout;
         let fail = |conn: &Conn, e: McpError| with_stderr(e, &conn.transport.stderr_tail());
         if let Dialect::Provider { init, .. } = &self.dialect {
             let mut params = init.clone();
@@ -400,7 +439,7 @@ impl McpServer {
                 json!({ "name": "loom", "version": env!("CARGO_PKG_VERSION") }),
             );
             let info = conn
-                .request("initialize", Json::Object(params), timeout)
+                .request("initialize", Json::Object(params), deadline, timeout)
                 .map_err(|e| fail(&conn, e))?;
             let version = info.get("protocolVersion").and_then(Json::as_str);
             if version != Some(PROVIDER_PROTOCOL) {
@@ -422,7 +461,7 @@ impl McpServer {
                     ))
                 }
             };
-            conn.notify("notifications/initialized")
+            conn.notify("notifications/initialized", deadline)
                 .map_err(|e| fail(&conn, e))?;
             // a provider's tools are fixed by initialize: a list_changed is not followed
             conn.list_changed = false;
@@ -436,6 +475,7 @@ impl McpServer {
                     "capabilities": {},
                     "clientInfo": { "name": "loom", "version": env!("CARGO_PKG_VERSION") }
                 }),
+                deadline,
                 timeout,
             )
             .map_err(|e| fail(&conn, e))?;
@@ -450,9 +490,9 @@ impl McpServer {
             )));
         }
         conn.transport.negotiated(version);
-        conn.notify("notifications/initialized")
+        conn.notify("notifications/initialized", deadline)
             .map_err(|e| fail(&conn, e))?;
-        let tools = list_tools(&mut conn, timeout).map_err(|e| fail(&conn, e))?;
+        let tools = list_tools(&mut conn, deadline, timeout).map_err(|e| fail(&conn, e))?;
         // a list_changed sent during start-up is already answered by this listing
         conn.list_changed = false;
         Ok((conn, tools, init))
@@ -506,7 +546,8 @@ impl McpServer {
         still_ok: &dyn Fn(&UpstreamTool) -> Result<(), String>,
         stop: &dyn Fn() -> bool,
     ) -> Result<CallResult, String> {
-        let mut inner = self.connected()?;
+        let timeout = self.cfg.call_timeout;
+        let (mut inner, deadline) = self.connected(timeout, stop)?;
         let Some(conn) = inner.conn.as_mut() else {
             return Err(format!(
                 "{} [providers].{}: not connected",
@@ -517,7 +558,7 @@ impl McpServer {
         conn.drain();
         if conn.list_changed && matches!(self.dialect, Dialect::Mcp) {
             conn.list_changed = false;
-            let listed = list_tools(conn, self.cfg.call_timeout);
+            let listed = list_tools(conn, deadline, timeout);
             match listed {
                 Ok(tools) => inner.tools = tools,
                 Err(e) => return Err(self.fail(&mut inner, e, "cannot re-list its tools")),
@@ -540,8 +581,7 @@ impl McpServer {
             ));
         };
         let params = json!({ "name": tool, "arguments": arguments });
-        let mut answer =
-            conn.request_until("tools/call", params.clone(), self.cfg.call_timeout, stop);
+        let mut answer = conn.request_until("tools/call", params.clone(), deadline, timeout, stop);
         if answer == Err(McpError::SessionExpired) {
             // the HTTP server forgot the session: a fresh one, then the same call once more
             inner.conn = None;
@@ -549,7 +589,8 @@ impl McpServer {
                 .connect()
                 .map_err(|e| self.explain("cannot re-initialise", &e))?;
             inner.tools = tools;
-            answer = conn.request_until("tools/call", params, self.cfg.call_timeout, stop);
+            let deadline = Instant::now() + timeout;
+            answer = conn.request_until("tools/call", params, deadline, timeout, stop);
             inner.conn = Some(conn);
         }
         match answer {
@@ -558,15 +599,16 @@ impl McpServer {
         }
     }
 
-    /// The state, with a live connection: a server that died is restarted here, unless it crash-looped.
-    fn connected(&self) -> Result<std::sync::MutexGuard<'_, Inner>, String> {
-        let mut inner = self.inner.lock().map_err(|_| {
-            format!(
-                "{} [providers].{}: its state is poisoned",
-                self.noun(),
-                self.handle
-            )
-        })?;
+    /// The state, with a live connection, and the deadline of a call of `timeout` made now: a server that died is
+    /// restarted here (within its startup timeout; the call's deadline then counts from the restart), unless it
+    /// crash-looped. The wait for the server's previous call ends at the deadline too, or when `stop` says so.
+    fn connected(
+        &self,
+        timeout: Duration,
+        stop: &dyn Fn() -> bool,
+    ) -> Result<(std::sync::MutexGuard<'_, Inner>, Instant), String> {
+        let mut deadline = Instant::now() + timeout;
+        let mut inner = self.lock_until(deadline, timeout, stop)?;
         if inner.conn.is_none() {
             if inner.restarts.given_up() {
                 return Err(format!(
@@ -591,8 +633,51 @@ impl McpServer {
             inner.conn = Some(conn);
             inner.tools = tools;
             inner.info = info;
+            deadline = Instant::now() + timeout;
         }
-        Ok(inner)
+        Ok((inner, deadline))
+    }
+
+    /// The server's state, waited for until `deadline` (a call of `timeout`) or until `stop` says so: the state is
+    /// only ever held for one exchange, which its own deadline bounds.
+    fn lock_until(
+        &self,
+        deadline: Instant,
+        timeout: Duration,
+        stop: &dyn Fn() -> bool,
+    ) -> Result<std::sync::MutexGuard<'_, Inner>, String> {
+        loop {
+            match self.inner.try_lock() {
+                Ok(inner) => return Ok(inner),
+                Err(std::sync::TryLockError::Poisoned(_)) => {
+                    return Err(format!(
+                        "{} [providers].{}: its state is poisoned",
+                        self.noun(),
+                        self.handle
+                    ))
+                }
+                Err(std::sync::TryLockError::WouldBlock) => {}
+            }
+            if stop() {
+                return Err(format!(
+                    "{} [providers].{}: cancelled while its previous call was still running",
+                    self.noun(),
+                    self.handle
+                ));
+            }
+            if Instant::now() >= deadline {
+                return Err(format!(
+                    "{} [providers].{} ({}): busy: its previous call still ran after {} ms; raise \
+                     call_timeout_ms on [providers].{} if its calls are just slow",
+                    self.noun(),
+                    self.handle,
+                    self.launch(),
+                    timeout.as_millis(),
+                    self.handle
+                ));
+            }
+            std::thread::sleep(LOCK_POLL);
+        }
     }
 
     /// Sends one request of the provider protocol other than `tools/call` (`session/load`, `session/append`) and
@@ -608,15 +693,18 @@ impl McpServer {
         params: Json,
         stop: &dyn Fn() -> bool,
     ) -> Result<Json, String> {
-        let mut inner = self.connected()?;
+        let timeout = self.cfg.call_timeout;
+        let (mut inner, deadline) = self.connected(timeout, stop)?;
         let answer = match inner.conn.as_mut() {
-            Some(conn) => conn.request_until(method, params, self.cfg.call_timeout, stop),
+            Some(conn) => conn.request_until(method, params, deadline, timeout, stop),
             None => Err(McpError::Dead("not connected".into())),
         };
         answer.map_err(|e| self.fail(&mut inner, e, &format!("{method} failed")))
     }
 
-    /// Reports a failed exchange; a dead server's connection is dropped so the next call restarts it.
+    /// Reports a failed exchange. A dead server's connection is dropped so the next call restarts it; so is a hung
+    /// one's (no answer, or its input not read, within the deadline): its process is stopped, and the hang counts as
+    /// a death for the crash-loop rule.
     fn fail(&self, inner: &mut Inner, e: McpError, what: &str) -> String {
         let tail = inner
             .conn
@@ -625,9 +713,18 @@ impl McpServer {
             .unwrap_or_default();
         let e = with_stderr(e, &tail);
         let mut msg = self.explain(what, &e);
-        if let McpError::Dead(why) = &e {
-            inner.conn = None;
-            self.died(inner, why.clone(), &mut msg);
+        match &e {
+            McpError::Dead(why) => {
+                inner.conn = None;
+                self.died(inner, why.clone(), &mut msg);
+            }
+            McpError::Timeout(why) => {
+                // dropping the connection kills the process group (stdio) or ends the session (HTTP)
+                inner.conn = None;
+                msg.push_str(&format!("; loom stopped the hung {}", self.noun()));
+                self.died(inner, why.clone(), &mut msg);
+            }
+            _ => {}
         }
         msg
     }
@@ -661,7 +758,11 @@ fn with_stderr(e: McpError, tail: &str) -> McpError {
 }
 
 /// `tools/list`, following `nextCursor`.
-fn list_tools(conn: &mut Conn, timeout: Duration) -> Result<Vec<UpstreamTool>, McpError> {
+fn list_tools(
+    conn: &mut Conn,
+    deadline: Instant,
+    timeout: Duration,
+) -> Result<Vec<UpstreamTool>, McpError> {
     let mut tools = Vec::new();
     let mut cursor: Option<String> = None;
     for _ in 0..MAX_PAGES {
@@ -669,7 +770,7 @@ fn list_tools(conn: &mut Conn, timeout: Duration) -> Result<Vec<UpstreamTool>, M
             Some(c) => json!({ "cursor": c }),
             None => json!({}),
         };
-        let page = conn.request("tools/list", params, timeout)?;
+        let page = conn.request("tools/list", params, deadline, timeout)?;
         let Some(list) = page.get("tools").and_then(Json::as_array) else {
             return Err(McpError::Failed(
                 "the server's tools/list answer has no `tools` array".into(),

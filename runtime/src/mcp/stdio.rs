@@ -2,15 +2,16 @@
 //! a bounded tail for error messages. The child leads its own process group, killed whole when the transport drops
 //! (`npx` runs the server as a grandchild).
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::os::unix::process::CommandExt;
 use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use serde_json::Value as Json;
 
+use super::wire::{parse_message, Frame, LineFramer};
 use super::{Incoming, McpError, Transport, Wait, MAX_MESSAGE_BYTES};
 
 /// How much of the server's stderr is kept for error messages.
@@ -42,11 +43,33 @@ impl std::fmt::Debug for StdioSpawn {
     }
 }
 
-/// A running stdio server.
+/// Messages read ahead of the client; when they are not taken, the reader stops reading and the server blocks on
+/// its stdout (each holds at most [`MAX_MESSAGE_BYTES`]).
+const READ_QUEUE: usize = 8;
+
+/// Writes queued for the server's stdin; a reply to the server's own request is dropped when the queue is full.
+const WRITE_QUEUE: usize = 16;
+
+/// How often a send re-tries a full write queue.
+const WRITE_POLL: std::time::Duration = std::time::Duration::from_millis(5);
+
+/// What the reader thread hands over.
+enum FromServer {
+    Frame(Frame),
+    Closed,
+}
+
+/// One write for the writer thread; with a sender when the writer reports its outcome.
+type ToServer = (Vec<u8>, Option<SyncSender<Result<(), String>>>);
+
+/// A running stdio server. Its stdout is read, its stdin written and its stderr drained by threads of their own, so
+/// no exchange blocks on a server that stops reading or keeps writing: every wait has a deadline.
 pub struct StdioTransport {
     child: Child,
-    stdin: Option<ChildStdin>,
-    rx: Receiver<Incoming>,
+    writes: Option<SyncSender<ToServer>>,
+    /// A write did not finish in time: the stream may hold half a message, so nothing more is sent.
+    stuck: bool,
+    rx: Receiver<FromServer>,
     stderr: Arc<Mutex<Tail>>,
 }
 
@@ -83,17 +106,21 @@ impl StdioTransport {
         let mut child = cmd
             .spawn()
             .map_err(|e| format!("cannot start `{}`: {e}", spec.program))?;
-        let (stdout, stderr) = match (child.stdout.take(), child.stderr.take()) {
-            (Some(o), Some(e)) => (o, e),
-            _ => {
-                kill_group(&mut child);
-                return Err("the server's stdio pipes are missing".into());
-            }
-        };
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || read_messages(BufReader::new(stdout), &tx));
+        let (stdin, stdout, stderr) =
+            match (child.stdin.take(), child.stdout.take(), child.stderr.take()) {
+                (Some(i), Some(o), Some(e)) => (i, o, e),
+                _ => {
+                    kill_group(&mut child);
+                    return Err("the server's stdio pipes are missing".into());
+                }
+            };
+        let (tx, rx) = mpsc::sync_channel(READ_QUEUE);
+        std::thread::spawn(move || read_messages(stdout, &tx));
+        let (writes, queued) = mpsc::sync_channel::<ToServer>(WRITE_QUEUE);
+        std::thread::spawn(move || write_messages(stdin, &queued));
         let tail = Arc::new(Mutex::new(Tail::default()));
         let sink = tail.clone();
+        // stderr is always drained (only its tail is kept), so a server logging a lot never blocks on it
         std::thread::spawn(move || {
             let mut stderr = stderr;
             let mut buf = [0u8; 4096];
@@ -107,8 +134,9 @@ impl StdioTransport {
             }
         });
         Ok(StdioTransport {
-            stdin: child.stdin.take(),
             child,
+            writes: Some(writes),
+            stuck: false,
             rx,
             stderr: tail,
         })
@@ -126,72 +154,113 @@ impl StdioTransport {
     }
 }
 
-/// Reads newline-delimited messages, never holding more than [`MAX_MESSAGE_BYTES`] of one line.
-fn read_messages(mut r: impl BufRead, tx: &mpsc::Sender<Incoming>) {
-    let mut line = Vec::new();
-    let mut dropped = 0usize;
+/// Reads newline-delimited messages, never holding more than [`MAX_MESSAGE_BYTES`] of one line: a longer line is
+/// reported as soon as it crosses the limit and the rest of it is skipped.
+fn read_messages(mut r: impl Read, tx: &SyncSender<FromServer>) {
+    let mut framer = LineFramer::new(MAX_MESSAGE_BYTES);
+    let mut buf = vec![0u8; 64 * 1024];
     loop {
-        let buf = match r.fill_buf() {
-            Ok([]) | Err(_) => {
-                let _ = tx.send(Incoming::Closed);
+        let n = match r.read(&mut buf) {
+            Ok(0) | Err(_) => {
+                let _ = tx.send(FromServer::Closed);
                 return;
             }
-            Ok(b) => b,
+            Ok(n) => n,
         };
-        let (chunk, end) = match buf.iter().position(|&b| b == b'\n') {
-            Some(i) => (&buf[..i], Some(i + 1)),
-            None => (buf, None),
-        };
-        if dropped > 0 || line.len() + chunk.len() > MAX_MESSAGE_BYTES {
-            dropped += line.len() + chunk.len();
-            line.clear();
-        } else {
-            line.extend_from_slice(chunk);
+        if !framer.push(&buf[..n], &mut |f| tx.send(FromServer::Frame(f)).is_ok()) {
+            return;
         }
-        let used = end.unwrap_or(buf.len());
-        r.consume(used);
-        if end.is_some() {
-            let msg = if dropped > 0 {
-                Incoming::TooLarge(dropped)
-            } else if line.iter().all(u8::is_ascii_whitespace) {
-                line.clear();
-                continue;
-            } else {
-                match serde_json::from_slice::<Json>(&line) {
-                    Ok(v) => Incoming::Message(v),
-                    Err(_) => Incoming::Noise,
-                }
-            };
-            dropped = 0;
-            line.clear();
-            if tx.send(msg).is_err() {
-                return;
-            }
+    }
+}
+
+/// Writes queued messages to the server's stdin until the queue closes or a write fails (the server is gone).
+fn write_messages(mut stdin: ChildStdin, queued: &Receiver<ToServer>) {
+    while let Ok((bytes, done)) = queued.recv() {
+        let r = stdin
+            .write_all(&bytes)
+            .and_then(|()| stdin.flush())
+            .map_err(|e| e.to_string());
+        let failed = r.is_err();
+        if let Some(done) = done {
+            let _ = done.try_send(r);
+        }
+        if failed {
+            return;
         }
     }
 }
 
 impl Transport for StdioTransport {
-    fn send(&mut self, message: &Json) -> Result<(), McpError> {
-        let mut text = message.to_string();
-        text.push('\n');
-        let stdin = self
-            .stdin
-            .as_mut()
-            .ok_or_else(|| McpError::Dead("the server's stdin is closed".into()))?;
-        stdin
-            .write_all(text.as_bytes())
-            .and_then(|()| stdin.flush())
-            .map_err(|e| McpError::Dead(format!("cannot write to the server: {e}")))
+    fn send(&mut self, message: &Json, deadline: Instant) -> Result<(), McpError> {
+        let mut text = message.to_string().into_bytes();
+        text.push(b'\n');
+        let size = text.len();
+        let writes = match &self.writes {
+            Some(w) if !self.stuck => w,
+            _ => return Err(McpError::Dead("the server's stdin is closed".into())),
+        };
+        let (done, outcome) = mpsc::sync_channel(1);
+        let mut job = (text, Some(done));
+        let stuck = |what: &str| {
+            McpError::Timeout(format!(
+                "the server stopped reading its stdin ({what} a message of {size} bytes)"
+            ))
+        };
+        loop {
+            match writes.try_send(job) {
+                Ok(()) => break,
+                Err(TrySendError::Disconnected(_)) => {
+                    return Err(McpError::Dead(
+                        "cannot write to the server: its stdin is closed".into(),
+                    ))
+                }
+                Err(TrySendError::Full(j)) => job = j,
+            }
+            if Instant::now() >= deadline {
+                self.stuck = true;
+                return Err(stuck("it never took"));
+            }
+            std::thread::sleep(WRITE_POLL);
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        match outcome.recv_timeout(left) {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(McpError::Dead(format!("cannot write to the server: {e}"))),
+            Err(RecvTimeoutError::Disconnected) => Err(McpError::Dead(
+                "cannot write to the server: its stdin is closed".into(),
+            )),
+            Err(RecvTimeoutError::Timeout) => {
+                self.stuck = true;
+                Err(stuck("it did not take"))
+            }
+        }
+    }
+
+    fn post(&mut self, message: &Json) {
+        if self.stuck {
+            return;
+        }
+        let mut text = message.to_string().into_bytes();
+        text.push(b'\n');
+        if let Some(w) = &self.writes {
+            // a full queue means the server is not reading: this message is dropped, nothing waits
+            let _ = w.try_send((text, None));
+        }
     }
 
     fn next(&mut self, deadline: Instant) -> Wait {
         let left = deadline.saturating_duration_since(Instant::now());
         match self.rx.recv_timeout(left) {
-            Ok(Incoming::Closed) | Err(RecvTimeoutError::Disconnected) => {
+            Ok(FromServer::Closed) | Err(RecvTimeoutError::Disconnected) => {
                 Wait::Closed(self.exit_status())
             }
-            Ok(m) => Wait::Got(m),
+            Ok(FromServer::Frame(Frame::TooLarge(n))) => Wait::Got(Incoming::TooLarge(n)),
+            Ok(FromServer::Frame(Frame::Message(bytes))) => {
+                Wait::Got(match parse_message(&bytes) {
+                    Some(m) => Incoming::Message(m),
+                    None => Incoming::Noise,
+                })
+            }
             Err(RecvTimeoutError::Timeout) => Wait::TimedOut,
         }
     }
@@ -203,7 +272,8 @@ impl Transport for StdioTransport {
 
 impl Drop for StdioTransport {
     fn drop(&mut self) {
-        self.stdin.take();
+        // the writer thread ends with the queue, or with EPIPE once the group is killed
+        self.writes.take();
         kill_group(&mut self.child);
     }
 }
@@ -224,21 +294,22 @@ mod tests {
     use super::*;
 
     #[test]
-    fn an_oversized_line_is_dropped_whole_and_reported() {
+    fn an_oversized_line_is_reported_and_the_next_one_read() {
         let mut input = vec![b'x'; MAX_MESSAGE_BYTES + 10];
         input.extend_from_slice(b"\n{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\nnot json\n");
-        let (tx, rx) = mpsc::channel();
+        let (tx, rx) = mpsc::sync_channel(100);
         read_messages(std::io::Cursor::new(input), &tx);
-        let got: Vec<Incoming> = rx.try_iter().collect();
+        let got: Vec<FromServer> = rx.try_iter().collect();
         assert!(
-            matches!(got[0], Incoming::TooLarge(n) if n == MAX_MESSAGE_BYTES + 10),
-            "{got:?}"
+            matches!(got[0], FromServer::Frame(Frame::TooLarge(n)) if n > MAX_MESSAGE_BYTES),
+            "reported when it crossed the limit"
         );
         assert!(
-            matches!(&got[1], Incoming::Message(m) if m["id"] == 1),
-            "{got:?}"
+            matches!(&got[1], FromServer::Frame(Frame::Message(m)) if parse_message(m).is_some_and(|m| m["id"] == 1))
         );
-        assert!(matches!(&got[2], Incoming::Noise), "{got:?}");
-        assert!(matches!(got[3], Incoming::Closed), "{got:?}");
+        assert!(
+            matches!(&got[2], FromServer::Frame(Frame::Message(m)) if parse_message(m).is_none())
+        );
+        assert!(matches!(got[3], FromServer::Closed));
     }
 }

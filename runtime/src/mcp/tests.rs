@@ -59,7 +59,7 @@ fn a_server_that_never_answers_initialize_fails_start_naming_the_handle_and_the_
 }
 
 #[test]
-fn a_call_that_never_returns_times_out_and_the_server_stays_usable() {
+fn a_call_that_never_returns_times_out_and_the_hung_server_is_restarted() {
     let Some(cfg) = stdio("hang-call", &[], 300) else {
         return;
     };
@@ -70,9 +70,14 @@ fn a_call_that_never_returns_times_out_and_the_server_stays_usable() {
         "{err}"
     );
     assert!(err.contains("call_timeout_ms"), "{err}");
-    // still connected: the listing works and the next call times out the same way (no restart)
+    assert!(
+        err.contains("loom stopped the hung MCP server; loom restarts it on the next call"),
+        "{err}"
+    );
+    // the next call restarts it (its listing is fresh) and times out the same way
     let err = s.call("a", json!({}), &ok).unwrap_err();
     assert!(err.contains("did not answer tools/call"), "{err}");
+    assert_eq!(s.tools().len(), 2);
 }
 
 #[test]
