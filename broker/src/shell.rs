@@ -112,6 +112,19 @@ pub fn run_row(
         }
     }
     let brokered = is_general_row(run.row) && !brokered_commands(run.grant).is_empty();
+    if brokered && tier == Tier::B {
+        // Tier B denies every unix socket (Landlock below ABI 9 cannot tell the broker's from D-Bus's), so the shims
+        // could not reach the broker: refuse rather than run a shell whose brokered commands all fail.
+        return Err(RunError::Spawn(SpawnError::Inexpressible {
+            tier: Tier::B.name(),
+            grant: profile.grant.clone(),
+            why: "its capability set names commands that run through loom's broker, which a tier-B command cannot \
+                  reach: tier B denies unix sockets altogether, since Landlock below ABI 9 cannot tell the broker's \
+                  socket from the host's (D-Bus, ssh-agent, X11); make user namespaces available for tier A \
+                  (`loom doctor`), or run the named commands without a general `commands = \"*\"` row"
+                .into(),
+        }));
+    }
     if !brokered {
         let launch = Launch {
             profile: &profile,

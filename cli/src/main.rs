@@ -20,7 +20,7 @@ enum Command {
     /// Print the whole authority surface of an agent, without calling a model.
     Audit(cmd::audit::Args),
     /// Run a command confined by the OS sandbox under a bash grant.
-    Sandbox(cmd::sandbox::Args),
+    Sandbox(Box<cmd::sandbox::Args>),
     /// Report which sandbox tier this host supports and how each grant kind is enforced.
     Doctor(cmd::doctor::Args),
     /// Send one prompt to an agent and run the turn (text from the argument or stdin).
@@ -99,7 +99,7 @@ fn main() {
     };
     let code = match cli.command {
         Command::Audit(args) => cmd::audit::run(args),
-        Command::Sandbox(args) => cmd::sandbox::run(args),
+        Command::Sandbox(args) => cmd::sandbox::run(*args),
         Command::Doctor(args) => cmd::doctor::run(args),
         Command::Prompt(args) => cmd::prompt::run(args),
         Command::Run(args) => cmd::run::run(args),

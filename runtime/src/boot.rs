@@ -258,6 +258,7 @@ pub fn boot_with(
         Arc::new(own.union(&opts.lineage.authority))
     };
     sandbox.authority = sandbox_paths(&authority);
+    sandbox.accept = m.sandbox.accept.clone();
     let submanifests = Arc::new(submanifest_hashes(&authority));
 
     let storage = storage_dir(m, &env);

@@ -503,6 +503,7 @@ mod tests {
         let policy = crate::seccomp::SeccompPolicy {
             network: false,
             host_namespaces: true,
+            deny_truncate: false,
         };
         Confinement::prepare(None, policy, true, None, None).unwrap()
     }

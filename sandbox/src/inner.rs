@@ -359,6 +359,7 @@ fn setup(spec: &InnerSpec) -> Result<String, String> {
     let policy = SeccompPolicy {
         network: spec.network,
         host_namespaces: false,
+        deny_truncate: false,
     };
     let confinement = Confinement::prepare(
         spec.landlock.as_deref(),

@@ -44,6 +44,7 @@ mod bwrap;
 mod cancel;
 mod clone_exec;
 mod confine;
+mod coverage;
 mod env;
 mod extra;
 mod facts;
@@ -58,11 +59,16 @@ mod seccomp;
 mod select;
 mod spawn;
 mod stage;
+mod table;
 
 pub use bwrap::{
     build_bwrap_args, BwrapError, BwrapFeatures, PathFds, StageFds, INNER_EXE_IN_VIEW,
 };
 pub use cancel::kill_tree_on_signals;
+pub use coverage::{
+    tier_b_refusal, tier_b_rights, tier_b_status, view_status, By, Right, RightStatus,
+    SandboxStatus,
+};
 pub use env::{build_env, unconfined_env, EnvPolicy, SecretFacts};
 pub use extra::{spawn_sandboxed_io, Stream, Streams};
 pub use facts::HostFs;
@@ -86,9 +92,10 @@ pub use roots::open_roots;
 pub use sbpl::build_sbpl;
 pub use seccomp::{
     apply_seccomp, build_abi_guard, build_seccomp_programs, build_seccomp_rules, ArgCheck, ArgOp,
-    ArgWidth, DenyRule, SeccompError, SeccompPolicy, NEWEST_ALLOWED_SYSCALL,
+    ArgWidth, DenyRule, SeccompError, SeccompPolicy, METADATA_SYSCALLS, NEWEST_ALLOWED_SYSCALL,
 };
 pub use select::{parse_grant, GrantTextError};
 pub use spawn::{
     check_expressible, spawn_sandboxed, spawn_unconfined, Launch, Outcome, SpawnError,
 };
+pub use table::{enforcement_rows, enforcement_table, TABLE_BEGIN, TABLE_END};

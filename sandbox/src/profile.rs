@@ -48,6 +48,8 @@ pub struct Limits {
     pub max_file_size: Option<u64>,
     /// Wall-clock limit; the whole tree is killed when it passes.
     pub timeout: Option<Duration>,
+    /// What the manifest accepts the sandbox may lack (`[sandbox] accept`); tier B refuses any other gap.
+    pub accept: Vec<loom_kernel::AcceptedGap>,
 }
 
 impl Default for Limits {
@@ -56,6 +58,7 @@ impl Default for Limits {
             max_procs: Some(4096),
             max_file_size: Some(16 << 30),
             timeout: None,
+            accept: Vec::new(),
         }
     }
 }

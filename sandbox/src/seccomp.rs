@@ -110,7 +110,7 @@ impl ArgCheck {
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct DenyRule(pub Vec<ArgCheck>);
 
-/// What the program depends on besides the architecture: two bits, so at most four programs per process.
+/// What the program depends on besides the architecture: three bits, so at most eight programs per process.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct SeccompPolicy {
     /// The network is granted: inet, inet6 and route netlink sockets are allowed besides unix ones.
@@ -119,12 +119,22 @@ pub struct SeccompPolicy {
     /// would reach other processes' shared memory, message queues and semaphores, and inotify would report names
     /// and activity in directories Landlock does not let it list, so both are denied. Tiers A and C have an IPC
     /// namespace and a view of their own, where both stay allowed.
+    ///
+    /// Tier B also closes here what Landlock does not mediate on the host's filesystem (see
+    /// [`crate::coverage`]): `socket(AF_UNIX)` (so no `connect(2)` to the host's pathname or abstract unix
+    /// sockets: D-Bus, ssh-agent, X11, docker; `socketpair` stays allowed), the metadata calls (`chmod`, `chown`,
+    /// `utime*`, `*setxattr`, `*removexattr` and their fd/at variants, which Landlock does not check at all), and
+    /// `setsid` (so every descendant stays in the command's session, which loom kills when the call ends).
     pub host_namespaces: bool,
+    /// `truncate(2)` by path is denied: Landlock below ABI 3 does not mediate it (tier B on an old kernel).
+    pub deny_truncate: bool,
 }
 
 impl SeccompPolicy {
     fn slot(self) -> usize {
-        usize::from(self.network) | (usize::from(self.host_namespaces) << 1)
+        usize::from(self.network)
+            | (usize::from(self.host_namespaces) << 1)
+            | (usize::from(self.deny_truncate) << 2)
     }
 }
 
@@ -217,6 +227,59 @@ fn host_namespace_denied() -> Vec<i64> {
     v
 }
 
+/// Metadata calls Landlock does not mediate (tier B denies them whatever the path; see
+/// [`SeccompPolicy::host_namespaces`]). Their names, for messages and the enforcement table, are
+/// [`METADATA_SYSCALLS`].
+fn metadata_denied() -> Vec<i64> {
+    let mut v = vec![
+        libc::SYS_fchmod,
+        libc::SYS_fchmodat,
+        libc::SYS_fchmodat2,
+        libc::SYS_fchown,
+        libc::SYS_fchownat,
+        libc::SYS_utimensat,
+        libc::SYS_setxattr,
+        libc::SYS_lsetxattr,
+        libc::SYS_fsetxattr,
+        libc::SYS_removexattr,
+        libc::SYS_lremovexattr,
+        libc::SYS_fremovexattr,
+    ];
+    #[cfg(target_arch = "x86_64")]
+    v.extend([
+        libc::SYS_chmod,
+        libc::SYS_chown,
+        libc::SYS_lchown,
+        libc::SYS_utime,
+        libc::SYS_utimes,
+        libc::SYS_futimesat,
+    ]);
+    v
+}
+
+/// The metadata calls tier B denies (the union over architectures; newer ones such as `setxattrat` fail with
+/// ENOSYS as every syscall after [`NEWEST_ALLOWED_SYSCALL`]).
+pub const METADATA_SYSCALLS: [&str; 18] = [
+    "chmod",
+    "fchmod",
+    "fchmodat",
+    "fchmodat2",
+    "chown",
+    "lchown",
+    "fchown",
+    "fchownat",
+    "utime",
+    "utimes",
+    "futimesat",
+    "utimensat",
+    "setxattr",
+    "lsetxattr",
+    "fsetxattr",
+    "removexattr",
+    "lremovexattr",
+    "fremovexattr",
+];
+
 /// The EPERM rules: syscall number -> rules (any matching rule denies; an empty list denies unconditionally).
 pub fn build_seccomp_rules(policy: SeccompPolicy) -> BTreeMap<i64, Vec<DenyRule>> {
     use ArgOp::{Eq, MaskedEq, Ne};
@@ -239,7 +302,24 @@ pub fn build_seccomp_rules(policy: SeccompPolicy) -> BTreeMap<i64, Vec<DenyRule>
     } else {
         vec![DenyRule(vec![ArgCheck::low32(0, Ne(AF_UNIX))])]
     };
-    rules.insert(libc::SYS_socket, socket.clone());
+    if policy.host_namespaces {
+        // Tier B: no unix socket can be created, so none can connect(2) to a path or an abstract name of the
+        // host (Landlock below ABI 9 does not mediate pathname sockets). A connected pair has no address:
+        // socketpair keeps AF_UNIX.
+        let inet = if policy.network {
+            let mut inet = socket.clone();
+            if let Some(first) = inet.first_mut() {
+                first.0.retain(|c| c.op != Ne(AF_UNIX));
+            }
+            inet
+        } else {
+            // an empty list: denied whatever the arguments
+            Vec::new()
+        };
+        rules.insert(libc::SYS_socket, inet);
+    } else {
+        rules.insert(libc::SYS_socket, socket.clone());
+    }
     rules.insert(libc::SYS_socketpair, socket);
     rules.insert(
         libc::SYS_ioctl,
@@ -261,9 +341,13 @@ pub fn build_seccomp_rules(policy: SeccompPolicy) -> BTreeMap<i64, Vec<DenyRule>
         rules.insert(nr, Vec::new());
     }
     if policy.host_namespaces {
-        for nr in host_namespace_denied() {
+        for nr in host_namespace_denied().into_iter().chain(metadata_denied()) {
             rules.insert(nr, Vec::new());
         }
+        rules.insert(libc::SYS_setsid, Vec::new());
+    }
+    if policy.deny_truncate {
+        rules.insert(libc::SYS_truncate, Vec::new());
     }
     rules
 }
@@ -593,7 +677,11 @@ pub fn build_seccomp_programs(policy: SeccompPolicy) -> Result<Vec<BpfProgram>, 
 pub(crate) fn seccomp_programs(
     policy: SeccompPolicy,
 ) -> Result<&'static [BpfProgram], SeccompError> {
-    static PROGRAMS: [OnceLock<Result<Vec<BpfProgram>, String>>; 4] = [
+    static PROGRAMS: [OnceLock<Result<Vec<BpfProgram>, String>>; 8] = [
+        OnceLock::new(),
+        OnceLock::new(),
+        OnceLock::new(),
+        OnceLock::new(),
         OnceLock::new(),
         OnceLock::new(),
         OnceLock::new(),
@@ -646,31 +734,80 @@ mod tests {
     const AF_PACKET: u64 = libc::AF_PACKET as u64;
     const AF_VSOCK: u64 = libc::AF_VSOCK as u64;
 
-    /// Every policy: network off/on, own namespaces / the host's.
-    const POLICIES: [SeccompPolicy; 4] = [
+    const fn policy(network: bool, host_namespaces: bool, deny_truncate: bool) -> SeccompPolicy {
         SeccompPolicy {
-            network: false,
-            host_namespaces: false,
-        },
-        SeccompPolicy {
-            network: true,
-            host_namespaces: false,
-        },
-        SeccompPolicy {
-            network: false,
-            host_namespaces: true,
-        },
-        SeccompPolicy {
-            network: true,
-            host_namespaces: true,
-        },
+            network,
+            host_namespaces,
+            deny_truncate,
+        }
+    }
+
+    /// Every policy: network off/on, own namespaces / the host's, truncate allowed / denied.
+    const POLICIES: [SeccompPolicy; 8] = [
+        policy(false, false, false),
+        policy(true, false, false),
+        policy(false, true, false),
+        policy(true, true, false),
+        policy(false, false, true),
+        policy(true, false, true),
+        policy(false, true, true),
+        policy(true, true, true),
     ];
 
     fn net(network: bool) -> SeccompPolicy {
-        SeccompPolicy {
-            network,
-            host_namespaces: false,
+        policy(network, false, false)
+    }
+
+    /// Tier B (the host's namespaces): no unix socket can be created (so none connects to a host socket), a pair
+    /// can; the metadata calls and setsid are denied; truncate only when asked.
+    #[test]
+    fn tier_b_denies_unix_sockets_metadata_and_setsid() {
+        let native = audit_arch().unwrap();
+        for network in [false, true] {
+            let p = policy(network, true, false);
+            let prog = &build_seccomp_programs(p).unwrap()[0];
+            let run = |nr: i64, args: [u64; 6]| eval(prog, nr as u32, native, args).0;
+            assert_eq!(run(libc::SYS_socket, [AF_UNIX, 1, 0, 0, 0, 0]), RET_EPERM);
+            assert_eq!(
+                run(libc::SYS_socketpair, [AF_UNIX, 1, 0, 0, 0, 0]),
+                RET_ALLOW
+            );
+            assert_eq!(
+                run(libc::SYS_socket, [AF_INET, 1, 0, 0, 0, 0]),
+                if network { RET_ALLOW } else { RET_EPERM }
+            );
+            for nr in metadata_denied() {
+                assert_eq!(run(nr, [0; 6]), RET_EPERM, "nr {nr}");
+            }
+            assert_eq!(run(libc::SYS_setsid, [0; 6]), RET_EPERM);
+            assert_eq!(run(libc::SYS_setpgid, [0; 6]), RET_ALLOW);
+            assert_eq!(run(libc::SYS_truncate, [0; 6]), RET_ALLOW);
+            let old = &build_seccomp_programs(policy(network, true, true)).unwrap()[0];
+            assert_eq!(
+                eval(old, libc::SYS_truncate as u32, native, [0; 6]).0,
+                RET_EPERM
+            );
+            assert_eq!(
+                eval(old, libc::SYS_ftruncate as u32, native, [0; 6]).0,
+                RET_ALLOW
+            );
+            // Tiers A and C keep all of it.
+            let view = &build_seccomp_programs(policy(network, false, false)).unwrap()[0];
+            for nr in [libc::SYS_fchmodat, libc::SYS_setsid, libc::SYS_fsetxattr] {
+                assert_eq!(eval(view, nr as u32, native, [0; 6]).0, RET_ALLOW);
+            }
+            assert_eq!(
+                eval(
+                    view,
+                    libc::SYS_socket as u32,
+                    native,
+                    [AF_UNIX, 1, 0, 0, 0, 0]
+                )
+                .0,
+                RET_ALLOW
+            );
         }
+        assert!(METADATA_SYSCALLS.len() >= metadata_denied().len());
     }
 
     #[test]

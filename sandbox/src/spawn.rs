@@ -15,8 +15,9 @@ use crate::cancel::CancelTarget;
 pub use crate::clone_exec::Stream;
 use crate::clone_exec::{CloneError, RawChild};
 use crate::confine::{Confinement, EnforceError, Step};
+use crate::coverage::{tier_b_refusal, tier_b_status, view_status, SandboxStatus};
 use crate::inner::InnerSpec;
-use crate::landlock::{build_landlock_rules, AccessClass, LandlockRule, View};
+use crate::landlock::{build_landlock_rules, AccessClass, Enforcement, LandlockRule, View};
 use crate::probe::Tier;
 use crate::profile::Profile;
 use crate::roots::open_roots;
@@ -51,6 +52,8 @@ pub struct Outcome {
     pub enforced: String,
     /// True when the timeout killed the tree.
     pub timed_out: bool,
+    /// What the sandbox enforced, typed (`None` when unconfined).
+    pub status: Option<SandboxStatus>,
 }
 
 /// Why a command could not be run confined. Nothing ran when this is returned.
@@ -221,6 +224,7 @@ fn spawn_in_view(
     let policy = SeccompPolicy {
         network: profile.network,
         host_namespaces: false,
+        deny_truncate: false,
     };
     let programs =
         crate::seccomp::seccomp_programs(policy).map_err(|e| SpawnError::Setup(e.to_string()))?;
@@ -263,7 +267,18 @@ fn spawn_in_view(
     started(child.id());
     // The caller's ends of the streams stay with the caller; ours were moved into `cmd` and close with it.
     drop(cmd);
-    wait_confined(child, status_r, profile.limits.timeout)
+    let mut outcome = wait_confined(child, status_r, profile.limits.timeout)?;
+    // What the inner stage reported (`landlock=full|partial|off ...`), typed.
+    let landlock = match outcome.enforced.split_whitespace().next() {
+        Some("landlock=full") => Enforcement::Full,
+        Some("landlock=partial") => Enforcement::Partial,
+        _ => Enforcement::NotEnforced,
+    };
+    let abi = (launch.tier == Tier::A)
+        .then(|| crate::landlock::host_landlock_abi().ok())
+        .flatten();
+    outcome.status = Some(view_status(launch.tier, abi, landlock));
+    Ok(outcome)
 }
 
 /// Tier B: no second executable. Everything that allocates or opens files (the Landlock ruleset and its paths, the
@@ -288,10 +303,24 @@ fn spawn_tier_b(
         access: AccessClass::Write,
         required: true,
     });
-    // No namespaces of its own: SysV IPC and inotify would reach the host's (see SeccompPolicy).
+    // What Landlock withholds on this host and what seccomp makes up for (see `coverage`); a right nobody
+    // withholds and the manifest does not accept refuses the row before anything runs.
+    let abi = crate::landlock::host_landlock_abi()
+        .map_err(|_| SpawnError::Setup(crate::landlock::LandlockError::NotEnforced.to_string()))?;
+    let status = tier_b_status(abi, &profile.limits.accept);
+    if let Some(why) = tier_b_refusal(&status) {
+        return Err(SpawnError::Inexpressible {
+            tier: Tier::B.name(),
+            grant: profile.grant.clone(),
+            why,
+        });
+    }
+    // No namespaces of its own: SysV IPC and inotify would reach the host's, and seccomp closes what Landlock does
+    // not mediate (see SeccompPolicy).
     let policy = SeccompPolicy {
         network: profile.network,
         host_namespaces: true,
+        deny_truncate: abi < 3,
     };
     let confinement = Confinement::prepare(
         Some(&rules),
@@ -333,13 +362,84 @@ fn spawn_tier_b(
         )));
     }
     started(pid);
-    let (status, timed_out) = wait_tree(child, profile.limits.timeout)?;
+    // The command is its session's leader (setsid before exec) and seccomp denies setsid to everything it starts,
+    // so every descendant stays in that session: all of them are killed when the call ends, before the leader is
+    // reaped (its pid, hence the session id, cannot be reused meanwhile).
+    let (exit, timed_out) = wait_tree(child, profile.limits.timeout, &mut |sid| kill_session(sid))?;
     drop(private_tmp);
     Ok(Outcome {
-        code: exit_code(status),
+        code: exit_code(exit),
         enforced,
         timed_out,
+        status: Some(status),
     })
+}
+
+/// Kills every process whose session id is `sid` (tier B: the command's session), repeating until a scan of
+/// `/proc` finds none, so a process forked during a scan is found by the next one. Each is signalled through a
+/// pidfd opened before its session is checked again, so a pid reused meanwhile is never signalled.
+pub(crate) fn kill_session(sid: u32) {
+    let Ok(sid) = i32::try_from(sid) else {
+        return;
+    };
+    if sid <= 1 {
+        return;
+    }
+    // A fork bomb is bounded by RLIMIT_NPROC; the scans are bounded too, so a failure to converge cannot hang loom.
+    for _ in 0..64 {
+        let Ok(dir) = std::fs::read_dir("/proc") else {
+            return;
+        };
+        let mut found = false;
+        for entry in dir.flatten() {
+            let Some(pid) = entry
+                .file_name()
+                .to_str()
+                .and_then(|n| n.parse::<i32>().ok())
+            else {
+                continue;
+            };
+            if pid == sid || session_of(pid) != Some(sid) {
+                continue;
+            }
+            let Some(pidfd) = pidfd_open(pid as u32) else {
+                continue;
+            };
+            // The pidfd pins this process: checked again, the session is the one it has now.
+            if session_of(pid) != Some(sid) {
+                continue;
+            }
+            found = true;
+            // SAFETY: pidfd_send_signal on a pidfd we own, with no siginfo.
+            unsafe {
+                libc::syscall(
+                    libc::SYS_pidfd_send_signal,
+                    pidfd.as_raw_fd(),
+                    libc::SIGKILL,
+                    std::ptr::null::<libc::siginfo_t>(),
+                    0u32,
+                );
+            }
+        }
+        if !found {
+            return;
+        }
+        // Let the killed ones die before the next scan (a dying process is signalled again, harmlessly).
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// The session id of `pid` (field 6 of `/proc/<pid>/stat`, after the parenthesised command name); `None` for a
+/// process that is gone or already dead (a zombie waiting to be reaped).
+fn session_of(pid: i32) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after = stat.get(stat.rfind(')')? + 1..)?;
+    // state ppid pgrp session
+    let mut fields = after.split_whitespace();
+    if matches!(fields.next(), Some("Z" | "X" | "x")) {
+        return None;
+    }
+    fields.nth(2)?.parse().ok()
 }
 
 /// What a tier B child's failed step means for the caller.
@@ -460,6 +560,7 @@ pub(crate) fn wait_confined(
             code: exit_code(status),
             enforced: enforced.to_string(),
             timed_out,
+            status: None,
         }),
         ("err", msg) => Err(SpawnError::Setup(msg.to_string())),
         ("notfound", cmd) => Err(SpawnError::NotFound(cmd.to_string())),
@@ -644,34 +745,42 @@ pub fn spawn_unconfined(
     })?;
     let pid = child.id();
     let _cancel_target = CancelTarget::claim(pid);
-    let (status, timed_out) = wait_tree(child, timeout)?;
+    let (status, timed_out) = wait_tree(child, timeout, &mut |_| {})?;
     Ok(Outcome {
         code: exit_code(status),
         enforced: String::new(),
         timed_out,
+        status: None,
     })
 }
 
-/// Waits for `child`, killing its whole tree (its process group) once `timeout` passes. Polls a pidfd in the
-/// calling thread when the kernel has them (Linux 5.3+; every host with Landlock), else waits on a helper thread.
+/// Waits for `child`, killing its whole tree (its process group) once `timeout` passes, and calls `before_reap`
+/// with its pid once it has exited but before it is reaped (so the pid is not reused meanwhile). Polls a pidfd in the
+/// calling thread when the kernel has them (Linux 5.3+; every host with Landlock), else waits on a helper thread
+/// (and calls `before_reap` after the reap: without pidfds there is no waiting without reaping here).
 fn wait_tree<C: Reap + Send + 'static>(
     mut child: C,
     timeout: Option<Duration>,
+    before_reap: &mut dyn FnMut(u32),
 ) -> Result<(std::process::ExitStatus, bool), SpawnError> {
     let pid = child.id();
-    let Some(t) = timeout else {
-        return Ok((child.wait()?, false));
-    };
     if let Some(pidfd) = pidfd_open(pid) {
-        let deadline = Instant::now() + t;
+        let deadline = timeout.map(|t| Instant::now() + t);
+        let mut timed_out = false;
         loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                kill_tree(pid);
-                return Ok((child.wait()?, true));
-            }
-            // Round up, so the deadline has passed when poll times out.
-            let ms = i32::try_from(left.as_micros().div_ceil(1000)).unwrap_or(i32::MAX);
+            let ms = match deadline {
+                Some(d) if !timed_out => {
+                    let left = d.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        kill_tree(pid);
+                        timed_out = true;
+                        continue;
+                    }
+                    // Round up, so the deadline has passed when poll times out.
+                    i32::try_from(left.as_micros().div_ceil(1000)).unwrap_or(i32::MAX)
+                }
+                _ => -1,
+            };
             let mut fd = libc::pollfd {
                 fd: pidfd.as_raw_fd(),
                 events: libc::POLLIN,
@@ -680,18 +789,25 @@ fn wait_tree<C: Reap + Send + 'static>(
             // SAFETY: one valid pollfd.
             let rc = unsafe { libc::poll(&mut fd, 1, ms) };
             if rc > 0 {
-                return Ok((child.wait()?, false));
+                before_reap(pid);
+                return Ok((child.wait()?, timed_out));
             }
             if rc < 0 {
                 let e = std::io::Error::last_os_error();
                 if e.kind() != std::io::ErrorKind::Interrupted {
                     kill_tree(pid);
+                    before_reap(pid);
                     let _ = child.wait();
                     return Err(SpawnError::Io(e));
                 }
             }
         }
     }
+    let Some(t) = timeout else {
+        let status = child.wait()?;
+        before_reap(pid);
+        return Ok((status, false));
+    };
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
         let _ = tx.send(child.wait());
@@ -707,6 +823,7 @@ fn wait_tree<C: Reap + Send + 'static>(
             )
         }
     };
+    before_reap(pid);
     Ok((status?, timed_out))
 }
 

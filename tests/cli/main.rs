@@ -9,6 +9,7 @@ mod mcp;
 mod model_install;
 mod newcomer;
 mod rules;
+mod sandbox_accept;
 mod skill_authority;
 mod skills;
 mod version;

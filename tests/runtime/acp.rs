@@ -1093,6 +1093,13 @@ bash = { capabilities = [{ commands = "*", paths = ["./"] }, { commands = ["cat"
         .as_str()
         .unwrap_or("");
     assert!(why.contains("command broker"), "{}", finished[0]);
+    // what the sandbox enforced is part of the result: the tier and who withheld each right
+    let enforced = &finished[0]["rawOutput"]["sandbox"];
+    assert!(
+        enforced["tier"].is_string() && enforced["rights"]["pathname-sockets"].is_string(),
+        "{}",
+        finished[0]
+    );
     // the rowed command alone goes to the terminal, under its own row
     assert_eq!(t.requests.len(), 4, "{:#?}", t.requests);
     let args: Vec<&str> = t.requests[0]["params"]["args"]

@@ -388,11 +388,16 @@ attempt("control_getpid", lambda: libc.syscall(39))
             &[
                 "control_inet",
                 "control_inet6",
-                "control_unix",
                 "control_netlink_route",
                 "control_getpid",
             ],
         );
+        // tier B denies unix sockets too (tier_b.rs: they would reach the host's)
+        if tier == "b" {
+            r.stdout_has("control_unix: BLOCKED EPERM");
+        } else {
+            r.stdout_has("control_unix: ALLOWED");
+        }
         for denied in [
             "alg",
             "tipc",

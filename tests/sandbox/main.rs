@@ -8,6 +8,7 @@ mod cli;
 mod hardening;
 mod net;
 mod procs;
+mod tier_b;
 mod tiers;
 mod unprivileged;
 

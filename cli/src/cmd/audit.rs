@@ -135,6 +135,7 @@ fn report_of(
             },
         )
     };
+    let accepted = loaded.manifest.sandbox.accept.clone();
     let mut report = build_report(
         loaded.manifest,
         Facts {
@@ -153,6 +154,21 @@ fn report_of(
         skill_findings(&mut report, &d);
     }
     add_authority(&mut report, &authority);
+    // what the manifest lets the sandbox lack, by name: never silent
+    for gap in accepted {
+        report.findings.push(Finding {
+            level: Level::Warning,
+            subject: "[sandbox]".into(),
+            message: format!(
+                "accept = [\"{}\"]: {}",
+                gap.name(),
+                loom_sandbox::Right::ALL
+                    .into_iter()
+                    .find(|r| r.acceptable_as() == Some(gap))
+                    .map_or("a sandbox gap", |r| r.accepted_means())
+            ),
+        });
+    }
     // the kernel says which grants reach the installed provider code or its lock
     for w in install_writable(&report.tools, &report.ctx, &protected) {
         report.findings.push(Finding {

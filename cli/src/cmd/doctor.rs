@@ -19,6 +19,10 @@ pub struct Args {
     /// Print JSON instead of text.
     #[arg(long)]
     json: bool,
+    /// Print SECURITY.md's "What is enforced, and by what" table (Markdown), rendered from the data the sandbox
+    /// uses, and exit.
+    #[arg(long, conflicts_with = "json")]
+    table: bool,
 }
 
 /// A minimal profile (no roots, network off) for the end-to-end check of each tier.
@@ -117,7 +121,17 @@ fn json_str(s: &str) -> String {
 
 /// Runs `loom doctor`.
 pub fn run(args: Args) -> i32 {
+    if args.table {
+        print!("{}", loom_sandbox::enforcement_table());
+        return exit::OK;
+    }
     let h = probe_host();
+    // What tier B withholds on this host beyond the roots, and who does it (the decision tier B takes at spawn).
+    let tier_b = h
+        .landlock_abi
+        .as_ref()
+        .ok()
+        .map(|abi| loom_sandbox::tier_b_status(*abi, &[]));
     let bwrap = match &h.bwrap {
         None => Err("not installed; fix: apt-get install bubblewrap (or your distribution's bubblewrap package)".to_string()),
         Some(b) => probe_bwrap_works(b).map(|v| format!("{} ({v})", b.display())),
@@ -185,7 +199,7 @@ pub fn run(args: Args) -> i32 {
             match (has_view, has_landlock) {
                 (true, true) => "off: --unshare-net + seccomp (AF_UNIX only) + Landlock TCP; on: host network, seccomp allows only unix/inet/inet6/route-netlink sockets".into(),
                 (true, false) => "off: --unshare-net + seccomp (AF_UNIX only); on: host network, seccomp allows only unix/inet/inet6/route-netlink sockets".into(),
-                (false, true) => "off: seccomp (AF_UNIX only) + Landlock TCP; abstract unix sockets scoped by Landlock ABI 6+".into(),
+                (false, true) => "off: seccomp (no socket at all but socketpair: unix sockets are denied in tier B) + Landlock TCP; on: seccomp allows only inet/inet6/route-netlink sockets".into(),
                 (false, false) => "NOT ENFORCED: no backend".into(),
             },
         ),
@@ -206,7 +220,11 @@ pub fn run(args: Args) -> i32 {
             format!(
                 "RLIMIT_NPROC and RLIMIT_FSIZE{}; the timeout kills the process group{}",
                 if h.root { " (uid 0 is exempt from RLIMIT_NPROC: run loom as an unprivileged user)" } else { "" },
-                if has_view { " and the pid namespace" } else { "" }
+                if has_view {
+                    " and the pid namespace"
+                } else {
+                    "; the end of each call kills the command's whole session (setsid denied)"
+                }
             ),
         ),
     ];
@@ -247,7 +265,37 @@ pub fn run(args: Args) -> i32 {
             })
             .collect();
         out.push_str(&parts.join(","));
-        out.push_str("},\"kinds\":{");
+        out.push_str("},\"tierB\":");
+        match &tier_b {
+            Some(st) => {
+                let rights: Vec<String> = st
+                    .rights
+                    .iter()
+                    .map(|r| {
+                        format!(
+                            "{}:{{\"by\":{},\"cost\":{}}}",
+                            json_str(r.right.name()),
+                            json_str(r.by.name()),
+                            r.cost().map_or("null".into(), json_str)
+                        )
+                    })
+                    .collect();
+                out.push_str(&format!(
+                    "{{\"landlockAbi\":{},\"rights\":{{{}}},\"refusal\":{}}}",
+                    st.landlock_abi.unwrap_or(0),
+                    rights.join(","),
+                    loom_sandbox::tier_b_refusal(st).map_or("null".into(), |w| json_str(&w))
+                ));
+            }
+            None => out.push_str("null"),
+        }
+        out.push_str(",\"accept\":[");
+        let names: Vec<String> = loom_kernel::AcceptedGap::ALL
+            .iter()
+            .map(|g| json_str(g.name()))
+            .collect();
+        out.push_str(&names.join(","));
+        out.push_str("],\"kinds\":{");
         let parts: Vec<String> = kinds
             .iter()
             .map(|(k, v)| format!("{}:{}", json_str(k), json_str(v)))
@@ -298,6 +346,34 @@ pub fn run(args: Args) -> i32 {
     text.push_str("\nwho enforces each bash grant kind here:\n");
     for (k, v) in &kinds {
         text.push_str(&format!("  {k:<11} {v}\n"));
+    }
+    if let Some(st) = &tier_b {
+        text.push_str(&format!(
+            "\ntier B beyond the roots (Landlock ABI {} here; the same decision runs at every spawn):\n",
+            st.landlock_abi.unwrap_or(0)
+        ));
+        for r in &st.rights {
+            text.push_str(&format!(
+                "  {:<17} {:<9} {}\n",
+                r.right.name(),
+                r.by.name(),
+                r.right.what()
+            ));
+            if let Some(cost) = r.cost() {
+                text.push_str(&format!("  {:<27} cost: {cost}\n", ""));
+            }
+        }
+        if let Some(why) = loom_sandbox::tier_b_refusal(st) {
+            text.push_str(&format!("  tier B REFUSES every command here: {why}\n"));
+        }
+        let names: Vec<&str> = loom_kernel::AcceptedGap::ALL
+            .iter()
+            .map(|g| g.name())
+            .collect();
+        text.push_str(&format!(
+            "  a manifest may accept a gap by name ([sandbox] accept = [...]; `loom audit` shows it): {}\n",
+            names.join(", ")
+        ));
     }
     text.push_str(&format!(
         "\nread-only inside every writable root (and the home directory), whatever the grant — code that git, shells, \

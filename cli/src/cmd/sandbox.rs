@@ -60,6 +60,10 @@ struct RunArgs {
     /// Hide this file from the command: it reads as empty and cannot be changed (repeatable; secret stores).
     #[arg(long, value_name = "PATH")]
     mask: Vec<PathBuf>,
+    /// Accept that the sandbox lacks this right on this host, as `[sandbox] accept` in a manifest (repeatable;
+    /// `signals`: tier B below Landlock ABI 6). Any other missing right refuses tier B.
+    #[arg(long, value_name = "GAP")]
+    accept: Vec<String>,
     /// Print the tier and what was enforced to stderr.
     #[arg(long, short)]
     verbose: bool,
@@ -107,6 +111,25 @@ fn run_one(a: RunArgs) -> i32 {
         Some((_, Some(t))) => Some(t),
         Some((t, None)) => return fail(exit::USAGE, &format!("--tier {t}: expected a, b or c")),
     };
+    let mut accept = Vec::new();
+    for name in &a.accept {
+        match loom_kernel::AcceptedGap::parse(name) {
+            Some(g) => accept.push(g),
+            None => {
+                let known: Vec<&str> = loom_kernel::AcceptedGap::ALL
+                    .iter()
+                    .map(|g| g.name())
+                    .collect();
+                return fail(
+                    exit::USAGE,
+                    &format!(
+                        "--accept {name}: unknown sandbox gap; known: {}",
+                        known.join(", ")
+                    ),
+                );
+            }
+        }
+    }
     let cwd = match a.cwd.clone().map(Ok).unwrap_or_else(std::env::current_dir) {
         Ok(d) => d,
         Err(e) => {
@@ -171,6 +194,7 @@ fn run_one(a: RunArgs) -> i32 {
         max_procs: a.max_procs.or(defaults.max_procs),
         max_file_size: a.max_file_size.or(defaults.max_file_size),
         timeout,
+        accept,
     };
     let absolute = |paths: &[PathBuf]| -> Result<Vec<PathBuf>, String> {
         paths
@@ -208,6 +232,9 @@ fn run_one(a: RunArgs) -> i32 {
         Ok(o) => {
             if a.verbose {
                 eprintln!("loom: sandbox: {}; exit {}", o.enforced, o.code);
+                if let Some(status) = &o.status {
+                    eprintln!("loom: sandbox status: {}", status.describe());
+                }
             }
             if o.timed_out {
                 eprintln!(

@@ -8,6 +8,7 @@ use super::harness::{parse_harness, Harness};
 use super::hooks::parse_hooks;
 use super::permissions::parse_permissions;
 use super::providers::{parse_providers, ProviderSpec};
+use super::sandbox::{parse_sandbox, SandboxSection};
 use super::session::{parse_session, Session};
 use super::subagents::{collect, SubagentRef};
 use super::subst::substitute_table;
@@ -29,6 +30,7 @@ const SECTIONS: &[&str] = &[
     "capabilities",
     "permissions",
     "hooks",
+    "sandbox",
 ];
 
 /// Provider handle names nobody may define: they already mean something.
@@ -60,6 +62,8 @@ pub struct Manifest {
     pub permissions: Permissions,
     /// `[hooks]`: lifecycle hooks by event.
     pub hooks: Hooks,
+    /// `[sandbox]`: the sandbox gaps accepted by name.
+    pub sandbox: SandboxSection,
     /// Sub-manifests carried by `manifest` kinds in `[capabilities]` or in root `[tools]` inline capabilities.
     pub subagents: Vec<SubagentRef>,
 }
@@ -185,7 +189,12 @@ pub(crate) fn build_manifest(
         Some(v) => parse_hooks(ctx, &join(prefix, "hooks"), v)?,
         None => Hooks::default(),
     };
+    let sandbox = match table.get("sandbox") {
+        Some(v) => parse_sandbox(ctx, &join(prefix, "sandbox"), v)?,
+        None => SandboxSection::default(),
+    };
     Ok(Manifest {
+        sandbox,
         agent,
         harness,
         session,

@@ -78,6 +78,8 @@ pub struct SandboxEnv {
     pub secrets: SecretFacts,
     /// The agent's authority files (boot fills it in): read-only in every command's view, secret stores masked.
     pub authority: AuthorityPaths,
+    /// What the manifest accepts the sandbox may lack (`[sandbox] accept`; boot fills it in).
+    pub accept: Vec<loom_kernel::AcceptedGap>,
 }
 
 /// The `bash` tool.
@@ -626,8 +628,11 @@ impl Call {
             return out;
         }
         let code = match result {
-            Ok(Ok((code, sandbox_timed_out))) => {
+            Ok(Ok((code, sandbox_timed_out, status))) => {
                 timed_out |= sandbox_timed_out;
+                if let Some(status) = status {
+                    raw["sandbox"] = sandbox_json(&status);
+                }
                 code
             }
             Ok(Err(e)) => {
@@ -660,6 +665,24 @@ impl Call {
     }
 }
 
+/// What the sandbox enforced, for the result's raw output: `{"tier": "B", "landlock": "full", "landlockAbi": 7,
+/// "rights": {"signals": "landlock", "metadata": "seccomp", ...}, "accepted": [...]}`.
+fn sandbox_json(status: &loom_sandbox::SandboxStatus) -> serde_json::Value {
+    let rights: serde_json::Map<String, serde_json::Value> = status
+        .rights
+        .iter()
+        .map(|r| (r.right.name().to_string(), json!(r.by.name())))
+        .collect();
+    let accepted: Vec<&str> = status.accepted().iter().map(|r| r.name()).collect();
+    json!({
+        "tier": status.tier.name(),
+        "landlock": status.landlock.as_str(),
+        "landlockAbi": status.landlock_abi,
+        "rights": rights,
+        "accepted": accepted,
+    })
+}
+
 /// Where the running process's group id goes, and whether a kill was already requested.
 struct Slot {
     pid: Arc<AtomicI32>,
@@ -686,7 +709,7 @@ fn start(
     timeout: Duration,
     writer: std::io::PipeWriter,
     slot: &Slot,
-) -> Result<(i32, bool), String> {
+) -> Result<(i32, bool, Option<loom_sandbox::SandboxStatus>), String> {
     let err_writer = writer.try_clone().map_err(|e| e.to_string())?;
     match plan {
         Plan::Unconfined(argv) => {
@@ -715,6 +738,7 @@ fn start(
                     .or_else(|| status.signal().map(|s| 128 + s))
                     .unwrap_or(1),
                 false,
+                None,
             ))
         }
         Plan::Sandboxed { row, argv } => {
@@ -731,6 +755,7 @@ fn start(
                 argv: &argv,
                 limits: Limits {
                     timeout: Some(timeout),
+                    accept: sandbox.accept.clone(),
                     ..Limits::default()
                 },
                 tier: None,
@@ -746,7 +771,21 @@ fn start(
                 stderr: Stream::from(err_writer),
             };
             let o = run_row(run, streams, &mut |p| slot.store(p)).map_err(|e| e.to_string())?;
-            Ok((o.code, o.timed_out))
+            // The sandbox refuses before running when it would withhold less than the row requires; a status that
+            // says otherwise (a command confined less than the manifest accepts) fails the call all the same.
+            if let Some(missing) = o
+                .status
+                .as_ref()
+                .map(|s| s.missing())
+                .filter(|m| !m.is_empty())
+            {
+                let names: Vec<&str> = missing.iter().map(|r| r.name()).collect();
+                return Err(format!(
+                    "the sandbox did not withhold {}; the result is discarded (`loom doctor`)",
+                    names.join(", ")
+                ));
+            }
+            Ok((o.code, o.timed_out, o.status))
         }
     }
 }
