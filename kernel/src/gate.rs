@@ -178,7 +178,12 @@ pub fn manifest_changes(
 ) -> Vec<Change> {
     let mut out = Vec::new();
     // [agent] secrets: a declared secret can be handed to every row that names it exactly
-    for s in new.agent.secrets.iter().filter(|s| !old.agent.secrets.contains(s)) {
+    for s in new
+        .agent
+        .secrets
+        .iter()
+        .filter(|s| !old.agent.secrets.contains(s))
+    {
         out.push(change(
             scope,
             "agent.secrets",
@@ -323,9 +328,24 @@ pub fn manifest_changes(
     }
     // rules: a removed deny or ask rule, or an added allow rule, lets calls through that were stopped
     for (list, old_rules, new_rules, removed) in [
-        ("deny_rules", &old.permissions.deny, &new.permissions.deny, true),
-        ("ask_rules", &old.permissions.ask, &new.permissions.ask, true),
-        ("allow_rules", &old.permissions.allow, &new.permissions.allow, false),
+        (
+            "deny_rules",
+            &old.permissions.deny,
+            &new.permissions.deny,
+            true,
+        ),
+        (
+            "ask_rules",
+            &old.permissions.ask,
+            &new.permissions.ask,
+            true,
+        ),
+        (
+            "allow_rules",
+            &old.permissions.allow,
+            &new.permissions.allow,
+            false,
+        ),
     ] {
         let (from, to) = if removed {
             (old_rules, new_rules)
@@ -453,10 +473,11 @@ mod tests {
         let (o, n) = (manifest(old), manifest(new));
         let ctx = PathCtx::new("/w", Some("/home/u".into()));
         let nc = n.effective_ceiling(&ctx);
-        let mut out: Vec<String> = ceiling_growth("", &n, &nc, &o, &o.effective_ceiling(&ctx), &ctx)
-            .into_iter()
-            .map(|g| format!("{}: {}", g.key, g.why.unwrap_or_else(|| g.grown.to_toml())))
-            .collect();
+        let mut out: Vec<String> =
+            ceiling_growth("", &n, &nc, &o, &o.effective_ceiling(&ctx), &ctx)
+                .into_iter()
+                .map(|g| format!("{}: {}", g.key, g.why.unwrap_or_else(|| g.grown.to_toml())))
+                .collect();
         let keys = nc.grants.keys().cloned().collect();
         out.extend(
             manifest_changes("", &n, &o, &keys)
@@ -473,7 +494,11 @@ mod tests {
         let write = "[tools]\nviewer = { provider = \"builtin\", tool = \"write_file\" }\n[capabilities]\nviewer = { paths = [\"/\"] }\n";
         let mcp = "[providers]\ndocs = { provider = \"mcp-server\", command = \"docs\" }\n[tools]\nsearch_docs = { provider = \"docs\", tool = \"search\" }\n[capabilities]\nsearch_docs = \"*\"\n";
         let shell = "[providers]\ndocs = { provider = \"mcp-server\", command = \"docs\" }\n[tools]\nsearch_docs = { provider = \"builtin\", tool = \"bash\" }\n[capabilities]\nsearch_docs = \"*\"\n";
-        let secret = |env: &str| format!("[capabilities]\nbash = {{ commands = \"*\", paths = [\"./\"], env = {env} }}\n");
+        let secret = |env: &str| {
+            format!(
+                "[capabilities]\nbash = {{ commands = \"*\", paths = [\"./\"], env = {env} }}\n"
+            )
+        };
         let with_secret = |body: String| format!("secrets = [\"GH_TOKEN\"]\n{body}");
         let k5_old = with_secret(secret("\"*\""));
         let k5_new = with_secret(secret("[\"GH_TOKEN\", \"PATH\"]"));
@@ -494,7 +519,7 @@ mod tests {
             ("K7 max_uses lowered", format!("{web}web_search = {{ max_uses = 5 }}\n"), format!("{web}web_search = {{ max_uses = 2 }}\n"), ""),
             ("K13 secrets", "[agent.metadata]\n".into(), "secrets = [\"GH_TOKEN\"]\n".into(), "agent.secrets: adds `GH_TOKEN`"),
             ("K13 apiBase", "[harness]\nprovider = \"anthropic\"\n".into(), "[harness]\nprovider = \"anthropic\"\napiBase = \"https://proxy.example\"\n".into(), "harness.apiBase: changed"),
-            ("K13 provider command", mcp.into(), mcp.replace("command = \"docs\"", "command = \"sh\"").replace("[capabilities]\nsearch_docs = \"*\"\n", "[capabilities]\nsearch_docs = \"*\"\n"), "providers.docs: changes command"),
+            ("K13 provider command", mcp.into(), mcp.replace("command = \"docs\"", "command = \"sh\""), "providers.docs: changes command"),
             ("K13 skills root", "".into(), "[[session.layers]]\nprovider = \"skills\"\nroots = [\"/tmp/anyone\"]\n[[session.layers]]\nprovider = \"in-memory\"\n".into(), "adds skills root `/tmp/anyone`"),
             ("K13 new instance", "".into(), "[tools]\nbash = \"builtin\"\nsh = { provider = \"builtin\", tool = \"bash\" }\n".into(), "tools.sh: adds instance `sh` (built-in bash)"),
             ("K13 hook", "".into(), "[[hooks.SessionStart]]\ncommand = \"./x.sh\"\n".into(), "hooks: adds SessionStart command \"./x.sh\""),
@@ -505,7 +530,10 @@ mod tests {
             if want.is_empty() {
                 assert!(got.is_empty(), "{what}: expected no growth, got {got:?}");
             } else {
-                assert!(got.iter().any(|l| l.contains(want)), "{what}: expected {want:?} in {got:?}");
+                assert!(
+                    got.iter().any(|l| l.contains(want)),
+                    "{what}: expected {want:?} in {got:?}"
+                );
             }
         }
     }

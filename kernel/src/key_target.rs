@@ -87,7 +87,9 @@ impl fmt::Display for KeyTarget {
             KeyTarget::Builtin(t) => write!(f, "built-in {t}"),
             KeyTarget::Session(t) => write!(f, "session tool {t}"),
             KeyTarget::Harness { harness, tool } => write!(f, "{harness} server tool {tool}"),
-            KeyTarget::Provider { handle, tool, .. } => write!(f, "tool {tool} of provider {handle}"),
+            KeyTarget::Provider { handle, tool, .. } => {
+                write!(f, "tool {tool} of provider {handle}")
+            }
             KeyTarget::Shipped { tool, .. } => write!(f, "tool {tool} of a shipped provider"),
             KeyTarget::Host(t) => write!(f, "host tool {t}"),
         }
@@ -127,7 +129,10 @@ mod tests {
     fn a_key_names_its_underlying_tool_and_provider() {
         let a = m("[tools]\nviewer = { provider = \"builtin\", tool = \"read_file\" }\n");
         let b = m("[tools]\nviewer = { provider = \"builtin\", tool = \"write_file\" }\n");
-        assert_eq!(key_target(&a, "viewer"), KeyTarget::Builtin("read_file".into()));
+        assert_eq!(
+            key_target(&a, "viewer"),
+            KeyTarget::Builtin("read_file".into())
+        );
         assert_eq!(
             target_change(&key_target(&a, "viewer"), &key_target(&b, "viewer")).as_deref(),
             Some("built-in write_file (was built-in read_file)")
@@ -136,7 +141,10 @@ mod tests {
         let c = m("");
         assert_eq!(key_target(&c, "bash"), KeyTarget::Builtin("bash".into()));
         let d = m("[tools]\nbash = { provider = \"builtin\" }\n");
-        assert_eq!(target_change(&key_target(&c, "bash"), &key_target(&d, "bash")), None);
+        assert_eq!(
+            target_change(&key_target(&c, "bash"), &key_target(&d, "bash")),
+            None
+        );
         let e = m("[providers]\ndocs = { provider = \"mcp-server\", command = \"docs-server\" }\n[tools]\nsearch_docs = { provider = \"docs\", tool = \"search\" }\n");
         let f = m("[providers]\ndocs = { provider = \"mcp-server\", command = \"sh\" }\n[tools]\nsearch_docs = { provider = \"docs\", tool = \"search\" }\n");
         assert_eq!(
@@ -144,8 +152,11 @@ mod tests {
             "tool search of provider docs"
         );
         assert_eq!(
-            target_change(&key_target(&e, "search_docs"), &key_target(&f, "search_docs"))
-                .as_deref(),
+            target_change(
+                &key_target(&e, "search_docs"),
+                &key_target(&f, "search_docs")
+            )
+            .as_deref(),
             Some("tool search of provider docs, whose provider spec changed")
         );
     }

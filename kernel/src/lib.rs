@@ -90,8 +90,8 @@ pub use install::{
     frozen_drift, install_handle_problem, install_writable, lock_state, Lock, LockEntry, LockState,
     WritableInstall, INSTALL_DIR, LOCK_FILE, LOCK_VERSION,
 };
-pub use key_target::{key_target, target_change, KeyTarget};
 pub use judge::{judge_group, DeclJudgement, DeclVerdict, GroupJudgement, Remedy};
+pub use key_target::{key_target, target_change, KeyTarget};
 pub use laws::{
     check_laws, Law, LawCheck, LawReport, LawTally, LawViolation, Trial, DEFAULT_SEED,
     DEFAULT_TRIALS,

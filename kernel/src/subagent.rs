@@ -128,16 +128,15 @@ fn walk(
                     v.error = Some(format!("sub-agent tree deeper than {MAX_DEPTH} levels"));
                 } else {
                     let child_ceiling = child.effective_ceiling(&child_ctx);
-                    v.excess =
-                        ceiling_excess(parent, &parent_ceiling, &child, &child_ceiling, ctx)
-                            .into_iter()
-                            .map(|x| Excess {
-                                key: x.key,
-                                parent: x.parent,
-                                child: x.child,
-                                why: x.why,
-                            })
-                            .collect();
+                    v.excess = ceiling_excess(parent, &parent_ceiling, &child, &child_ceiling, ctx)
+                        .into_iter()
+                        .map(|x| Excess {
+                            key: x.key,
+                            parent: x.parent,
+                            child: x.child,
+                            why: x.why,
+                        })
+                        .collect();
                     v.ceiling = Some(child_ceiling);
                     stack.push(id.clone());
                     v.children = walk(&child, &id, &child_ctx, loader, stack);

@@ -4,6 +4,7 @@
 mod audit;
 mod explain;
 mod gate;
+mod gate_tools;
 mod mcp;
 mod model_install;
 mod rules;

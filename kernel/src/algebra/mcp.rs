@@ -97,10 +97,22 @@ mod tests {
         // K6: dropping a bound argument lets the server default apply
         contains("{ path = \"*\", dryRun = true }", "{ path = \"*\" }", false);
         // a literal widened to an enum the model may omit
-        contains("{ path = \"*\", dryRun = true }", "{ path = \"*\", dryRun = [true] }", false);
+        contains(
+            "{ path = \"*\", dryRun = true }",
+            "{ path = \"*\", dryRun = [true] }",
+            false,
+        );
         // the same literal, with the open argument narrowed: contained
-        contains("{ path = \"*\", dryRun = true }", "{ path = \"/a\", dryRun = true }", true);
-        contains("{ path = \"*\", dryRun = true }", "{ path = \"*\", dryRun = false }", false);
+        contains(
+            "{ path = \"*\", dryRun = true }",
+            "{ path = \"/a\", dryRun = true }",
+            true,
+        );
+        contains(
+            "{ path = \"*\", dryRun = true }",
+            "{ path = \"*\", dryRun = false }",
+            false,
+        );
     }
 
     #[test]

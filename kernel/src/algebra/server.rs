@@ -134,7 +134,11 @@ mod tests {
         contains("{ allowed_domains = \"*\" }", "{}", true);
         // other kinds only as the same value
         contains("{ user_location = \"x\" }", "{ max_uses = 1 }", false);
-        contains("{ max_uses = 1 }", "{ max_uses = 1, user_location = \"x\" }", false);
+        contains(
+            "{ max_uses = 1 }",
+            "{ max_uses = 1, user_location = \"x\" }",
+            false,
+        );
         contains("\"*\"", "{ max_uses = 9 }", true);
         contains("{ max_uses = 9 }", "\"*\"", false);
     }

@@ -254,8 +254,14 @@ async fn run(
             .iter()
             .map(|x| match (&x.why, &x.parent) {
                 (Some(why), _) => why.clone(),
-                (None, Some(p)) => format!("{} = {} exceeds the parent's {} = {p}", x.key, x.child, x.key),
-                (None, None) => format!("{} = {} is not granted to the parent at all", x.key, x.child),
+                (None, Some(p)) => format!(
+                    "{} = {} exceeds the parent's {} = {p}",
+                    x.key, x.child, x.key
+                ),
+                (None, None) => format!(
+                    "{} = {} is not granted to the parent at all",
+                    x.key, x.child
+                ),
             })
             .collect();
         return ToolOutput::error(format!(
