@@ -159,7 +159,7 @@ fn subagent_json(s: &SubagentVerdict) -> Json {
         "source": s.source,
         "contained": s.excess.is_empty() && s.error.is_none(),
         "error": s.error,
-        "excess": s.excess.iter().map(|x| json!({ "key": x.key, "parent": x.parent.as_ref().map(|g| g.to_json()), "child": x.child.to_json() })).collect::<Vec<_>>(),
+        "excess": s.excess.iter().map(|x| json!({ "key": x.key, "parent": x.parent.as_ref().map(|g| g.to_json()), "child": x.child.to_json(), "why": x.why })).collect::<Vec<_>>(),
         "subagents": s.children.iter().map(subagent_json).collect::<Vec<_>>(),
     })
 }

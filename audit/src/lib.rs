@@ -10,7 +10,9 @@ mod json;
 mod report;
 mod text;
 
-pub use gate::{render_gate_json, render_gate_sarif, render_gate_text, run_gate, GateResult};
+pub use gate::{
+    render_gate_json, render_gate_sarif, render_gate_text, run_gate, GateEnv, GateResult,
+};
 pub use json::{render_json, render_load_error_json, shipped_json, JSON_VERSION};
 pub use report::{
     add_authority, build_report, BootChecks, Facts, Finding, LawOutcome, Level, Report,

@@ -599,6 +599,18 @@ fn collect_subagent_findings(subs: &[SubagentVerdict], prefix: &str, out: &mut V
             });
         }
         for x in &s.excess {
+            if let Some(why) = &x.why {
+                out.push(Finding {
+                    level: Level::Error,
+                    subject: name.clone(),
+                    message: format!(
+                        "sub-agent exceeds its parent at `{}`: {why}; give the key the parent's tool and a grant \
+                         within the parent's",
+                        x.key
+                    ),
+                });
+                continue;
+            }
             let parent = x
                 .parent
                 .as_ref()

@@ -291,6 +291,7 @@ fn algebra_name(k: AlgebraKind) -> &'static str {
         AlgebraKind::Files => "files",
         AlgebraKind::Bash => "bash",
         AlgebraKind::Mcp => "mcp",
+        AlgebraKind::ServerTool => "server-tool",
     }
 }
 

@@ -61,6 +61,10 @@ impl Manifest {
         let underlying = self.underlying(key);
         match self.tools.get(key).map(|e| &e.provider) {
             None | Some(ProviderRef::Builtin) => AlgebraKind::for_builtin(underlying),
+            // the grant of a provider-run server tool is its limits
+            Some(ProviderRef::Harness(_)) if matches!(underlying, "web_search" | "web_fetch") => {
+                AlgebraKind::ServerTool
+            }
             Some(ProviderRef::Handle(h)) => match self.providers.get(h) {
                 Some(spec) if is_mcp(spec) => AlgebraKind::Mcp,
                 _ => AlgebraKind::Default,
@@ -68,6 +72,13 @@ impl Manifest {
             Some(ProviderRef::Shipped(s)) if is_mcp(&s.spec) => AlgebraKind::Mcp,
             Some(_) => AlgebraKind::Default,
         }
+    }
+
+    /// The algebra of key `key` built for comparing grants where secrets matter (the CI gate, sub-agent
+    /// containment): [`AlgebraKind::build_with_secrets`] with this manifest's `[agent] secrets`.
+    pub fn secret_aware_algebra(&self, key: &str, ctx: &PathCtx) -> Box<dyn Algebra> {
+        self.algebra_kind(key)
+            .build_with_secrets(ctx, &self.agent.secrets)
     }
 
     /// The effective ceiling (see [`Ceiling`]). Relative paths in grants resolve against `ctx`.
@@ -170,23 +181,83 @@ pub fn tool_grants(manifest: &Manifest, ceiling: &Ceiling) -> Vec<ToolGrant> {
         .collect()
 }
 
-/// True when `child` is contained in `parent` key by key (each key under `parent_manifest`'s algebra for it). Returns
-/// the keys that are not, with the parent's grant (if any) and the child's.
+/// One key where a child's ceiling is not contained in its parent's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyExcess {
+    /// The ceiling key (or `agent.secrets`).
+    pub key: String,
+    /// The parent's grant for it (`None`: the parent has none).
+    pub parent: Option<Grant>,
+    /// The child's grant.
+    pub child: Grant,
+    /// Why it is not contained, when the grants alone do not say (the key names another tool; a secret).
+    pub why: Option<String>,
+}
+
+/// The keys where `child` (the ceiling of `child_manifest`) is not contained in `parent` (of `parent_manifest`), in
+/// the tool-aware order the CI gate uses too:
+/// - a key the child grants must name the same tool in both manifests ([`crate::key_target`]): the same grant under
+///   another tool is authority of another kind;
+/// - each grant is compared under the parent's algebra for the key, made secret-aware with the child's
+///   `[agent] secrets` (a row naming a secret exactly is covered only by a row naming it exactly);
+/// - the child may declare only secrets the parent declares.
 pub fn ceiling_excess(
     parent_manifest: &Manifest,
     parent: &Ceiling,
+    child_manifest: &Manifest,
     child: &Ceiling,
     ctx: &PathCtx,
-) -> Vec<(String, Option<Grant>, Grant)> {
+) -> Vec<KeyExcess> {
     let mut out = Vec::new();
     for (key, g) in &child.grants {
-        let alg: Box<dyn Algebra> = parent_manifest.algebra_kind(key).build(ctx);
+        if g.is_none() {
+            continue;
+        }
+        let (pt, ct) = (
+            crate::key_target(parent_manifest, key),
+            crate::key_target(child_manifest, key),
+        );
+        if let Some(change) = crate::target_change(&pt, &ct) {
+            out.push(KeyExcess {
+                key: key.clone(),
+                parent: parent.grants.get(key).cloned(),
+                child: g.clone(),
+                why: Some(format!(
+                    "in the sub-agent `{key}` names {change}: a grant is authority only over the tool it names"
+                )),
+            });
+            continue;
+        }
+        let alg: Box<dyn Algebra> = parent_manifest
+            .algebra_kind(key)
+            .build_with_secrets(ctx, &child_manifest.agent.secrets);
         match parent.grants.get(key) {
             Some(p) if alg.contains(p, g) => {}
-            Some(p) => out.push((key.clone(), Some(p.clone()), g.clone())),
-            None if g.is_none() => {}
-            None => out.push((key.clone(), None, g.clone())),
+            p => out.push(KeyExcess {
+                key: key.clone(),
+                parent: p.cloned(),
+                child: g.clone(),
+                why: None,
+            }),
         }
+    }
+    let extra: Vec<&String> = child_manifest
+        .agent
+        .secrets
+        .iter()
+        .filter(|s| !parent_manifest.agent.secrets.contains(s))
+        .collect();
+    if !extra.is_empty() {
+        let names: Vec<String> = extra.iter().map(|s| format!("`{s}`")).collect();
+        out.push(KeyExcess {
+            key: "agent.secrets".into(),
+            parent: None,
+            child: Grant::none(),
+            why: Some(format!(
+                "the sub-agent declares secret(s) {} in [agent] secrets that its parent does not",
+                names.join(", ")
+            )),
+        });
     }
     out
 }

@@ -44,6 +44,7 @@ mod grant;
 mod hooks;
 mod install;
 mod judge;
+mod key_target;
 mod laws;
 mod manifest;
 mod mcp;
@@ -61,7 +62,7 @@ mod value;
 
 pub use algebra::{
     equivalent, paths_value_contains, union_merge, value_contains, Algebra, AlgebraKind,
-    BashAlgebra, DefaultAlgebra, FilesAlgebra, McpAlgebra, ENV_TIER1, ENV_TIER2,
+    BashAlgebra, DefaultAlgebra, FilesAlgebra, McpAlgebra, ServerToolAlgebra, ENV_TIER1, ENV_TIER2,
 };
 pub use authority::{
     authority_candidates, authority_denial, authority_exposure, command_words, protected_name_in,
@@ -69,7 +70,8 @@ pub use authority::{
 };
 pub use bootable::{boot_refusals, nearest_name, BootRefusal, BootSlot, HARNESS_PROVIDERS};
 pub use ceiling::{
-    ceiling_excess, default_ceiling, requested_grant, tool_grants, Ceiling, GrantSource, ToolGrant,
+    ceiling_excess, default_ceiling, requested_grant, tool_grants, Ceiling, GrantSource, KeyExcess,
+    ToolGrant,
 };
 pub use contracts::{builtin_contract, check_contract, Contract, BUILTIN_TOOLS};
 pub use decide::{
@@ -78,7 +80,9 @@ pub use decide::{
     Exec, Request, TerminalFacts, TerminalPlan,
 };
 pub use doom::{DoomGuard, DOOM_LOOP_THRESHOLD};
-pub use gate::{ceiling_growth, Growth};
+pub use gate::{
+    ceiling_growth, describe_rule, env_references, manifest_changes, Change, EnvRef, Growth,
+};
 pub use grant::{Grant, GrantError, Kind, Row};
 pub use hooks::{
     combine_hooks, interpret_hook, matcher_matches, Hook, HookAction, HookEvent, HookExit, HookRun,
@@ -89,6 +93,7 @@ pub use install::{
     LockEntry, LockState, WritableInstall, INSTALL_DIR, LOCK_FILE, LOCK_VERSION,
 };
 pub use judge::{judge_group, DeclJudgement, DeclVerdict, GroupJudgement, Remedy};
+pub use key_target::{key_target, target_change, KeyTarget};
 pub use laws::{
     check_laws, Law, LawCheck, LawReport, LawTally, LawViolation, Trial, DEFAULT_SEED,
     DEFAULT_TRIALS,

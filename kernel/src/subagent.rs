@@ -1,6 +1,7 @@
 //! Sub-agent containment over the whole sub-agent tree.
 //!
-//! Every sub-agent's effective ceiling must be contained, key by key, in its parent's. Inline sub-manifests are parsed
+//! Every sub-agent's effective ceiling must be contained, key by key, in its parent's, each key naming the same tool
+//! in both (see [`ceiling_excess`]). Inline sub-manifests are parsed
 //! with their parent; sub-manifests named by path are loaded by the caller (the kernel does no I/O) through
 //! [`ManifestLoader`], which also gives each a stable identity so cycles are detected.
 
@@ -28,15 +29,21 @@ pub struct Excess {
     pub parent: Option<Grant>,
     /// The sub-agent's grant.
     pub child: Grant,
+    /// Why, when the grants alone do not say: the key names another tool in the sub-agent, or a secret the parent
+    /// does not declare (see [`ceiling_excess`]).
+    pub why: Option<String>,
 }
 
 /// The verdict for one sub-agent, with its own sub-agents.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct SubagentVerdict {
     /// The key in the parent that carries it (`spawn_subagent`, a renamed instance).
     pub key: String,
     /// Where it lives: `inline` or the identity the loader returned.
     pub source: String,
+    /// How the parent refers to it: the path as written, or `inline` (with `key`, what the CI gate matches a
+    /// sub-agent by: its agent name can change freely).
+    pub reference: String,
     /// Its agent name, when it parsed.
     pub name: Option<String>,
     /// Keys where it exceeds its parent (empty: contained).
@@ -47,6 +54,8 @@ pub struct SubagentVerdict {
     pub children: Vec<SubagentVerdict>,
     /// Its effective ceiling, when it parsed (for the CI gate).
     pub ceiling: Option<crate::ceiling::Ceiling>,
+    /// The sub-manifest, when it parsed (for the CI gate's tool-aware comparison).
+    pub manifest: Option<Box<Manifest>>,
 }
 
 impl SubagentVerdict {
@@ -82,11 +91,16 @@ fn walk(
         let mut v = SubagentVerdict {
             key: sub.key.clone(),
             source: "inline".into(),
+            reference: match &sub.source {
+                SubagentSource::Inline(_) => "inline".into(),
+                SubagentSource::Path(p) => p.clone(),
+            },
             name: None,
             excess: Vec::new(),
             error: None,
             children: Vec::new(),
             ceiling: None,
+            manifest: None,
         };
         let loaded = match &sub.source {
             SubagentSource::Inline(m) => Ok((
@@ -114,14 +128,20 @@ fn walk(
                     v.error = Some(format!("sub-agent tree deeper than {MAX_DEPTH} levels"));
                 } else {
                     let child_ceiling = child.effective_ceiling(&child_ctx);
-                    v.excess = ceiling_excess(parent, &parent_ceiling, &child_ceiling, ctx)
+                    v.excess = ceiling_excess(parent, &parent_ceiling, &child, &child_ceiling, ctx)
                         .into_iter()
-                        .map(|(key, parent, child)| Excess { key, parent, child })
+                        .map(|x| Excess {
+                            key: x.key,
+                            parent: x.parent,
+                            child: x.child,
+                            why: x.why,
+                        })
                         .collect();
                     v.ceiling = Some(child_ceiling);
                     stack.push(id.clone());
                     v.children = walk(&child, &id, &child_ctx, loader, stack);
                     stack.pop();
+                    v.manifest = Some(Box::new(child));
                 }
             }
         }

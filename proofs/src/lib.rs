@@ -426,6 +426,56 @@ pub fn mcp_small_universe() -> Universe {
     ])
 }
 
+/// The server-tool universe (71 rows): `allowed_domains` ∈ {absent, `"*"`, `["a.org"]`, `["a.org", "b.org"]`} ×
+/// `blocked_domains` ∈ {absent, `["a.org"]`, `["a.org", "b.org"]`} × `max_uses` ∈ {absent, `1`, `3`} ×
+/// `user_location` ∈ {absent, `"x"`}.
+pub fn server_universe() -> Universe {
+    Universe(vec![
+        KindValues::new(
+            "allowed_domains",
+            vec![
+                None,
+                some(Value::Star),
+                some(strs(&["a.org"])),
+                some(strs(&["a.org", "b.org"])),
+            ],
+        ),
+        KindValues::new(
+            "blocked_domains",
+            vec![
+                None,
+                some(strs(&["a.org"])),
+                some(strs(&["a.org", "b.org"])),
+            ],
+        ),
+        KindValues::new(
+            "max_uses",
+            vec![None, some(Value::Int(1)), some(Value::Int(3))],
+        ),
+        KindValues::new("user_location", vec![None, some(s("x"))]),
+    ])
+}
+
+/// The server-tool small universe (17 rows): `allowed_domains` ∈ {absent, `["a.org"]`, `["a.org", "b.org"]`} ×
+/// `max_uses` ∈ {absent, `1`, `3`} × `blocked_domains` ∈ {absent, `["a.org"]`}.
+pub fn server_small_universe() -> Universe {
+    Universe(vec![
+        KindValues::new(
+            "allowed_domains",
+            vec![
+                None,
+                some(strs(&["a.org"])),
+                some(strs(&["a.org", "b.org"])),
+            ],
+        ),
+        KindValues::new(
+            "max_uses",
+            vec![None, some(Value::Int(1)), some(Value::Int(3))],
+        ),
+        KindValues::new("blocked_domains", vec![None, some(strs(&["a.org"]))]),
+    ])
+}
+
 /// The tiny universes of the `triples` domains (associativity over every triple):
 /// - default: `a` ∈ {absent, `"*"`, `"x"`, `["x"]`, `["x", "y"]`} × `b` ∈ {absent, `1`} (9 rows);
 /// - files: `paths` ∈ {absent, `"*"`, `["./"]`, `["./src"]`, `["/tmp/workother"]`} × `read_paths` ∈ {absent,
@@ -483,6 +533,13 @@ pub fn tiny_universe(kind: AlgebraKind) -> Universe {
             ),
             KindValues::new("limit", vec![None, some(Value::Int(1))]),
         ]),
+        AlgebraKind::ServerTool => Universe(vec![
+            KindValues::new("allowed_domains", vec![None, some(strs(&["a.org"]))]),
+            KindValues::new(
+                "max_uses",
+                vec![None, some(Value::Int(1)), some(Value::Int(3))],
+            ),
+        ]),
     }
 }
 
@@ -520,6 +577,7 @@ pub fn rows_domain(kind: AlgebraKind) -> Domain {
         AlgebraKind::Files => files_universe(),
         AlgebraKind::Bash => bash_universe(),
         AlgebraKind::Mcp => mcp_universe(),
+        AlgebraKind::ServerTool => server_universe(),
     };
     Domain::new(kind, "rows", u, 1)
 }
@@ -531,6 +589,7 @@ pub fn sets_domain(kind: AlgebraKind) -> Domain {
         AlgebraKind::Files => files_small_universe(),
         AlgebraKind::Bash => bash_small_universe(),
         AlgebraKind::Mcp => mcp_small_universe(),
+        AlgebraKind::ServerTool => server_small_universe(),
     };
     Domain::new(kind, "sets", u, 2)
 }
@@ -541,12 +600,16 @@ pub fn bash_edges_domain() -> Domain {
 }
 
 /// Every built-in algebra.
-pub const ALL_KINDS: [AlgebraKind; 4] = [
+pub const ALL_KINDS: [AlgebraKind; 5] = [
     AlgebraKind::Default,
     AlgebraKind::Files,
     AlgebraKind::Bash,
     AlgebraKind::Mcp,
+    AlgebraKind::ServerTool,
 ];
+
+/// The `[agent] secrets` of the secret-aware bash domain: one name the edge universe lists exactly, and a tier-1 name.
+pub const EDGE_SECRETS: [&str; 2] = ["AWS_S3_KEY", "HOME"];
 
 #[cfg(test)]
 mod tests {

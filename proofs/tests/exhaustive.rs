@@ -25,6 +25,20 @@ impl Checked {
             domain,
         }
     }
+
+    /// bash's `edges` domain under the secret-aware order the CI gate and containment use
+    /// (`AlgebraKind::build_with_secrets` with [`loom_proofs::EDGE_SECRETS`]).
+    fn secret_aware(mut domain: Domain) -> Checked {
+        let secrets: Vec<String> = loom_proofs::EDGE_SECRETS
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        domain.name = "edges/secret-aware";
+        Checked {
+            alg: domain.algebra.build_with_secrets(&ctx(), &secrets),
+            domain,
+        }
+    }
 }
 
 /// The `rows`, `sets` and `triples` domains of every built-in algebra, and bash's `edges`, built once per binary.
@@ -38,6 +52,7 @@ fn domains() -> &'static [Checked] {
             out.push(Checked::new(triples_domain(kind)));
         }
         out.push(Checked::new(bash_edges_domain()));
+        out.push(Checked::secret_aware(bash_edges_domain()));
         out
     })
 }

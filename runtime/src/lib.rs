@@ -83,7 +83,7 @@ pub use approvals::{ApprovalStore, Remembered, APPROVALS_FILE};
 pub use authority::{
     resolve_authority, sandbox_paths, secret_stores, AuthorityPlace, LOOM_EXECUTABLES,
 };
-pub use baseline::{git_show, BaselineSpec};
+pub use baseline::{git_baseline, git_show, BaselineSpec, GitBaseline, GitLoader};
 pub use boot::{boot, boot_loaded, boot_with, BootError, BootOptions, Booted, Prebuilt};
 pub use bus::{Bus, Capacity, Subscription, DEFAULT_CAPACITY};
 pub use contributed::rejection_note;
@@ -108,8 +108,8 @@ pub use harness::{
 pub use harness::{responses_request_body, OpenAiConfig, OpenAiHarness, ResponsesDecoder};
 pub use hooks::{HookOutcome, HookRunner, HOOK_OUTPUT_LIMIT};
 pub use load::{
-    env_map, load_manifest, path_ctx, read_text, resolve_permissions, FsLoader, LoadError, Loaded,
-    MAX_MANIFEST_BYTES,
+    env_map, load_manifest, load_manifest_with_env, path_ctx, read_text, resolve_permissions,
+    FsLoader, LoadError, Loaded, MAX_MANIFEST_BYTES,
 };
 pub use loom_kernel::{DoomGuard, DOOM_LOOP_THRESHOLD};
 pub use mcp::{

@@ -97,6 +97,15 @@ pub fn read_text(path: &Path) -> Result<String, LoadError> {
 
 /// Reads and parses the manifest at `path` with the process environment.
 pub fn load_manifest(path: &Path) -> Result<Loaded, LoadError> {
+    load_manifest_with_env(path, &env_map())
+}
+
+/// Reads and parses the manifest at `path`, with `env` as the only source of `${VAR}` values (the CI gate's
+/// `--env-free` passes an empty map: defaults only).
+pub fn load_manifest_with_env(
+    path: &Path,
+    env: &BTreeMap<String, String>,
+) -> Result<Loaded, LoadError> {
     let text = read_text(path)?;
     let canonical = std::fs::canonicalize(path).map_err(|source| LoadError::Io {
         path: path.display().to_string(),
@@ -107,7 +116,7 @@ pub fn load_manifest(path: &Path) -> Result<Loaded, LoadError> {
         .map(Path::to_path_buf)
         .unwrap_or_else(|| PathBuf::from("/"));
     let shown = path.display().to_string();
-    let mut manifest = parse_manifest(&text, &shown, &env_map())?;
+    let mut manifest = parse_manifest(&text, &shown, env)?;
     manifest.permissions = resolve_permissions(&manifest, &dir, &shown)?;
     Ok(Loaded {
         path: canonical,
@@ -177,10 +186,12 @@ pub struct FsLoader {
 impl FsLoader {
     /// A loader whose manifests resolve grants against `ctx`.
     pub fn new(ctx: PathCtx) -> FsLoader {
-        FsLoader {
-            ctx,
-            env: env_map(),
-        }
+        FsLoader::with_env(ctx, env_map())
+    }
+
+    /// A loader whose manifests take `${VAR}` values from `env` only.
+    pub fn with_env(ctx: PathCtx, env: BTreeMap<String, String>) -> FsLoader {
+        FsLoader { ctx, env }
     }
 }
 

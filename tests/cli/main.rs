@@ -5,6 +5,7 @@ mod audit;
 mod docs;
 mod explain;
 mod gate;
+mod gate_tools;
 mod mcp;
 mod model_install;
 mod newcomer;

@@ -5,17 +5,17 @@ use std::path::{Path, PathBuf};
 use loom_audit::{
     add_authority, build_report, render_gate_json, render_gate_sarif, render_gate_text,
     render_json, render_load_error_json, render_text, run_gate, shipped_json, BootChecks, Facts,
-    Finding, Level, Report,
+    Finding, GateEnv, Level, Report,
 };
 use loom_kernel::{
-    binding_problem, check_subagents, install_writable, parse_manifest, Manifest, SubagentVerdict,
-    INSTALL_DIR, LOCK_FILE,
+    binding_problem, check_subagents, env_references, install_writable, parse_manifest,
+    ManifestLoader, INSTALL_DIR, LOCK_FILE,
 };
 use loom_runtime::{
-    data_home, env_map, git_show, load_manifest, manifest_skills, path_ctx, provider_infos,
-    provider_sources, read_text, resolve_authority, resolve_mcp_tools, secret_stores,
-    session_group, shipped_states, storage_dir, AuthorityPlace, BaselineSpec, Discovery, FsLoader,
-    Loaded, SkillsEnv,
+    data_home, env_map, git_baseline, load_manifest, load_manifest_with_env, manifest_skills,
+    path_ctx, provider_infos, provider_sources, read_text, resolve_authority, resolve_mcp_tools,
+    secret_stores, session_group, shipped_states, storage_dir, AuthorityPlace, BaselineSpec,
+    Discovery, FsLoader, Loaded, SkillsEnv,
 };
 
 use crate::exit;
@@ -47,6 +47,11 @@ pub struct Args {
     /// baseline's. A manifest path, or git:REV for this manifest at a git revision.
     #[arg(long, value_name = "OLD.toml | git:REV")]
     pub baseline: Option<String>,
+    /// With --baseline: evaluate `${VAR}` in both manifests (and their sub-manifests) with an empty environment, so
+    /// `${VAR:-default}` takes its default and a `${VAR}` without one is an error. The gate then compares what the
+    /// manifests grant wherever the variables are unset, not what they grant on this machine.
+    #[arg(long)]
+    pub env_free: bool,
 }
 
 /// Runs `loom audit`.
@@ -59,12 +64,18 @@ pub fn run(args: Args) -> i32 {
     if format == Format::Sarif && args.baseline.is_none() {
         return fail(exit::USAGE, "--format sarif reports the ceiling gate; pass --baseline OLD.toml or --baseline git:REV");
     }
+    if args.env_free && args.baseline.is_none() {
+        return fail(
+            exit::USAGE,
+            "--env-free applies to the ceiling gate; pass --baseline OLD.toml or --baseline git:REV",
+        );
+    }
     let cwd = match current_dir() {
         Ok(d) => d,
         Err(code) => return code,
     };
     let ctx = path_ctx(&cwd);
-    let loaded = match load_manifest(&args.manifest) {
+    let loaded = match load_manifest_with_env(&args.manifest, &gate_env(args.env_free)) {
         Ok(l) => l,
         Err(e) => {
             if format == Format::Json {
@@ -276,9 +287,13 @@ fn audit(
     }
 }
 
-fn subagents_of(m: &Manifest, id: &str, ctx: &loom_kernel::PathCtx) -> Vec<SubagentVerdict> {
-    let mut loader = FsLoader::new(ctx.clone());
-    check_subagents(m, id, ctx, &mut loader)
+/// The environment `${VAR}` is read from: the process's, or none with `--env-free`.
+fn gate_env(env_free: bool) -> std::collections::BTreeMap<String, String> {
+    if env_free {
+        Default::default()
+    } else {
+        env_map()
+    }
 }
 
 fn gate(
@@ -288,32 +303,54 @@ fn gate(
     format: Format,
     ctx: loom_kernel::PathCtx,
 ) -> i32 {
-    let (old_text, old_name, old_id) = match BaselineSpec::parse(baseline) {
-        BaselineSpec::GitRev(rev) => match git_show(&args.manifest, &rev) {
-            Ok(t) => (
-                t,
-                format!("{} at {rev}", args.manifest.display()),
-                format!("{}@{rev}", new.path.display()),
-            ),
-            Err(e) => return fail(exit::FAILED, &e.to_string()),
-        },
-        BaselineSpec::File(p) => match read_text(&p) {
-            Ok(t) => {
-                let id = std::fs::canonicalize(&p)
-                    .unwrap_or_else(|_| p.clone())
-                    .display()
-                    .to_string();
-                (t, p.display().to_string(), id)
+    let env = gate_env(args.env_free);
+    // the baseline's text, its name in reports, its identity, and the loader of the sub-manifests it names: at a git
+    // revision they are read at that revision too, never from the work tree
+    let (old_text, old_name, old_id, mut old_loader): (_, _, _, Box<dyn ManifestLoader>) =
+        match BaselineSpec::parse(baseline) {
+            BaselineSpec::GitRev(rev) => {
+                let b = match git_baseline(&args.manifest, &rev) {
+                    Ok(b) => b,
+                    Err(e) => return fail(exit::FAILED, &e.to_string()),
+                };
+                match b.text() {
+                    Ok(t) => (
+                        t,
+                        format!("{} at {rev}", args.manifest.display()),
+                        b.id(),
+                        Box::new(b.loader(ctx.clone(), env.clone())),
+                    ),
+                    Err(e) => return fail(exit::FAILED, &format!("baseline: {e}")),
+                }
             }
-            Err(e) => return fail(exit::FAILED, &e.to_string()),
-        },
-    };
-    let old = match parse_manifest(&old_text, &old_name, &env_map()) {
+            BaselineSpec::File(p) => match read_text(&p) {
+                Ok(t) => {
+                    let id = std::fs::canonicalize(&p)
+                        .unwrap_or_else(|_| p.clone())
+                        .display()
+                        .to_string();
+                    (
+                        t,
+                        p.display().to_string(),
+                        id,
+                        Box::new(FsLoader::with_env(ctx.clone(), env.clone())),
+                    )
+                }
+                Err(e) => return fail(exit::FAILED, &e.to_string()),
+            },
+        };
+    let old = match parse_manifest(&old_text, &old_name, &env) {
         Ok(m) => m,
         Err(e) => return fail(exit::FAILED, &format!("baseline: {e}")),
     };
-    let new_subs = subagents_of(&new.manifest, &new.path.display().to_string(), &ctx);
-    let old_subs = subagents_of(&old, &old_id, &ctx);
+    let new_subs = check_subagents(
+        &new.manifest,
+        &new.path.display().to_string(),
+        &ctx,
+        &mut FsLoader::with_env(ctx.clone(), env.clone()),
+    );
+    let old_subs = check_subagents(&old, &old_id, &ctx, old_loader.as_mut());
+    let new_text = read_text(Path::new(&args.manifest)).unwrap_or_default();
     let result = run_gate(
         &args.manifest.display().to_string(),
         &old_name,
@@ -322,14 +359,16 @@ fn gate(
         &old,
         &old_subs,
         &ctx,
+        &GateEnv {
+            new_refs: env_references(&new_text),
+            old_refs: env_references(&old_text),
+            env_free: args.env_free,
+        },
     );
     let out = match format {
         Format::Text => render_gate_text(&result),
         Format::Json => json_text(&render_gate_json(&result)),
-        Format::Sarif => {
-            let text = read_text(Path::new(&args.manifest)).unwrap_or_default();
-            json_text(&render_gate_sarif(&result, &text))
-        }
+        Format::Sarif => json_text(&render_gate_sarif(&result, &new_text)),
     };
     if !emit(&out) {
         return exit::OK;

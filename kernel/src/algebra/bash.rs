@@ -34,6 +34,8 @@ pub const ENV_TIER2: [&str; 6] = ["PATH", "PWD", "TMPDIR", "EDITOR", "VISUAL", "
 #[derive(Debug, Clone)]
 pub struct BashAlgebra {
     paths: Paths,
+    /// Variable names that carry a shared secret: named exactly in a sub-row, only an exact name covers them.
+    secret_names: Vec<String>,
 }
 
 impl BashAlgebra {
@@ -41,7 +43,38 @@ impl BashAlgebra {
     pub fn new(ctx: PathCtx) -> BashAlgebra {
         BashAlgebra {
             paths: Paths::new(ctx),
+            secret_names: Vec::new(),
         }
+    }
+
+    /// The same order, made secret-aware: a secret in `[agent] secrets` reaches a command only through a row whose
+    /// `env` names it exactly (see [`crate::env_var_passes`]), so an `env` that names one of `secrets` (under any of
+    /// the [`crate::secret_env_names`] it is looked up by) exactly is covered only by an `env` naming it exactly —
+    /// never by `"*"`, a `PREFIX_*` pattern or tier 2. Still a preorder: exactness is kept along every chain.
+    pub fn with_secrets(mut self, secrets: &[String]) -> BashAlgebra {
+        let mut names: Vec<String> = secrets
+            .iter()
+            .flat_map(|s| crate::secrets::secret_env_names(s))
+            .collect();
+        names.sort();
+        names.dedup();
+        self.secret_names = names;
+        self
+    }
+
+    /// True when every secret-carrying name that `sub` lists exactly is listed exactly by `sup` as well.
+    fn secrets_named_exactly(&self, sup: Option<&Value>, sub: Option<&Value>) -> bool {
+        if self.secret_names.is_empty() {
+            return true;
+        }
+        let Some(subs) = sub.and_then(Value::as_set) else {
+            return true;
+        };
+        let sups = sup.and_then(Value::as_set).unwrap_or_default();
+        subs.iter().all(|v| match v.as_str() {
+            Some(name) if self.secret_names.iter().any(|n| n == name) => sups.contains(v),
+            _ => true,
+        })
     }
 }
 
@@ -169,6 +202,7 @@ impl BashAlgebra {
                 .is_none_or(|v| s.commands.is_some_and(|c| value_contains(c, v)))
             // env is special: its absence is a request (tier 2), so it is compared even when the sub-row omits it
             && env_contains(s.env, t.env)
+            && self.secrets_named_exactly(s.env, t.env)
             && s.paths.cover(&self.paths, &t.paths)
             // kinds bash does not know compare by the default value order
             && (!t.other
@@ -371,6 +405,41 @@ mod tests {
             "{ commands = \"*\" }",
             "{ commands = \"*\", env = \"*\" }",
             false,
+        );
+    }
+
+    #[test]
+    fn a_secret_named_exactly_is_covered_only_by_its_exact_name() {
+        // K5: `"*"` and `PREFIX_*` never pass a secret; the exact name does
+        let alg = BashAlgebra::new(PathCtx::new("/w", None)).with_secrets(&["GH_TOKEN".into()]);
+        let c = |sup: &str, sub: &str| alg.contains(&g(sup), &g(sub));
+        assert!(!c(
+            "{ commands = \"*\", env = \"*\" }",
+            "{ commands = \"*\", env = [\"GH_TOKEN\", \"PATH\"] }"
+        ));
+        assert!(!c(
+            "{ commands = \"*\", env = [\"GH_*\"] }",
+            "{ commands = \"*\", env = [\"GH_TOKEN\"] }"
+        ));
+        // under its looked-up names too
+        assert!(!c(
+            "{ commands = \"*\", env = [\"LOOM_*\"] }",
+            "{ commands = \"*\", env = [\"LOOM_GH_TOKEN\"] }"
+        ));
+        assert!(c(
+            "{ commands = \"*\", env = [\"GH_TOKEN\", \"PATH\"] }",
+            "{ commands = \"*\", env = [\"GH_TOKEN\"] }"
+        ));
+        // names that carry no secret keep the pattern order
+        assert!(c(
+            "{ commands = \"*\", env = \"*\" }",
+            "{ commands = \"*\", env = [\"GH_HOST\", \"PATH\"] }"
+        ));
+        // without secrets, the plain order
+        contains(
+            "{ commands = \"*\", env = \"*\" }",
+            "{ commands = \"*\", env = [\"GH_TOKEN\"] }",
+            true,
         );
     }
 

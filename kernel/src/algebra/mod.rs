@@ -9,11 +9,13 @@ mod bash;
 mod default;
 mod files;
 mod mcp;
+mod server;
 
 pub use bash::{BashAlgebra, ENV_TIER1, ENV_TIER2};
 pub use default::{value_contains, DefaultAlgebra};
 pub use files::{paths_value_contains, FilesAlgebra};
 pub use mcp::McpAlgebra;
+pub use server::ServerToolAlgebra;
 
 use std::sync::Arc;
 
@@ -90,6 +92,8 @@ pub enum AlgebraKind {
     Bash,
     /// MCP per-argument grants.
     Mcp,
+    /// A provider-run server tool's limits (`web_search = "anthropic"`): see [`ServerToolAlgebra`].
+    ServerTool,
 }
 
 impl AlgebraKind {
@@ -110,6 +114,19 @@ impl AlgebraKind {
             AlgebraKind::Files => Box::new(FilesAlgebra::new(ctx.clone())),
             AlgebraKind::Bash => Box::new(BashAlgebra::new(ctx.clone())),
             AlgebraKind::Mcp => Box::new(McpAlgebra),
+            AlgebraKind::ServerTool => Box::new(ServerToolAlgebra),
+        }
+    }
+
+    /// [`AlgebraKind::build`], with bash's `env` order made secret-aware: `secrets` are the variable names that carry
+    /// a secret the agent shares (`[agent] secrets`), which a sub-row may name exactly only where the super-row names
+    /// them exactly too (a pattern or `"*"` never passes a secret, so it never covers one). Other kinds ignore it.
+    pub fn build_with_secrets(self, ctx: &PathCtx, secrets: &[String]) -> Box<dyn Algebra> {
+        match self {
+            AlgebraKind::Bash if !secrets.is_empty() => {
+                Box::new(BashAlgebra::new(ctx.clone()).with_secrets(secrets))
+            }
+            other => other.build(ctx),
         }
     }
 }

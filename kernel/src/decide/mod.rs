@@ -496,7 +496,8 @@ mod tests {
             AlgebraKind::Mcp,
             &ctx(),
             &grant,
-            &args("status = \"away\"")
+            // a call always carries the bound literal (`apply` adds it)
+            &args("status = \"away\"\npath = \"/doc\"")
         )
         .is_allowed());
         assert!(!decide(
@@ -504,7 +505,7 @@ mod tests {
             AlgebraKind::Mcp,
             &ctx(),
             &grant,
-            &args("status = \"busy\"")
+            &args("status = \"busy\"\npath = \"/doc\"")
         )
         .is_allowed());
     }

@@ -15,6 +15,11 @@ pub struct Harness {
     pub config: toml::Table,
 }
 
+/// True for a builtin harness (one whose config keys are closed).
+pub(crate) fn is_builtin_harness(provider: &str) -> bool {
+    builtin_harness_schema(provider).is_some()
+}
+
 /// The closed config schema of a builtin harness, or `None` for an external one.
 pub(crate) fn builtin_harness_schema(provider: &str) -> Option<&'static [(&'static str, Ty)]> {
     Some(match provider {

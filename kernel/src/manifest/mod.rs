@@ -32,6 +32,7 @@ mod tests;
 pub use agent::{is_safe_id, Agent, SystemPrompt};
 pub use error::ManifestError;
 pub use group::{parse_sidecar_group, parse_tool_group, ToolGroup};
+pub(crate) use harness::is_builtin_harness;
 pub use harness::Harness;
 pub use parse::{manifest_from_table, parse_manifest, Manifest};
 pub use providers::{ProviderSpec, Source, META_FACTORIES};

@@ -245,15 +245,23 @@ async fn run(
     let excess = ceiling_excess(
         &spawn.parent.manifest,
         &parent_ceiling,
+        &child.manifest,
         &child_ceiling,
         &spawn.ctx,
     );
     if !excess.is_empty() {
         let keys: Vec<String> = excess
             .iter()
-            .map(|(key, parent, child)| match parent {
-                Some(p) => format!("{key} = {} exceeds the parent's {key} = {p}", child),
-                None => format!("{key} = {} is not granted to the parent at all", child),
+            .map(|x| match (&x.why, &x.parent) {
+                (Some(why), _) => why.clone(),
+                (None, Some(p)) => format!(
+                    "{} = {} exceeds the parent's {} = {p}",
+                    x.key, x.child, x.key
+                ),
+                (None, None) => format!(
+                    "{} = {} is not granted to the parent at all",
+                    x.key, x.child
+                ),
             })
             .collect();
         return ToolOutput::error(format!(
