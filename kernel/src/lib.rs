@@ -43,6 +43,7 @@ mod grant;
 mod hooks;
 mod install;
 mod judge;
+mod keys;
 mod laws;
 mod manifest;
 mod mcp;
@@ -87,6 +88,7 @@ pub use install::{
     WritableInstall, INSTALL_DIR, LOCK_FILE, LOCK_VERSION,
 };
 pub use judge::{judge_group, DeclJudgement, DeclVerdict, GroupJudgement, Remedy};
+pub use keys::{contribution_for, group_skill, key_fits, key_for, shipped_digest, Consent, KeyFor};
 pub use laws::{
     check_laws, Law, LawCheck, LawReport, LawTally, LawViolation, Trial, DEFAULT_SEED,
     DEFAULT_TRIALS,
@@ -112,9 +114,9 @@ pub use shipped::{
     is_shipped_key, root_handle_problem, shipped_key, shipped_path_problem, SHIPPED_KEY_MARK,
 };
 pub use skill::{
-    binding_problem, bound_grants, check_skill_name, compile_skill, parse_skill_md, rescan_keeps,
-    SkillDoc, SkillFacts, DEFAULT_SKILL_TOOLS, MAX_COMPATIBILITY, MAX_DESCRIPTION, MAX_NAME,
-    READ_SKILL,
+    binding_problem, bound_grants, check_skill_name, compile_skill, group_clashes, parse_skill_md,
+    rescan_keeps, SkillDoc, SkillFacts, DEFAULT_SKILL_TOOLS, MAX_COMPATIBILITY, MAX_DESCRIPTION,
+    MAX_NAME, READ_SKILL,
 };
 pub use subagent::{check_subagents, Excess, ManifestLoader, SubagentVerdict, MAX_DEPTH};
 pub use value::{toml_key, toml_string, Float, Value};

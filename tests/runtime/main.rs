@@ -26,6 +26,7 @@ mod subagent;
 mod terminal;
 mod thinking;
 mod torn_log;
+mod typed_keys;
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};

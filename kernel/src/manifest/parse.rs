@@ -3,6 +3,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::agent::{parse_agent, Agent, AGENT_KEYS};
+use super::consent::parse_consent;
 use super::error::{join, Ctx, ManifestError};
 use super::harness::{parse_harness, Harness};
 use super::hooks::parse_hooks;
@@ -16,6 +17,7 @@ use super::text::parse_toml;
 use super::tools::{default_tools, parse_grant, parse_tools, Resolver, ToolEntry};
 use super::typed::want_table;
 use crate::hooks::Hooks;
+use crate::keys::Consent;
 use crate::rules::Permissions;
 use crate::Grant;
 
@@ -29,6 +31,7 @@ const SECTIONS: &[&str] = &[
     "capabilities",
     "permissions",
     "hooks",
+    "consent",
 ];
 
 /// Provider handle names nobody may define: they already mean something.
@@ -62,6 +65,8 @@ pub struct Manifest {
     pub hooks: Hooks,
     /// Sub-manifests carried by `manifest` kinds in `[capabilities]` or in root `[tools]` inline capabilities.
     pub subagents: Vec<SubagentRef>,
+    /// `[consent]`: the shipped implementation each consent key is written for (see [`crate::key_for`]).
+    pub consent: BTreeMap<String, Consent>,
 }
 
 /// Parses `agent.toml` text. `file` names it in errors; `env` is the only source of `${VAR}` values.
@@ -185,6 +190,16 @@ pub(crate) fn build_manifest(
         Some(v) => parse_hooks(ctx, &join(prefix, "hooks"), v)?,
         None => Hooks::default(),
     };
+    let consent = match table.get("consent") {
+        Some(v) => parse_consent(
+            ctx,
+            &join(prefix, "consent"),
+            v,
+            capabilities.as_ref(),
+            &tools,
+        )?,
+        None => BTreeMap::new(),
+    };
     Ok(Manifest {
         agent,
         harness,
@@ -196,6 +211,7 @@ pub(crate) fn build_manifest(
         permissions,
         hooks,
         subagents,
+        consent,
     })
 }
 
