@@ -41,6 +41,7 @@ mod doom;
 mod gate;
 mod grant;
 mod hooks;
+mod inherit;
 mod install;
 mod judge;
 mod keys;
@@ -83,6 +84,7 @@ pub use hooks::{
     combine_hooks, interpret_hook, matcher_matches, Hook, HookAction, HookEvent, HookExit, HookRun,
     HookVerdict, Hooks, DEFAULT_HOOK_TIMEOUT_SECS,
 };
+pub use inherit::{inherit_policy, inherited_counts};
 pub use install::{
     frozen_drift, install_handle_problem, install_writable, lock_state, Lock, LockEntry, LockState,
     WritableInstall, INSTALL_DIR, LOCK_FILE, LOCK_VERSION,

@@ -23,6 +23,7 @@ mod shipped;
 mod skill_authority;
 mod skills;
 mod subagent;
+mod subagent_policy;
 mod terminal;
 mod thinking;
 mod torn_log;
