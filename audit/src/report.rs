@@ -279,7 +279,8 @@ pub fn build_report(manifest: Manifest, facts: Facts<'_>) -> Report {
                 subject: key.to_string(),
                 message: format!(
                     "[capabilities].{key} grants a tool no [tools] entry uses; it only pre-authorises contributions \
-                     (skills, session tool groups) that name `{key}`"
+                     (skills, session tool groups) that name `{key}`, and only {}",
+                    loom_kernel::key_for(&manifest, key)
                 ),
             },
         });

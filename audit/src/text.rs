@@ -170,6 +170,14 @@ pub fn render_text(r: &Report) -> String {
         let _ = writeln!(o, "  (none)");
     }
     render_subagents(&mut o, &r.subagents, 1);
+    let (deny, ask, pre) = loom_kernel::inherited_counts(&r.manifest);
+    if !r.subagents.is_empty() && deny + ask + pre > 0 {
+        let _ = writeln!(
+            o,
+            "  every sub-agent keeps this agent's {deny} deny rules, {ask} ask rules and {pre} PreToolUse hooks \
+             (before its own; its allow rules never answer a call they catch)"
+        );
+    }
 
     // hooks are programs the manifest runs outside every grant: they belong in the authority surface
     let _ = writeln!(

@@ -7,7 +7,10 @@
 //! Specification (which key a declaration is judged against; a contribution never picks it):
 //! - Consent rule: a declaration that ships its own implementation — an inline provider table, a string source such
 //!   as `"./bin"` or `"@scope/pkg"`, or a group-local handle resolving to one — is accepted only when
-//!   `[capabilities]` names the instance, and is judged against that entry alone.
+//!   `[capabilities]` names the instance and `[consent]` records this skill and the digest of what it ships
+//!   ([`crate::key_for`]), and is judged against that entry alone.
+//! - Typed keys: a key covers only what it is written for ([`crate::key_fits`]); a contributed instance named like a
+//!   key written for something else (a consent key, another built-in, a provider's tool) is refused.
 //! - A renamed built-in (`jq = { provider = "builtin", tool = "bash", capabilities = {…} }`) must request its
 //!   capabilities: a request is all it ever gets, never "the ceiling". It is judged against the agent's own grant of
 //!   the underlying built-in — the ceiling key of that name, which the manifest's `[tools]` must list as that
@@ -19,6 +22,7 @@
 use crate::algebra::AlgebraKind;
 use crate::ceiling::{requested_grant, Ceiling, GrantSource};
 use crate::grant::Grant;
+use crate::keys::{contribution_for, group_skill, key_fits, key_for, KeyFor};
 use crate::manifest::{Manifest, ProviderRef, ToolEntry, ToolGroup};
 use crate::path::PathCtx;
 use crate::value::toml_key;
@@ -32,6 +36,14 @@ pub enum Remedy {
     Tools(String),
     /// A change to the declaration itself (in the skill or layer that contributes it).
     Declaration(String),
+    /// A paste-ready line for the manifest's `[consent]`, and the `[capabilities]` line it needs when that key is
+    /// missing too.
+    Consent {
+        /// The `[capabilities]` line, when the key is missing.
+        capabilities: Option<String>,
+        /// The `[consent]` line.
+        consent: String,
+    },
 }
 
 impl Remedy {
@@ -39,6 +51,7 @@ impl Remedy {
     pub fn text(&self) -> &str {
         match self {
             Remedy::Capabilities(t) | Remedy::Tools(t) | Remedy::Declaration(t) => t,
+            Remedy::Consent { consent, .. } => consent,
         }
     }
 
@@ -48,6 +61,7 @@ impl Remedy {
             Remedy::Capabilities(_) => "capabilities",
             Remedy::Tools(_) => "tools",
             Remedy::Declaration(_) => "declaration",
+            Remedy::Consent { .. } => "consent",
         }
     }
 }
@@ -59,6 +73,17 @@ impl std::fmt::Display for Remedy {
             Remedy::Capabilities(t) => write!(f, "put in [capabilities]:  {t}"),
             Remedy::Tools(t) => write!(f, "add to [tools]:  {t}"),
             Remedy::Declaration(t) => write!(f, "change the declaration:  {t}"),
+            Remedy::Consent {
+                capabilities: Some(c),
+                consent,
+            } => write!(
+                f,
+                "put in [capabilities]:  {c}  and in [consent]:  {consent}"
+            ),
+            Remedy::Consent {
+                capabilities: None,
+                consent,
+            } => write!(f, "put in [consent]:  {consent}"),
         }
     }
 }
@@ -118,7 +143,7 @@ pub fn judge_group(
     let decls: Vec<DeclJudgement> = group
         .tools
         .iter()
-        .map(|(name, entry)| judge_decl(manifest, ceiling, ctx, name, entry))
+        .map(|(name, entry)| judge_decl(manifest, ceiling, ctx, &group.label, name, entry))
         .collect();
     let accepted = decls
         .iter()
@@ -149,6 +174,7 @@ fn judge_decl(
     manifest: &Manifest,
     ceiling: &Ceiling,
     ctx: &PathCtx,
+    group_label: &str,
     instance: &str,
     entry: &ToolEntry,
 ) -> DeclJudgement {
@@ -161,18 +187,56 @@ fn judge_decl(
     };
     if let ProviderRef::Shipped(shipped) = &entry.provider {
         let named = manifest.capabilities.as_ref().and_then(|c| c.get(instance));
+        let skill = group_skill(group_label);
+        let consent_line = format!(
+            "{} = {{ skill = {}, sha256 = {} }}",
+            toml_key(instance),
+            crate::value::toml_string(skill),
+            crate::value::toml_string(&shipped.digest)
+        );
         let Some(consent) = named else {
             let ask = entry.capabilities.clone().unwrap_or_else(Grant::none);
             return mk(entry.capabilities.clone(), DeclVerdict::Rejected {
                 judged_against: instance.to_string(),
                 reason: format!(
                     "it ships its own implementation ({}), and loom runs contributed code only when [capabilities] \
-                     names the instance `{instance}`",
+                     names the instance `{instance}` and [consent] names the skill and what it ships",
                     shipped.label
                 ),
-                remediation: Remedy::Capabilities(line(instance, &ask)),
+                remediation: Remedy::Consent {
+                    capabilities: Some(line(instance, &ask)),
+                    consent: consent_line,
+                },
             });
         };
+        let want = contribution_for(group_label, instance, entry);
+        let written = key_for(manifest, instance);
+        if !want.as_ref().is_some_and(|w| key_fits(&written, w)) {
+            let reason = match &written {
+                KeyFor::Consent(_) => format!(
+                    "the key `{instance}` is written for {written}, and this is the implementation skill {skill} \
+                     ships ({}, sha256 {}); consent covers one skill's implementation, never another's or a changed one",
+                    shipped.label,
+                    &shipped.digest[..shipped.digest.len().min(12)]
+                ),
+                _ => format!(
+                    "it ships its own implementation ({}), and the key `{instance}` is written for {written}, not \
+                     for consent to it: [consent] must name the skill and what it ships",
+                    shipped.label
+                ),
+            };
+            return mk(
+                entry.capabilities.clone(),
+                DeclVerdict::Rejected {
+                    judged_against: instance.to_string(),
+                    reason,
+                    remediation: Remedy::Consent {
+                        capabilities: None,
+                        consent: consent_line,
+                    },
+                },
+            );
+        }
         let request = entry
             .capabilities
             .clone()
@@ -193,19 +257,23 @@ fn judge_decl(
         };
     }
     let key = match &entry.provider {
-        ProviderRef::Builtin => match builtin_key(manifest, ceiling, instance, entry) {
-            Ok(key) => key,
-            Err((judged_against, reason, remediation)) => {
-                return mk(
-                    entry.capabilities.clone(),
-                    DeclVerdict::Rejected {
-                        judged_against,
-                        reason,
-                        remediation,
-                    },
-                )
+        ProviderRef::Builtin => {
+            match builtin_key(manifest, ceiling, instance, entry).and_then(|key| {
+                instance_key_problem(manifest, ceiling, group_label, instance, entry).map(|()| key)
+            }) {
+                Ok(key) => key,
+                Err((judged_against, reason, remediation)) => {
+                    return mk(
+                        entry.capabilities.clone(),
+                        DeclVerdict::Rejected {
+                            judged_against,
+                            reason,
+                            remediation,
+                        },
+                    )
+                }
             }
-        },
+        }
         ProviderRef::Host => match host_key(manifest, ceiling, instance, entry) {
             Ok(key) => key,
             Err((judged_against, reason, remediation)) => {
@@ -221,18 +289,41 @@ fn judge_decl(
         },
         _ => {
             let underlying = entry.tool.as_deref().unwrap_or(instance);
-            if ceiling.grants.contains_key(instance) || !ceiling.grants.contains_key(underlying) {
-                instance.to_string()
+            let key = if ceiling.grants.contains_key(instance)
+                || !ceiling.grants.contains_key(underlying)
+            {
+                instance
             } else {
-                underlying.to_string()
+                underlying
+            };
+            if let Err((judged_against, reason, remediation)) =
+                match ceiling.grants.contains_key(key) {
+                    true => key_kind_problem(manifest, group_label, key, instance, entry),
+                    false => Ok(()),
+                }
+            {
+                return mk(
+                    entry.capabilities.clone(),
+                    DeclVerdict::Rejected {
+                        judged_against,
+                        reason,
+                        remediation,
+                    },
+                );
             }
+            key.to_string()
         }
     };
     let Some(request) = &entry.capabilities else {
+        // a root handle's tool that requests nothing runs under the whole key it was judged against (root-trusted)
+        let whole = matches!(
+            entry.provider,
+            ProviderRef::Handle(_) | ProviderRef::Harness(_)
+        );
         return mk(
             None,
             DeclVerdict::Accepted {
-                judged_against: None,
+                judged_against: whole.then_some(key),
             },
         );
     };
@@ -327,6 +418,50 @@ fn builtin_key(
         ));
     }
     Ok(underlying.to_string())
+}
+
+/// Why the ceiling key `key`, written for one kind of thing, cannot cover the declaration `instance = entry`.
+fn key_kind_problem(
+    manifest: &Manifest,
+    group_label: &str,
+    key: &str,
+    instance: &str,
+    entry: &ToolEntry,
+) -> Result<(), Refusal> {
+    let Some(want) = contribution_for(group_label, instance, entry) else {
+        return Ok(());
+    };
+    let written = key_for(manifest, key);
+    if key_fits(&written, &want) {
+        return Ok(());
+    }
+    Err((
+        key.to_string(),
+        format!(
+            "the ceiling key `{key}` is written for {written}, and `{instance}` is {want}; a key covers only what it \
+             is written for"
+        ),
+        Remedy::Declaration(format!(
+            "rename `{}` in the skill (a loom.toml sidecar can), so it takes no key written for something else",
+            toml_key(instance)
+        )),
+    ))
+}
+
+/// A new built-in instance may not take a name whose ceiling key is written for something else (a consent key,
+/// another built-in, a provider's tool): the name is that key's.
+fn instance_key_problem(
+    manifest: &Manifest,
+    ceiling: &Ceiling,
+    group_label: &str,
+    instance: &str,
+    entry: &ToolEntry,
+) -> Result<(), Refusal> {
+    if !ceiling.grants.contains_key(instance) || manifest.tools.contains_key(instance) {
+        // no key of that name, or a [tools] name (binding refuses a taken name)
+        return Ok(());
+    }
+    key_kind_problem(manifest, group_label, instance, instance, entry)
 }
 
 /// The key a provider-less entry is judged against: the one the manifest tool of its name takes its grant from.
@@ -479,9 +614,31 @@ mod tests {
         assert_eq!(judged_against, "bash");
     }
 
+    /// The digest of the one shipped declaration `tools` holds (as the group `skill t`).
+    fn digest(tools: &str, providers: Option<&str>) -> String {
+        let g = parse_tool_group(
+            "skill t",
+            tools,
+            providers,
+            "skills/t/SKILL.md",
+            &BTreeMap::new(),
+            &BTreeSet::new(),
+        )
+        .unwrap();
+        match &g.tools.values().next().unwrap().provider {
+            ProviderRef::Shipped(s) => s.digest.clone(),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    fn consent(skill: &str, digest: &str) -> String {
+        format!("echo_note = {{ skill = \"{skill}\", sha256 = \"{digest}\" }}")
+    }
+
     #[test]
     fn the_consent_rule_covers_every_way_of_shipping_an_implementation() {
         // each declaration fits the ceiling by grant, but ships code: it needs its instance named in [capabilities]
+        // and [consent] naming the skill and what it ships
         let cases = [
             ("echo_note = { provider = { provider = \"mcp-server\", command = \"node\", args = [\"server.mjs\"] } }", None),
             ("echo_note = { provider = \"./bin\" }", None),
@@ -490,6 +647,7 @@ mod tests {
         ];
         let wide = "[capabilities]\nbash = \"*\"\nread_file = \"*\"\necho = \"*\"\n";
         for (tools, providers) in cases {
+            let d = digest(tools, providers);
             let j = judge(&host(wide), tools, providers);
             assert!(
                 !j.accepted,
@@ -504,12 +662,54 @@ mod tests {
                 panic!()
             };
             assert!(reason.contains("ships its own implementation"), "{reason}");
-            assert_eq!(remediation, &Remedy::Capabilities("echo_note = {}".into()));
-            let consented = host("[capabilities]\necho_note = \"*\"\n");
+            assert_eq!(
+                remediation,
+                &Remedy::Consent {
+                    capabilities: Some("echo_note = {}".into()),
+                    consent: consent("t", &d)
+                }
+            );
+            // K3b: a grant alone is no consent
+            let granted = host("[capabilities]\necho_note = \"*\"\n");
+            let j = judge(&granted, tools, providers);
+            let DeclVerdict::Rejected {
+                remediation,
+                reason,
+                ..
+            } = &j.decls[0].verdict
+            else {
+                panic!("{tools}: a grant without [consent] accepted it")
+            };
+            assert!(reason.contains("the key `echo_note` is written for a root provider's tool named `echo_note`, not for consent to it"), "{reason}");
+            assert_eq!(
+                remediation,
+                &Remedy::Consent {
+                    capabilities: None,
+                    consent: consent("t", &d)
+                }
+            );
+            let consented = host(&format!(
+                "[capabilities]\necho_note = \"*\"\n[consent]\n{}\n",
+                consent("t", &d)
+            ));
             assert!(
                 judge(&consented, tools, providers).accepted,
-                "{tools}: named in [capabilities] = consent"
+                "{tools}: named in [capabilities] and [consent] = consent"
             );
+            // another skill's consent, or a consent to another implementation, is no consent
+            for (skill, digest) in [("echo-notes", d.as_str()), ("t", &"0".repeat(64))] {
+                let other = host(&format!(
+                    "[capabilities]\necho_note = \"*\"\n[consent]\n{}\n",
+                    consent(skill, digest)
+                ));
+                let j = judge(&other, tools, providers);
+                let DeclVerdict::Rejected { reason, .. } = &j.decls[0].verdict else {
+                    panic!(
+                        "{tools}: consent for {skill} {digest} accepted skill t's implementation"
+                    )
+                };
+                assert!(reason.starts_with(&format!("the key `echo_note` is written for consent to the implementation skill {skill} ships (sha256 {})", &digest[..12])), "{reason}");
+            }
         }
     }
 
@@ -517,9 +717,13 @@ mod tests {
     fn consent_is_judged_against_the_instance_entry_alone() {
         // the underlying-name fallback never widens acceptance
         let tools = "echo_note = { provider = \"./bin\", tool = \"bash\", capabilities = { commands = [\"ls\"] } }";
+        let d = digest(tools, None);
         assert!(!judge(&host("[capabilities]\nbash = \"*\"\n"), tools, None).accepted);
         let j = judge(
-            &host("[capabilities]\necho_note = { commands = [\"cat\"] }\n"),
+            &host(&format!(
+                "[capabilities]\necho_note = {{ commands = [\"cat\"] }}\n[consent]\n{}\n",
+                consent("t", &d)
+            )),
             tools,
             None,
         );
@@ -547,6 +751,32 @@ mod tests {
             None,
         );
         assert!(j.accepted, "{j:?}");
+    }
+
+    #[test]
+    fn a_root_handle_tool_takes_only_a_key_written_for_it() {
+        let m = man(&format!("[providers]\nfs_mcp = {{ provider = \"mcp-server\", command = \"node\" }}\n[tools]\nread_file = \"builtin\"\nreader = {{ provider = \"fs_mcp\", tool = \"read_text_file\" }}\n[capabilities]\nread_file = {{ paths = [\"./\"] }}\nreader = {{ path = \"/docs/a.md\" }}\nlist_directory = {{ path = \"*\" }}\necho_note = \"*\"\n[consent]\necho_note = {{ skill = \"echo-notes\", sha256 = \"{}\" }}\n", "d".repeat(64)));
+        let cases: Vec<(&str, Result<Option<&str>, &str>)> = vec![
+            // an unrecorded key covers a root provider's tool of its own name
+            ("list_directory = { provider = \"fs_mcp\" }", Ok(Some("list_directory"))),
+            ("list_directory = { provider = \"fs_mcp\", tool = \"write_file\" }", Err("the ceiling key `list_directory` is written for a root provider's tool named `list_directory`, and `list_directory` is the tool `write_file` of [providers].fs_mcp")),
+            // a consent key never covers a root handle's tool (K3)
+            ("echo_note = { provider = \"fs_mcp\", tool = \"write_file\" }", Err("the ceiling key `echo_note` is written for consent to the implementation skill echo-notes ships (sha256 dddddddddddd), and `echo_note` is the tool `write_file` of [providers].fs_mcp")),
+            // a built-in's key never covers a server tool
+            ("x = { provider = \"fs_mcp\", tool = \"read_file\" }", Err("the ceiling key `read_file` is written for the built-in `read_file`, and `x` is the tool `read_file` of [providers].fs_mcp")),
+            // no key at all: nothing is granted, whatever it names
+            ("r2 = { provider = \"fs_mcp\", tool = \"read_text_file\", capabilities = { path = \"/docs/a.md\" } }", Err("it requests { path = \"/docs/a.md\" }, which the ceiling for `r2` (absent) does not cover")),
+        ];
+        for (tools, want) in cases {
+            let got = one(&m, tools);
+            match (want, got) {
+                (Ok(w), Ok(g)) => assert_eq!(g.as_deref(), w, "{tools}"),
+                (Err(w), Err((_, reason, _))) => {
+                    assert!(reason.starts_with(w), "{tools}: {reason}")
+                }
+                (w, g) => panic!("{tools}: want {w:?}, got {g:?}"),
+            }
+        }
     }
 
     fn man(text: &str) -> Manifest {
@@ -585,7 +815,16 @@ mod tests {
         // M1: [tools] lists only read_file, and the default ceiling still has a bash key
         let reader = man("[tools]\nread_file = \"builtin\"\n");
         // K3a: a consent key named like the instance, and a shell that may only run ls
-        let consent = man("[tools]\nread_file = \"builtin\"\nbash = \"builtin\"\n[capabilities]\nread_file = { paths = [\"./\"] }\nbash = { commands = [\"ls\"], paths = [\"./\"] }\necho_note = \"*\"\n");
+        let consent = man(&format!("[tools]\nread_file = \"builtin\"\nbash = \"builtin\"\n[capabilities]\nread_file = {{ paths = [\"./\"] }}\nbash = {{ commands = [\"ls\"], paths = [\"./\"] }}\necho_note = \"*\"\n[consent]\necho_note = {{ skill = \"echo-notes\", sha256 = \"{}\" }}\n", "d".repeat(64)));
+        let written_for = |key: &str, written: &str, want: &str, instance: &str| {
+            refused(
+                key,
+                &format!("the ceiling key `{key}` is written for {written}, and `{instance}` is {want}; a key covers only what it is written for"),
+                Remedy::Declaration(format!("rename `{instance}` in the skill (a loom.toml sidecar can), so it takes no key written for something else")),
+            )
+        };
+        let consent_key =
+            "consent to the implementation skill echo-notes ships (sha256 dddddddddddd)";
         // the manifest's `bash` is a read_file: nothing lists the built-in bash
         let misnamed = man("[tools]\nbash = { provider = \"builtin\", tool = \"read_file\" }\n[capabilities]\nbash = { paths = [\"./\"] }\n");
         let unlisted = |u: &str| {
@@ -607,8 +846,11 @@ mod tests {
             (&reader, "peek = { provider = \"builtin\", tool = \"read_file\", capabilities = { paths = [\"./docs\"] } }", Ok(Some("read_file".into()))),
             (&reader, "peek = { provider = \"builtin\", tool = \"read_file\", capabilities = { paths = [\"/etc\"] } }", refused("read_file", "it requests { paths = [\"/etc\"] }, which the ceiling for `read_file` ({ paths = [\"./\"] }) does not cover", Remedy::Capabilities("read_file = [{ paths = [\"./\"] }, { paths = [\"/etc\"] }]".into()))),
             (&consent, "echo_note = { provider = \"builtin\", tool = \"bash\" }", nothing),
-            (&consent, "echo_note = { provider = \"builtin\", tool = \"bash\", capabilities = { commands = [\"curl\"] } }", refused("bash", "it requests { commands = [\"curl\"] }, which the ceiling for `bash` ({ commands = [\"ls\"], paths = [\"./\"] }) does not cover", Remedy::Capabilities("bash = [{ commands = [\"curl\"] }, { commands = [\"ls\"], paths = [\"./\"] }]".into()))),
-            (&consent, "echo_note = { provider = \"builtin\", tool = \"bash\", capabilities = { commands = [\"ls\"] } }", Ok(Some("bash".into()))),
+            (&consent, "jq = { provider = \"builtin\", tool = \"bash\", capabilities = { commands = [\"curl\"] } }", refused("bash", "it requests { commands = [\"curl\"] }, which the ceiling for `bash` ({ commands = [\"ls\"], paths = [\"./\"] }) does not cover", Remedy::Capabilities("bash = [{ commands = [\"curl\"] }, { commands = [\"ls\"], paths = [\"./\"] }]".into()))),
+            (&consent, "jq = { provider = \"builtin\", tool = \"bash\", capabilities = { commands = [\"ls\"] } }", Ok(Some("bash".into()))),
+            // K3: the instance name's key is written for another kind of thing, so the name is not the skill's
+            (&consent, "echo_note = { provider = \"builtin\", tool = \"bash\", capabilities = { commands = [\"ls\"] } }", written_for("echo_note", consent_key, "the built-in `bash`", "echo_note")),
+            (&reader, "bash = { provider = \"builtin\", tool = \"read_file\", capabilities = { paths = [\"./\"] } }", written_for("bash", "the built-in `bash`", "the built-in `read_file`", "bash")),
             (&consent, "wr = { provider = \"builtin\", tool = \"read_file\", capabilities = \"*\" }", refused("read_file", "it requests \"*\", which the ceiling for `read_file` ({ paths = [\"./\"] }) does not cover", Remedy::Capabilities("read_file = \"*\"".into()))),
             (&misnamed, "run = { provider = \"builtin\", tool = \"bash\", capabilities = { commands = [\"ls\"] } }", unlisted("bash")),
             (&consent, "jq = { provider = \"builtin\", capabilities = { commands = [\"jq\"] } }", refused("jq", "there is no built-in tool `jq` (built-ins: bash, read_file, write_file, edit_file, find, spawn_subagent, web_search)", Remedy::Declaration("name a built-in in `tool = \"…\"` of `jq`, or another provider".into()))),

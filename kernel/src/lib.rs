@@ -42,9 +42,11 @@ mod doom;
 mod gate;
 mod grant;
 mod hooks;
+mod inherit;
 mod install;
 mod judge;
 mod key_target;
+mod keys;
 mod laws;
 mod manifest;
 mod mcp;
@@ -88,12 +90,14 @@ pub use hooks::{
     combine_hooks, interpret_hook, matcher_matches, Hook, HookAction, HookEvent, HookExit, HookRun,
     HookVerdict, Hooks, DEFAULT_HOOK_TIMEOUT_SECS,
 };
+pub use inherit::{inherit_policy, inherited_counts};
 pub use install::{
     frozen_drift, install_handle_problem, install_writable, lock_state, path_source_drift, Lock,
     LockEntry, LockState, WritableInstall, INSTALL_DIR, LOCK_FILE, LOCK_VERSION,
 };
 pub use judge::{judge_group, DeclJudgement, DeclVerdict, GroupJudgement, Remedy};
 pub use key_target::{key_target, target_change, KeyTarget};
+pub use keys::{contribution_for, group_skill, key_fits, key_for, shipped_digest, Consent, KeyFor};
 pub use laws::{
     check_laws, Law, LawCheck, LawReport, LawTally, LawViolation, Trial, DEFAULT_SEED,
     DEFAULT_TRIALS,
@@ -119,9 +123,9 @@ pub use shipped::{
     is_shipped_key, root_handle_problem, shipped_key, shipped_path_problem, SHIPPED_KEY_MARK,
 };
 pub use skill::{
-    binding_problem, bound_grants, check_skill_name, compile_skill, parse_skill_md, rescan_keeps,
-    SkillDoc, SkillFacts, DEFAULT_SKILL_TOOLS, MAX_COMPATIBILITY, MAX_DESCRIPTION, MAX_NAME,
-    READ_SKILL,
+    binding_problem, bound_grants, check_skill_name, compile_skill, group_clashes, parse_skill_md,
+    rescan_keeps, SkillDoc, SkillFacts, DEFAULT_SKILL_TOOLS, MAX_COMPATIBILITY, MAX_DESCRIPTION,
+    MAX_NAME, READ_SKILL,
 };
 pub use subagent::{check_subagents, Excess, ManifestLoader, SubagentVerdict, MAX_DEPTH};
 pub use value::{toml_key, toml_string, Float, Value};

@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use loom_kernel::{
-    binding_problem, bound_grants, builtin_contract, check_contract, judge_group, requested_grant,
+    binding_problem, bound_grants, builtin_contract, check_contract, group_clashes, judge_group,
     rescan_keeps, Ceiling, DeclVerdict, Grant, GroupJudgement, Manifest, PathCtx, ProviderRef,
     ProviderSpec, Remedy, ToolGrant, ToolGroup,
 };
@@ -67,7 +67,8 @@ pub(crate) struct Bound {
 /// `[tools]`) or the change the skill itself needs.
 pub fn rejection_note(j: &GroupJudgement, manifest_file: &str) -> String {
     let mut reasons = Vec::new();
-    let (mut caps, mut tools, mut decls) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut caps, mut tools, mut decls, mut consents) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for d in &j.decls {
         if let DeclVerdict::Rejected {
             reason,
@@ -80,6 +81,13 @@ pub fn rejection_note(j: &GroupJudgement, manifest_file: &str) -> String {
                 Remedy::Capabilities(line) => caps.push(line.clone()),
                 Remedy::Tools(line) => tools.push(line.clone()),
                 Remedy::Declaration(change) => decls.push(change.clone()),
+                Remedy::Consent {
+                    capabilities,
+                    consent,
+                } => {
+                    caps.extend(capabilities.clone());
+                    consents.push(consent.clone());
+                }
             }
         }
     }
@@ -97,6 +105,12 @@ pub fn rejection_note(j: &GroupJudgement, manifest_file: &str) -> String {
         fixes.push(format!(
             "add to [capabilities] in {manifest_file}: {}",
             caps.join(" ; ")
+        ));
+    }
+    if !consents.is_empty() {
+        fixes.push(format!(
+            "add to [consent] in {manifest_file}: {}",
+            consents.join(" ; ")
         ));
     }
     format!(
@@ -141,7 +155,17 @@ fn unsupported(m: &Manifest, group: &ToolGroup) -> Option<String> {
     None
 }
 
-/// Judges and binds every group the chain contributes, then tells the chain which were accepted.
+/// One group that passed judging and binding on its own, before clashes between groups are settled.
+struct Candidate {
+    group: ToolGroup,
+    news: Vec<NewTool>,
+    names: Vec<String>,
+    shipped: BTreeMap<String, ProviderSpec>,
+}
+
+/// Judges and binds every group the chain contributes, then tells the chain which were accepted. Order-independent:
+/// each group is judged and checked on its own against the manifest's own grants, a tool name two groups add is
+/// refused for both (kernel `group_clashes`), and the accepted rows join in label order.
 pub(crate) fn bind_groups(
     manifest: &Arc<crate::load::Loaded>,
     ceiling: &Ceiling,
@@ -153,8 +177,7 @@ pub(crate) fn bind_groups(
     let file = manifest.path.display().to_string();
     let mut out = Bound::default();
     let mut accepted = BTreeSet::new();
-    let mut taken: BTreeSet<String> = m.tools.keys().cloned().collect();
-    let mut current: Vec<ToolGrant> = grants.to_vec();
+    let mut candidates: Vec<Candidate> = Vec::new();
     for (_layer, group) in chain.tool_groups() {
         let j = judge_group(m, ceiling, ctx, &group);
         if !j.accepted {
@@ -166,22 +189,18 @@ pub(crate) fn bind_groups(
             out.notes.push(trim(why));
             continue;
         }
-        // new instances: a name no other tool or group has taken
+        // new instances
         let mut news = Vec::new();
         let shipped = crate::providers::group_sources(&group);
         let mut problem = None;
         for (name, entry) in &group.tools {
+            let decl = j.decls.iter().find(|d| &d.instance == name);
             match &entry.provider {
                 ProviderRef::Builtin => {
                     let underlying = entry.tool.clone().unwrap_or_else(|| name.clone());
                     // exactly what the kernel judged: a contributed built-in requests its grant explicitly, and
                     // never falls back to a ceiling entry
-                    let Some(grant) = j
-                        .decls
-                        .iter()
-                        .find(|d| &d.instance == name)
-                        .and_then(|d| d.requested.clone())
-                    else {
+                    let Some(grant) = decl.and_then(|d| d.requested.clone()) else {
                         problem = Some(format!("`{name}` requests nothing"));
                         continue;
                     };
@@ -215,7 +234,18 @@ pub(crate) fn bind_groups(
                             .map(|ext| (ext.handle.to_string(), None))
                     };
                     if let Some((key, table)) = server {
-                        let (grant, _) = requested_grant(ceiling, name, entry);
+                        // exactly what the kernel judged: the request, or the whole key it was judged against
+                        // (which is written for this tool); never a key named like the instance by chance
+                        let grant = decl
+                            .and_then(|d| {
+                                d.requested.clone().or_else(|| match &d.verdict {
+                                    DeclVerdict::Accepted {
+                                        judged_against: Some(k),
+                                    } => ceiling.grants.get(k).cloned(),
+                                    _ => None,
+                                })
+                            })
+                            .unwrap_or_else(Grant::none);
                         news.push(NewTool::Mcp {
                             instance: name.clone(),
                             underlying: entry.tool.clone().unwrap_or_else(|| name.clone()),
@@ -227,23 +257,24 @@ pub(crate) fn bind_groups(
                 }
             }
         }
-        let names: Vec<&String> = news
+        let names: Vec<String> = news
             .iter()
             .map(|n| match n {
                 NewTool::Builtin { instance, .. }
                 | NewTool::Mcp { instance, .. }
-                | NewTool::Session { instance, .. } => instance,
+                | NewTool::Session { instance, .. } => instance.clone(),
             })
             .collect();
-        if let Some(dup) = names.iter().find(|n| taken.contains(**n)) {
+        if let Some(dup) = names.iter().find(|n| m.tools.contains_key(*n)) {
             problem.get_or_insert(format!(
-                "the tool name `{dup}` is already taken by another tool or group"
+                "the tool name `{dup}` is already taken by the manifest's own [tools]"
             ));
         }
-        // rows joined to the manifest's tools, checked against each built-in's contract
-        let widened = bound_grants(m, ctx, &current, &[&group]);
+        // rows joined to the manifest's tools, checked against each built-in's contract (on the manifest's own
+        // grants: what another group joins never decides this one)
+        let widened = bound_grants(m, ctx, grants, &[&group]);
         for (name, grant) in &widened {
-            let t = current.iter().find(|t| &t.instance == name);
+            let t = grants.iter().find(|t| &t.instance == name);
             if let Some(c) = t.and_then(|t| match &t.provider {
                 ProviderRef::Builtin => builtin_contract(&t.underlying, None),
                 _ => None,
@@ -258,20 +289,47 @@ pub(crate) fn bind_groups(
             out.notes.push(trim(why));
             continue;
         }
-        for n in &names {
-            taken.insert((*n).clone());
-        }
-        for t in current.iter_mut() {
-            if let Some(g) = widened.get(&t.instance) {
-                t.grant = g.clone();
-            }
-        }
-        out.widened.extend(widened);
-        out.new_tools.extend(news);
-        out.shipped
-            .extend(shipped.into_iter().map(|(key, (_, spec))| (key, spec)));
-        accepted.insert(group.label.clone());
+        candidates.push(Candidate {
+            group,
+            news,
+            names,
+            shipped: shipped
+                .into_iter()
+                .map(|(key, (_, spec))| (key, spec))
+                .collect(),
+        });
     }
+    // a name two groups add is refused for both: never first-come
+    let claims: Vec<(String, Vec<String>)> = candidates
+        .iter()
+        .map(|c| (c.group.label.clone(), c.names.clone()))
+        .collect();
+    let clashes = group_clashes(&claims);
+    candidates.sort_by(|a, b| a.group.label.cmp(&b.group.label));
+    let mut kept: Vec<&ToolGroup> = Vec::new();
+    let mut news_all = Vec::new();
+    for c in &mut candidates {
+        if let Some((name, others)) = clashes.get(&c.group.label) {
+            out.notes.push(format!(
+                "{} ({}) is inactive: the tool name `{name}` is also added by {}; a name two groups add goes to \
+                 neither (rename the instance in one of them)",
+                c.group.label,
+                c.group.origin,
+                others.join(", ")
+            ));
+            continue;
+        }
+        news_all.append(&mut c.news);
+        out.shipped.append(&mut c.shipped);
+        accepted.insert(c.group.label.clone());
+    }
+    for c in &candidates {
+        if accepted.contains(&c.group.label) {
+            kept.push(&c.group);
+        }
+    }
+    out.widened = bound_grants(m, ctx, grants, &kept);
+    out.new_tools = news_all;
     let loaded = manifest.clone();
     let rescan_ctx = ctx.clone();
     let keeps: Keeper = Arc::new(move |boot: &ToolGroup, now: &ToolGroup| {

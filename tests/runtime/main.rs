@@ -24,9 +24,11 @@ mod shipped;
 mod skill_authority;
 mod skills;
 mod subagent;
+mod subagent_policy;
 mod terminal;
 mod thinking;
 mod torn_log;
+mod typed_keys;
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};

@@ -27,15 +27,27 @@ fn skill(s: &Scratch, provider: &str) {
     }
 }
 
-/// The host, with `consent` in its [capabilities] (the consent rule: the instance named).
+/// The host, with `consent` in its [capabilities] (the consent rule: the instance named) and, when it names one, the
+/// `[consent]` line `loom audit` prints for the skill (its name and the digest of what it ships).
 fn agent(s: &Scratch, consent: &str) {
+    let text = format!(
+        "[agent]\nname = \"shipped\"\n[harness]\nprovider = \"test\"\nscript = [[\n  \
+         {{ call = {{ tool = \"note_add\", input = {{ text = \"buy milk\" }} }} }},\n  {{ say = \"ok\" }},\n]]\n\
+         [tools]\nread_file = \"builtin\"\n[capabilities]\nread_file = {{ paths = [\"./src\"] }}\n{consent}\n"
+    );
+    s.write("agent.toml", &text);
+    if consent.is_empty() {
+        return;
+    }
+    let out = loom(s, &["audit", "agent.toml"]).stdout();
+    let lines: Vec<&str> = out
+        .lines()
+        .filter_map(|l| l.split("in [consent]:  ").nth(1))
+        .collect();
+    assert!(!lines.is_empty(), "no [consent] line in audit:\n{out}");
     s.write(
         "agent.toml",
-        &format!(
-            "[agent]\nname = \"shipped\"\n[harness]\nprovider = \"test\"\nscript = [[\n  \
-             {{ call = {{ tool = \"note_add\", input = {{ text = \"buy milk\" }} }} }},\n  {{ say = \"ok\" }},\n]]\n\
-             [tools]\nread_file = \"builtin\"\n[capabilities]\nread_file = {{ paths = [\"./src\"] }}\n{consent}\n"
-        ),
+        &format!("{text}[consent]\n{}\n", lines.join("\n")),
     );
 }
 
@@ -189,7 +201,6 @@ fn a_skill_ships_its_provider_and_runs_only_from_its_pinned_install() {
 #[test]
 fn a_shipped_path_out_of_the_skill_folder_is_refused() {
     let s = Scratch::new();
-    agent(&s, "note_add = \"*\"");
     let ex = workspace_root().join("examples/notes-provider");
     for f in ["package.json", "provider.mjs"] {
         let body = std::fs::read_to_string(ex.join(f)).unwrap();
@@ -209,6 +220,8 @@ fn a_shipped_path_out_of_the_skill_folder_is_refused() {
             std::fs::remove_dir_all(s.path().join(SKILL).join("provider")).unwrap();
             std::os::unix::fs::symlink(&elsewhere, s.path().join(SKILL).join("provider")).unwrap();
         }
+        // consent to exactly this skill's spec
+        agent(&s, "note_add = \"*\"");
         loom(&s, &["install", "agent.toml"])
             .expect_code(1)
             .stderr_has(&format!(

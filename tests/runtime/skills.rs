@@ -189,11 +189,23 @@ fn a_skill_shipping_its_own_mcp_server_runs_only_with_consent() {
         r[0].0 == "failed" && r[0].1.contains("no tool named \"echo_note\""),
         "{r:#?}"
     );
-    // with consent (the instance named in [capabilities]) the skill's server runs
+    // with consent (the instance named in [capabilities], and [consent] naming the skill and what it ships, as
+    // boot printed it) the skill's server runs
+    let stderr = run.stderr();
+    let consent = stderr
+        .split("add to [consent] in ")
+        .nth(1)
+        .and_then(|rest| rest.split_once(": "))
+        .map(|(_, line)| line.lines().next().unwrap_or_default().to_string())
+        .unwrap_or_default();
+    assert!(
+        consent.starts_with("echo_note = { skill = \"echo-notes\", sha256 = \""),
+        "{stderr}"
+    );
     s.write(
         "agent.toml",
         &format!(
-            "[agent]\nname = \"skills-e2e\"\n[harness]\nprovider = \"test\"\nscript = {script}\n{HOST}echo_note = \"*\"\n"
+            "[agent]\nname = \"skills-e2e\"\n[harness]\nprovider = \"test\"\nscript = {script}\n{HOST}echo_note = \"*\"\n[consent]\n{consent}\n"
         ),
     );
     let run = s.loom_env(

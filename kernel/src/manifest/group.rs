@@ -8,7 +8,7 @@ use super::providers::{parse_providers, ProviderSpec};
 use super::subst::substitute_table_closed;
 use super::suggest::check_keys;
 use super::text::parse_toml;
-use super::tools::{parse_tools, Resolver, ToolEntry};
+use super::tools::{parse_tools, ProviderRef, Resolver, ToolEntry};
 use super::typed::want_table;
 
 /// A labeled group of contributed tool declarations, parsed by the same grammar as a manifest's `[tools]`.
@@ -94,6 +94,17 @@ fn group_from_tables(
             }
         }
     }
+    // the same tables with every variable left as written: what a shipped implementation's digest is taken over, so
+    // a consent pins the spec and not where the skill happens to live
+    let portable_env: BTreeMap<String, String> = env
+        .keys()
+        .map(|k| (k.clone(), format!("${{{k}}}")))
+        .collect();
+    let (mut portable_tools, mut portable_providers) = (tools.clone(), providers.clone());
+    let _ = substitute_table_closed(ctx, &mut portable_tools, "tools", &portable_env);
+    if let Some(p) = &mut portable_providers {
+        let _ = substitute_table_closed(ctx, p, "providers", &portable_env);
+    }
     let mut baked = substitute_table_closed(ctx, &mut tools, "tools", env)?;
     let mut providers = providers;
     if let Some(p) = &mut providers {
@@ -111,7 +122,27 @@ fn group_from_tables(
         let tools = parse_tools(ctx, "tools", &toml::Value::Table(tools), &resolver)?;
         Ok((tools, providers))
     };
-    let (tools, providers) = parsed().map_err(|e| baked.redact(e))?;
+    let (mut tools, providers) = parsed().map_err(|e| baked.redact(e))?;
+    let portable = || -> Result<_, ManifestError> {
+        let providers = match portable_providers {
+            Some(p) => parse_providers(ctx, "providers", &toml::Value::Table(p), RESERVED_HANDLES)?,
+            None => BTreeMap::new(),
+        };
+        let resolver = Resolver {
+            root_handles: root_provider_handles,
+            local: Some(&providers),
+        };
+        parse_tools(ctx, "tools", &toml::Value::Table(portable_tools), &resolver)
+    };
+    // the tables parsed once with the values: a failure here (never expected) keeps the expanded digest
+    let portable = portable().unwrap_or_default();
+    for (name, entry) in tools.iter_mut() {
+        if let (ProviderRef::Shipped(s), Some(ProviderRef::Shipped(p))) =
+            (&mut entry.provider, portable.get(name).map(|e| &e.provider))
+        {
+            s.digest = p.digest.clone();
+        }
+    }
     Ok(ToolGroup {
         label: label.to_string(),
         origin: ctx.file.to_string(),

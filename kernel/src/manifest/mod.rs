@@ -10,6 +10,7 @@
 //! and `parse` (the whole manifest).
 
 mod agent;
+mod consent;
 mod error;
 mod group;
 mod harness;

@@ -3,6 +3,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::agent::{parse_agent, Agent, AGENT_KEYS};
+use super::consent::parse_consent;
 use super::error::{join, Ctx, ManifestError};
 use super::harness::{parse_harness, Harness};
 use super::hooks::parse_hooks;
@@ -17,6 +18,7 @@ use super::text::parse_toml;
 use super::tools::{default_tools, parse_grant, parse_tools, Resolver, ToolEntry};
 use super::typed::want_table;
 use crate::hooks::Hooks;
+use crate::keys::Consent;
 use crate::rules::Permissions;
 use crate::Grant;
 
@@ -31,6 +33,7 @@ const SECTIONS: &[&str] = &[
     "permissions",
     "hooks",
     "sandbox",
+    "consent",
 ];
 
 /// Provider handle names nobody may define: they already mean something.
@@ -66,6 +69,8 @@ pub struct Manifest {
     pub sandbox: SandboxSection,
     /// Sub-manifests carried by `manifest` kinds in `[capabilities]` or in root `[tools]` inline capabilities.
     pub subagents: Vec<SubagentRef>,
+    /// `[consent]`: the shipped implementation each consent key is written for (see [`crate::key_for`]).
+    pub consent: BTreeMap<String, Consent>,
 }
 
 /// Parses `agent.toml` text. `file` names it in errors; `env` is the only source of `${VAR}` values.
@@ -193,6 +198,16 @@ pub(crate) fn build_manifest(
         Some(v) => parse_sandbox(ctx, &join(prefix, "sandbox"), v)?,
         None => SandboxSection::default(),
     };
+    let consent = match table.get("consent") {
+        Some(v) => parse_consent(
+            ctx,
+            &join(prefix, "consent"),
+            v,
+            capabilities.as_ref(),
+            &tools,
+        )?,
+        None => BTreeMap::new(),
+    };
     Ok(Manifest {
         sandbox,
         agent,
@@ -205,6 +220,7 @@ pub(crate) fn build_manifest(
         permissions,
         hooks,
         subagents,
+        consent,
     })
 }
 

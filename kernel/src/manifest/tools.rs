@@ -58,6 +58,9 @@ pub struct Shipped {
     pub label: String,
     /// The spec to materialise.
     pub spec: ProviderSpec,
+    /// [`shipped_digest`](crate::shipped_digest) of the spec as written (in a contributed group, `${SKILL_DIR}`
+    /// unexpanded) and the tool the entry names on it: what a `[consent]` entry pins.
+    pub digest: String,
 }
 
 impl ProviderRef {
@@ -92,6 +95,7 @@ impl Resolver<'_> {
             return Ok(ProviderRef::Shipped(Shipped {
                 label: s.to_string(),
                 spec: spec.clone(),
+                digest: String::new(),
             }));
         }
         if self.root_handles.contains(s) {
@@ -104,6 +108,7 @@ impl Resolver<'_> {
             return Ok(ProviderRef::Shipped(Shipped {
                 label: s.to_string(),
                 spec: ProviderSpec::Source(source),
+                digest: String::new(),
             }));
         }
         let mut known: Vec<&str> = vec!["builtin", "session"];
@@ -145,6 +150,7 @@ impl Resolver<'_> {
                 Ok(ProviderRef::Shipped(Shipped {
                     label: spec.describe(),
                     spec,
+                    digest: String::new(),
                 }))
             }
             other => Err(wrong_type(
@@ -202,7 +208,7 @@ pub(crate) fn parse_entry(
             });
         }
     }
-    let provider = match table.get("provider") {
+    let mut provider = match table.get("provider") {
         Some(p) => resolver.resolve(ctx, &join(path, "provider"), p)?,
         None if resolver.local.is_some() => ProviderRef::Host,
         None => ProviderRef::Builtin,
@@ -211,6 +217,9 @@ pub(crate) fn parse_entry(
         .get("tool")
         .map(|t| want_name(ctx, &join(path, "tool"), t).map(str::to_string))
         .transpose()?;
+    if let ProviderRef::Shipped(s) = &mut provider {
+        s.digest = crate::keys::shipped_digest(&s.spec, tool.as_deref().unwrap_or(name));
+    }
     let capabilities = table
         .get("capabilities")
         .map(|g| parse_grant(ctx, &join(path, "capabilities"), g))

@@ -304,6 +304,40 @@ pub fn bound_grants(
     out
 }
 
+/// Which groups claim a tool name another group claims too: each such group (by label) with the first clashing name
+/// and the other groups that claim it. A name is never first-come: every group that claims a contested name is
+/// refused, so the result is the same whatever order the groups are loaded in.
+pub fn group_clashes(claims: &[(String, Vec<String>)]) -> BTreeMap<String, (String, Vec<String>)> {
+    let mut by_name: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    for (label, names) in claims {
+        for n in names {
+            by_name
+                .entry(n.as_str())
+                .or_default()
+                .insert(label.as_str());
+        }
+    }
+    let mut out = BTreeMap::new();
+    for (name, labels) in &by_name {
+        if labels.len() < 2 {
+            continue;
+        }
+        for label in labels {
+            out.entry(label.to_string()).or_insert_with(|| {
+                (
+                    name.to_string(),
+                    labels
+                        .iter()
+                        .filter(|l| *l != label)
+                        .map(|l| l.to_string())
+                        .collect(),
+                )
+            });
+        }
+    }
+    out
+}
+
 /// The subtractive-only rule for a skill rescanned mid-session: the skill stays only when what it declares now
 /// needs no more than what was bound at boot — the same instances with the same providers, each request contained
 /// in the one judged at boot. `Err` says why it is dropped.

@@ -248,3 +248,61 @@ fn a_rescan_may_only_shrink() {
     assert!(rescan_keeps(&m, &ctx, &free, &free).is_ok());
     assert!(rescan_keeps(&m, &ctx, &free, &boot).is_err());
 }
+
+#[test]
+fn clashing_groups_are_refused_whatever_the_order() {
+    let claims = [
+        (
+            "skill abc-helper".to_string(),
+            vec!["echo_note".to_string()],
+        ),
+        (
+            "skill echo-notes".to_string(),
+            vec!["echo_note".to_string()],
+        ),
+        (
+            "skill wc-a".to_string(),
+            vec!["wc".to_string(), "grep".to_string()],
+        ),
+        ("skill wc-b".to_string(), vec!["wc".to_string()]),
+        ("skill alone".to_string(), vec!["solo".to_string()]),
+        ("skills session".to_string(), vec!["read_skill".to_string()]),
+    ];
+    let want: BTreeMap<String, (String, Vec<String>)> = [
+        ("skill abc-helper", ("echo_note", vec!["skill echo-notes"])),
+        ("skill echo-notes", ("echo_note", vec!["skill abc-helper"])),
+        ("skill wc-a", ("wc", vec!["skill wc-b"])),
+        ("skill wc-b", ("wc", vec!["skill wc-a"])),
+    ]
+    .into_iter()
+    .map(|(l, (n, o))| {
+        (
+            l.to_string(),
+            (n.to_string(), o.into_iter().map(String::from).collect()),
+        )
+    })
+    .collect();
+    // every permutation of the load order gives the same answer (Heap's algorithm)
+    let mut order: Vec<usize> = (0..claims.len()).collect();
+    let mut c = vec![0usize; order.len()];
+    let check = |order: &[usize]| {
+        let permuted: Vec<_> = order.iter().map(|i| claims[*i].clone()).collect();
+        assert_eq!(group_clashes(&permuted), want, "{order:?}");
+    };
+    check(&order);
+    let mut i = 1;
+    let mut seen = 1;
+    while i < order.len() {
+        if c[i] < i {
+            order.swap(if i % 2 == 0 { 0 } else { c[i] }, i);
+            check(&order);
+            seen += 1;
+            c[i] += 1;
+            i = 1;
+        } else {
+            c[i] = 0;
+            i += 1;
+        }
+    }
+    assert_eq!(seen, 720);
+}

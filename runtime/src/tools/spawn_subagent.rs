@@ -235,10 +235,18 @@ async fn run(
              a sub-manifest probably spawns itself"
         ));
     }
-    let child = match resolve(tool, choice, spawn) {
+    let mut child = match resolve(tool, choice, spawn) {
         Ok(c) => c,
         Err(e) => return ToolOutput::error(e),
     };
+    // the parent's deny and ask rules and PreToolUse hooks bind the sub-agent too (a self-copy has them already)
+    if matches!(choice, Choice::Explicit(_)) {
+        loom_kernel::inherit_policy(
+            &spawn.parent.manifest,
+            &spawn.parent.dir.display().to_string(),
+            &mut child.manifest,
+        );
+    }
     // the ceiling check, at spawn time, before the sub-agent boots
     let parent_ceiling = spawn.parent.manifest.effective_ceiling(&spawn.ctx);
     let child_ceiling = child.manifest.effective_ceiling(&spawn.ctx);
