@@ -4,10 +4,13 @@
 //! `write_file`, and `"*"` is any query on an MCP search tool but an unconfined shell on `bash`. The CI gate and
 //! sub-agent containment therefore compare a key's grant only when both sides' keys name the same tool; a key whose
 //! tool changed is growth whatever its grant. Computed from the manifest's own `[tools]` entry for the key (a key with
-//! no entry names the built-in of that name, as the runtime reads it); pure.
+//! no entry names the consented implementation when `[consent]` records one, else the built-in of that name, as the
+//! runtime reads it); pure. It refines [`crate::key_for`] (what a key authorises, used to judge contributions) with
+//! what makes two implementations differ for the gate: a provider's whole spec, a consent's digest.
 
 use std::fmt;
 
+use crate::keys::Consent;
 use crate::manifest::{Manifest, ProviderRef, ProviderSpec};
 
 /// The implementation a key names.
@@ -44,6 +47,9 @@ pub enum KeyTarget {
     },
     /// A provider-less contribution (contributed groups only).
     Host(String),
+    /// Consent (`[consent]`) to the implementation one skill ships, by its digest: another skill or another digest is
+    /// another implementation.
+    Consented(Consent),
 }
 
 /// A provider spec in full: its description, and every config value (the description of a package shows key names
@@ -60,7 +66,11 @@ fn spec_identity(spec: &ProviderSpec) -> String {
 pub fn key_target(manifest: &Manifest, key: &str) -> KeyTarget {
     let underlying = manifest.underlying(key).to_string();
     match manifest.tools.get(key).map(|e| &e.provider) {
-        None | Some(ProviderRef::Builtin) => KeyTarget::Builtin(underlying),
+        None => match manifest.consent.get(key) {
+            Some(c) => KeyTarget::Consented(c.clone()),
+            None => KeyTarget::Builtin(underlying),
+        },
+        Some(ProviderRef::Builtin) => KeyTarget::Builtin(underlying),
         Some(ProviderRef::Session) => KeyTarget::Session(underlying),
         Some(ProviderRef::Harness(h)) => KeyTarget::Harness {
             harness: h.clone(),
@@ -92,6 +102,12 @@ impl fmt::Display for KeyTarget {
             }
             KeyTarget::Shipped { tool, .. } => write!(f, "tool {tool} of a shipped provider"),
             KeyTarget::Host(t) => write!(f, "host tool {t}"),
+            KeyTarget::Consented(c) => write!(
+                f,
+                "the implementation skill {} ships (sha256 {})",
+                c.skill,
+                c.sha256.get(..12).unwrap_or(&c.sha256)
+            ),
         }
     }
 }
@@ -158,6 +174,39 @@ mod tests {
             )
             .as_deref(),
             Some("tool search of provider docs, whose provider spec changed")
+        );
+    }
+
+    #[test]
+    fn a_consent_key_names_the_consented_implementation() {
+        let cap = "[capabilities]\necho_note = \"*\"\n";
+        let consent = |skill: &str, digit: char| {
+            m(&format!(
+                "{cap}[consent]\necho_note = {{ skill = \"{skill}\", sha256 = \"{}\" }}\n",
+                digit.to_string().repeat(64)
+            ))
+        };
+        let (a, b, c) = (
+            consent("echo-notes", 'a'),
+            consent("echo-notes", 'b'),
+            consent("other", 'a'),
+        );
+        assert!(matches!(
+            key_target(&a, "echo_note"),
+            KeyTarget::Consented(_)
+        ));
+        assert_eq!(
+            target_change(&key_target(&a, "echo_note"), &key_target(&a, "echo_note")),
+            None
+        );
+        // another digest, another skill: another implementation, so the gate calls it growth
+        let d = target_change(&key_target(&a, "echo_note"), &key_target(&b, "echo_note")).unwrap();
+        assert!(
+            d.contains("(was the implementation skill echo-notes ships (sha256 aaaaaaaaaaaa))"),
+            "{d}"
+        );
+        assert!(
+            target_change(&key_target(&a, "echo_note"), &key_target(&c, "echo_note")).is_some()
         );
     }
 }
