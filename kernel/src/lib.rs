@@ -51,6 +51,7 @@ mod plan;
 mod rng;
 mod row_map;
 mod rules;
+mod sandbox_row;
 mod secrets;
 mod server_tools;
 mod shipped;
@@ -105,6 +106,9 @@ pub use row_map::{RowIntoIter, RowIter, RowMap};
 pub use rules::{
     combine, resolve_rule_prefixes, rule_prefixes, wildcard_match, Approval, CallFacts,
     Permissions, Rule, RuleKind, RulesVerdict, Subject, Verdict,
+};
+pub use sandbox_row::{
+    sandbox_grant_problems, sandbox_network, sandbox_row_refusal, RowRefusal, SANDBOX_KINDS,
 };
 pub use secrets::{env_var_passes, grant_secrets, row_secrets, secret_env_names, EnvPolicy};
 pub use server_tools::server_tool_limits;

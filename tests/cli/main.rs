@@ -7,6 +7,7 @@ mod gate;
 mod mcp;
 mod model_install;
 mod rules;
+mod sandbox_rows;
 mod skill_authority;
 mod skills;
 mod version;
