@@ -85,8 +85,11 @@ fn prepare(shared: &Arc<Shared>, stream: &UnixStream) -> Result<Prepared, Refusa
             ));
         }
     }
-    let _ = stream.set_read_timeout(Some(cfg.limits.request_timeout));
-    let mut reader = NoFdReader::new(stream);
+    let mut reader = Deadline {
+        inner: NoFdReader::new(stream),
+        stream,
+        until: Instant::now() + cfg.limits.request_timeout,
+    };
     let first = read_frame(&mut reader).map_err(|e| (REFUSED, format!("bad request: {e}")))?;
     let Some(first) = first.filter(|f| f.kind == frame::T_REQUEST) else {
         return Err((
@@ -222,6 +225,34 @@ fn prepare(shared: &Arc<Shared>, stream: &UnixStream) -> Result<Prepared, Refusa
         argv,
         env,
     })
+}
+
+/// Reads the request under one deadline for all of it: a per-read timeout would let a caller that sends a byte at a
+/// time hold a connection slot for as long as it likes.
+struct Deadline<'a> {
+    inner: NoFdReader,
+    stream: &'a UnixStream,
+    until: Instant,
+}
+
+impl Read for Deadline<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let late = || {
+            std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "the request was not sent in time",
+            )
+        };
+        let left = self.until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(late());
+        }
+        self.stream.set_read_timeout(Some(left))?;
+        self.inner.read(buf).map_err(|e| match e.kind() {
+            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => late(),
+            _ => e,
+        })
+    }
 }
 
 /// Where a brokered name resolves on loom's PATH.
