@@ -56,7 +56,9 @@ mod tests;
 
 pub use dir::{shim_next_to_current_exe, BrokerDir, SHIM_NAME};
 pub use error::BrokerError;
-pub use frame::{Frame, Request as WireRequest, MAX_PAYLOAD, VERSION};
+pub use frame::{
+    error_parts, exit_status, read_frame, Frame, Request as WireRequest, MAX_PAYLOAD, VERSION,
+};
 pub use peer::{descends_from, peer_cred, PeerCred};
 pub use server::{Backend, Broker, BrokerConfig, BrokerHandle, BrokerLimits};
 pub use shell::{run_row, RowRun, RunError};
