@@ -385,13 +385,11 @@ fn render_bash(o: &mut String, ctx: &PathCtx, grant: &Grant) {
         return;
     };
     for row in rows {
-        let net = if matches!(
-            row.get("network"),
-            Some(Value::Star) | Some(Value::Bool(true))
-        ) {
-            "network"
-        } else {
-            "no network"
+        // the sandbox's own reading of the row: a value it refuses is shown as refused, never as "no network"
+        let net = match loom_kernel::sandbox_network(row.get("network")) {
+            Ok(true) => "network",
+            Ok(false) => "no network",
+            Err(_) => "network value refused by the sandbox (see the error)",
         };
         let fs = format!(
             "rw: {}; ro: {}",

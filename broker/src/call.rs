@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use loom_kernel::{decide_brokered, is_injection_var};
+use loom_kernel::{caller_var_crosses, decide_brokered};
 use loom_sandbox::{
     build_env, build_profile, spawn_sandboxed_io, HostFs, Launch, Place, Profile, SpawnError,
     Stream, Streams,
@@ -85,8 +85,11 @@ fn prepare(shared: &Arc<Shared>, stream: &UnixStream) -> Result<Prepared, Refusa
             ));
         }
     }
-    let _ = stream.set_read_timeout(Some(cfg.limits.request_timeout));
-    let mut reader = NoFdReader::new(stream);
+    let mut reader = Deadline {
+        inner: NoFdReader::new(stream),
+        stream,
+        until: Instant::now() + cfg.limits.request_timeout,
+    };
     let first = read_frame(&mut reader).map_err(|e| (REFUSED, format!("bad request: {e}")))?;
     let Some(first) = first.filter(|f| f.kind == frame::T_REQUEST) else {
         return Err((
@@ -128,15 +131,36 @@ fn prepare(shared: &Arc<Shared>, stream: &UnixStream) -> Result<Prepared, Refusa
             ),
         ));
     };
-    let Some(found) = resolve_on_host_path(&name, &cfg.host_path, &shared.dir.bin()) else {
-        return Err((
-            NOT_FOUND,
-            format!(
-                "{tool}: `{name}` has its own grant but is not installed on the host PATH ({}); install it, or \
-                 start loom with a PATH that has it",
-                cfg.host_path.to_string_lossy()
-            ),
-        ));
+    let found = match resolve_on_host_path(
+        &name,
+        &cfg.host_path,
+        &shared.dir.bin(),
+        &shared.writable,
+    ) {
+        Resolved::Found(p) => p,
+        Resolved::Missing => {
+            return Err((
+                NOT_FOUND,
+                format!(
+                    "{tool}: `{name}` has its own grant but is not installed on the host PATH ({}); install it, or \
+                     start loom with a PATH that has it",
+                    cfg.host_path.to_string_lossy()
+                ),
+            ))
+        }
+        Resolved::Writable { path, root } => {
+            return Err((
+                REFUSED,
+                format!(
+                    "{tool}: `{name}` has its own grant, but the only `{name}` on loom's PATH is {}, inside {}, which \
+                     this grant can write: the shell could have put it there, so it never runs with `{name}`'s grant. \
+                     Install `{name}` in a directory no row of the grant can write (such as /usr/local/bin), or narrow \
+                     the writable `paths`",
+                    path.display(),
+                    root.display()
+                ),
+            ))
+        }
     };
 
     let neutral = shared.dir.neutral_cwd();
@@ -159,34 +183,36 @@ fn prepare(shared: &Arc<Shared>, stream: &UnixStream) -> Result<Prepared, Refusa
     }
     let exe = visible_exe(&mut profile, &found);
 
-    // Environment: the host's, through the row's policy, overlaid with the caller's values the row lets through —
-    // except PATH (always the host's) and anything that would load the caller's code into the command.
+    // Environment: loom's own, through the row's policy, overlaid with the caller's values of the variables the row
+    // names exactly (the kernel's allowlist: a pattern, "*" or the default never passes a caller's value), both
+    // screened for secrets. PATH is loom's, minus every directory the grant can write.
     let mut env = build_env(
         &profile.env,
         cfg.host_env.iter().filter(|(k, _)| k != "PATH").cloned(),
         &cfg.secrets,
     );
-    for entry in &req.env {
+    let from_caller = req.env.iter().filter_map(|entry| {
         let bytes = entry.as_bytes();
-        let Some(eq) = bytes.iter().position(|b| *b == b'=') else {
-            continue;
-        };
-        let (k, v) = (&bytes[..eq], &bytes[eq + 1..]);
-        let Ok(k) = std::str::from_utf8(k) else {
-            continue;
-        };
-        if k.is_empty()
-            || k == "PATH"
-            || k == "LOOM_BROKER_SOCKET"
-            || is_injection_var(k)
-            || !profile.env.allows(k)
-        {
-            continue;
+        let eq = bytes.iter().position(|b| *b == b'=')?;
+        let k = std::str::from_utf8(&bytes[..eq]).ok()?;
+        (k != "LOOM_BROKER_SOCKET" && caller_var_crosses(&decided.row, k)).then(|| {
+            (
+                OsString::from(k),
+                OsStr::from_bytes(&bytes[eq + 1..]).to_os_string(),
+            )
+        })
+    });
+    for (k, v) in build_env(&profile.env, from_caller, &cfg.secrets) {
+        if let Some(k) = k.to_str() {
+            set_var(&mut env, k, v);
         }
-        set_var(&mut env, k, OsStr::from_bytes(v).to_os_string());
     }
     if profile.env.allows("PATH") {
-        set_var(&mut env, "PATH", cfg.host_path.clone());
+        set_var(
+            &mut env,
+            "PATH",
+            trusted_path(&cfg.host_path, &shared.dir.bin(), &shared.writable),
+        );
     }
     if profile.env.allows("PWD") {
         set_var(&mut env, "PWD", profile.cwd.clone().into_os_string());
@@ -201,15 +227,102 @@ fn prepare(shared: &Arc<Shared>, stream: &UnixStream) -> Result<Prepared, Refusa
     })
 }
 
-/// Finds `name` on the host PATH: the first absolute directory holding an executable regular file of that name.
-/// Relative PATH entries and the shim directory are skipped, so only installed binaries are ever found.
-fn resolve_on_host_path(name: &str, host_path: &OsStr, shim_dir: &Path) -> Option<PathBuf> {
-    std::env::split_paths(host_path)
-        .filter(|d| d.is_absolute() && d != shim_dir)
-        .map(|d| d.join(name))
-        .find(|p| {
-            std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+/// Reads the request under one deadline for all of it: a per-read timeout would let a caller that sends a byte at a
+/// time hold a connection slot for as long as it likes.
+struct Deadline<'a> {
+    inner: NoFdReader,
+    stream: &'a UnixStream,
+    until: Instant,
+}
+
+impl Read for Deadline<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let late = || {
+            std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "the request was not sent in time",
+            )
+        };
+        let left = self.until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(late());
+        }
+        self.stream.set_read_timeout(Some(left))?;
+        self.inner.read(buf).map_err(|e| match e.kind() {
+            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => late(),
+            _ => e,
         })
+    }
+}
+
+/// Where a brokered name resolves on loom's PATH.
+#[derive(Debug, PartialEq, Eq)]
+enum Resolved {
+    /// An installed binary no row of the grant can write.
+    Found(PathBuf),
+    /// No executable of that name.
+    Missing,
+    /// Only executables that a row of the grant can write (the first one, and the writable root holding it).
+    Writable { path: PathBuf, root: PathBuf },
+}
+
+/// The PATH entries brokered commands are looked up in: absolute, not the shim directory, existing, and outside every
+/// writable root of the grant (checked on the canonical directory, so a symlink into a root does not pass).
+fn trusted_dirs<'a>(
+    host_path: &'a OsStr,
+    shim_dir: &'a Path,
+    writable: &'a [PathBuf],
+) -> impl Iterator<Item = (PathBuf, Option<&'a PathBuf>)> + 'a {
+    std::env::split_paths(host_path)
+        .filter(move |d| d.is_absolute() && d != shim_dir)
+        .filter_map(move |d| {
+            let canonical = std::fs::canonicalize(&d).ok()?;
+            if canonical.starts_with(shim_dir) {
+                return None;
+            }
+            let root = writable.iter().find(|r| canonical.starts_with(r));
+            Some((d, root))
+        })
+}
+
+/// Finds `name` on loom's PATH: the first executable regular file of that name in a directory, and at a canonical
+/// path, outside every writable root of the grant. Relative entries and the shim directory are skipped, so only
+/// installed binaries the sandboxed side cannot have planted or changed are ever found.
+fn resolve_on_host_path(
+    name: &str,
+    host_path: &OsStr,
+    shim_dir: &Path,
+    writable: &[PathBuf],
+) -> Resolved {
+    let mut planted = None;
+    for (dir, root) in trusted_dirs(host_path, shim_dir, writable) {
+        let p = dir.join(name);
+        if !std::fs::metadata(&p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        {
+            continue;
+        }
+        let canonical = std::fs::canonicalize(&p).unwrap_or_else(|_| p.clone());
+        match root.or_else(|| writable.iter().find(|r| canonical.starts_with(r))) {
+            Some(root) => {
+                planted.get_or_insert_with(|| Resolved::Writable {
+                    path: p,
+                    root: root.clone(),
+                });
+            }
+            None => return Resolved::Found(p),
+        }
+    }
+    planted.unwrap_or(Resolved::Missing)
+}
+
+/// The PATH a brokered command runs with: loom's, without relative entries, the shim directory, or any directory
+/// inside a writable root of the grant.
+fn trusted_path(host_path: &OsStr, shim_dir: &Path, writable: &[PathBuf]) -> OsString {
+    let dirs: Vec<PathBuf> = trusted_dirs(host_path, shim_dir, writable)
+        .filter(|(_, root)| root.is_none())
+        .map(|(d, _)| d)
+        .collect();
+    std::env::join_paths(dirs).unwrap_or_default()
 }
 
 /// The path to exec `found` by inside the command's view, binding the binary read-only when the view lacks it.
@@ -486,4 +599,93 @@ fn run(shared: &Arc<Shared>, stream: UnixStream, call: Prepared) {
     let _ = d.shutdown(std::net::Shutdown::Both);
     drop(d);
     let _ = stdin_thread.join();
+}
+
+#[cfg(test)]
+mod resolve_tests {
+    use super::*;
+
+    fn exe(p: &Path) {
+        std::fs::write(p, "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+
+    fn scratch(tag: &str) -> PathBuf {
+        let d =
+            std::env::temp_dir().join(format!("loom-broker-resolve-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::canonicalize(&d).unwrap()
+    }
+
+    #[test]
+    fn path_entries_inside_a_writable_root_are_never_searched() {
+        let d = scratch("planted");
+        let (home, sys, shim) = (d.join("home"), d.join("sys"), d.join("shim"));
+        let local = home.join(".local/bin");
+        for x in [&local, &sys, &shim] {
+            std::fs::create_dir_all(x).unwrap();
+        }
+        exe(&local.join("gcalcli"));
+        exe(&shim.join("gcalcli"));
+        let path = std::env::join_paths([&shim, &local, &sys]).unwrap();
+        let writable = vec![home.clone()];
+        // only the planted copy (and the shim): refused, naming the file and the root
+        assert_eq!(
+            resolve_on_host_path("gcalcli", &path, &shim, &writable),
+            Resolved::Writable {
+                path: local.join("gcalcli"),
+                root: home.clone()
+            }
+        );
+        // installed outside every writable root: that one, although the planted one comes first
+        exe(&sys.join("gcalcli"));
+        assert_eq!(
+            resolve_on_host_path("gcalcli", &path, &shim, &writable),
+            Resolved::Found(sys.join("gcalcli"))
+        );
+        // control: with nothing writable, PATH order decides
+        assert_eq!(
+            resolve_on_host_path("gcalcli", &path, &shim, &[]),
+            Resolved::Found(local.join("gcalcli"))
+        );
+        assert_eq!(
+            resolve_on_host_path("jq", &path, &shim, &writable),
+            Resolved::Missing
+        );
+        // the command's own PATH drops the writable directory too, and relative entries
+        let with_rel =
+            std::env::join_paths([PathBuf::from("bin"), local.clone(), sys.clone()]).unwrap();
+        assert_eq!(
+            trusted_path(&with_rel, &shim, &writable),
+            sys.clone().into_os_string()
+        );
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn a_symlink_into_a_writable_root_does_not_pass() {
+        let d = scratch("symlink");
+        let (proj, sys, shim) = (d.join("proj"), d.join("sys"), d.join("shim"));
+        for x in [&proj, &sys, &shim] {
+            std::fs::create_dir_all(x).unwrap();
+        }
+        // a binary in a safe directory that links into the project (pipx-style), and a PATH entry that is a link
+        exe(&proj.join("real"));
+        std::os::unix::fs::symlink(proj.join("real"), sys.join("gcalcli")).unwrap();
+        std::os::unix::fs::symlink(&proj, d.join("linkdir")).unwrap();
+        let writable = vec![proj.clone()];
+        let path = std::env::join_paths([&sys]).unwrap();
+        assert!(matches!(
+            resolve_on_host_path("gcalcli", &path, &shim, &writable),
+            Resolved::Writable { .. }
+        ));
+        let path = std::env::join_paths([d.join("linkdir")]).unwrap();
+        assert!(matches!(
+            resolve_on_host_path("real", &path, &shim, &writable),
+            Resolved::Writable { .. }
+        ));
+        assert_eq!(trusted_path(&path, &shim, &writable), OsString::new());
+        std::fs::remove_dir_all(&d).unwrap();
+    }
 }

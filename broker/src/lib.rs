@@ -11,9 +11,10 @@
 //! `broker/PROTOCOL.md`.
 //!
 //! ## What this crate must never do
-//! Run a command no row names (`commands = "*"` never brokers); run a binary found on the caller's PATH; run a
-//! brokered command unsandboxed (no backend means refusal); let the caller's environment load code into the
-//! command (`LD_PRELOAD` and friends never cross); accept a descriptor over the socket.
+//! Run a command no row names (`commands = "*"` never brokers); run a binary found on the caller's PATH, or in any
+//! directory a row of the grant can write; run a brokered command unsandboxed (no backend means refusal); pass a
+//! caller's environment variable the row does not name exactly ([`loom_kernel::caller_var_crosses`]); accept a
+//! descriptor over the socket.
 //!
 //! ## Example
 //! ```no_run
@@ -55,7 +56,9 @@ mod tests;
 
 pub use dir::{shim_next_to_current_exe, BrokerDir, SHIM_NAME};
 pub use error::BrokerError;
-pub use frame::{Frame, Request as WireRequest, MAX_PAYLOAD, VERSION};
+pub use frame::{
+    error_parts, exit_status, read_frame, Frame, Request as WireRequest, MAX_PAYLOAD, VERSION,
+};
 pub use peer::{descends_from, peer_cred, PeerCred};
 pub use server::{Backend, Broker, BrokerConfig, BrokerHandle, BrokerLimits};
 pub use shell::{run_row, RowRun, RunError};

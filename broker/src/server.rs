@@ -11,7 +11,9 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use loom_kernel::{brokered_commands, Grant, PathCtx};
-use loom_sandbox::{AuthorityPaths, BwrapFeatures, Limits, Profile, SecretFacts, Tier};
+use loom_sandbox::{
+    build_profile, AuthorityPaths, BwrapFeatures, HostFs, Limits, Place, Profile, SecretFacts, Tier,
+};
 
 use crate::call::{refuse, serve};
 use crate::dir::BrokerDir;
@@ -112,6 +114,9 @@ pub(crate) struct Shared {
     pub calls: Mutex<HashMap<u64, i32>>,
     pub next_call: AtomicU64,
     pub connections: AtomicUsize,
+    /// Every writable root of every row of the grant (canonical): the general row's shell, and each brokered
+    /// command, can write there, so no brokered command is ever looked up or run from inside one.
+    pub writable: Vec<PathBuf>,
 }
 
 impl Shared {
@@ -161,6 +166,7 @@ impl Broker {
         if commands.is_empty() {
             return Err(BrokerError::NothingToBroker);
         }
+        let writable = writable_roots(&config);
         let dir = BrokerDir::create(&config.tmp, &config.shim, &commands)?;
         let sock = dir.socket();
         let listener = UnixListener::bind(&sock).map_err(|e| BrokerError::Io {
@@ -177,6 +183,7 @@ impl Broker {
             calls: Mutex::new(HashMap::new()),
             next_call: AtomicU64::new(1),
             connections: AtomicUsize::new(0),
+            writable,
         });
         let s = Arc::clone(&shared);
         let accept = std::thread::Builder::new()
@@ -192,6 +199,27 @@ impl Broker {
             commands,
         })
     }
+}
+
+/// The writable roots of every row of the grant, as each row's sandbox would bind them (canonical). A row whose
+/// sandbox cannot be built never runs, so it writes nowhere.
+fn writable_roots(config: &BrokerConfig) -> Vec<PathBuf> {
+    let place = Place {
+        cwd: PathBuf::from(&config.ctx.base),
+        home: config.home.clone(),
+        authority: config.authority.clone(),
+    };
+    let mut out: Vec<PathBuf> = config
+        .grant
+        .rows()
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|row| build_profile(row, &config.ctx, &place, Limits::default(), &HostFs).ok())
+        .flat_map(|p| p.writable)
+        .collect();
+    out.sort();
+    out.dedup();
+    out
 }
 
 fn accept_loop(shared: &Arc<Shared>, listener: &UnixListener) {

@@ -191,3 +191,29 @@ fn a_flood_of_idle_connections_is_bounded() {
     assert!(msg.contains("no sandbox backend"), "{msg}");
     drop(idle);
 }
+
+#[test]
+fn a_request_sent_a_byte_at_a_time_meets_one_deadline_for_all_of_it() {
+    let mut cfg = config(SET);
+    cfg.limits.request_timeout = std::time::Duration::from_millis(300);
+    let h = Broker::start(cfg).unwrap();
+    let payload = request(&["gcalcli", "agenda"]);
+    let mut bytes = vec![frame::T_REQUEST];
+    bytes.extend_from_slice(&u32::try_from(payload.len()).unwrap().to_be_bytes());
+    bytes.extend_from_slice(&payload);
+    // each byte well within the deadline, all of them well past it
+    let mut s = UnixStream::connect(h.socket()).unwrap();
+    for b in &bytes {
+        if s.write_all(std::slice::from_ref(b)).is_err() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(40));
+    }
+    let f = read_frame(&mut s).unwrap().expect("an answer frame");
+    let (code, msg) = frame::error_parts(&f.payload);
+    assert_eq!(code, 126);
+    assert!(msg.contains("not sent in time"), "{msg}");
+    // control: the same request sent at once reaches the next check (the missing backend)
+    let (_, msg) = refusal(&h, &payload);
+    assert!(msg.contains("no sandbox backend"), "{msg}");
+}

@@ -7,6 +7,7 @@ use crate::contracts::{builtin_contract, check_contract};
 use crate::grant::{Grant, Row};
 use crate::manifest::{Manifest, ProviderRef, ProviderSpec, ToolEntry};
 use crate::path::PathCtx;
+use crate::sandbox_row::sandbox_grant_problems;
 use crate::value::Value;
 
 /// The agent's total authority surface: `[capabilities]` (or the default ceiling when the section is absent) joined
@@ -165,9 +166,20 @@ pub fn tool_grants(manifest: &Manifest, ceiling: &Ceiling) -> Vec<ToolGrant> {
                 ProviderRef::Harness(h) => builtin_contract(&underlying, Some(h)),
                 _ => None,
             };
-            let problems = contract
+            let mut problems = contract
                 .map(|c| check_contract(instance, &c, &grant))
                 .unwrap_or_default();
+            // a built-in bash row the OS sandbox would refuse is an error here, not a refusal of every call later
+            if underlying == "bash" && entry.provider == ProviderRef::Builtin {
+                let key = match source {
+                    GrantSource::Inline => format!("[tools].{instance}.capabilities"),
+                    GrantSource::CeilingUnderlying => format!("[capabilities].{underlying}"),
+                    GrantSource::CeilingInstance | GrantSource::Nothing => {
+                        format!("[capabilities].{instance}")
+                    }
+                };
+                problems.extend(sandbox_grant_problems(instance, &key, &grant));
+            }
             ToolGrant {
                 instance: instance.clone(),
                 underlying,

@@ -55,6 +55,7 @@ mod plan;
 mod rng;
 mod row_map;
 mod rules;
+mod sandbox_row;
 mod secrets;
 mod server_tools;
 mod shipped;
@@ -77,9 +78,9 @@ pub use ceiling::{
 };
 pub use contracts::{builtin_contract, check_contract, Contract, BUILTIN_TOOLS};
 pub use decide::{
-    brokered_commands, decide, decide_brokered, is_general_row, is_injection_var, plain_argv,
+    brokered_commands, caller_var_crosses, decide, decide_brokered, is_general_row, plain_argv,
     rowed_commands, terminal_plan, Access, Authorization, BrokerDenial, Brokered, Decision, Denial,
-    Exec, Request, TerminalFacts, TerminalPlan,
+    Exec, Request, TerminalFacts, TerminalPlan, BROKER_BASE_ENV,
 };
 pub use doom::{DoomGuard, DOOM_LOOP_THRESHOLD};
 pub use gate::{
@@ -116,6 +117,9 @@ pub use row_map::{RowIntoIter, RowIter, RowMap};
 pub use rules::{
     combine, resolve_rule_prefixes, rule_prefixes, wildcard_match, Approval, CallFacts,
     Permissions, Rule, RuleKind, RulesVerdict, Subject, Verdict,
+};
+pub use sandbox_row::{
+    sandbox_grant_problems, sandbox_network, sandbox_row_refusal, RowRefusal, SANDBOX_KINDS,
 };
 pub use secrets::{env_var_passes, grant_secrets, row_secrets, secret_env_names, EnvPolicy};
 pub use server_tools::server_tool_limits;

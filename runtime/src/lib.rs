@@ -75,6 +75,13 @@ mod update;
 mod tests;
 
 pub use acp::{serve, serve_stdio, AcpError, ACP_PROTOCOL_VERSION};
+/// The ACP wire parsers, for the cargo-fuzz targets in `fuzz/` only: not a stable API.
+#[doc(hidden)]
+pub mod fuzzing {
+    pub use crate::acp::wire::{
+        classify as acp_classify, prompt_text as acp_prompt_text, Incoming,
+    };
+}
 pub use agent::{
     Agent, AgentParts, AskAnswer, Asker, Explanation, PermissionAsk, Preamble, ToolSlot,
     TurnOutcome,

@@ -256,16 +256,20 @@ pub fn build_profile(
     facts: &dyn Facts,
 ) -> Result<Profile, ProfileError> {
     let grant = row.to_toml();
-    for kind in row.0.keys() {
-        if !matches!(
-            kind.as_str(),
-            "commands" | "paths" | "read_paths" | "network" | "env"
-        ) {
-            return Err(ProfileError::UnknownKind {
+    // what the row alone rules out is the kernel's decision, the one audit and boot report too
+    if let Some(r) = loom_kernel::sandbox_row_refusal(row) {
+        return Err(if r.unknown {
+            ProfileError::UnknownKind {
                 grant,
-                kind: kind.clone(),
-            });
-        }
+                kind: r.kind,
+            }
+        } else {
+            ProfileError::BadValue {
+                grant,
+                kind: r.kind,
+                reason: r.reason,
+            }
+        });
     }
     let mut writable = roots(row, "paths", ctx, facts, &grant)?;
     let mut readable = roots(row, "read_paths", ctx, facts, &grant)?;
@@ -523,19 +527,11 @@ fn explicit_git_roots(row: &Row, kind: &str, ctx: &PathCtx) -> BTreeSet<PathBuf>
 }
 
 fn network(v: Option<&Value>, grant: &str) -> Result<bool, ProfileError> {
-    match v {
-        None | Some(Value::Bool(false)) => Ok(false),
-        Some(Value::List(items)) if items.is_empty() => Ok(false),
-        Some(Value::Star) | Some(Value::Bool(true)) => Ok(true),
-        Some(other) => Err(ProfileError::BadValue {
-            grant: grant.into(),
-            kind: "network".into(),
-            reason: format!(
-                "is {}; the OS sandboxes cannot filter per host, so write network = \"*\" (on) or leave it out (off)",
-                other.to_toml()
-            ),
-        }),
-    }
+    loom_kernel::sandbox_network(v).map_err(|reason| ProfileError::BadValue {
+        grant: grant.into(),
+        kind: "network".into(),
+        reason,
+    })
 }
 
 #[cfg(test)]

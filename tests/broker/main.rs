@@ -6,6 +6,7 @@
 //! Tests print the reason and return when the host has no sandbox backend.
 
 mod abuse;
+mod allowlist;
 mod fidelity;
 mod lifecycle;
 

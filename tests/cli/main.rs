@@ -11,6 +11,7 @@ mod model_install;
 mod newcomer;
 mod rules;
 mod sandbox_accept;
+mod sandbox_rows;
 mod skill_authority;
 mod skills;
 mod version;

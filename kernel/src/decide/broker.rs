@@ -1,5 +1,5 @@
 //! Broker decisions: which commands a capability set carries into its general row's shell, which row a brokered
-//! call runs under, and which caller environment variables may never cross into it.
+//! call runs under, and which of the caller's environment variables may cross into it.
 //!
 //! A brokered call arrives from inside the general row's sandbox, so every fact in it (argv, cwd, env) is written
 //! by the sandboxed side and is untrusted. The broker may only ever *narrow* to a row a per-command row names: a
@@ -8,6 +8,8 @@
 use super::{cwd_fits, is_general_row, rowed_commands};
 use crate::grant::{Grant, Row};
 use crate::path::PathCtx;
+use crate::value::Value;
+use crate::ENV_TIER1;
 
 /// The commands a capability set brokers into the general row's shell, sorted, each with the index of the first
 /// per-command row that names it (the row a brokered call runs under). Empty unless the grant is a set with a
@@ -118,68 +120,37 @@ pub fn decide_brokered(
     })
 }
 
-/// Variables a caller may never set for a brokered command: those that load code into a process or change which code
-/// runs (the dynamic loader's `LD_*`, glibc's module paths, interpreters' startup and module paths, shell startup
-/// files and exported functions, programs a command launches such as `$PAGER`, `$EDITOR`, `$GIT_SSH`), and those
-/// that redirect where a command reads its configuration or who it is (`HOME`, `XDG_CONFIG_HOME`, `SHELL`, `USER`).
-/// A brokered command runs with more authority than its caller, so these never cross from the caller's environment
-/// into it, whatever the row's `env` says: they would let the shell's code run with the command's grant. (The
-/// command still gets the host's values of those its row allows.)
-pub fn is_injection_var(name: &str) -> bool {
-    const EXACT: [&str; 39] = [
-        "GCONV_PATH",
-        "GETCONF_DIR",
-        "HOSTALIASES",
-        "LOCALDOMAIN",
-        "LOCPATH",
-        "MALLOC_TRACE",
-        "NLSPATH",
-        "RESOLV_HOST_CONF",
-        "RES_OPTIONS",
-        "BASH_ENV",
-        "ENV",
-        "SHELLOPTS",
-        "BASHOPTS",
-        "PS4",
-        "PROMPT_COMMAND",
-        "IFS",
-        "CDPATH",
-        "GLOBIGNORE",
-        "PERLLIB",
-        "RUBYLIB",
-        "RUBYOPT",
-        "NODE_OPTIONS",
-        "NODE_PATH",
-        "EDITOR",
-        "VISUAL",
-        "PAGER",
-        "MANPAGER",
-        "GIT_PAGER",
-        "GIT_EDITOR",
-        "GIT_EXEC_PATH",
-        "GIT_ASKPASS",
-        "SSH_ASKPASS",
-        "BROWSER",
-        "LESSOPEN",
-        "LESSCLOSE",
-        "HOME",
-        "XDG_CONFIG_HOME",
-        "SHELL",
-        "USER",
-    ];
-    const PREFIXES: [&str; 10] = [
-        "LD_",
-        "BASH_FUNC_",
-        "PYTHON",
-        "PERL5",
-        "JAVA_TOOL_OPTIONS",
-        "_JAVA_OPTIONS",
-        "GIT_CONFIG",
-        "DYLD_",
-        "GIT_SSH",
-        "LOGNAME",
-    ];
-    EXACT.contains(&name) || PREFIXES.iter().any(|p| name.starts_with(p))
+/// Variables a brokered command always takes from loom's own environment (through its row's `env`), never from the
+/// caller: the search path (the broker sets it to loom's PATH, minus every directory the grant can write), the
+/// working directory and temporary directory (the sandbox sets them), and the identity and locale plumbing of tier 1
+/// (`HOME`, `USER`, `LOGNAME`, `SHELL`, `TERM`, `COLORTERM`, `LANG`, `LC_ALL`, `LC_CTYPE`, `TZ`).
+pub const BROKER_BASE_ENV: [&str; 3] = ["PATH", "PWD", "TMPDIR"];
+
+/// Whether the caller's value of the environment variable `name` may reach a command brokered under `row`.
+///
+/// A brokered command runs with more authority than its caller, and most variables can load code or configuration
+/// into a program (`LD_PRELOAD`, `GIT_DIR`, `GIT_PROXY_COMMAND`, `OPENSSL_CONF`, `JDK_JAVA_OPTIONS`, `KUBECONFIG`,
+/// `npm_config_*`, CA bundles, proxies…), so this is an allowlist: the caller's value crosses only when the row's
+/// `env` is a list naming `name` exactly. A `PREFIX_*` pattern, `env = "*"`, the tier-2 default (no `env`) and the
+/// names loom always sets itself ([`BROKER_BASE_ENV`] and tier 1) never pass a caller's value. (The row's `env`
+/// still selects which of loom's own variables the command inherits; secrets are screened after this, as for every
+/// command.)
+pub fn caller_var_crosses(row: &Row, name: &str) -> bool {
+    if name.is_empty()
+        || name.ends_with('*')
+        || BROKER_BASE_ENV.contains(&name)
+        || ENV_TIER1.contains(&name)
+    {
+        return false;
+    }
+    match row.get("env") {
+        None | Some(Value::Star) => false,
+        Some(v) => v
+            .as_set()
+            .unwrap_or_default()
+            .iter()
+            .any(|e| e.as_str() == Some(name)),
+    }
 }
 
 #[cfg(test)]
@@ -269,27 +240,59 @@ mod tests {
     }
 
     #[test]
-    fn injection_variables() {
+    fn only_names_the_row_lists_exactly_cross_from_the_caller() {
+        let row = |env: &str| {
+            g(&format!("{{ commands = [\"git\"]{env} }}"))
+                .rows()
+                .unwrap()[0]
+                .clone()
+        };
+        let listed = row(", env = [\"GIT_AUTHOR_NAME\", \"GH_*\", \"LANG\", \"PATH\", \"HOME\"]");
+        assert!(caller_var_crosses(&listed, "GIT_AUTHOR_NAME"));
         for v in [
-            "LD_PRELOAD",
-            "LD_LIBRARY_PATH",
-            "LD_AUDIT",
-            "BASH_ENV",
-            "BASH_FUNC_ls%%",
-            "PYTHONPATH",
-            "PYTHONSTARTUP",
-            "PERL5OPT",
-            "NODE_OPTIONS",
-            "GCONV_PATH",
-            "IFS",
-            "PAGER",
-            "GIT_SSH_COMMAND",
+            "GH_TOKEN",
+            "GH_CONFIG_DIR",
+            "GH_*",
+            "GIT_DIR",
+            "GIT_PROXY_COMMAND",
+            "LANG",
+            "PATH",
             "HOME",
+            "PWD",
+            "TMPDIR",
+            "",
         ] {
-            assert!(is_injection_var(v), "{v}");
+            assert!(!caller_var_crosses(&listed, v), "{v}");
         }
-        for v in ["TZ", "LANG", "PATH", "GCALCLI_CONFIG", "TERM", "AWS_REGION"] {
-            assert!(!is_injection_var(v), "{v}");
+        for r in [row(""), row(", env = \"*\""), row(", env = []")] {
+            for v in [
+                "GIT_DIR",
+                "GIT_PROXY_COMMAND",
+                "GIT_EXTERNAL_DIFF",
+                "OPENSSL_CONF",
+                "JDK_JAVA_OPTIONS",
+                "KUBECONFIG",
+                "npm_config_userconfig",
+                "SSL_CERT_FILE",
+                "CURL_CA_BUNDLE",
+                "https_proxy",
+                "HTTP_PROXY",
+                "LD_PRELOAD",
+                "EDITOR",
+                "PAGER",
+                "ANYTHING",
+            ] {
+                assert!(!caller_var_crosses(&r, v), "{v} under {r:?}");
+            }
         }
+        // a name the row lists exactly is the row author's decision, whatever it is
+        assert!(caller_var_crosses(
+            &row(", env = [\"KUBECONFIG\"]"),
+            "KUBECONFIG"
+        ));
+        assert!(caller_var_crosses(
+            &row(", env = \"KUBECONFIG\""),
+            "KUBECONFIG"
+        ));
     }
 }

@@ -9,7 +9,9 @@ mod broker;
 mod shell;
 mod terminal;
 
-pub use broker::{brokered_commands, decide_brokered, is_injection_var, BrokerDenial, Brokered};
+pub use broker::{
+    brokered_commands, caller_var_crosses, decide_brokered, BrokerDenial, Brokered, BROKER_BASE_ENV,
+};
 pub use shell::plain_argv;
 pub use terminal::{terminal_plan, TerminalFacts, TerminalPlan};
 
