@@ -88,6 +88,16 @@ impl Target {
                 root.display()
             ));
         }
+        // a root that is the path itself (a grant of one file, or `find` at a granted directory): open it as a name
+        // beneath its parent, which is a prefix of the same canonical path
+        if rel.as_os_str().is_empty() {
+            if let (Some(parent), Some(name)) = (root.parent(), root.file_name()) {
+                return Ok(Target {
+                    root: parent.to_path_buf(),
+                    rel: PathBuf::from(name),
+                });
+            }
+        }
         Ok(Target {
             root: root.to_path_buf(),
             rel: rel.to_path_buf(),
@@ -322,8 +332,30 @@ impl Place {
         let (parent, name) = target
             .split()
             .ok_or("is the granted root itself, a directory")?;
-        let root = target.open_root()?;
-        let dir = open_dir(root.as_fd(), parent, create).map_err(|e| {
+        // a granted root that does not exist yet is made like any missing parent: from its deepest existing
+        // ancestor (a prefix of the same canonical path), never through a symlink
+        let mut base = target.root.as_path();
+        let mut below = PathBuf::new();
+        let root =
+            loop {
+                match open_root(base) {
+                    Ok(fd) => break fd,
+                    Err(e) if create && e.kind() == io::ErrorKind::NotFound => {
+                        let (Some(up), Some(name)) = (base.parent(), base.file_name()) else {
+                            return Err(explain(e));
+                        };
+                        below = Path::new(name).join(&below).components().collect();
+                        base = up;
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(
+                        "the parent directory does not exist; pass create_dirs = true to create it"
+                            .into(),
+                    ),
+                    Err(e) => return Err(explain(e)),
+                }
+            };
+        let parent: PathBuf = below.join(parent).components().collect();
+        let dir = open_dir(root.as_fd(), &parent, create).map_err(|e| {
             if e.kind() == io::ErrorKind::NotFound {
                 "the parent directory does not exist; pass create_dirs = true to create it"
                     .to_string()
@@ -562,6 +594,12 @@ mod tests {
             row: None,
             exec: loom_kernel::Exec::InProcess,
         };
+        // a root that is the path itself is opened as a name beneath its parent
+        let file = Target::within(Path::new("/w/a.txt"), Path::new("/w/a.txt")).unwrap();
+        assert_eq!(
+            (file.root.as_path(), file.rel.as_path()),
+            (Path::new("/w"), Path::new("a.txt"))
+        );
         let s = Target::of(&star, &ctx, Path::new("/etc/hosts"), Access::Read).unwrap();
         assert_eq!(
             (s.root.as_path(), s.rel.as_path()),

@@ -289,6 +289,62 @@ mod tests {
         assert!(work.path().join("d/authorized_keys").is_file());
     }
 
+    /// A grant of one file: the file is its own grant root, opened as a name beneath its parent.
+    #[tokio::test]
+    async fn a_grant_of_one_file_writes_and_reads_it() {
+        let work = tempfile::tempdir().unwrap();
+        std::fs::write(work.path().join("a.txt"), "old").unwrap();
+        let e = env("write_file", work.path(), r#"{ paths = ["./a.txt"] }"#);
+        let t = WriteFileTool { env: e.clone() };
+        let ok = call(
+            &t,
+            AlgebraKind::Files,
+            &e,
+            json!({"path": "a.txt", "content": "new"}),
+        )
+        .await;
+        assert!(!ok.is_error, "{}", ok.text);
+        let r = crate::tools::ReadFileTool { env: e.clone() };
+        let read = call(&r, AlgebraKind::Files, &e, json!({"path": "a.txt"})).await;
+        assert_eq!((read.text.as_str(), read.is_error), ("new", false));
+        // a granted directory that does not exist yet is created with create_dirs
+        let e2 = env("write_file", work.path(), r#"{ paths = ["./out/sub"] }"#);
+        let t2 = WriteFileTool { env: e2.clone() };
+        let no = call(
+            &t2,
+            AlgebraKind::Files,
+            &e2,
+            json!({"path": "out/sub/x", "content": "x"}),
+        )
+        .await;
+        assert!(
+            no.is_error && no.text.contains("create_dirs"),
+            "{}",
+            no.text
+        );
+        let yes = call(
+            &t2,
+            AlgebraKind::Files,
+            &e2,
+            json!({"path": "out/sub/d/x", "content": "x", "create_dirs": true}),
+        )
+        .await;
+        assert!(!yes.is_error, "{}", yes.text);
+        assert!(work.path().join("out/sub/d/x").is_file());
+        let other = call(
+            &t,
+            AlgebraKind::Files,
+            &e,
+            json!({"path": "b.txt", "content": "x"}),
+        )
+        .await;
+        assert!(
+            other.is_error && other.text.contains("outside this tool's grant"),
+            "{}",
+            other.text
+        );
+    }
+
     #[tokio::test]
     async fn overwrites_whole_files_keeps_modes_and_refuses_fifos() {
         use std::os::unix::fs::PermissionsExt;
