@@ -266,18 +266,33 @@ fn keep_tail(mut stderr: impl Read + Send + 'static, tail: Arc<Mutex<Vec<u8>>>) 
         });
 }
 
-/// The next reply: `None` at the end of the stream; an error for a line that is not a reply.
+/// The longest reply line loom reads from the engine (4 MiB): a reply is a token of text, a progress figure or an
+/// error, so a longer line is a broken (or compromised) engine, and is refused before it is held in memory.
+pub const MAX_REPLY_LINE: usize = 4 * 1024 * 1024;
+
+/// The next reply: `None` at the end of the stream; an error for a line that is not a reply, or that is longer than
+/// [`MAX_REPLY_LINE`] (read no further than the cap; the offending text is never echoed whole).
 fn read_reply(lines: &mut impl BufRead) -> Option<Result<Reply, EngineError>> {
-    let mut text = String::new();
-    match lines.read_line(&mut text) {
-        Ok(0) | Err(_) => None,
-        Ok(_) => Some(serde_json::from_str(text.trim_end()).map_err(|e| {
-            EngineError::Process(format!(
-                "broke the protocol ({e}) with the line {:?}",
-                text.trim_end()
-            ))
-        })),
+    let mut bytes = Vec::new();
+    let limit = u64::try_from(MAX_REPLY_LINE).unwrap_or(u64::MAX) + 1;
+    match lines.by_ref().take(limit).read_until(b'\n', &mut bytes) {
+        Ok(0) | Err(_) => return None,
+        Ok(_) => {}
     }
+    if bytes.len() > MAX_REPLY_LINE {
+        return Some(Err(EngineError::Process(format!(
+            "broke the protocol with a reply line longer than {MAX_REPLY_LINE} bytes"
+        ))));
+    }
+    let text = String::from_utf8_lossy(&bytes);
+    let text = text.trim_end();
+    Some(serde_json::from_str(text).map_err(|e| {
+        let shown: String = text.chars().take(200).collect();
+        let more = if shown.len() < text.len() { "…" } else { "" };
+        EngineError::Process(format!(
+            "broke the protocol ({e}) with the line {shown:?}{more}"
+        ))
+    }))
 }
 
 /// Dispatches replies to their jobs until the engine's stdout ends (or it breaks the protocol); then every job still
@@ -346,6 +361,32 @@ mod tests {
 
     use super::*;
     use crate::Sampling;
+
+    /// An engine that never ends its line (here: an endless stream of `a`) is refused after the cap, not read into
+    /// memory; a broken line is quoted only in part.
+    #[test]
+    fn reply_lines_are_bounded_before_they_are_held() {
+        let mut endless = std::io::BufReader::new(std::io::repeat(b'a'));
+        match read_reply(&mut endless) {
+            Some(Err(EngineError::Process(m))) => {
+                assert!(
+                    m.contains(&format!("longer than {MAX_REPLY_LINE} bytes")),
+                    "{m}"
+                )
+            }
+            other => panic!("{other:?}"),
+        }
+        let long = format!("{}\n", "x".repeat(10_000));
+        match read_reply(&mut long.as_bytes()) {
+            Some(Err(EngineError::Process(m))) => assert!(m.len() < 1_000, "{m}"),
+            other => panic!("{other:?}"),
+        }
+        let ok = format!("{}\n", crate::protocol::line(&Reply::Ready).trim_end());
+        assert!(matches!(
+            read_reply(&mut ok.as_bytes()),
+            Some(Ok(Reply::Ready))
+        ));
+    }
 
     /// A fake engine in Python that speaks the protocol: it loads anything but `bad.gguf`, answers each job with the
     /// job's messages echoed as text, and for the message `die` writes to stderr and exits mid-job. A job whose

@@ -7,6 +7,7 @@ mod acp;
 mod anthropic;
 mod authority;
 mod compacting;
+mod file_races;
 mod hooks;
 mod local;
 mod mcp;

@@ -10,7 +10,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Read;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -23,6 +22,7 @@ use serde_json::json;
 
 use super::{Layer, SessionError};
 use crate::model::ToolSpec;
+use crate::tools::beneath::{open_read, read_capped, run_blocking, size_of, Target};
 use crate::tools::{check_fields, Prepared, Tool, ToolOutput};
 use crate::update::{Location, SessionUpdate, ToolKind};
 
@@ -216,12 +216,11 @@ fn read_contained(dir: &Path, file: &Path) -> Result<String, String> {
             dir.display()
         ));
     }
-    let mut f = std::fs::File::open(&real).map_err(|e| format!("{shown}: {e}"))?;
-    let mut bytes = Vec::new();
-    f.by_ref()
-        .take(MAX_SKILL_FILE + 1)
-        .read_to_end(&mut bytes)
+    // opened beneath the skill's folder, never through a symlink, a regular file only (a FIFO never blocks)
+    let target = Target::within(dir, &real).map_err(|e| format!("{shown}: {e}"))?;
+    let (mut f, _) = open_read(&target, "a skill's SKILL.md and loom.toml are files")
         .map_err(|e| format!("{shown}: {e}"))?;
+    let bytes = read_capped(&mut f, MAX_SKILL_FILE).map_err(|e| format!("{shown}: {e}"))?;
     if bytes.len() as u64 > MAX_SKILL_FILE {
         return Err(format!("{shown}: larger than {MAX_SKILL_FILE} bytes; keep it short and move detail into bundled files"));
     }
@@ -524,16 +523,15 @@ impl Tool for ReadSkill {
                 ..CallFacts::default()
             },
             locations: vec![Location { path: shown }],
-            run: Box::new(move |_auth, _ctx| {
+            run: Box::new(move |_auth, ctx| {
                 Box::pin(async move {
-                    match tokio::task::spawn_blocking(move || {
+                    match run_blocking(&ctx.cancel, None, move || {
                         run_read(&skill, path.as_deref(), &target)
                     })
                     .await
                     {
-                        Ok(Ok(text)) => ToolOutput::ok(text),
-                        Ok(Err(e)) => ToolOutput::error(e),
-                        Err(e) => ToolOutput::error(format!("read_skill: {e}")),
+                        Ok(text) => ToolOutput::ok(text),
+                        Err(e) => ToolOutput::error(e),
                     }
                 })
             }),
@@ -603,34 +601,33 @@ fn run_read(skill: &FoundSkill, path: Option<&str>, target: &Path) -> Result<Str
             Ok(out)
         }
         Some(p) => {
-            let mut f = std::fs::OpenOptions::new()
-                .read(true)
-                .custom_flags(libc::O_NOFOLLOW)
-                .open(target)
-                .map_err(|e| format!("read_skill: {p}: {e}"))?;
-            let meta = f.metadata().map_err(|e| format!("read_skill: {p}: {e}"))?;
-            if meta.is_dir() {
-                let (files, _) = bundled_files(&skill.dir);
-                return Err(format!(
-                    "read_skill: {p} is a folder; pass one of the skill's files: {}",
-                    files.join(", ")
-                ));
-            }
+            // opened beneath the skill's folder, never through a symlink: a folder swapped for a link after the
+            // check above is refused, not followed
+            let t =
+                Target::within(&skill.dir, target).map_err(|e| format!("read_skill: {p}: {e}"))?;
+            let (mut f, meta) = match open_read(&t, "") {
+                Ok(opened) => opened,
+                Err(e) if e.starts_with("is a directory") => {
+                    let (files, _) = bundled_files(&skill.dir);
+                    return Err(format!(
+                        "read_skill: {p} is a folder; pass one of the skill's files: {}",
+                        files.join(", ")
+                    ));
+                }
+                Err(e) => return Err(format!("read_skill: {p}: {e}")),
+            };
+            let size = size_of(&meta);
             let mut bytes = Vec::new();
             f.by_ref()
                 .take(MAX_BUNDLED_READ)
                 .read_to_end(&mut bytes)
                 .map_err(|e| format!("read_skill: {p}: {e}"))?;
             let mut text = String::from_utf8(bytes).map_err(|_| {
-                format!(
-                    "read_skill: {p} is not UTF-8 text ({} bytes); read_skill returns text only",
-                    meta.len()
-                )
+                format!("read_skill: {p} is not UTF-8 text ({size} bytes); read_skill returns text only")
             })?;
-            if meta.len() > MAX_BUNDLED_READ {
+            if size > MAX_BUNDLED_READ {
                 text.push_str(&format!(
-                    "\n[truncated: {p} is {} bytes; the first {MAX_BUNDLED_READ} are shown]",
-                    meta.len()
+                    "\n[truncated: {p} is {size} bytes; the first {MAX_BUNDLED_READ} are shown]"
                 ));
             }
             Ok(text)

@@ -19,7 +19,7 @@ use loom_kernel::{
 use loom_sandbox::{unconfined_env, AuthorityPaths, Limits, SecretFacts, Stream, Streams};
 use serde_json::{json, Value};
 
-use super::output::{OutputBuffer, DEFAULT_TAIL_BYTES};
+use super::output::{OutputBuffer, DEFAULT_TAIL_BYTES, MAX_SPILL_BYTES};
 use super::{
     check_fields, resolve_path, str_field, ClientTerminals, PathMode, Prepared, Progress, Tool,
     ToolCtx, ToolEnv, ToolOutput,
@@ -606,7 +606,11 @@ impl Call {
                 snap.total_bytes,
                 snap.full_output_path
                     .as_ref()
-                    .map(|p| format!("; the full output is in {}", p.display()))
+                    .map(|p| if snap.spill_cut {
+                        format!("; the first {MAX_SPILL_BYTES} bytes are in {}", p.display())
+                    } else {
+                        format!("; the full output is in {}", p.display())
+                    })
                     .unwrap_or_default()
             );
         }

@@ -51,22 +51,18 @@ pub(crate) fn writer(ctx: &super::ToolCtx) -> Option<&dyn ClientFs> {
     ctx.client_fs.as_deref().filter(|c| c.can_write())
 }
 
-/// Reads `path` through the client when it reads files, else with `local` on the blocking pool.
+/// Reads `path` through the client when it reads files, else with `local` on the blocking pool — until the call is
+/// cancelled (see [`super::beneath::run_blocking`]).
 pub(crate) async fn read_text(
     ctx: &super::ToolCtx,
     path: &Path,
-    local: fn(&Path) -> Result<String, String>,
+    local: impl FnOnce() -> Result<String, String> + Send + 'static,
 ) -> Result<String, String> {
     match reader(ctx) {
         Some(c) => c
             .read_text_file(path)
             .await
             .map_err(|e| format!("the client could not read it: {e}")),
-        None => {
-            let p = path.to_path_buf();
-            tokio::task::spawn_blocking(move || local(&p))
-                .await
-                .map_err(|e| e.to_string())?
-        }
+        None => super::beneath::run_blocking(&ctx.cancel, None, local).await,
     }
 }

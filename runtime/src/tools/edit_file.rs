@@ -1,11 +1,10 @@
 //! `edit_file`: exact text replacements in an existing UTF-8 file, all applied against the original.
 
-use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
-
 use loom_kernel::{Access, CallFacts, Request};
+use rustix::fs::OFlags;
 use serde_json::{json, Value};
 
+use super::beneath::{open_read, read_capped, run_blocking, size_of, Gate, Place, Target};
 use super::client::{read_text, writer};
 use super::{
     check_fields, resolve_path, str_field, PathMode, Prepared, Tool, ToolCtx, ToolEnv, ToolOutput,
@@ -50,40 +49,36 @@ pub struct Edit {
     pub new_text: String,
 }
 
+/// The largest file `edit_file` changes (4 MiB): it reads the whole file and writes it back whole.
+pub const MAX_EDIT_BYTES: u64 = 4 * 1024 * 1024;
+/// The most edits one call applies.
+pub const MAX_EDITS: usize = 64;
+
 /// Applies `edits` to `original`: each `old_text` must occur exactly once in the ORIGINAL text, and no two matches
-/// may overlap (or nest); the result replaces every match at once.
+/// may overlap (or nest); the result replaces every match at once. Each edit costs time linear in the sizes of the
+/// text and of its `old_text` (two substring searches; a count of all occurrences only to report a repeated one).
 pub fn apply_edits(original: &str, edits: &[Edit]) -> Result<String, EditError> {
     if edits.is_empty() {
         return Err(EditError::Empty);
     }
     let mut spans = Vec::with_capacity(edits.len());
     for (i, e) in edits.iter().enumerate() {
-        if e.old_text.is_empty() {
+        let old = e.old_text.as_str();
+        if old.is_empty() {
             return Err(EditError::EmptyOld(i));
         }
-        let mut found = original.match_indices(e.old_text.as_str());
-        let Some((start, _)) = found.next() else {
+        let found = scan(original.as_bytes(), old.as_bytes());
+        let Some(start) = found.first else {
             return Err(EditError::NotFound(i));
         };
-        // count overlapping occurrences too: "aa" in "aaa" is not unique
-        let count = (0..original.len())
-            .filter(|&k| {
-                original.is_char_boundary(k) && original[k..].starts_with(e.old_text.as_str())
-            })
-            .take(2)
-            .count();
-        if count > 1 {
-            let total = (0..original.len())
-                .filter(|&k| {
-                    original.is_char_boundary(k) && original[k..].starts_with(e.old_text.as_str())
-                })
-                .count();
+        // overlapping occurrences count too: "aa" in "aaa" is not unique
+        if found.count > 1 {
             return Err(EditError::NotUnique {
                 index: i,
-                count: total,
+                count: found.count,
             });
         }
-        spans.push((start, start + e.old_text.len(), i));
+        spans.push((start, start + old.len(), i));
     }
     spans.sort();
     for w in spans.windows(2) {
@@ -101,6 +96,61 @@ pub fn apply_edits(original: &str, edits: &[Edit]) -> Result<String, EditError> 
     }
     out.push_str(&original[at..]);
     Ok(out)
+}
+
+/// Where and how often a needle occurs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Scan {
+    /// The byte offset of the first occurrence.
+    first: Option<usize>,
+    /// How many occurrences, overlapping ones included.
+    count: usize,
+    /// The comparison steps it took: at most `2·(|hay| + |pat|)` (Knuth–Morris–Pratt), whatever the text.
+    steps: usize,
+}
+
+/// Finds every occurrence of `pat` in `hay` in one linear pass. Both are UTF-8 text, so a byte match always starts
+/// on a character boundary.
+fn scan(hay: &[u8], pat: &[u8]) -> Scan {
+    let mut out = Scan {
+        first: None,
+        count: 0,
+        steps: 0,
+    };
+    if pat.is_empty() {
+        return out;
+    }
+    // fail[i]: the length of the longest proper border of pat[..=i]
+    let mut fail = vec![0usize; pat.len()];
+    let mut k = 0usize;
+    for i in 1..pat.len() {
+        while k > 0 && pat[i] != pat[k] {
+            k = fail[k - 1];
+            out.steps += 1;
+        }
+        if pat[i] == pat[k] {
+            k += 1;
+        }
+        fail[i] = k;
+        out.steps += 1;
+    }
+    k = 0;
+    for (at, &b) in hay.iter().enumerate() {
+        while k > 0 && b != pat[k] {
+            k = fail[k - 1];
+            out.steps += 1;
+        }
+        if b == pat[k] {
+            k += 1;
+        }
+        if k == pat.len() {
+            out.count += 1;
+            out.first = out.first.or(Some(at + 1 - pat.len()));
+            k = fail[k - 1];
+        }
+        out.steps += 1;
+    }
+    out
 }
 
 /// The `edit_file` tool.
@@ -178,10 +228,17 @@ impl Tool for EditFileTool {
         if edits.is_empty() {
             return Err(format!("{name}: {}", EditError::Empty));
         }
+        if edits.len() > MAX_EDITS {
+            return Err(format!(
+                "{name}: {} edits in one call; edit_file applies at most {MAX_EDITS} — split them over several calls",
+                edits.len()
+            ));
+        }
         let path = resolve_path(&self.env.cwd, raw, PathMode::Existing).map_err(|e| {
             format!("{name}: {e} (edit_file does not create files; use write_file)")
         })?;
         let shown = path.display().to_string();
+        let ctx_paths = self.env.ctx.clone();
         Ok(Prepared {
             request: Request::File {
                 path: shown.clone(),
@@ -195,9 +252,13 @@ impl Tool for EditFileTool {
             locations: vec![Location {
                 path: shown.clone(),
             }],
-            run: Box::new(move |_auth, ctx| {
+            run: Box::new(move |auth, ctx| {
                 Box::pin(async move {
-                    match edit(&ctx, &path, &edits).await {
+                    let target = match Target::of(&auth, &ctx_paths, &path, Access::Write) {
+                        Ok(t) => t,
+                        Err(e) => return ToolOutput::error(format!("{shown}: {e}")),
+                    };
+                    match edit(&ctx, &path, &target, edits).await {
                         Ok((old, new)) => ToolOutput {
                             text: format!("edited {shown}"),
                             content: vec![ToolCallContent::Diff {
@@ -216,48 +277,73 @@ impl Tool for EditFileTool {
 }
 
 /// Reads the file (through the client when it reads files), applies the edits, and writes the result (through the
-/// client when it writes files). Nothing is written when an edit does not apply.
+/// client when it writes files). Nothing is written when an edit does not apply. Local I/O and the matching run on the
+/// blocking pool and end when the call is cancelled.
 async fn edit(
     ctx: &ToolCtx,
     path: &std::path::Path,
-    edits: &[Edit],
+    target: &Target,
+    edits: Vec<Edit>,
 ) -> Result<(String, String), String> {
-    let old = read_text(ctx, path, read_local).await?;
-    let new = apply_edits(&old, edits).map_err(|e| e.to_string())?;
+    let t = target.clone();
+    let old = read_text(ctx, path, move || read_local(&t)).await?;
+    if old.len() as u64 > MAX_EDIT_BYTES {
+        return Err(too_big(old.len() as u64));
+    }
+    let o = old.clone();
+    let new = run_blocking(&ctx.cancel, None, move || {
+        apply_edits(&o, &edits).map_err(|e| e.to_string())
+    })
+    .await?;
     match writer(ctx) {
         Some(client) => client
             .write_text_file(path, new.clone())
             .await
             .map_err(|e| format!("the client could not write it: {e}"))?,
         None => {
-            let (p, n) = (path.to_path_buf(), new.clone());
-            tokio::task::spawn_blocking(move || write_local(&p, &n))
-                .await
-                .map_err(|e| e.to_string())??
+            let (t, n) = (target.clone(), new.clone());
+            let gate = Gate::default();
+            let g = gate.clone();
+            run_blocking(&ctx.cancel, Some(&gate), move || write_local(&t, &n, &g)).await?;
         }
     }
     Ok((old, new))
 }
 
-fn read_local(path: &std::path::Path) -> Result<String, String> {
-    let bytes = std::fs::read(path).map_err(|e| e.to_string())?;
+fn too_big(len: u64) -> String {
+    format!(
+        "the file is {len} bytes; edit_file changes files of at most {MAX_EDIT_BYTES} bytes — use bash (sed, patch) \
+         for a larger one"
+    )
+}
+
+/// Reads the regular file `target` beneath its root, refusing one over [`MAX_EDIT_BYTES`] before reading it.
+fn read_local(target: &Target) -> Result<String, String> {
+    let (mut f, st) = open_read(target, "edit_file changes files, not directories")?;
+    if size_of(&st) > MAX_EDIT_BYTES {
+        return Err(too_big(size_of(&st)));
+    }
+    let bytes = read_capped(&mut f, MAX_EDIT_BYTES)?;
+    if bytes.len() as u64 > MAX_EDIT_BYTES {
+        return Err(too_big(bytes.len() as u64));
+    }
     String::from_utf8(bytes).map_err(|_| "not UTF-8 text".to_string())
 }
 
-fn write_local(path: &std::path::Path, new: &str) -> Result<(), String> {
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .truncate(true)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(path)
-        .map_err(|e| e.to_string())?;
-    f.write_all(new.as_bytes()).map_err(|e| e.to_string())
+/// Replaces the file whole beneath its root (it must still be a regular file loom may write), keeping its mode.
+fn write_local(target: &Target, new: &str, gate: &Gate) -> Result<(), String> {
+    let place = Place::open(target, false)?;
+    let old = place
+        .existing(OFlags::WRONLY)?
+        .map(|(_, st)| st)
+        .ok_or("the file is gone; nothing was written (edit_file does not create files)")?;
+    place.replace(new.as_bytes(), Some(&old), gate)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tools::testutil::{call, env};
+    use crate::tools::testutil::{call, call_after, env};
     use loom_kernel::AlgebraKind;
 
     fn e(old: &str, new: &str) -> Edit {
@@ -346,6 +432,121 @@ mod tests {
             missing.is_error && missing.text.contains("use write_file"),
             "{}",
             missing.text
+        );
+    }
+
+    /// The uniqueness check is one linear pass whatever the text: `a…ab` against `a…ab` (the old per-offset scan
+    /// compared up to |old| bytes at each of the |text| offsets) takes at most 2·(|text| + |old|) steps.
+    #[test]
+    fn matching_is_linear() {
+        let text = format!("{}b", "a".repeat(200_000));
+        let old = format!("{}b", "a".repeat(50_000));
+        let s = scan(text.as_bytes(), old.as_bytes());
+        assert_eq!((s.first, s.count), (Some(150_000), 1));
+        assert!(
+            s.steps <= 2 * (text.len() + old.len()),
+            "{} steps for {} + {} bytes",
+            s.steps,
+            text.len(),
+            old.len()
+        );
+        let many = "ab".repeat(100_000);
+        let s = scan(many.as_bytes(), b"abab");
+        assert_eq!(s.count, 99_999);
+        assert!(s.steps <= 2 * (many.len() + 4));
+        assert_eq!(
+            apply_edits(&text, &[e(&old, "x")]).unwrap(),
+            format!("{}x", "a".repeat(150_000))
+        );
+        // multi-byte text: matches start on characters
+        assert_eq!(
+            apply_edits("ééé", &[e("éé", "x")]),
+            Err(EditError::NotUnique { index: 0, count: 2 })
+        );
+        assert_eq!(apply_edits("aé", &[e("é", "e")]).unwrap(), "ae");
+    }
+
+    #[tokio::test]
+    async fn big_files_fifos_and_too_many_edits_are_refused_with_the_cap() {
+        let work = tempfile::tempdir().unwrap();
+        let f = std::fs::File::create(work.path().join("big")).unwrap();
+        // sparse: no disk used, and never read
+        f.set_len(15 * 1024 * 1024 * 1024).unwrap();
+        let en = env("edit_file", work.path(), r#"{ paths = ["./"] }"#);
+        let t = EditFileTool { env: en.clone() };
+        let one = json!([{"old_text": "a", "new_text": "b"}]);
+        let out = call(
+            &t,
+            AlgebraKind::Files,
+            &en,
+            json!({"path": "big", "edits": one}),
+        )
+        .await;
+        assert!(
+            out.is_error
+                && out
+                    .text
+                    .contains(&format!("at most {MAX_EDIT_BYTES} bytes")),
+            "{}",
+            out.text
+        );
+        let fifo = work.path().join("pipe");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: a valid NUL-terminated path
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let out = call(
+            &t,
+            AlgebraKind::Files,
+            &en,
+            json!({"path": "pipe", "edits": one}),
+        )
+        .await;
+        assert!(
+            out.is_error && out.text.contains("is a FIFO"),
+            "{}",
+            out.text
+        );
+        let edits: Vec<Value> = (0..=MAX_EDITS)
+            .map(|i| json!({"old_text": format!("k{i}"), "new_text": "v"}))
+            .collect();
+        std::fs::write(work.path().join("f"), "x").unwrap();
+        let out = call(
+            &t,
+            AlgebraKind::Files,
+            &en,
+            json!({"path": "f", "edits": edits}),
+        )
+        .await;
+        assert!(
+            out.is_error && out.text.contains(&format!("at most {MAX_EDITS}")),
+            "{}",
+            out.text
+        );
+    }
+
+    #[tokio::test]
+    async fn a_swap_after_the_decision_edits_nothing() {
+        let work = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::create_dir(work.path().join("d")).unwrap();
+        std::fs::write(work.path().join("d/f"), "hello").unwrap();
+        std::fs::write(outside.path().join("f"), "hello").unwrap();
+        let en = env("edit_file", work.path(), r#"{ paths = ["./"] }"#);
+        let t = EditFileTool { env: en.clone() };
+        let input = json!({"path": "d/f", "edits": [{"old_text": "hello", "new_text": "owned"}]});
+        let out = call_after(&t, AlgebraKind::Files, &en, input, || {
+            std::fs::rename(work.path().join("d"), work.path().join("d.old")).unwrap();
+            std::os::unix::fs::symlink(outside.path(), work.path().join("d")).unwrap();
+        })
+        .await;
+        assert!(
+            out.is_error && out.text.contains("changed after loom checked it"),
+            "{}",
+            out.text
+        );
+        assert_eq!(
+            std::fs::read_to_string(outside.path().join("f")).unwrap(),
+            "hello"
         );
     }
 }

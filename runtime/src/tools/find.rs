@@ -1,11 +1,16 @@
 //! `find`: glob-walk a directory tree. Symlinks are listed by name and never followed, so the walk stays below the
 //! (canonical, granted) root.
 
+use std::ffi::OsStr;
+use std::os::fd::AsFd;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use loom_kernel::{wildcard_match, Access, CallFacts, Request};
+use rustix::fs::{FileType, Mode, OFlags};
 use serde_json::{json, Value};
 
+use super::beneath::{explain, open_beneath, run_blocking, Target};
 use super::{check_fields, resolve_path, str_field, PathMode, Prepared, Tool, ToolEnv, ToolOutput};
 use crate::model::ToolSpec;
 use crate::update::{Location, ToolKind};
@@ -15,24 +20,60 @@ pub const DEFAULT_LIMIT: usize = 200;
 /// The most directory entries one call visits.
 pub const MAX_VISITED: usize = 200_000;
 
+/// The most bytes of result text `find` returns; the rest is cut with a note saying so.
+pub const MAX_OUTPUT_BYTES: usize = 64 * 1024;
+
 /// Matches a `/`-separated relative path against a glob: `*` matches any run of non-`/` characters, `?` one
 /// non-`/` character, and a `**` segment any number of segments (including none).
+///
+/// The match runs over the path's segments once, keeping the set of pattern positions still alive (an NFA
+/// simulation, no backtracking), so it costs at most `(segments of the pattern + 1) · (segments of the path + 1)`
+/// segment matches whatever the pattern — `**/**/**/x` is as cheap as `**/x`.
 pub fn glob_match(pattern: &str, path: &str) -> bool {
+    glob_steps(pattern, path).0
+}
+
+/// [`glob_match`] and the number of segment steps it took.
+fn glob_steps(pattern: &str, path: &str) -> (bool, usize) {
     let p: Vec<&str> = pattern
         .split('/')
         .filter(|s| !s.is_empty() && *s != ".")
         .collect();
-    let t: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
-    segments(&p, &t)
-}
-
-fn segments(p: &[&str], t: &[&str]) -> bool {
-    match p.split_first() {
-        None => t.is_empty(),
-        Some((&"**", rest)) => (0..=t.len()).any(|k| segments(rest, &t[k..])),
-        // within one segment there is no `/`, so the kernel's `*`/`?` matcher is exactly a segment glob
-        Some((seg, rest)) => !t.is_empty() && wildcard_match(seg, t[0]) && segments(rest, &t[1..]),
+    let mut steps = 0usize;
+    // alive[i]: pattern segments before i have matched the path segments seen so far
+    let mut alive = vec![false; p.len() + 1];
+    alive[0] = true;
+    let close = |alive: &mut Vec<bool>, steps: &mut usize| {
+        // a `**` may match no segment: whoever reaches it also reaches the segment after it
+        for i in 0..p.len() {
+            *steps += 1;
+            if alive[i] && p[i] == "**" {
+                alive[i + 1] = true;
+            }
+        }
+    };
+    close(&mut alive, &mut steps);
+    for seg in path.split('/').filter(|s| !s.is_empty()) {
+        let mut next = vec![false; p.len() + 1];
+        for i in 0..p.len() {
+            steps += 1;
+            if !alive[i] {
+                continue;
+            }
+            if p[i] == "**" {
+                next[i] = true;
+            } else if wildcard_match(p[i], seg) {
+                // within one segment there is no `/`, so the kernel's `*`/`?` matcher is exactly a segment glob
+                next[i + 1] = true;
+            }
+        }
+        close(&mut next, &mut steps);
+        alive = next;
+        if !alive.contains(&true) {
+            return (false, steps);
+        }
     }
+    (alive[p.len()], steps)
 }
 
 /// The `find` tool.
@@ -95,6 +136,7 @@ impl Tool for FindTool {
         let root = resolve_path(&self.env.cwd, root_in, PathMode::Existing)
             .map_err(|e| format!("{name}: {e}"))?;
         let shown = root.display().to_string();
+        let ctx_paths = self.env.ctx.clone();
         Ok(Prepared {
             request: Request::File {
                 path: shown.clone(),
@@ -106,15 +148,19 @@ impl Tool for FindTool {
                 ..CallFacts::default()
             },
             locations: vec![Location { path: shown }],
-            run: Box::new(move |_auth, ctx| {
+            run: Box::new(move |auth, ctx| {
                 Box::pin(async move {
+                    let target = match Target::of(&auth, &ctx_paths, &root, Access::Read) {
+                        Ok(t) => t,
+                        Err(e) => return ToolOutput::error(format!("{}: {e}", root.display())),
+                    };
                     let cancel = ctx.cancel.clone();
-                    let walk =
-                        tokio::task::spawn_blocking(move || walk(&root, &pattern, limit, &cancel));
+                    let walk = run_blocking(&ctx.cancel, None, move || {
+                        walk(&target, &root, &pattern, limit, &cancel)
+                    });
                     match walk.await {
-                        Ok(Ok(out)) => out,
-                        Ok(Err(e)) => ToolOutput::error(e),
-                        Err(e) => ToolOutput::error(e.to_string()),
+                        Ok(out) => out,
+                        Err(e) => ToolOutput::error(e),
                     }
                 })
             }),
@@ -122,50 +168,102 @@ impl Tool for FindTool {
     }
 }
 
+/// Walks the tree below `target` (the `find` root, `shown` for messages) beneath its grant root: every directory is
+/// opened beneath the find root without following a symlink, so a directory swapped for a link mid-walk is skipped,
+/// never entered.
 fn walk(
-    root: &Path,
+    target: &Target,
+    shown: &Path,
     pattern: &str,
     limit: usize,
     cancel: &tokio_util::sync::CancellationToken,
 ) -> Result<ToolOutput, String> {
-    if !root.is_dir() {
-        return Err(format!("{}: not a directory", root.display()));
-    }
+    let grant_root = target.open_root()?;
+    let dir_flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NONBLOCK;
+    let top =
+        open_beneath(grant_root.as_fd(), &target.rel, dir_flags, Mode::empty()).map_err(|e| {
+            if e.raw_os_error() == Some(libc::ENOTDIR) {
+                format!("{}: not a directory", shown.display())
+            } else {
+                format!("{}: {}", shown.display(), explain(e))
+            }
+        })?;
     let mut found = Vec::new();
     let mut more = 0usize;
     let mut visited = 0usize;
     let mut stack: Vec<PathBuf> = vec![PathBuf::new()];
-    while let Some(rel) = stack.pop() {
+    'dirs: while let Some(rel) = stack.pop() {
         if cancel.is_cancelled() {
             return Ok(ToolOutput::interrupted(""));
         }
-        let Ok(entries) = std::fs::read_dir(root.join(&rel)) else {
+        let fd = if rel.as_os_str().is_empty() {
+            match rustix::fs::openat(&top, ".", dir_flags | OFlags::CLOEXEC, Mode::empty()) {
+                Ok(fd) => fd,
+                Err(_) => continue,
+            }
+        } else {
+            match open_beneath(top.as_fd(), &rel, dir_flags, Mode::empty()) {
+                Ok(fd) => fd,
+                Err(_) => continue,
+            }
+        };
+        let Ok(entries) = rustix::fs::Dir::read_from(&fd) else {
             continue;
         };
         for entry in entries.flatten() {
-            visited += 1;
-            if visited > MAX_VISITED {
-                break;
+            let name = OsStr::from_bytes(entry.file_name().to_bytes());
+            if name == "." || name == ".." {
+                continue;
             }
-            let r = rel.join(entry.file_name());
+            visited += 1;
+            if visited > MAX_VISITED || cancel.is_cancelled() {
+                break 'dirs;
+            }
+            let r = rel.join(name);
             let text = r.to_string_lossy().into_owned();
             if glob_match(pattern, &text) {
                 if found.len() < limit {
-                    found.push(text.clone());
+                    found.push(text);
                 } else {
                     more += 1;
                 }
             }
-            // file_type() does not follow symlinks: linked directories are never entered
-            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+            // the entry's own type (lstat when the directory does not say): linked directories are never entered
+            let is_dir = match entry.file_type() {
+                FileType::Unknown => {
+                    rustix::fs::statat(&fd, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)
+                        .is_ok_and(|st| FileType::from_raw_mode(st.st_mode) == FileType::Directory)
+                }
+                t => t == FileType::Directory,
+            };
+            if is_dir {
                 stack.push(r);
             }
         }
     }
+    if cancel.is_cancelled() {
+        return Ok(ToolOutput::interrupted(""));
+    }
     found.sort();
-    let mut text = found.join("\n");
+    let mut text = String::new();
+    let mut cut = 0usize;
+    for f in &found {
+        if text.len() + f.len() + 1 > MAX_OUTPUT_BYTES {
+            cut += 1;
+            continue;
+        }
+        if !text.is_empty() {
+            text.push('\n');
+        }
+        text.push_str(f);
+    }
     if found.is_empty() {
-        text = format!("no files match {pattern:?} below {}", root.display());
+        text = format!("no files match {pattern:?} below {}", shown.display());
+    }
+    if cut > 0 {
+        text.push_str(&format!(
+            "\n(output cut at {MAX_OUTPUT_BYTES} bytes; {cut} more matches not shown — narrow the pattern or the root)"
+        ));
     }
     if more > 0 {
         text.push_str(&format!("\n(limit {limit} reached; {more} more not shown)"));
@@ -234,5 +332,86 @@ mod tests {
             "{}",
             via.text
         );
+    }
+
+    /// `**` is matched without backtracking: a pattern of many `**` against a deep path of long names costs at most
+    /// (pattern segments + 1) · (path segments + 1) segment steps (the old recursion tried every split: C(d+k, k)).
+    #[test]
+    fn globstar_matching_is_polynomial() {
+        let name = "n".repeat(200);
+        let deep: Vec<&str> = std::iter::repeat_n(name.as_str(), 40).collect();
+        let path = deep.join("/");
+        for stars in [8usize, 40] {
+            let mut pattern = "**/".repeat(stars);
+            pattern.push('x');
+            let (hit, steps) = glob_steps(&pattern, &path);
+            assert!(!hit);
+            let bound = (stars + 2) * (deep.len() + 2) * 2;
+            assert!(steps <= bound, "{stars} stars: {steps} steps > {bound}");
+            let mut yes = pattern.clone();
+            yes.pop();
+            yes.push_str(&name);
+            assert!(glob_steps(&yes, &path).0);
+        }
+        assert!(glob_match("a/**/**/b", "a/b"));
+        assert!(glob_match("a/**/b/**", "a/x/y/b"));
+        assert!(!glob_match("a/**/b", "a/x/c"));
+    }
+
+    #[tokio::test]
+    async fn the_output_is_capped_with_a_note() {
+        let work = tempfile::tempdir().unwrap();
+        let long = "f".repeat(200);
+        for i in 0..600 {
+            std::fs::write(work.path().join(format!("{long}{i:04}")), "").unwrap();
+        }
+        let en = env("find", work.path(), r#"{ paths = ["./"] }"#);
+        let t = FindTool { env: en.clone() };
+        let out = call(
+            &t,
+            AlgebraKind::Files,
+            &en,
+            json!({"pattern": "*", "limit": 100000}),
+        )
+        .await;
+        assert!(!out.is_error, "{}", out.text);
+        assert!(
+            out.text.len() <= MAX_OUTPUT_BYTES + 200,
+            "{}",
+            out.text.len()
+        );
+        assert!(
+            out.text.contains("output cut at"),
+            "{}",
+            &out.text[out.text.len() - 200..]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_directory_swapped_for_a_link_mid_walk_is_not_entered() {
+        let work = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::create_dir(work.path().join("d")).unwrap();
+        std::fs::write(work.path().join("d/in.rs"), "").unwrap();
+        std::fs::write(outside.path().join("hidden.rs"), "").unwrap();
+        let en = env("find", work.path(), r#"{ paths = ["./"] }"#);
+        let t = FindTool { env: en.clone() };
+        let out = crate::tools::testutil::call_after(
+            &t,
+            AlgebraKind::Files,
+            &en,
+            json!({"pattern": "**/*.rs", "root": "d"}),
+            || {
+                std::fs::rename(work.path().join("d"), work.path().join("d.old")).unwrap();
+                std::os::unix::fs::symlink(outside.path(), work.path().join("d")).unwrap();
+            },
+        )
+        .await;
+        assert!(
+            out.is_error && out.text.contains("changed after loom checked it"),
+            "{}",
+            out.text
+        );
+        assert!(!out.text.contains("hidden"));
     }
 }

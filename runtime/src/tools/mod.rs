@@ -4,6 +4,7 @@
 //! [`Prepared::run`] is executed, with the kernel's [`Authorization`].
 
 mod bash;
+pub(crate) mod beneath;
 mod client;
 mod edit_file;
 mod find;
@@ -243,11 +244,24 @@ pub(crate) mod testutil {
         env: &ToolEnv,
         input: serde_json::Value,
     ) -> ToolOutput {
+        call_after(tool, kind, env, input, || {}).await
+    }
+
+    /// [`call`], with `between` run after the decision and before the call runs: what a racing process could do.
+    pub async fn call_after(
+        tool: &dyn Tool,
+        kind: AlgebraKind,
+        env: &ToolEnv,
+        input: serde_json::Value,
+        between: impl FnOnce(),
+    ) -> ToolOutput {
         let p = match tool.prepare(&input) {
             Ok(p) => p,
             Err(e) => return ToolOutput::error(e),
         };
-        match decide(&env.instance, kind, &env.ctx, &env.grant, &p.request) {
+        let decision = decide(&env.instance, kind, &env.ctx, &env.grant, &p.request);
+        between();
+        match decision {
             Decision::Allow(a) => {
                 let ctx = ToolCtx {
                     cancel: CancellationToken::new(),

@@ -3,10 +3,13 @@
 
 use std::collections::VecDeque;
 use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
 
 /// The default in-memory bound (the tail the model sees): 30 000 bytes.
 pub const DEFAULT_TAIL_BYTES: usize = 30_000;
+/// The most bytes one spill file keeps (64 MiB); what comes after is counted, not kept.
+pub const MAX_SPILL_BYTES: u64 = 64 * 1024 * 1024;
 
 /// A view of the buffer.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -19,6 +22,8 @@ pub struct Snapshot {
     pub truncated: bool,
     /// The spill file holding everything, when the output was truncated and spilling was on.
     pub full_output_path: Option<PathBuf>,
+    /// True when the spill file holds only the first [`MAX_SPILL_BYTES`] (the rest was not kept).
+    pub spill_cut: bool,
 }
 
 /// The buffer.
@@ -30,6 +35,8 @@ pub struct OutputBuffer {
     spill_path: Option<PathBuf>,
     spill: Option<std::fs::File>,
     spill_failed: bool,
+    spill_cap: u64,
+    spilled: u64,
 }
 
 impl OutputBuffer {
@@ -42,6 +49,8 @@ impl OutputBuffer {
             spill_path,
             spill: None,
             spill_failed: false,
+            spill_cap: MAX_SPILL_BYTES,
+            spilled: 0,
         }
     }
 
@@ -50,9 +59,12 @@ impl OutputBuffer {
         self.total += bytes.len() as u64;
         if let (Some(path), false) = (&self.spill_path, self.spill_failed) {
             if self.spill.is_none() {
+                // a fresh file only (O_EXCL: never an existing file or a planted symlink), readable by its owner only
                 match std::fs::OpenOptions::new()
                     .create_new(true)
                     .write(true)
+                    .mode(0o600)
+                    .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
                     .open(path)
                 {
                     Ok(f) => self.spill = Some(f),
@@ -60,9 +72,12 @@ impl OutputBuffer {
                 }
             }
             if let Some(f) = self.spill.as_mut() {
-                if f.write_all(bytes).is_err() {
+                let room = self.spill_cap.saturating_sub(self.spilled);
+                let keep = &bytes[..bytes.len().min(usize::try_from(room).unwrap_or(usize::MAX))];
+                if !keep.is_empty() && f.write_all(keep).is_err() {
                     self.spill_failed = true;
                 }
+                self.spilled += keep.len() as u64;
             }
         }
         self.tail.extend(bytes);
@@ -85,6 +100,7 @@ impl OutputBuffer {
             total_bytes: self.total,
             truncated,
             full_output_path: None,
+            spill_cut: false,
         }
     }
 
@@ -97,6 +113,7 @@ impl OutputBuffer {
             if let Some(p) = self.spill_path.take() {
                 if snap.truncated && !self.spill_failed {
                     snap.full_output_path = Some(p);
+                    snap.spill_cut = self.total > self.spilled;
                 } else {
                     let _ = std::fs::remove_file(p);
                 }
@@ -137,5 +154,31 @@ mod tests {
             ("short", false, None)
         );
         assert!(!spill.exists());
+    }
+
+    #[test]
+    fn the_spill_file_is_private_fresh_and_capped() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let spill = dir.path().join("out.log");
+        let mut b = OutputBuffer::new(4, Some(spill.clone()));
+        b.spill_cap = 10;
+        b.append(b"0123456");
+        b.append(b"789abcdef");
+        let s = b.finalize();
+        assert_eq!((s.total_bytes, s.spill_cut), (16, true));
+        assert_eq!(std::fs::read_to_string(&spill).unwrap(), "0123456789");
+        let mode = std::fs::metadata(&spill).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        // a planted symlink (or any existing file) at the spill path is never written through
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, "keep").unwrap();
+        let planted = dir.path().join("planted.log");
+        std::os::unix::fs::symlink(&victim, &planted).unwrap();
+        let mut b = OutputBuffer::new(2, Some(planted));
+        b.append(b"overwrite");
+        let s = b.finalize();
+        assert_eq!(s.full_output_path, None);
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep");
     }
 }

@@ -1,11 +1,9 @@
 //! `read_file`: read a UTF-8 file.
 
-use std::io::Read;
-use std::os::unix::fs::OpenOptionsExt;
-
 use loom_kernel::{Access, CallFacts, Request};
 use serde_json::{json, Value};
 
+use super::beneath::{open_read, read_capped, size_of, Target};
 use super::client::read_text;
 use super::{check_fields, resolve_path, str_field, PathMode, Prepared, Tool, ToolEnv, ToolOutput};
 use crate::model::ToolSpec;
@@ -58,6 +56,7 @@ impl Tool for ReadFileTool {
         let path = resolve_path(&self.env.cwd, raw, PathMode::Existing)
             .map_err(|e| format!("{name}: {e}"))?;
         let shown = path.display().to_string();
+        let ctx_paths = self.env.ctx.clone();
         Ok(Prepared {
             request: Request::File {
                 path: shown.clone(),
@@ -71,9 +70,13 @@ impl Tool for ReadFileTool {
             locations: vec![Location {
                 path: shown.clone(),
             }],
-            run: Box::new(move |_auth, ctx| {
+            run: Box::new(move |auth, ctx| {
                 Box::pin(async move {
-                    match read_text(&ctx, &path, read).await {
+                    let target = match Target::of(&auth, &ctx_paths, &path, Access::Read) {
+                        Ok(t) => t,
+                        Err(e) => return ToolOutput::error(e),
+                    };
+                    match read_text(&ctx, &path, move || read(&target)).await {
                         Ok(text) if text.len() as u64 > MAX_READ_BYTES => ToolOutput::error(format!(
                             "{shown}: the text is {} bytes; read_file returns at most {MAX_READ_BYTES} — use bash \
                              (head, sed -n) for a part",
@@ -88,34 +91,23 @@ impl Tool for ReadFileTool {
     }
 }
 
-fn read(path: &std::path::Path) -> Result<String, String> {
-    let mut f = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(path)
-        .map_err(|e| e.to_string())?;
-    let meta = f.metadata().map_err(|e| e.to_string())?;
-    if meta.is_dir() {
-        return Err("is a directory; use find to list it".into());
-    }
-    if meta.len() > MAX_READ_BYTES {
+/// Reads the regular file `target` beneath its grant root (see [`super::beneath`]).
+fn read(target: &Target) -> Result<String, String> {
+    let (mut f, st) = open_read(target, "use find to list it")?;
+    if size_of(&st) > MAX_READ_BYTES {
         return Err(format!(
             "the file is {} bytes; read_file returns at most {MAX_READ_BYTES} — use bash (head, sed -n) for a part",
-            meta.len()
+            size_of(&st)
         ));
     }
-    let mut bytes = Vec::new();
-    f.by_ref()
-        .take(MAX_READ_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| e.to_string())?;
+    let bytes = read_capped(&mut f, MAX_READ_BYTES)?;
     String::from_utf8(bytes).map_err(|_| "not UTF-8 text".to_string())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tools::testutil::{call, env};
+    use crate::tools::testutil::{call, call_after, env};
     use loom_kernel::AlgebraKind;
 
     #[tokio::test]
@@ -142,5 +134,56 @@ mod tests {
         }
         let bad = call(&t, AlgebraKind::Files, &e, json!({"path": 3})).await;
         assert!(bad.is_error && bad.text.contains("path must be a string"));
+    }
+
+    /// A directory swapped for a symlink to outside the root after the decision: the old code followed it and read
+    /// the outside file; now the open refuses. The same call without the swap is the control.
+    #[tokio::test]
+    async fn a_directory_swapped_for_a_symlink_after_the_decision_is_not_followed() {
+        let work = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::create_dir(work.path().join("d")).unwrap();
+        std::fs::write(work.path().join("d/f"), "inside").unwrap();
+        std::fs::write(outside.path().join("f"), "s3cret").unwrap();
+        let e = env("read_file", work.path(), r#"{ paths = ["./"] }"#);
+        let t = ReadFileTool { env: e.clone() };
+        let ok = call(&t, AlgebraKind::Files, &e, json!({"path": "d/f"})).await;
+        assert_eq!((ok.text.as_str(), ok.is_error), ("inside", false));
+        let swap = || {
+            std::fs::rename(work.path().join("d"), work.path().join("d.old")).unwrap();
+            std::os::unix::fs::symlink(outside.path(), work.path().join("d")).unwrap();
+        };
+        let raced = call_after(&t, AlgebraKind::Files, &e, json!({"path": "d/f"}), swap).await;
+        assert!(raced.is_error, "{}", raced.text);
+        assert!(
+            raced.text.contains("changed after loom checked it"),
+            "{}",
+            raced.text
+        );
+        assert!(!raced.text.contains("s3cret"));
+    }
+
+    #[tokio::test]
+    async fn fifos_and_devices_are_refused_without_blocking() {
+        let work = tempfile::tempdir().unwrap();
+        let fifo = work.path().join("pipe");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: a valid NUL-terminated path
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let e = env("read_file", work.path(), r#""*""#);
+        let t = ReadFileTool { env: e.clone() };
+        // no writer on the FIFO: the old blocking open never returned
+        let out = call(&t, AlgebraKind::Files, &e, json!({"path": "pipe"})).await;
+        assert!(
+            out.is_error && out.text.contains("is a FIFO"),
+            "{}",
+            out.text
+        );
+        let out = call(&t, AlgebraKind::Files, &e, json!({"path": "/dev/zero"})).await;
+        assert!(
+            out.is_error && out.text.contains("character device"),
+            "{}",
+            out.text
+        );
     }
 }

@@ -25,6 +25,33 @@ pub const MAX_QUERY_CHARS: usize = 400;
 const TIMEOUT: Duration = Duration::from_secs(30);
 /// The most result text handed to the model.
 const MAX_OUTPUT: usize = 64 * 1024;
+/// The largest search response read (8 MiB); a longer one fails the call before more of it is held.
+pub const MAX_RESPONSE_BYTES: usize = 8 * 1024 * 1024;
+
+/// The response body as (lossy) text, read chunk by chunk up to [`MAX_RESPONSE_BYTES`].
+async fn read_capped(response: reqwest::Response) -> Result<String, String> {
+    use futures::StreamExt;
+    if response
+        .content_length()
+        .is_some_and(|n| n > MAX_RESPONSE_BYTES as u64)
+    {
+        return Err(format!(
+            "the search response is larger than {MAX_RESPONSE_BYTES} bytes; not read"
+        ));
+    }
+    let mut out = Vec::new();
+    let mut body = response.bytes_stream();
+    while let Some(chunk) = body.next().await {
+        let chunk = chunk.map_err(|e| format!("the search response was cut off: {e}"))?;
+        if out.len() + chunk.len() > MAX_RESPONSE_BYTES {
+            return Err(format!(
+                "the search response is larger than {MAX_RESPONSE_BYTES} bytes; not read"
+            ));
+        }
+        out.extend_from_slice(&chunk);
+    }
+    Ok(String::from_utf8_lossy(&out).into_owned())
+}
 
 /// The `web_search` tool.
 pub struct WebSearchTool {
@@ -172,11 +199,9 @@ async fn search(tool: &str, request: reqwest::RequestBuilder) -> ToolOutput {
         }
     };
     let status = response.status();
-    let body = match response.text().await {
+    let body = match read_capped(response).await {
         Ok(b) => b,
-        Err(e) => {
-            return ToolOutput::error(format!("{tool}: the search response was cut off: {e}"))
-        }
+        Err(e) => return ToolOutput::error(format!("{tool}: {e}")),
     };
     if !status.is_success() {
         let detail: String = body.chars().take(300).collect();
@@ -359,6 +384,29 @@ mod tests {
         .await;
         assert!(
             out.is_error && out.text.contains("no grounding section"),
+            "{}",
+            out.text
+        );
+    }
+
+    #[tokio::test]
+    async fn an_oversized_response_fails_the_call() {
+        let dir = tempfile::tempdir().unwrap();
+        let huge = format!("{{\"pad\": \"{}\"}}", "x".repeat(MAX_RESPONSE_BYTES));
+        let server = FakeServer::start(vec![Reply::json(200, &[], &huge)]).await;
+        let t = tool(dir.path(), &server.base);
+        let out = call(
+            &t,
+            AlgebraKind::Default,
+            &t.env,
+            serde_json::json!({"query": "x"}),
+        )
+        .await;
+        assert!(
+            out.is_error
+                && out
+                    .text
+                    .contains(&format!("larger than {MAX_RESPONSE_BYTES} bytes")),
             "{}",
             out.text
         );

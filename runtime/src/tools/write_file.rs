@@ -1,11 +1,12 @@
 //! `write_file`: write (or append to) a UTF-8 file.
 
 use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
 
 use loom_kernel::{Access, CallFacts, Request};
+use rustix::fs::OFlags;
 use serde_json::{json, Value};
 
+use super::beneath::{explain, read_capped, run_blocking, size_of, Gate, Place, Target};
 use super::client::{read_text, writer};
 use super::{
     bool_field, check_fields, resolve_path, str_field, PathMode, Prepared, Tool, ToolEnv,
@@ -66,6 +67,7 @@ impl Tool for WriteFileTool {
         let path = resolve_path(&self.env.cwd, raw, PathMode::MayCreate)
             .map_err(|e| format!("{name}: {e}"))?;
         let shown = path.display().to_string();
+        let ctx_paths = self.env.ctx.clone();
         Ok(Prepared {
             request: Request::File {
                 path: shown.clone(),
@@ -79,41 +81,54 @@ impl Tool for WriteFileTool {
             locations: vec![Location {
                 path: shown.clone(),
             }],
-            run: Box::new(move |_auth, ctx| {
+            run: Box::new(move |auth, ctx| {
                 Box::pin(async move {
-                    let p = path.clone();
-                    let c = content.clone();
+                    let target = match Target::of(&auth, &ctx_paths, &path, Access::Write) {
+                        Ok(t) => t,
+                        Err(e) => return ToolOutput::error(format!("{shown}: {e}")),
+                    };
                     let done = match writer(&ctx) {
-                        // the client writes (its buffer, then its disk); an append is read, extended, written whole
+                        // the client writes (its buffer, then its disk); an append is read, extended, written whole.
+                        // Missing directories are made here, beneath the root.
                         Some(client) => {
-                            let p2 = p.clone();
-                            match tokio::task::spawn_blocking(move || {
-                                parent_ready(&p2, create_dirs)
+                            let t = target.clone();
+                            let ready = run_blocking(&ctx.cancel, None, move || {
+                                Place::open(&t, create_dirs).map(|_| ())
                             })
-                            .await
-                            {
-                                Ok(Ok(())) => Ok(async {
+                            .await;
+                            match ready {
+                                Ok(()) => {
                                     let full = if append {
-                                        read_text(&ctx, &p, read_or_empty).await? + &c
+                                        let t = target.clone();
+                                        read_text(&ctx, &path, move || read_or_empty(&t))
+                                            .await
+                                            .map(|old| old + &content)
                                     } else {
-                                        c
+                                        Ok(content.clone())
                                     };
-                                    client
-                                        .write_text_file(&p, full)
-                                        .await
-                                        .map_err(|e| format!("the client could not write it: {e}"))
+                                    match full {
+                                        Ok(full) => {
+                                            client.write_text_file(&path, full).await.map_err(|e| {
+                                                format!("the client could not write it: {e}")
+                                            })
+                                        }
+                                        Err(e) => Err(e),
+                                    }
                                 }
-                                .await),
-                                other => other,
+                                Err(e) => Err(e),
                             }
                         }
                         None => {
-                            tokio::task::spawn_blocking(move || write(&p, &c, append, create_dirs))
-                                .await
+                            let gate = Gate::default();
+                            let (g, c) = (gate.clone(), content.clone());
+                            run_blocking(&ctx.cancel, Some(&gate), move || {
+                                write(&target, &c, append, create_dirs, &g)
+                            })
+                            .await
                         }
                     };
                     match done {
-                        Ok(Ok(())) => ToolOutput {
+                        Ok(()) => ToolOutput {
                             text: format!(
                                 "{} {} bytes to {shown}",
                                 if append { "appended" } else { "wrote" },
@@ -130,7 +145,6 @@ impl Tool for WriteFileTool {
                             },
                             ..ToolOutput::default()
                         },
-                        Ok(Err(e)) => ToolOutput::error(format!("{shown}: {e}")),
                         Err(e) => ToolOutput::error(format!("{shown}: {e}")),
                     }
                 })
@@ -140,51 +154,49 @@ impl Tool for WriteFileTool {
 }
 
 /// The file's text, or nothing when it does not exist yet (what an append extends).
-fn read_or_empty(path: &std::path::Path) -> Result<String, String> {
-    match std::fs::read(path) {
-        Ok(bytes) => String::from_utf8(bytes).map_err(|_| "not UTF-8 text".to_string()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(String::new()),
-        Err(e) => Err(e.to_string()),
+fn read_or_empty(target: &Target) -> Result<String, String> {
+    let place = Place::open(target, false)?;
+    match place.existing(OFlags::RDONLY)? {
+        Some((mut f, _)) => {
+            let bytes = read_capped(&mut f, u64::MAX - 1)?;
+            String::from_utf8(bytes).map_err(|_| "not UTF-8 text".to_string())
+        }
+        None => Ok(String::new()),
     }
 }
 
+/// Writes `content` to `target` beneath its root: a new or overwritten file is replaced whole (the old text stays
+/// when anything fails); an append extends the existing file and cuts it back to its old length on failure.
 fn write(
-    path: &std::path::Path,
+    target: &Target,
     content: &str,
     append: bool,
     create_dirs: bool,
+    gate: &Gate,
 ) -> Result<(), String> {
-    parent_ready(path, create_dirs)?;
-    let mut opts = std::fs::OpenOptions::new();
-    opts.write(true).create(true).custom_flags(libc::O_NOFOLLOW);
+    let place = Place::open(target, create_dirs)?;
     if append {
-        opts.append(true);
-    } else {
-        opts.truncate(true);
-    }
-    let mut f = opts.open(path).map_err(|e| e.to_string())?;
-    f.write_all(content.as_bytes()).map_err(|e| e.to_string())?;
-    f.flush().map_err(|e| e.to_string())
-}
-
-/// Creates the parent directory (`create_dirs`) or checks that it exists.
-fn parent_ready(path: &std::path::Path, create_dirs: bool) -> Result<(), String> {
-    if create_dirs {
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent).map_err(|e| e.to_string())?;
+        if let Some((mut f, st)) = place.existing(OFlags::WRONLY | OFlags::APPEND)? {
+            if !gate.commit() {
+                return Err("cancelled before the file was written; nothing was changed".into());
+            }
+            if let Err(e) = f.write_all(content.as_bytes()).and_then(|()| f.sync_all()) {
+                let _ = rustix::fs::ftruncate(&f, size_of(&st));
+                return Err(explain(e));
+            }
+            return Ok(());
         }
-    } else if path.parent().is_some_and(|p| !p.is_dir()) {
-        return Err(
-            "the parent directory does not exist; pass create_dirs = true to create it".into(),
-        );
+        return place.replace(content.as_bytes(), None, gate);
     }
-    Ok(())
+    // the file being replaced must be a regular file loom may write (opened for writing, never truncated here)
+    let old = place.existing(OFlags::WRONLY)?.map(|(_, st)| st);
+    place.replace(content.as_bytes(), old.as_ref(), gate)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tools::testutil::{call, env};
+    use crate::tools::testutil::{call, call_after, env};
     use loom_kernel::AlgebraKind;
 
     #[tokio::test]
@@ -228,5 +240,156 @@ mod tests {
             );
         }
         assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0);
+    }
+
+    /// `write_file d/authorized_keys` decided inside the root, then `d` swapped for a symlink to outside: the old
+    /// code wrote through the link; now nothing is written anywhere. A pre-placed link in the middle of a path is
+    /// refused for `create_dirs` too.
+    #[tokio::test]
+    async fn a_directory_swapped_for_a_symlink_after_the_decision_is_not_written_through() {
+        let work = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::create_dir(work.path().join("d")).unwrap();
+        let e = env("write_file", work.path(), r#"{ paths = ["./"] }"#);
+        let t = WriteFileTool { env: e.clone() };
+        let input = json!({"path": "d/authorized_keys", "content": "ssh-ed25519 AAAA attacker"});
+        let swap = || {
+            std::fs::rename(work.path().join("d"), work.path().join("d.old")).unwrap();
+            std::os::unix::fs::symlink(outside.path(), work.path().join("d")).unwrap();
+        };
+        let raced = call_after(&t, AlgebraKind::Files, &e, input.clone(), swap).await;
+        assert!(
+            raced.is_error && raced.text.contains("changed after loom checked it"),
+            "{}",
+            raced.text
+        );
+        assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0);
+        assert_eq!(
+            std::fs::read_dir(work.path().join("d.old"))
+                .unwrap()
+                .count(),
+            0
+        );
+        // create_dirs below a component swapped for a link
+        let raced = call_after(
+            &t,
+            AlgebraKind::Files,
+            &e,
+            json!({"path": "n/m/x", "content": "x", "create_dirs": true}),
+            || std::os::unix::fs::symlink(outside.path(), work.path().join("n")).unwrap(),
+        )
+        .await;
+        assert!(raced.is_error, "{}", raced.text);
+        assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0);
+        // control: the real directory is written
+        std::fs::remove_file(work.path().join("d")).unwrap();
+        std::fs::rename(work.path().join("d.old"), work.path().join("d")).unwrap();
+        let ok = call(&t, AlgebraKind::Files, &e, input).await;
+        assert!(!ok.is_error, "{}", ok.text);
+        assert!(work.path().join("d/authorized_keys").is_file());
+    }
+
+    /// A grant of one file: the file is its own grant root, opened as a name beneath its parent.
+    #[tokio::test]
+    async fn a_grant_of_one_file_writes_and_reads_it() {
+        let work = tempfile::tempdir().unwrap();
+        std::fs::write(work.path().join("a.txt"), "old").unwrap();
+        let e = env("write_file", work.path(), r#"{ paths = ["./a.txt"] }"#);
+        let t = WriteFileTool { env: e.clone() };
+        let ok = call(
+            &t,
+            AlgebraKind::Files,
+            &e,
+            json!({"path": "a.txt", "content": "new"}),
+        )
+        .await;
+        assert!(!ok.is_error, "{}", ok.text);
+        let r = crate::tools::ReadFileTool { env: e.clone() };
+        let read = call(&r, AlgebraKind::Files, &e, json!({"path": "a.txt"})).await;
+        assert_eq!((read.text.as_str(), read.is_error), ("new", false));
+        // a granted directory that does not exist yet is created with create_dirs
+        let e2 = env("write_file", work.path(), r#"{ paths = ["./out/sub"] }"#);
+        let t2 = WriteFileTool { env: e2.clone() };
+        let no = call(
+            &t2,
+            AlgebraKind::Files,
+            &e2,
+            json!({"path": "out/sub/x", "content": "x"}),
+        )
+        .await;
+        assert!(
+            no.is_error && no.text.contains("create_dirs"),
+            "{}",
+            no.text
+        );
+        let yes = call(
+            &t2,
+            AlgebraKind::Files,
+            &e2,
+            json!({"path": "out/sub/d/x", "content": "x", "create_dirs": true}),
+        )
+        .await;
+        assert!(!yes.is_error, "{}", yes.text);
+        assert!(work.path().join("out/sub/d/x").is_file());
+        let other = call(
+            &t,
+            AlgebraKind::Files,
+            &e,
+            json!({"path": "b.txt", "content": "x"}),
+        )
+        .await;
+        assert!(
+            other.is_error && other.text.contains("outside this tool's grant"),
+            "{}",
+            other.text
+        );
+    }
+
+    #[tokio::test]
+    async fn overwrites_whole_files_keeps_modes_and_refuses_fifos() {
+        use std::os::unix::fs::PermissionsExt;
+        let work = tempfile::tempdir().unwrap();
+        let e = env("write_file", work.path(), r#"{ paths = ["./"] }"#);
+        let t = WriteFileTool { env: e.clone() };
+        std::fs::write(work.path().join("run.sh"), "old").unwrap();
+        std::fs::set_permissions(
+            work.path().join("run.sh"),
+            std::fs::Permissions::from_mode(0o750),
+        )
+        .unwrap();
+        let ok = call(
+            &t,
+            AlgebraKind::Files,
+            &e,
+            json!({"path": "run.sh", "content": "new"}),
+        )
+        .await;
+        assert!(!ok.is_error, "{}", ok.text);
+        let meta = std::fs::metadata(work.path().join("run.sh")).unwrap();
+        assert_eq!(meta.permissions().mode() & 0o777, 0o750);
+        assert_eq!(
+            std::fs::read_to_string(work.path().join("run.sh")).unwrap(),
+            "new"
+        );
+        // no temporary file left behind
+        assert_eq!(std::fs::read_dir(work.path()).unwrap().count(), 1);
+        let fifo = work.path().join("pipe");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: a valid NUL-terminated path
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        for append in [false, true] {
+            let out = call(
+                &t,
+                AlgebraKind::Files,
+                &e,
+                json!({"path": "pipe", "content": "x", "append": append}),
+            )
+            .await;
+            assert!(
+                out.is_error && out.text.contains("is a FIFO"),
+                "{}",
+                out.text
+            );
+        }
     }
 }
