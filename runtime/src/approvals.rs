@@ -15,6 +15,11 @@ use serde::{Deserialize, Serialize};
 /// The file, in the agent's storage directory.
 pub const APPROVALS_FILE: &str = "approvals.json";
 
+/// The version this loom writes. Version 1 (before argv calls had a subject of their own) kept an argv call's
+/// "always" as its words joined into a command line, which would also answer the shell line with that text; its
+/// command entries are therefore not carried over (those calls are asked again), its path and host entries are.
+const FILE_VERSION: u32 = 2;
+
 /// One remembered answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Remembered {
@@ -37,6 +42,9 @@ struct FileEntry {
     tool: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     command: Option<String>,
+    /// An argv-form call's words (version 2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    argv: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     path: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -130,7 +138,7 @@ impl ApprovalStore {
 
     fn write(&self, entries: &[Remembered]) -> Result<(), String> {
         let file = File {
-            version: 1,
+            version: FILE_VERSION,
             approvals: entries.iter().map(to_file).collect(),
         };
         let text = serde_json::to_string_pretty(&file)
@@ -158,42 +166,52 @@ impl ApprovalStore {
 fn parse(text: &str) -> Result<Vec<Remembered>, String> {
     let file: File =
         serde_json::from_str(text).map_err(|e| format!("not a remembered-answers file: {e}"))?;
-    if file.version != 1 {
+    if file.version != 1 && file.version != FILE_VERSION {
         return Err(format!(
-            "version {} is not one this loom reads (it reads version 1)",
+            "version {} is not one this loom reads (it reads versions 1 and {FILE_VERSION})",
             file.version
         ));
     }
+    let legacy = file.version == 1;
     file.approvals
         .into_iter()
         .enumerate()
         .map(|(i, e)| {
-            let subject = match (e.command, e.path, e.host) {
-                (None, None, None) => None,
-                (Some(c), None, None) => Some(Subject::Command(c)),
-                (None, Some(p), None) => Some(Subject::Path(p)),
-                (None, None, Some(h)) => Some(Subject::Host(h)),
+            if legacy && e.argv.is_some() {
+                return Err(format!("approvals[{i}]: argv needs version {FILE_VERSION}"));
+            }
+            let subject = match (e.command, e.argv, e.path, e.host) {
+                (None, None, None, None) => None,
+                (Some(c), None, None, None) => Some(Subject::Command(c)),
+                (None, Some(a), None, None) => Some(Subject::Argv(a)),
+                (None, None, Some(p), None) => Some(Subject::Path(p)),
+                (None, None, None, Some(h)) => Some(Subject::Host(h)),
                 _ => {
                     return Err(format!(
-                        "approvals[{i}]: at most one of command, path and host"
+                        "approvals[{i}]: at most one of command, argv, path and host"
                     ))
                 }
             };
-            Ok(Remembered {
+            if legacy && matches!(subject, Some(Subject::Command(_))) {
+                return Ok(None);
+            }
+            Ok(Some(Remembered {
                 approval: Approval {
                     tool: e.tool,
                     subject,
                 },
                 at: e.at,
-            })
+            }))
         })
+        .filter_map(Result::transpose)
         .collect()
 }
 
 fn to_file(r: &Remembered) -> FileEntry {
-    let (mut command, mut path, mut host) = (None, None, None);
+    let (mut command, mut argv, mut path, mut host) = (None, None, None, None);
     match &r.approval.subject {
         Some(Subject::Command(c)) => command = Some(c.clone()),
+        Some(Subject::Argv(a)) => argv = Some(a.clone()),
         Some(Subject::Path(p)) => path = Some(p.clone()),
         Some(Subject::Host(h)) => host = Some(h.clone()),
         None => {}
@@ -201,6 +219,7 @@ fn to_file(r: &Remembered) -> FileEntry {
     FileEntry {
         tool: r.approval.tool.clone(),
         command,
+        argv,
         path,
         host,
         at: r.at,
@@ -278,12 +297,41 @@ mod tests {
     }
 
     #[test]
+    fn argv_answers_round_trip_and_version_1_command_answers_are_asked_again() {
+        let d = tempfile::tempdir().unwrap();
+        let store = ApprovalStore::open(d.path()).unwrap();
+        let argv = Approval {
+            tool: "bash".into(),
+            subject: Some(Subject::Argv(vec!["git".into(), "push".into()])),
+        };
+        store.remember(argv.clone(), 1).unwrap();
+        store.remember(cmd("bash", "git push"), 2).unwrap();
+        let again = ApprovalStore::open(d.path()).unwrap();
+        assert_eq!(again.approvals(), vec![argv, cmd("bash", "git push")]);
+        // a version-1 file could hold an argv call's words as a command line: not carried over
+        std::fs::write(
+            d.path().join(APPROVALS_FILE),
+            r#"{"version": 1, "approvals": [{"tool": "bash", "command": "git push", "at": 1}, {"tool": "fetch", "host": "example.com", "at": 2}]}"#,
+        )
+        .unwrap();
+        let old = ApprovalStore::open(d.path()).unwrap();
+        assert_eq!(
+            old.approvals(),
+            vec![Approval {
+                tool: "fetch".into(),
+                subject: Some(Subject::Host("example.com".into())),
+            }]
+        );
+    }
+
+    #[test]
     fn a_damaged_file_is_an_error_and_is_left_alone() {
         let d = tempfile::tempdir().unwrap();
         let path = d.path().join(APPROVALS_FILE);
         for bad in [
             "{not json",
-            r#"{"version": 2, "approvals": []}"#,
+            r#"{"version": 3, "approvals": []}"#,
+            r#"{"version": 2, "approvals": [{"tool": "bash", "command": "ls", "argv": ["ls"], "at": 1}]}"#,
             r#"{"version": 1, "approvals": [{"tool": "bash", "command": "ls", "path": "/x", "at": 1}]}"#,
             r#"{"version": 1, "approvals": [{"tool": "bash", "commmand": "ls", "at": 1}]}"#,
         ] {

@@ -4,7 +4,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::agent::{parse_agent, Agent, AGENT_KEYS};
 use super::consent::parse_consent;
-use super::error::{join, Ctx, ManifestError};
+use super::error::{index, join, Ctx, ManifestError};
 use super::harness::{parse_harness, Harness};
 use super::hooks::parse_hooks;
 use super::permissions::parse_permissions;
@@ -15,7 +15,7 @@ use super::subagents::{collect, SubagentRef};
 use super::subst::substitute_table;
 use super::suggest::unknown_key_message;
 use super::text::parse_toml;
-use super::tools::{default_tools, parse_grant, parse_tools, Resolver, ToolEntry};
+use super::tools::{default_tools, parse_grant, parse_tools, ProviderRef, Resolver, ToolEntry};
 use super::typed::want_table;
 use crate::hooks::Hooks;
 use crate::keys::Consent;
@@ -190,6 +190,7 @@ pub(crate) fn build_manifest(
         Some(v) => parse_permissions(ctx, &join(prefix, "permissions"), v)?,
         None => Permissions::default(),
     };
+    check_host_rules(ctx, &join(prefix, "permissions"), &permissions, &tools)?;
     let hooks = match table.get("hooks") {
         Some(v) => parse_hooks(ctx, &join(prefix, "hooks"), v)?,
         None => Hooks::default(),
@@ -284,4 +285,46 @@ fn agent_section(
             )
             .with_hint("add an [agent] table with name = \"my-agent\"")),
     }
+}
+
+/// A `host` rule matches only calls that report the host they reach, and only the built-in `web_search` does (bash,
+/// MCP and `web_fetch` calls carry no host), so a host rule on any other tool, or on every tool, would never match:
+/// refused, naming the rule, rather than parsed and silently inert.
+fn check_host_rules(
+    ctx: Ctx<'_>,
+    path: &str,
+    perms: &Permissions,
+    tools: &BTreeMap<String, ToolEntry>,
+) -> Result<(), ManifestError> {
+    for (kind, list) in [
+        ("allow_rules", &perms.allow),
+        ("ask_rules", &perms.ask),
+        ("deny_rules", &perms.deny),
+    ] {
+        for (i, rule) in list.iter().enumerate() {
+            if rule.host.is_none() {
+                continue;
+            }
+            let reports_host = rule.tool.as_deref().is_some_and(|t| {
+                let underlying = tools
+                    .get(t)
+                    .filter(|e| e.provider == ProviderRef::Builtin)
+                    .map(|e| e.tool.as_deref().unwrap_or(t));
+                underlying == Some("web_search") || (t == "web_search" && !tools.contains_key(t))
+            });
+            if !reports_host {
+                return Err(ctx
+                    .err(
+                        &join(&index(&join(path, kind), i), "host"),
+                        "only the built-in web_search reports the host a call reaches, so this host rule would \
+                         never match",
+                    )
+                    .with_hint(
+                        "set tool = \"web_search\" (or its renamed instance); bash, MCP and web_fetch calls are \
+                         limited by their grants' network rows, not by host rules",
+                    ));
+            }
+        }
+    }
+    Ok(())
 }

@@ -1207,7 +1207,7 @@ tool = "bash"
 command_prefix = "git push"
 
 [[permissions.deny_rules]]
-tool = "fetch"
+tool = "web_search"
 host = "private.example"
 
 [[permissions.deny_rules]]
@@ -1232,6 +1232,20 @@ path_prefix = "/etc"
         Some("private.example")
     );
     assert_eq!(m.permissions.deny[1].path_prefix.as_deref(), Some("/etc"));
+}
+
+#[test]
+fn a_host_rule_on_a_tool_that_reports_no_host_is_refused() {
+    // K14: only web_search reports a host; elsewhere the rule would parse and never match
+    for tool in ["", "tool = \"bash\"\n", "tool = \"fetch\"\n"] {
+        let e = fails(
+            &format!("[agent]\nname = \"a\"\n[[permissions.deny_rules]]\n{tool}host = \"pastebin.com\"\n"),
+            "permissions.deny_rules[0].host: only the built-in web_search reports the host a call reaches",
+        );
+        assert!(e.to_string().contains("set tool = \"web_search\""), "{e}");
+    }
+    // a renamed web_search reports it too
+    parses("[agent]\nname = \"a\"\n[tools]\nsearch = { provider = \"builtin\", tool = \"web_search\" }\n[[permissions.ask_rules]]\ntool = \"search\"\nhost = \"api.search.brave.com\"\n");
 }
 
 #[test]
