@@ -228,6 +228,30 @@ pub fn build_report(manifest: Manifest, facts: Facts<'_>) -> Report {
             });
         }
     }
+    // K11: a per-command row naming a program that runs what its arguments say is a shell under that row
+    for t in &tools {
+        if t.algebra != AlgebraKind::Bash {
+            continue;
+        }
+        for (i, row) in t.grant.rows().unwrap_or_default().iter().enumerate() {
+            let runners = loom_kernel::code_runners(row);
+            if runners.is_empty() {
+                continue;
+            }
+            findings.push(Finding {
+                level: Level::Warning,
+                subject: format!("tools.{} row {}", t.instance, i + 1),
+                message: format!(
+                    "{} run{} code {} arguments choose (git -c alias.x='!…', core.sshCommand; an interpreter's -c; \
+                     env, xargs, find -exec), so this row is in effect any command with the row's own paths, network \
+                     and secrets; grant only what you would grant a shell here",
+                    runners.join(", "),
+                    if runners.len() == 1 { "s" } else { "" },
+                    if runners.len() == 1 { "its" } else { "their" },
+                ),
+            });
+        }
+    }
     // a built-in entry nothing grants: every call would be refused
     let ungranted: Vec<&str> = tools
         .iter()

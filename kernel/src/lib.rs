@@ -78,9 +78,9 @@ pub use ceiling::{
 };
 pub use contracts::{builtin_contract, check_contract, Contract, BUILTIN_TOOLS};
 pub use decide::{
-    brokered_commands, caller_var_crosses, decide, decide_brokered, is_general_row, plain_argv,
-    rowed_commands, terminal_plan, Access, Authorization, BrokerDenial, Brokered, Decision, Denial,
-    Exec, Request, TerminalFacts, TerminalPlan, BROKER_BASE_ENV,
+    brokered_commands, caller_var_crosses, code_runners, decide, decide_brokered, is_general_row,
+    plain_argv, rowed_commands, terminal_plan, Access, Authorization, BrokerDenial, Brokered,
+    Decision, Denial, Exec, Request, TerminalFacts, TerminalPlan, BROKER_BASE_ENV, CODE_RUNNERS,
 };
 pub use doom::{DoomGuard, DOOM_LOOP_THRESHOLD};
 pub use gate::{

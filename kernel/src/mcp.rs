@@ -59,12 +59,38 @@ pub enum BindError {
         /// The argument.
         arg: String,
     },
+    /// A `"*"` below the top level of an argument (inside an object or a list) would be sent as the literal string
+    /// `"*"`, which a server may read as "all"; only a whole argument can be open.
+    #[error("{tool}: the grant's `{at}` is \"*\" inside argument `{arg}`; a nested \"*\" would be sent as the literal string \"*\" (which a server may read as \"all\"), so it is refused — open the whole argument (`{arg} = \"*\"`) or write the literal values you mean")]
+    NestedStar {
+        /// Tool instance.
+        tool: String,
+        /// The argument.
+        arg: String,
+        /// Where the star is, as a dotted path (`filter.owner`).
+        at: String,
+    },
     /// The upstream schema is not an object schema.
     #[error("{tool}: the server's input schema is not a JSON object schema")]
     MalformedSchema {
         /// Tool instance.
         tool: String,
     },
+}
+
+/// Where a `"*"` sits inside `value` (written at `at`), if anywhere: `filter.owner`, `tags[1]`.
+fn nested_star(value: &Value, at: &str) -> Option<String> {
+    match value {
+        Value::Star => Some(at.to_string()),
+        Value::List(items) => items
+            .iter()
+            .enumerate()
+            .find_map(|(i, v)| nested_star(v, &format!("{at}[{i}]"))),
+        Value::Object(map) => map
+            .iter()
+            .find_map(|(k, v)| nested_star(v, &format!("{at}.{k}"))),
+        _ => None,
+    }
 }
 
 /// Applies `grant` to the upstream `schema` of tool instance `tool`.
@@ -117,6 +143,18 @@ pub fn bind_schema(tool: &str, schema: &Json, grant: &Grant) -> Result<BoundTool
             return Err(BindError::RequiredArgumentMissing {
                 tool: tool.into(),
                 arg: arg.clone(),
+            });
+        }
+    }
+    for (arg, value) in row.0.iter() {
+        if matches!(value, Value::Star) {
+            continue;
+        }
+        if let Some(at) = nested_star(value, arg) {
+            return Err(BindError::NestedStar {
+                tool: tool.into(),
+                arg: arg.clone(),
+                at,
             });
         }
     }
@@ -277,6 +315,37 @@ mod tests {
         );
         let err = bind_schema("s", &schema(), &g("{ path = \"*\", pth = \"x\" }")).unwrap_err();
         assert!(err.to_string().contains("`pth`"), "{err}");
+    }
+
+    #[test]
+    fn a_nested_star_is_refused_not_sent_as_a_literal() {
+        let schema = json!({"type": "object", "properties": {
+            "filter": {"type": "object"}, "tags": {"type": "array"}}});
+        let obj = g("{ filter = { owner = \"*\" } }");
+        let e = bind_schema("search", &schema, &obj).unwrap_err();
+        assert!(
+            matches!(&e, BindError::NestedStar { at, .. } if at == "filter.owner"),
+            "{e}"
+        );
+        assert!(
+            e.to_string()
+                .contains("open the whole argument (`filter = \"*\"`)"),
+            "{e}"
+        );
+        // the whole argument open, and a literal object, bind (the controls)
+        for ok in [
+            "{ filter = \"*\" }",
+            "{ filter = { owner = \"me\" } }",
+            "{ tags = [\"a\", \"b\"] }",
+        ] {
+            assert!(bind_schema("search", &schema, &g(ok)).is_ok(), "{ok}");
+        }
+        let e =
+            bind_schema("search", &schema, &g("{ tags = [\"a\", { any = \"*\" }] }")).unwrap_err();
+        assert!(
+            matches!(&e, BindError::NestedStar { at, .. } if at.starts_with("tags[")),
+            "{e}"
+        );
     }
 
     #[test]

@@ -191,6 +191,26 @@ pub fn rowed_commands(row: &Row) -> Option<Vec<&str>> {
     }
 }
 
+/// Programs that run code their arguments choose: `git -c alias.x='!sh -c …'`, `core.sshCommand`, `--upload-pack`;
+/// interpreters' `-c`/`-e`; `env`, `xargs`, `find -exec`, `make`, package managers' scripts; `ssh`'s remote command.
+/// A per-command row naming one is in effect a general shell with that row's authority (its paths, network and
+/// secrets): loom runs the argv the model writes, and cannot tell data from code in it.
+pub const CODE_RUNNERS: &[&str] = &[
+    "awk", "bash", "busybox", "cargo", "deno", "docker", "env", "find", "gawk", "git", "go",
+    "java", "make", "node", "npm", "npx", "nice", "nohup", "perl", "php", "pip", "pip3", "pnpm",
+    "podman", "python", "python3", "ruby", "rustc", "sed", "sh", "ssh", "sudo", "time", "timeout",
+    "uv", "uvx", "xargs", "yarn", "zsh",
+];
+
+/// The commands of a per-command row that run code their arguments choose (see [`CODE_RUNNERS`]), by basename.
+pub fn code_runners(row: &Row) -> Vec<&str> {
+    rowed_commands(row)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|c| CODE_RUNNERS.contains(&c.rsplit('/').next().unwrap_or(c)))
+        .collect()
+}
+
 /// True for a general (`commands = "*"`) row: it runs any command through the shell.
 pub fn is_general_row(row: &Row) -> bool {
     matches!(row.get("commands"), Some(Value::Star))
@@ -302,6 +322,29 @@ fn decide_bash(
     deny(tool, format!(
         "{tool}: {why}. It runs only these commands, as plain `command arg …` invocations with no shell: {list}"
     ))
+}
+
+#[cfg(test)]
+mod code_runner_tests {
+    use super::*;
+    use crate::grant::test_grant;
+
+    #[test]
+    fn rows_naming_programs_that_run_their_arguments_are_found() {
+        let g = test_grant(
+            r#"[{ commands = ["git", "/usr/bin/python3", "gcalcli"], network = "*" }, { commands = "*" }]"#,
+        );
+        let rows = g.rows().unwrap();
+        let rowed = rows.iter().find(|r| !is_general_row(r)).unwrap();
+        let general = rows.iter().find(|r| is_general_row(r)).unwrap();
+        assert_eq!(code_runners(rowed), vec!["/usr/bin/python3", "git"]);
+        assert!(
+            code_runners(general).is_empty(),
+            "a general row is a shell already"
+        );
+        let plain = test_grant(r#"{ commands = ["gcalcli", "ls"] }"#);
+        assert!(code_runners(&plain.rows().unwrap()[0]).is_empty());
+    }
 }
 
 #[cfg(test)]
