@@ -137,8 +137,23 @@ pub struct Facts<'a> {
 pub fn build_report(manifest: Manifest, facts: Facts<'_>) -> Report {
     let ctx = facts.ctx;
     let ceiling = manifest.effective_ceiling(&ctx);
-    let tools = tool_grants(&manifest, &ceiling);
+    let mut tools = tool_grants(&manifest, &ceiling);
     let mut findings = Vec::new();
+    // what runs: a manifest tool's grant widened by the rows accepted groups add at boot (the kernel's
+    // bound_grants, over the groups boot would keep), so the grant, sandbox and secrets lines below are the ones that run
+    for (instance, labels) in widen_by_groups(&manifest, &ceiling, &ctx, &facts.groups, &mut tools)
+    {
+        findings.push(Finding {
+            level: Level::Note,
+            subject: format!("tools.{instance}"),
+            message: format!(
+                "its grant as shown includes the rows {} add{} at boot (what [capabilities] alone grants is in the \
+                 effective ceiling above)",
+                labels.join(", "),
+                if labels.len() == 1 { "s" } else { "" }
+            ),
+        });
+    }
 
     for t in &tools {
         for p in &t.problems {
@@ -654,6 +669,58 @@ fn collect_subagent_findings(subs: &[SubagentVerdict], prefix: &str, out: &mut V
         }
         collect_subagent_findings(&s.children, &format!("{name} > "), out);
     }
+}
+
+/// Widens `tools` the way boot does: the rows of each contributed group boot would keep (accepted by the kernel, bindable,
+/// and not adding a tool name another group adds too) merged into the manifest tool they extend. Returns each widened
+/// instance with the labels of the groups that widened it.
+fn widen_by_groups(
+    manifest: &Manifest,
+    ceiling: &Ceiling,
+    ctx: &PathCtx,
+    groups: &[loom_kernel::ToolGroup],
+    tools: &mut [ToolGrant],
+) -> BTreeMap<String, Vec<String>> {
+    let accepted: Vec<&loom_kernel::ToolGroup> = groups
+        .iter()
+        .filter(|g| judge_group(manifest, ceiling, ctx, g).accepted)
+        .filter(|g| loom_kernel::binding_problem(manifest, g).is_none())
+        .collect();
+    let claims: Vec<(String, Vec<String>)> = accepted
+        .iter()
+        .map(|g| {
+            let names = g
+                .tools
+                .keys()
+                .filter(|n| !manifest.tools.contains_key(*n))
+                .cloned()
+                .collect();
+            (g.label.clone(), names)
+        })
+        .collect();
+    let clashes = loom_kernel::group_clashes(&claims);
+    let kept: Vec<&loom_kernel::ToolGroup> = accepted
+        .into_iter()
+        .filter(|g| !clashes.contains_key(&g.label))
+        .collect();
+    let widened = loom_kernel::bound_grants(manifest, ctx, tools, &kept);
+    let mut by: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for t in tools.iter_mut() {
+        if let Some(g) = widened.get(&t.instance) {
+            t.grant = g.clone();
+            let labels = kept
+                .iter()
+                .filter(|k| {
+                    k.tools
+                        .get(&t.instance)
+                        .is_some_and(|e| e.provider == ProviderRef::Host)
+                })
+                .map(|k| k.label.clone())
+                .collect();
+            by.insert(t.instance.clone(), labels);
+        }
+    }
+    by
 }
 
 fn is_builtin_name(key: &str) -> bool {

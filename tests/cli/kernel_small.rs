@@ -66,3 +66,34 @@ fn k16_a_star_nested_in_an_mcp_argument_is_refused_not_sent() {
     s.write("agent.toml", &manifest("\"work\""));
     s.loom(&["audit", "agent.toml"]).expect_code(0);
 }
+
+#[test]
+fn k12_audit_shows_the_grant_a_skill_widens_as_it_runs() {
+    let s = Scratch::new();
+    s.write(
+        "agent.toml",
+        &format!("{HEAD}[tools]\nbash = {{ capabilities = {{ commands = [\"ls\"] }} }}\n[capabilities]\nbash = [{{ commands = [\"ls\"] }}, {{ commands = [\"gh\"], network = \"*\" }}]\n"),
+    );
+    s.write(
+        ".agents/skills/gh/SKILL.md",
+        "---\nname: gh\ndescription: GitHub CLI.\n---\nUse gh.\n",
+    );
+    s.write(
+        ".agents/skills/gh/loom.toml",
+        "[tools]\nbash = { capabilities = { commands = [\"gh\"], network = \"*\" } }\n",
+    );
+    let home = s.path().join("home").display().to_string();
+    s.loom_env(&["audit", "agent.toml"], &[("HOME", &home)])
+        .expect_code(0)
+        .stdout_has("grant  [{ commands = [\"gh\"], network = \"*\" }, { commands = [\"ls\"] }]")
+        .stdout_has(
+            "own grant  gh — carried into pipelines by the broker; rw: none; ro: none; network",
+        )
+        .stdout_has("tools.bash: its grant as shown includes the rows skill gh adds at boot");
+    // the control: without the skill, the grant is the manifest's alone
+    std::fs::remove_dir_all(s.path().join(".agents")).unwrap();
+    s.loom_env(&["audit", "agent.toml"], &[("HOME", &home)])
+        .expect_code(0)
+        .stdout_has("grant  { commands = [\"ls\"] }  (inline)")
+        .stdout_lacks("own grant  gh");
+}
