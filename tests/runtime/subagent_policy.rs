@@ -84,3 +84,68 @@ fn a_sub_agent_keeps_its_parents_deny_rules_and_pre_tool_use_hooks() {
     let log = std::fs::read_to_string(s.path().join("hook.log")).unwrap_or_default();
     assert!(log.contains("echo child-ok"), "{log}");
 }
+
+/// A parent whose `viewer` is `read_file`, spawning a helper whose `viewer` is `write_file` (kernel review K4, issue 25
+/// item 2): the same key names another tool, so spawn refuses it, whatever the grant; the control helper names the
+/// same tool and runs.
+fn keyed(helper_tool: &str) -> (String, String) {
+    let parent = r#"[agent]
+name = "lead"
+[harness]
+provider = "test"
+script = [[
+  { call = { tool = "spawn_subagent", input = { prompt = "look" } } },
+  { say = "done" },
+]]
+[session]
+provider = "in-memory"
+[tools]
+viewer = { provider = "builtin", tool = "read_file" }
+spawn_subagent = "builtin"
+[capabilities]
+viewer = { paths = ["./"] }
+spawn_subagent = { manifest = "./helper.toml" }
+"#
+    .to_string();
+    let helper = format!(
+        r#"[agent]
+name = "helper"
+[harness]
+provider = "test"
+script = [[
+  {{ say = "helper done" }},
+]]
+[session]
+provider = "in-memory"
+[tools]
+viewer = {{ provider = "builtin", tool = "{helper_tool}" }}
+[capabilities]
+viewer = {{ paths = ["./"] }}
+"#
+    );
+    (parent, helper)
+}
+
+#[test]
+fn spawn_refuses_a_sub_agent_whose_key_names_another_tool() {
+    let s = Scratch::new();
+    let (parent, helper) = keyed("write_file");
+    s.write("agent.toml", &parent);
+    s.write("helper.toml", &helper);
+    let run = s.loom(&["prompt", "agent.toml", "go", "--format", "jsonl"]);
+    let r = results(&updates(&run));
+    assert_eq!(r[0].0, "failed", "{r:#?}\n{}", run.stderr());
+    assert!(
+        r[0].1
+            .contains("`viewer` names built-in write_file (was built-in read_file)"),
+        "{r:#?}"
+    );
+    // the control: the helper's `viewer` is the parent's tool, and it runs
+    let (parent, helper) = keyed("read_file");
+    s.write("agent.toml", &parent);
+    s.write("helper.toml", &helper);
+    let run = s.loom(&["prompt", "agent.toml", "go", "--format", "jsonl"]);
+    run.expect_code(0);
+    let r = results(&updates(&run));
+    assert_eq!(r[0].0, "completed", "{r:#?}\n{}", run.stderr());
+}
