@@ -126,7 +126,7 @@ fn a_remembered_answer_is_shown_listed_and_revoked() {
     std::fs::create_dir_all(&store).unwrap();
     std::fs::write(
         store.join("approvals.json"),
-        r#"{"version": 1, "approvals": [
+        r#"{"version": 2, "approvals": [
             {"tool": "bash", "command": "git push origin main", "at": 1796056200},
             {"tool": "read_file", "path": "/nowhere/x", "at": 1796056260}
         ]}"#,
@@ -145,6 +145,16 @@ fn a_remembered_answer_is_shown_listed_and_revoked() {
     .expect_code(0)
     .stdout_has("answered by a remembered \"always\" (command \"git push origin main\"")
     .stdout_has("verdict  ALLOW");
+    // the shell-form answer does not answer the argv form with the same text (K15)
+    s.loom(&[
+        "explain",
+        "agent.toml",
+        "bash",
+        r#"{"command": "git", "args": ["push", "origin", "main"]}"#,
+    ])
+    .expect_code(0)
+    .stdout_lacks("remembered")
+    .stdout_has("verdict  ASK");
     // exactly that command: another push is still asked about, a forced push still denied
     s.loom(&[
         "explain",
