@@ -52,6 +52,18 @@ impl GitBaseline {
         show(&self.top, &self.rev, &self.rel)
     }
 
+    /// The text of a sub-manifest its loader identified as `id` (`git:REV:path/in/tree.toml`), read at the
+    /// revision; `None` for another identity or a file that cannot be read there.
+    pub fn text_of(&self, id: &str) -> Option<String> {
+        let rel = id.strip_prefix(&format!("git:{}:", self.rev))?;
+        show(
+            &self.top,
+            &self.rev,
+            Path::new(rel.split('#').next().unwrap_or(rel)),
+        )
+        .ok()
+    }
+
     /// A loader that reads the sub-manifests this manifest names at the same revision (never from the work tree),
     /// with `${VAR}` values from `env`.
     pub fn loader(&self, ctx: PathCtx, env: BTreeMap<String, String>) -> GitLoader {

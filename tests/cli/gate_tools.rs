@@ -347,3 +347,22 @@ fn the_json_gate_carries_the_changes() {
         .collect();
     assert_eq!(ids, ["loom/ceiling-grew", "loom/authority-changed"]);
 }
+
+#[test]
+fn k10_a_sub_manifest_grant_that_newly_depends_on_the_environment_fails() {
+    let s = repo();
+    // the helper's grant now reads a variable (contained in the parent's `./` whatever its value here)
+    s.write(
+        "helper.toml",
+        &HELPER.replace("paths = [\"./src\"]", "paths = [\"${SRC_DIR:-./src}\"]"),
+    );
+    s.loom(&["audit", "agent.toml", "--baseline", "git:HEAD"])
+        .expect_code(GREW)
+        .stdout_has("spawn_subagent (./helper.toml) > capabilities.bash.paths[0]")
+        .stdout_has("${SRC_DIR:-./src}");
+    // the control: the same reference at the baseline revision is not new
+    git(&s, &["commit", "-qam", "env"]);
+    s.loom(&["audit", "agent.toml", "--baseline", "git:HEAD"])
+        .expect_code(0)
+        .stdout_has("${SRC_DIR:-./src}");
+}

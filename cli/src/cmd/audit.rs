@@ -287,6 +287,28 @@ fn audit(
     }
 }
 
+/// The `${VAR}` references of every file sub-manifest in `subs` (read by `read` from the identity its loader gave), with
+/// paths prefixed `<key> (<reference)> > ` per level, as the gate compares them between baseline and change.
+fn sub_env_references(
+    subs: &[loom_kernel::SubagentVerdict],
+    prefix: &str,
+    read: &dyn Fn(&str) -> Option<String>,
+    out: &mut Vec<loom_kernel::EnvRef>,
+) {
+    for s in subs {
+        let here = format!("{prefix}{} ({}) > ", s.key, s.reference);
+        if s.source != "inline" {
+            if let Some(text) = read(&s.source) {
+                out.extend(env_references(&text).into_iter().map(|mut r| {
+                    r.path = format!("{here}{}", r.path);
+                    r
+                }));
+            }
+        }
+        sub_env_references(&s.children, &here, read, out);
+    }
+}
+
 /// The environment `${VAR}` is read from: the process's, or none with `--env-free`.
 fn gate_env(env_free: bool) -> std::collections::BTreeMap<String, String> {
     if env_free {
@@ -304,6 +326,7 @@ fn gate(
     ctx: loom_kernel::PathCtx,
 ) -> i32 {
     let env = gate_env(args.env_free);
+    let mut old_git = None;
     // the baseline's text, its name in reports, its identity, and the loader of the sub-manifests it names: at a git
     // revision they are read at that revision too, never from the work tree
     let (old_text, old_name, old_id, mut old_loader): (_, _, _, Box<dyn ManifestLoader>) =
@@ -313,15 +336,17 @@ fn gate(
                     Ok(b) => b,
                     Err(e) => return fail(exit::FAILED, &e.to_string()),
                 };
-                match b.text() {
+                let loaded = match b.text() {
                     Ok(t) => (
                         t,
                         format!("{} at {rev}", args.manifest.display()),
                         b.id(),
-                        Box::new(b.loader(ctx.clone(), env.clone())),
+                        Box::new(b.loader(ctx.clone(), env.clone())) as Box<dyn ManifestLoader>,
                     ),
                     Err(e) => return fail(exit::FAILED, &format!("baseline: {e}")),
-                }
+                };
+                old_git = Some(b);
+                loaded
             }
             BaselineSpec::File(p) => match read_text(&p) {
                 Ok(t) => {
@@ -351,6 +376,20 @@ fn gate(
     );
     let old_subs = check_subagents(&old, &old_id, &ctx, old_loader.as_mut());
     let new_text = read_text(Path::new(&args.manifest)).unwrap_or_default();
+    // `${VAR}` in sub-manifests too, each path prefixed with the sub-agent it is in (inline ones are in the text)
+    let mut new_refs = env_references(&new_text);
+    sub_env_references(
+        &new_subs,
+        "",
+        &|id| std::fs::read_to_string(id).ok(),
+        &mut new_refs,
+    );
+    let mut old_refs = env_references(&old_text);
+    let read_old = |id: &str| match &old_git {
+        Some(b) => b.text_of(id),
+        None => std::fs::read_to_string(id).ok(),
+    };
+    sub_env_references(&old_subs, "", &read_old, &mut old_refs);
     let result = run_gate(
         &args.manifest.display().to_string(),
         &old_name,
@@ -360,8 +399,8 @@ fn gate(
         &old_subs,
         &ctx,
         &GateEnv {
-            new_refs: env_references(&new_text),
-            old_refs: env_references(&old_text),
+            new_refs,
+            old_refs,
             env_free: args.env_free,
         },
     );
