@@ -6,6 +6,7 @@
 mod attacks;
 mod cli;
 mod hardening;
+mod limits;
 mod net;
 mod procs;
 mod tier_b;
