@@ -60,7 +60,7 @@ const FIXED: &[[&str; 4]] = &[
     [
         r#"Other processes (`/proc/<pid>/environ`, `kill`, `ptrace`, `process_vm_*`)"#,
         r#"pid namespace + seccomp (ptrace, process_vm_*) + Landlock signal scoping"#,
-        r#"seccomp (ptrace, process_vm_*); signals as above; `/proc` of same-uid processes stays readable"#,
+        r#"seccomp (ptrace, process_vm_*); signals as above; `/proc/<pid>/cmdline` and `status` of same-uid processes stay readable (`environ`, `maps`: Landlock's ptrace scoping denies them)"#,
         r#"pid namespace + seccomp"#,
     ],
     [
