@@ -32,8 +32,9 @@
 //!   `tier_b::tier_b_kills_the_whole_session_when_the_call_ends`; metadata calls:
 //!   `tier_b::tier_b_denies_metadata_changes_everywhere`; signals and truncate by ABI:
 //!   `tier_b::tier_b_scopes_signals_and_truncate`, `tier_b::unknown_accepted_gaps_are_refused`. Not tested here: the
-//!   refusal below ABI 6 and the seccomp `truncate` denial below ABI 3 (this host has ABI 7), and that a signal
-//!   cancel of `loom sandbox run` kills only the process group.
+//!   refusal below ABI 6 and the seccomp `truncate` denial below ABI 3 (this host has ABI 7; the same decision is
+//!   run at ABI 2/5/6/7/9 by the unit tests of `sandbox/src/coverage.rs`). A signal cancel of `loom sandbox run`
+//!   killing only the process group → `limits::a_signal_cancel_of_tier_b_kills_only_the_process_group`.
 //! - **Tier C** has no Landlock layer → `limits::tier_c_has_no_landlock_layer` (with the network on, tier C reaches
 //!   a host abstract unix socket that tier A's Landlock scoping blocks; the status lines say `landlock=off`,
 //!   `landlock=not-enforced`); `tiers::tier_c_bwrap_and_seccomp_confine_without_landlock` for what the mount view
@@ -496,4 +497,88 @@ fn the_callers_stdin_is_readable() {
     };
     r.expect_code(0).stdout_has("read: typed by the caller");
     r.stdout_has("tiocsti: BLOCKED EPERM");
+}
+
+/// Tier B, a cancel by signal: `loom sandbox run` killed by SIGTERM kills the command's process group only (its
+/// signal handler cannot scan `/proc` for the session), so a descendant that moved to a process group of its own
+/// (`setpgid`, which tier B allows; `setsid` it denies) outlives the cancel. The control: the command's own group is
+/// gone. (When loom ends a call itself, the whole session is killed: `tier_b::tier_b_kills_the_whole_session_when_the_call_ends`.)
+#[test]
+fn a_signal_cancel_of_tier_b_kills_only_the_process_group() {
+    let s = Sbx::new();
+    if !tier_available(&s, "b") {
+        return;
+    }
+    let work = s.work.display().to_string();
+    let grant = s.grant();
+    let script = r#"import os, time
+pid = os.fork()
+if pid == 0:
+    os.setpgid(0, 0)
+    open("moved.pid", "w").write(str(os.getpid()))
+    time.sleep(300)
+    os._exit(0)
+open("stayed.pid", "w").write(str(os.getpid()))
+time.sleep(300)
+"#;
+    let mut child = Command::new(crate::loom())
+        .args([
+            "sandbox", "run", "--grant", &grant, "--cwd", &work, "--tier", "b", "--", "python3",
+            "-c", script,
+        ])
+        .current_dir(&work)
+        .env("LOOM_DATA_HOME", s.work.join(".loom-data"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let read_pid = |name: &str| -> Option<i32> {
+        std::fs::read_to_string(s.work.join(name))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+    };
+    // wait until both processes said who they are (bounded: the command writes them at once)
+    let mut pids = None;
+    for _ in 0..600 {
+        if let (Some(m), Some(st)) = (read_pid("moved.pid"), read_pid("stayed.pid")) {
+            pids = Some((m, st));
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let Some((moved, stayed)) = pids else {
+        let _ = child.kill();
+        panic!("the command never started its two processes");
+    };
+    // SAFETY: signalling the loom process this test started.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let _ = child.wait();
+    let alive = |pid: i32| {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        stat.contains("(python3)") && !stat.contains(") Z")
+    };
+    // the command's own group is killed on the way out; give the kill a moment to land (bounded)
+    for _ in 0..200 {
+        if !alive(stayed) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(25));
+    }
+    let (moved_alive, stayed_alive) = (alive(moved), alive(stayed));
+    for pid in [moved, stayed] {
+        if alive(pid) {
+            // SAFETY: cleaning up what this test left behind.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+    }
+    assert!(
+        !stayed_alive,
+        "the command's own process group outlived the cancel"
+    );
+    assert!(
+        moved_alive,
+        "the descendant in a group of its own was killed too: SECURITY.md's tier B bullet overstates the gap"
+    );
 }
