@@ -139,10 +139,14 @@ pub fn build_report(manifest: Manifest, facts: Facts<'_>) -> Report {
     let ceiling = manifest.effective_ceiling(&ctx);
     let mut tools = tool_grants(&manifest, &ceiling);
     let mut findings = Vec::new();
+    let groups: Vec<GroupJudgement> = facts
+        .groups
+        .iter()
+        .map(|g| judge_group(&manifest, &ceiling, &ctx, g))
+        .collect();
     // what runs: a manifest tool's grant widened by the rows accepted groups add at boot (the kernel's
     // bound_grants, over the groups boot would keep), so the grant, sandbox and secrets lines below are the ones that run
-    for (instance, labels) in widen_by_groups(&manifest, &ceiling, &ctx, &facts.groups, &mut tools)
-    {
+    for (instance, labels) in widen_by_groups(&manifest, &ctx, &facts.groups, &groups, &mut tools) {
         findings.push(Finding {
             level: Level::Note,
             subject: format!("tools.{instance}"),
@@ -354,11 +358,6 @@ pub fn build_report(manifest: Manifest, facts: Facts<'_>) -> Report {
     };
 
     // gathered while the checks run; their findings follow the checks' below
-    let groups: Vec<GroupJudgement> = facts
-        .groups
-        .iter()
-        .map(|g| judge_group(&manifest, &ceiling, &ctx, g))
-        .collect();
     let subagents = loom_kernel::check_subagents(&manifest, &facts.id, &ctx, facts.loader);
 
     // a check that panics is a failure, never a pass
@@ -676,14 +675,16 @@ fn collect_subagent_findings(subs: &[SubagentVerdict], prefix: &str, out: &mut V
 /// instance with the labels of the groups that widened it.
 fn widen_by_groups(
     manifest: &Manifest,
-    ceiling: &Ceiling,
     ctx: &PathCtx,
     groups: &[loom_kernel::ToolGroup],
+    judged: &[GroupJudgement],
     tools: &mut [ToolGrant],
 ) -> BTreeMap<String, Vec<String>> {
     let accepted: Vec<&loom_kernel::ToolGroup> = groups
         .iter()
-        .filter(|g| judge_group(manifest, ceiling, ctx, g).accepted)
+        .zip(judged)
+        .filter(|(_, j)| j.accepted)
+        .map(|(g, _)| g)
         .filter(|g| loom_kernel::binding_problem(manifest, g).is_none())
         .collect();
     let claims: Vec<(String, Vec<String>)> = accepted

@@ -348,19 +348,8 @@ pub fn boot_with(
         let what = match &g.provider {
             _ if mcp.is_some() || external.is_some() => None,
             ProviderRef::Builtin if IMPLEMENTED.contains(&g.underlying.as_str()) => None,
-            ProviderRef::Builtin if loom_kernel::BUILTIN_TOOLS.contains(&g.underlying.as_str()) => {
-                Some(format!("the built-in tool {:?}", g.underlying))
-            }
-            ProviderRef::Builtin => {
-                return Err(tool_err(
-                    &g.instance,
-                    format!(
-                        "there is no built-in tool named {:?} (built-ins: {})",
-                        g.underlying,
-                        IMPLEMENTED.join(", ")
-                    ),
-                ))
-            }
+            // a name that is no built-in at all never gets here: boot_refusals (above) refused it
+            ProviderRef::Builtin => Some(format!("the built-in tool {:?}", g.underlying)),
             ProviderRef::Session => {
                 Some("tools provided by the session (provider = \"session\")".to_string())
             }
