@@ -287,9 +287,10 @@ pub fn build_report(manifest: Manifest, facts: Facts<'_>) -> Report {
         .keys()
         .map(String::as_str)
         .filter(|key| {
-            !manifest.tools.contains_key(*key)
-                && !is_builtin_name(key)
-                && !is_subagent_key(&manifest, key)
+            // the default ceiling (no [capabilities]) names the four FS/shell built-ins whether offered or not
+            let offered = manifest.tools.contains_key(*key);
+            let defaulted = ceiling.defaulted && is_builtin_name(key);
+            !offered && !defaulted && !is_subagent_key(&manifest, key)
         })
         .collect();
     for instance in &ungranted {
@@ -317,13 +318,28 @@ pub fn build_report(manifest: Manifest, facts: Facts<'_>) -> Report {
                      only pre-authorises contributions that name `{key}`)"
                 ),
             },
-            None => Finding {
+            // a contribution here names it: the key does what it is for
+            None if facts.groups.iter().any(|g| g.tools.contains_key(key)) => Finding {
                 level: Level::Note,
                 subject: key.to_string(),
                 message: format!(
                     "[capabilities].{key} grants a tool no [tools] entry uses; it only pre-authorises contributions \
                      (skills, session tool groups) that name `{key}`, and only {}",
                     loom_kernel::key_for(&manifest, key)
+                ),
+            },
+            None => Finding {
+                level: Level::Warning,
+                subject: format!("[capabilities].{key}"),
+                message: format!(
+                    "grants a tool nothing here offers: no [tools] entry and no contribution names `{key}`{offer}; \
+                     as written it only pre-authorises contributions that name `{key}`, and only {}",
+                    loom_kernel::key_for(&manifest, key),
+                    offer = if is_builtin_name(key) {
+                        format!(" (add `{key} = \"builtin\"` to [tools] to offer the built-in)")
+                    } else {
+                        String::new()
+                    }
                 ),
             },
         });

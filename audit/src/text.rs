@@ -248,14 +248,16 @@ pub fn render_text(r: &Report) -> String {
     let warnings = r.count(Level::Warning);
     let _ = writeln!(
         o,
-        "\nhealth    {}  ({} tools, {errors} errors, {warnings} warnings, {} rejected tool groups)",
+        "\nhealth    {}  ({}, {}, {}, {})",
         if r.healthy() {
             "ok"
         } else {
             "NOT fully resolvable"
         },
-        r.tools.len(),
-        r.rejected_groups()
+        counted(r.tools.len(), "tool"),
+        counted(errors, "error"),
+        counted(warnings, "warning"),
+        counted(r.rejected_groups(), "rejected tool group")
     );
     for f in &r.findings {
         let _ = writeln!(o, "  {:7}  {}: {}", f.level.name(), f.subject, f.message);
@@ -427,5 +429,14 @@ fn render_subagents(o: &mut String, subs: &[SubagentVerdict], depth: usize) {
             s.source
         );
         render_subagents(o, &s.children, depth + 1);
+    }
+}
+
+/// `n` things, in the singular for one: "1 error", "2 errors", "0 rejected tool groups".
+fn counted(n: usize, thing: &str) -> String {
+    if n == 1 {
+        format!("1 {thing}")
+    } else {
+        format!("{n} {thing}s")
     }
 }

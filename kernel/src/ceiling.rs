@@ -115,6 +115,22 @@ pub enum GrantSource {
     Nothing,
 }
 
+impl GrantSource {
+    /// Where the grant of tool `instance` (underlying tool `underlying`) is written, as the user finds it in the
+    /// manifest: `[tools].sh.capabilities`, `[capabilities].sh`, `[capabilities].bash`; for [`GrantSource::Nothing`],
+    /// where a grant would go.
+    pub fn key(self, instance: &str, underlying: &str) -> String {
+        let k = crate::value::toml_key;
+        match self {
+            GrantSource::Inline => format!("[tools].{}.capabilities", k(instance)),
+            GrantSource::CeilingUnderlying => format!("[capabilities].{}", k(underlying)),
+            GrantSource::CeilingInstance | GrantSource::Nothing => {
+                format!("[capabilities].{}", k(instance))
+            }
+        }
+    }
+}
+
 /// One tool instance with the grant it runs under.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolGrant {
@@ -166,19 +182,13 @@ pub fn tool_grants(manifest: &Manifest, ceiling: &Ceiling) -> Vec<ToolGrant> {
                 ProviderRef::Harness(h) => builtin_contract(&underlying, Some(h)),
                 _ => None,
             };
+            let key = source.key(instance, &underlying);
             let mut problems = contract
-                .map(|c| check_contract(instance, &c, &grant))
+                .map(|c| check_contract(&key, &c, &grant))
                 .unwrap_or_default();
             // a built-in bash row the OS sandbox would refuse is an error here, not a refusal of every call later
             if underlying == "bash" && entry.provider == ProviderRef::Builtin {
-                let key = match source {
-                    GrantSource::Inline => format!("[tools].{instance}.capabilities"),
-                    GrantSource::CeilingUnderlying => format!("[capabilities].{underlying}"),
-                    GrantSource::CeilingInstance | GrantSource::Nothing => {
-                        format!("[capabilities].{instance}")
-                    }
-                };
-                problems.extend(sandbox_grant_problems(instance, &key, &grant));
+                problems.extend(sandbox_grant_problems(&key, &grant));
             }
             ToolGrant {
                 instance: instance.clone(),

@@ -56,6 +56,20 @@ pub fn builtin_contract(underlying: &str, harness: Option<&str>) -> Option<Contr
     })
 }
 
+/// Whether `kind` is a grant kind some built-in tool's contract knows (`paths`, `commands`, `max_uses`, …): a key a
+/// newcomer may write straight into a `[tools]` entry when it belongs in the entry's `capabilities`.
+pub fn is_builtin_grant_kind(kind: &str) -> bool {
+    BUILTIN_TOOLS
+        .iter()
+        .map(|t| (*t, None))
+        .chain([
+            ("web_search", Some("anthropic")),
+            ("web_fetch", Some("anthropic")),
+        ])
+        .filter_map(|(t, h)| builtin_contract(t, h))
+        .any(|c| c.requires.contains(&kind) || c.optional.contains(&kind))
+}
+
 /// The names of the native built-in tools.
 pub const BUILTIN_TOOLS: [&str; 7] = [
     "bash",
@@ -68,7 +82,9 @@ pub const BUILTIN_TOOLS: [&str; 7] = [
 ];
 
 /// Problems of a grant against a contract: unknown kinds (with the nearest known kind) and missing required kinds.
-pub fn check_contract(instance: &str, contract: &Contract, grant: &Grant) -> Vec<String> {
+/// `key` is where the grant is written (`[capabilities].bash`, `[tools].sh.capabilities`: see
+/// [`crate::GrantSource::key`]); each message names it and the row, counted from 1 as everywhere loom prints a row.
+pub fn check_contract(key: &str, contract: &Contract, grant: &Grant) -> Vec<String> {
     let mut problems = Vec::new();
     let Some(rows) = grant.rows() else {
         return problems;
@@ -94,20 +110,24 @@ pub fn check_contract(instance: &str, contract: &Contract, grant: &Grant) -> Vec
                 } else {
                     known.join(", ")
                 };
-                problems.push(format!("{instance}: row {i} grants unknown kind `{kind}` (this tool knows: {list}){near}"));
+                problems.push(format!(
+                    "{key} row {} grants unknown kind `{kind}` (this tool knows: {list}){near}",
+                    i + 1
+                ));
             }
         }
         for req in contract.requires {
             if row.get(req).is_none() {
                 problems.push(format!(
-                    "{instance}: row {i} lacks the required kind `{req}`; add `{req} = …` to it"
+                    "{key} row {} lacks the required kind `{req}`; add `{req} = …` to it",
+                    i + 1
                 ));
             }
         }
     }
     if rows.is_empty() && !contract.requires.is_empty() {
         problems.push(format!(
-            "{instance}: the tool requires {} but its grant is {{}}; grant it in [capabilities].{instance}",
+            "the tool requires {} but its grant is {{}}; grant it in {key}",
             contract.requires.join(", ")
         ));
     }
@@ -123,14 +143,24 @@ mod tests {
     #[test]
     fn bash_requires_commands_and_knows_its_kinds() {
         let c = builtin_contract("bash", None).unwrap();
-        assert!(
-            check_contract("bash", &c, &g("{ commands = \"*\", paths = [\"./\"] }")).is_empty()
+        let k = "[capabilities].bash";
+        assert!(check_contract(k, &c, &g("{ commands = \"*\", paths = [\"./\"] }")).is_empty());
+        let p = check_contract(k, &c, &g("{ commands = \"*\", netwrk = \"*\" }"));
+        assert_eq!(
+            p,
+            ["[capabilities].bash row 1 grants unknown kind `netwrk` (this tool knows: commands, paths, \
+              read_paths, network, env); did you mean `network`?"]
         );
-        let p = check_contract("bash", &c, &g("{ commands = \"*\", netwrk = \"*\" }"));
-        assert!(p[0].contains("did you mean `network`"), "{p:?}");
-        let p = check_contract("bash", &c, &g("{ paths = [\"./\"] }"));
-        assert!(p[0].contains("required kind `commands`"), "{p:?}");
-        assert!(check_contract("bash", &c, &g("{}"))[0].contains("requires commands"));
-        assert!(check_contract("bash", &c, &Grant::Unrestricted).is_empty());
+        // rows count from 1
+        let p = check_contract(k, &c, &g("[{ commands = \"*\" }, { paths = [\"./\"] }]"));
+        assert_eq!(
+            p,
+            ["[capabilities].bash row 2 lacks the required kind `commands`; add `commands = …` to it"]
+        );
+        assert_eq!(
+            check_contract(k, &c, &g("{}")),
+            ["the tool requires commands but its grant is {}; grant it in [capabilities].bash"]
+        );
+        assert!(check_contract(k, &c, &Grant::Unrestricted).is_empty());
     }
 }

@@ -375,7 +375,7 @@ pub fn manifest_changes(
 /// A `${VAR}` reference in a manifest's text: the grant or setting it makes depend on the environment.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EnvRef {
-    /// The key path of the string (`capabilities.bash.paths[0]`).
+    /// The key path of the string (`capabilities.bash.paths[1]`).
     pub path: String,
     /// The string as written (`${GITHUB_WORKSPACE:-~}`): variable names and defaults, never a value.
     pub raw: String,
@@ -409,7 +409,7 @@ pub fn env_references(text: &str) -> Vec<EnvRef> {
             }
             toml::Value::Array(items) => {
                 for (i, item) in items.iter().enumerate() {
-                    path.push(format!("[{i}]"));
+                    path.push(format!("[{}]", i + 1)); // positions count from 1 (crate::position)
                     walk(item, path, out);
                     path.pop();
                 }
@@ -548,8 +548,8 @@ mod tests {
             got,
             [
                 ("agent.name", false),
-                ("capabilities.bash.paths[0]", true),
-                ("tools.x.capabilities.paths[0]", true)
+                ("capabilities.bash.paths[1]", true),
+                ("tools.x.capabilities.paths[1]", true)
             ]
         );
         assert_eq!(refs[1].raw, "${GITHUB_WORKSPACE:-~}");

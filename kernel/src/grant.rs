@@ -160,11 +160,11 @@ impl Grant {
                 for (i, item) in items.iter().enumerate() {
                     match item {
                         toml::Value::Table(t) => {
-                            rows.push(row_from_toml(t).map_err(|e| e.at_row(i))?)
+                            rows.push(row_from_toml(t).map_err(|e| e.at_row(i + 1))?)
                         }
                         other => {
                             return Err(GrantError::RowNotTable {
-                                index: i,
+                                row: i + 1,
                                 found: type_name(other),
                             });
                         }
@@ -187,11 +187,11 @@ impl Grant {
                 for (i, item) in items.iter().enumerate() {
                     match item {
                         serde_json::Value::Object(m) => {
-                            rows.push(row_from_json(m).map_err(|e| e.at_row(i))?)
+                            rows.push(row_from_json(m).map_err(|e| e.at_row(i + 1))?)
                         }
                         _ => {
                             return Err(GrantError::RowNotTable {
-                                index: i,
+                                row: i + 1,
                                 found: "a non-object",
                             })
                         }
@@ -254,10 +254,10 @@ pub enum GrantError {
     #[error("expected a grant (\"*\", a table of kinds, or an array of tables), found {0}")]
     WrongType(&'static str),
     /// An element of a capability set that is not a table.
-    #[error("row {index} of the capability set is {found}; every row must be a table such as {{ commands = [\"ls\"] }}")]
+    #[error("row {row} of the capability set is {found}; every row must be a table such as {{ commands = [\"ls\"] }}")]
     RowNotTable {
-        /// Zero-based row index.
-        index: usize,
+        /// The row, counted from 1 (as every row loom prints).
+        row: usize,
         /// What was found instead.
         found: &'static str,
     },
@@ -274,10 +274,11 @@ pub enum GrantError {
 }
 
 impl GrantError {
-    fn at_row(self, index: usize) -> GrantError {
+    /// The error, naming row `row` (counted from 1).
+    fn at_row(self, row: usize) -> GrantError {
         match self {
             GrantError::BadKind { kind, reason, .. } => GrantError::BadKind {
-                where_: format!("row {index}, "),
+                where_: format!("row {row}, "),
                 kind,
                 reason,
             },
@@ -394,7 +395,11 @@ mod tests {
     #[test]
     fn non_table_rows_are_refused() {
         let err = parse("[\"*\"]").unwrap_err().to_string();
-        assert!(err.contains("row 0"), "{err}");
+        assert!(err.starts_with("row 1 of the capability set"), "{err}");
+        let err = parse("[{ commands = \"*\" }, { commands = [\"*\"] }]")
+            .unwrap_err()
+            .to_string();
+        assert!(err.starts_with("row 2, kind `commands`"), "{err}");
     }
 
     #[test]

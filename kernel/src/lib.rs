@@ -132,4 +132,4 @@ pub use skill::{
     MAX_NAME, READ_SKILL,
 };
 pub use subagent::{check_subagents, Excess, ManifestLoader, SubagentVerdict, MAX_DEPTH};
-pub use value::{toml_key, toml_string, Float, Value};
+pub use value::{position, toml_key, toml_string, Float, Value};

@@ -78,14 +78,14 @@ pub enum BindError {
     },
 }
 
-/// Where a `"*"` sits inside `value` (written at `at`), if anywhere: `filter.owner`, `tags[1]`.
+/// Where a `"*"` sits inside `value` (written at `at`), if anywhere: `filter.owner`, `tags[1]` (the first tag).
 fn nested_star(value: &Value, at: &str) -> Option<String> {
     match value {
         Value::Star => Some(at.to_string()),
         Value::List(items) => items
             .iter()
             .enumerate()
-            .find_map(|(i, v)| nested_star(v, &format!("{at}[{i}]"))),
+            .find_map(|(i, v)| nested_star(v, &crate::value::position(at, i))),
         Value::Object(map) => map
             .iter()
             .find_map(|(k, v)| nested_star(v, &format!("{at}.{k}"))),

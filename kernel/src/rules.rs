@@ -475,7 +475,12 @@ fn prefix_error(
     message: String,
     hint: String,
 ) -> ManifestError {
-    ManifestError::new(file, format!("{}[{i}].path_prefix", kind.key()), message).with_hint(hint)
+    ManifestError::new(
+        file,
+        format!("{}.path_prefix", crate::value::position(kind.key(), i)),
+        message,
+    )
+    .with_hint(hint)
 }
 
 /// The final verdict for a call: the grant's decision first (a denial is final), then the strictest of the rules'
@@ -878,14 +883,14 @@ mod tests {
             rule_prefixes(&prefix_rules(&["/ok", "~/.ssh"]), &no_home, "agent.toml").unwrap_err();
         assert_eq!(
             e.to_string(),
-            "agent.toml: permissions.deny_rules[1].path_prefix: \"~/.ssh\" starts with `~`, but loom has no home \
+            "agent.toml: permissions.deny_rules[2].path_prefix: \"~/.ssh\" starts with `~`, but loom has no home \
              directory to expand it to (HOME is unset or not absolute) (hint: write the absolute path, or set HOME)"
         );
         let ctx = PathCtx::new("/m", Some("/home/u".into()));
         let e = rule_prefixes(&prefix_rules(&["~root/.ssh"]), &ctx, "agent.toml").unwrap_err();
         assert_eq!(
             e.to_string(),
-            "agent.toml: permissions.deny_rules[0].path_prefix: \"~root/.ssh\": `~user` is not expanded (hint: \
+            "agent.toml: permissions.deny_rules[1].path_prefix: \"~root/.ssh\": `~user` is not expanded (hint: \
              write the absolute path)"
         );
         let missing: BTreeMap<String, Result<String, String>> = [(
@@ -898,7 +903,7 @@ mod tests {
             .unwrap_err();
         assert_eq!(
             e.to_string(),
-            "agent.toml: permissions.deny_rules[0].path_prefix: \"a/b\" (/m/a/b) does not exist, and neither does \
+            "agent.toml: permissions.deny_rules[1].path_prefix: \"a/b\" (/m/a/b) does not exist, and neither does \
              its parent /m/a; a rule on a path loom cannot resolve would never match (hint: create the path or \
              correct the rule; relative prefixes resolve against the manifest's directory (/m), `~` against the \
              home directory)"

@@ -83,9 +83,9 @@ pub fn sandbox_row_refusal(row: &Row) -> Option<RowRefusal> {
 }
 
 /// The rows of bash grant `grant` that the sandbox would refuse, as errors naming the key path (`key` is where the
-/// grant is written, such as `[capabilities].bash`), the value and the fix. Unknown kinds are left to the tool's
-/// contract ([`crate::check_contract`]), which names the nearest known kind.
-pub fn sandbox_grant_problems(instance: &str, key: &str, grant: &Grant) -> Vec<String> {
+/// grant is written, such as `[capabilities].bash`), the row (counted from 1), the value and the fix. Unknown kinds
+/// are left to the tool's contract ([`crate::check_contract`]), which names the nearest known kind.
+pub fn sandbox_grant_problems(key: &str, grant: &Grant) -> Vec<String> {
     let Some(rows) = grant.rows() else {
         return Vec::new();
     };
@@ -94,8 +94,9 @@ pub fn sandbox_grant_problems(instance: &str, key: &str, grant: &Grant) -> Vec<S
         .filter_map(|(i, row)| {
             let r = sandbox_row_refusal(row).filter(|r| !r.unknown)?;
             Some(format!(
-                "{instance}: {key}[{i}].{kind} {reason}; the sandbox refuses this row, so every command it would \
-                 run fails",
+                "{key} row {n}: `{kind}` {reason}; the sandbox refuses this row, so every command it would run \
+                 fails",
+                n = i + 1,
                 kind = r.kind,
                 reason = r.reason
             ))
@@ -138,21 +139,21 @@ mod tests {
     fn problems_name_the_key_path_and_leave_unknown_kinds_to_the_contract() {
         let grant = g("[{ commands = \"*\" }, { commands = [\"gh\"], network = [\"github.com\"], oops = 1 }, \
              { commands = [\"x\"], network = \"on\" }]");
-        let p = sandbox_grant_problems("bash", "[capabilities].bash", &grant);
+        let p = sandbox_grant_problems("[capabilities].bash", &grant);
         assert_eq!(p.len(), 1, "{p:?}");
+        // rows count from 1: the third row is row 3
         assert!(
-            p[0].starts_with("bash: [capabilities].bash[2].network is \"on\""),
+            p[0].starts_with("[capabilities].bash row 3: `network` is \"on\""),
             "{p:?}"
         );
         let p = sandbox_grant_problems(
-            "sh",
             "[tools].sh.capabilities",
             &g("{ commands = \"*\", network = [\"example.com\"] }"),
         );
         assert!(
-            p[0].contains("[tools].sh.capabilities[0].network is [\"example.com\"]"),
+            p[0].contains("[tools].sh.capabilities row 1: `network` is [\"example.com\"]"),
             "{p:?}"
         );
-        assert!(sandbox_grant_problems("bash", "k", &g("\"*\"")).is_empty());
+        assert!(sandbox_grant_problems("k", &g("\"*\"")).is_empty());
     }
 }

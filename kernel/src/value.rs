@@ -209,6 +209,12 @@ pub fn toml_string(s: &str) -> String {
     out
 }
 
+/// The key path of the element at `index` (counted from 0, as Rust counts) of the array at `path`, as loom prints it:
+/// counted from 1, like every row and position in loom's messages (`permissions.deny_rules[1]` is the first rule).
+pub fn position(path: &str, index: usize) -> String {
+    format!("{path}[{}]", index + 1)
+}
+
 /// Renders a TOML key, quoting it when it is not a bare key.
 pub fn toml_key(key: &str) -> String {
     let bare = !key.is_empty()

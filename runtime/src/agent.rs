@@ -1086,8 +1086,8 @@ impl Agent {
             (Decision::Allow(_), Verdict::Deny) => {
                 let which = match (judged.verdict, judged.rule) {
                     (Verdict::Deny, Some((kind, index))) => format!(
-                        " ({}[{index}]{})",
-                        kind.key(),
+                        " ({}{})",
+                        loom_kernel::position(kind.key(), index),
                         judged
                             .matched
                             .as_ref()
@@ -1126,9 +1126,9 @@ impl Agent {
                 } else {
                     let (kind, index) = judged.rule.unwrap_or((RuleKind::Ask, 0));
                     format!(
-                        "{}: a [permissions] ask rule ({}[{index}]) needs the user's approval for this call",
+                        "{}: a [permissions] ask rule ({}) needs the user's approval for this call",
                         call.name,
-                        kind.key()
+                        loom_kernel::position(kind.key(), index)
                     )
                 };
                 let Some(asker) = &self.asker else {

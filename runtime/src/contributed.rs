@@ -205,7 +205,7 @@ pub(crate) fn bind_groups(
                         continue;
                     };
                     let problems = builtin_contract(&underlying, None)
-                        .map(|c| check_contract(name, &c, &grant))
+                        .map(|c| check_contract(&format!("`{name}`'s requested grant"), &c, &grant))
                         .unwrap_or_default();
                     if !problems.is_empty() {
                         problem = Some(problems.join("; "));
@@ -279,7 +279,8 @@ pub(crate) fn bind_groups(
                 ProviderRef::Builtin => builtin_contract(&t.underlying, None),
                 _ => None,
             }) {
-                let problems = check_contract(name, &c, grant);
+                let problems =
+                    check_contract(&format!("`{name}` widened by this group"), &c, grant);
                 if !problems.is_empty() {
                     problem.get_or_insert(problems.join("; "));
                 }

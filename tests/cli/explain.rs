@@ -46,7 +46,7 @@ fn explain_names_the_row_the_rule_and_the_verdict_without_a_key_or_a_model() {
     .stdout_has("allowed by row 2 of the grant: { commands = [\"git\"], paths = [\"./\"] }")
     .stdout_has("runs as the argv [\"git\", \"push\", \"origin\", \"main\"] (no shell)")
     .stdout_has(
-        "permissions.ask_rules[0] { tool = \"bash\", command_prefix = \"git push\" } matched: ask",
+        "permissions.ask_rules[1] { tool = \"bash\", command_prefix = \"git push\" } matched: ask",
     )
     .stdout_has("verdict  ASK")
     .stdout_has("headless run (loom prompt) refuses it");
@@ -57,7 +57,7 @@ fn explain_names_the_row_the_rule_and_the_verdict_without_a_key_or_a_model() {
         r#"{"command": "git push --force"}"#,
     ])
     .expect_code(0)
-    .stdout_has("permissions.deny_rules[0]")
+    .stdout_has("permissions.deny_rules[1]")
     .stdout_has("verdict  DENY — a deny rule refuses it inside the grant");
     s.loom(&[
         "explain",

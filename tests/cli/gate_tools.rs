@@ -259,7 +259,7 @@ fn k10_a_grant_that_depends_on_the_environment_is_reported_and_fails() {
     )
     .expect_code(GREW)
     .stdout_has(
-        "grew: `capabilities.bash.paths[0]`: depends on the environment: `${GITHUB_WORKSPACE:-~}`",
+        "grew: `capabilities.bash.paths[1]`: depends on the environment: `${GITHUB_WORKSPACE:-~}`",
     )
     .stdout_has("depends on the environment (evaluated with this machine's environment");
     // --env-free: the default applies, so the grant is the whole home directory
@@ -280,7 +280,7 @@ fn k10_a_grant_that_depends_on_the_environment_is_reported_and_fails() {
         &[("GITHUB_WORKSPACE", &ws)],
     )
     .expect_code(0)
-    .stdout_has("capabilities.bash.paths[0] = \"${GITHUB_WORKSPACE:-~}\"  (a grant)");
+    .stdout_has("capabilities.bash.paths[1] = \"${GITHUB_WORKSPACE:-~}\"  (a grant)");
     // --env-free is for the gate only
     s.loom(&["audit", "new.toml", "--env-free"]).expect_code(2);
 }
@@ -358,7 +358,7 @@ fn k10_a_sub_manifest_grant_that_newly_depends_on_the_environment_fails() {
     );
     s.loom(&["audit", "agent.toml", "--baseline", "git:HEAD"])
         .expect_code(GREW)
-        .stdout_has("spawn_subagent (./helper.toml) > capabilities.bash.paths[0]")
+        .stdout_has("spawn_subagent (./helper.toml) > capabilities.bash.paths[1]")
         .stdout_has("${SRC_DIR:-./src}");
     // the control: the same reference at the baseline revision is not new
     git(&s, &["commit", "-qam", "env"]);

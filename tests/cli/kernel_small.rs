@@ -34,7 +34,7 @@ fn k14_a_host_rule_that_could_never_match_is_refused() {
     );
     s.loom(&["audit", "agent.toml"])
         .expect_code(1)
-        .stderr_has("permissions.deny_rules[0].host: only the built-in web_search reports the host a call reaches");
+        .stderr_has("permissions.deny_rules[1].host: only the built-in web_search reports the host a call reaches");
     s.loom(&["prompt", "agent.toml", "hi"]).expect_code(1);
     // the control: on web_search it loads
     s.write(

@@ -164,3 +164,163 @@ fn audit_shows_where_relative_grants_land_and_warns_when_that_is_home() {
         .expect_code(0)
         .stdout_has("grant path `../` (read_file): `../` climbs out with `..`");
 }
+
+/// Where a message is expected.
+#[derive(Clone, Copy, Debug)]
+enum Stream {
+    Out,
+    Err,
+}
+
+/// One of the walkthrough's ten mistakes: the minimal example with `from` replaced by `to` (or a file of its own),
+/// the command the newcomer ran, its exit code (as README.md documents them) and the exact message.
+struct Mistake {
+    what: &'static str,
+    edit: Option<(&'static str, &'static str)>,
+    args: &'static [&'static str],
+    env: &'static [(&'static str, &'static str)],
+    code: i32,
+    says: Vec<(Stream, String)>,
+}
+
+fn minimal() -> String {
+    std::fs::read_to_string(loom_tests::workspace_root().join("examples/minimal-agent/agent.toml"))
+        .unwrap()
+}
+
+fn ten_mistakes() -> Vec<Mistake> {
+    use Stream::{Err, Out};
+    vec![
+        Mistake {
+            what: "1. a typo in a key",
+            edit: Some(("system_prompt =", "sytem_prompt =")),
+            args: &["audit", "agent.toml"],
+            env: &[],
+            code: 1,
+            says: vec![(Err, "loom: agent.toml: agent.sytem_prompt: unknown key; did you mean system_prompt?".into())],
+        },
+        Mistake {
+            what: "1b. a typo in [session]",
+            edit: Some(("layers = [\"compacting\"", "layer = [\"compacting\"")),
+            args: &["audit", "agent.toml"],
+            env: &[],
+            code: 1,
+            says: vec![(Err, "loom: agent.toml: session.layer: unknown key; did you mean layers?".into())],
+        },
+        Mistake {
+            what: "2. a missing [harness]",
+            edit: Some(("[harness]\nprovider = \"anthropic\"\nmodel = \"claude-sonnet-4-5\"\n", "")),
+            args: &["audit", "agent.toml"],
+            env: &[],
+            code: 1,
+            says: vec![(
+                Out,
+                "error    [harness]: boot refuses this: the manifest has no [harness]; add one, e.g. [harness] \
+                 provider = \"anthropic\""
+                    .into(),
+            )],
+        },
+        Mistake {
+            what: "3. a wrong tool name in [tools]",
+            edit: Some(("read_file = \"builtin\"", "read_files = \"builtin\"")),
+            args: &["audit", "agent.toml"],
+            env: &[],
+            code: 1,
+            says: vec![(
+                Out,
+                "error    tools.read_files: boot refuses this: there is no built-in tool named \"read_files\" \
+                 (built-ins: bash, read_file, write_file, edit_file, find, spawn_subagent, web_search); did you mean \
+                 \"read_file\"?"
+                    .into(),
+            )],
+        },
+        Mistake {
+            what: "4. a grant for a tool that does not exist",
+            edit: Some(("read_file = { paths", "reed_file = { paths")),
+            args: &["audit", "agent.toml"],
+            env: &[],
+            code: 1,
+            says: vec![
+                (
+                    Out,
+                    "warning  [capabilities].reed_file: no [tools] entry is named `reed_file`; did you mean \
+                     `read_file`, which nothing grants?"
+                        .into(),
+                ),
+                (
+                    Out,
+                    "error    tools.read_file: nothing grants this tool, so every call to it would be refused: grant \
+                     it in [capabilities].read_file (or remove the entry); [capabilities].reed_file looks like a \
+                     misspelling of it"
+                        .into(),
+                ),
+            ],
+        },
+        Mistake {
+            what: "4b. a grant keyed by a built-in no [tools] entry offers",
+            edit: Some(("[capabilities]\n", "[capabilities]\nweb_search = { network = \"*\" }\n")),
+            args: &["audit", "agent.toml"],
+            env: &[],
+            code: 0,
+            says: vec![(
+                Out,
+                "warning  [capabilities].web_search: grants a tool nothing here offers: no [tools] entry and no \
+                 contribution names `web_search` (add `web_search = \"builtin\"` to [tools] to offer the built-in)"
+                    .into(),
+            )],
+        },
+        Mistake {
+            what: "5. a relative path outside the project",
+            edit: Some(("write_file = { paths = [\"./\"] }", "write_file = { paths = [\"../\"] }")),
+            args: &["audit", "agent.toml"],
+            env: &[],
+            code: 0,
+            says: vec![(Out, "warning  grant path `../` (write_file): `../` climbs out with `..`".into())],
+        },
+        Mistake {
+            what: "9. malformed TOML",
+            edit: Some(("name = \"minimal-agent\"", "name = \"minimal-agent")),
+            args: &["audit", "agent.toml"],
+            env: &[],
+            code: 1,
+            says: vec![(Err, "loom: agent.toml: invalid TOML at line 3, column 22: invalid basic string".into())],
+        },
+    ]
+}
+
+#[test]
+fn the_ten_newcomer_mistakes_get_their_exact_messages() {
+    for m in ten_mistakes() {
+        let s = Scratch::new();
+        let mut text = minimal();
+        if let Some((from, to)) = m.edit {
+            assert!(
+                text.contains(from),
+                "{}: the example no longer has {from:?}",
+                m.what
+            );
+            text = text.replacen(from, to, 1);
+        }
+        s.write("agent.toml", &text);
+        let run = s.loom_env(m.args, m.env);
+        assert_eq!(
+            run.code(),
+            m.code,
+            "{}: exit\nstdout:\n{}\nstderr:\n{}",
+            m.what,
+            run.stdout(),
+            run.stderr()
+        );
+        for (stream, says) in &m.says {
+            let got = match stream {
+                Stream::Out => run.stdout(),
+                Stream::Err => run.stderr(),
+            };
+            assert!(
+                got.contains(says.as_str()),
+                "{}: {stream:?} lacks\n  {says}\ngot:\n{got}",
+                m.what
+            );
+        }
+    }
+}

@@ -104,11 +104,11 @@ fn a_tilde_prefix_denies_the_canonical_path_behind_a_symlinked_home() {
     // the tool canonicalises home/.ssh/id to real-home/.ssh/id; the rule was canonicalised the same way at load
     denied_by(
         &t.explain("read_file", &path(&t.home().join(".ssh/id"))),
-        "permissions.deny_rules[1] { tool = \"read_file\", path_prefix = ",
+        "permissions.deny_rules[2] { tool = \"read_file\", path_prefix = ",
     );
     denied_by(
         &t.explain("read_file", &path(&t.root.join("real-home/.ssh/id"))),
-        "permissions.deny_rules[1]",
+        "permissions.deny_rules[2]",
     );
     // the resolved prefix is what explain shows
     t.explain("read_file", &path(&t.home().join(".ssh/id")))
@@ -125,7 +125,7 @@ fn a_relative_prefix_resolves_against_the_manifest_directory() {
     let t = Setup::new(RULES);
     denied_by(
         &t.explain("read_file", &path(&t.root.join("agent/secrets/k"))),
-        "permissions.deny_rules[2]",
+        "permissions.deny_rules[3]",
     );
     // control: `secrets/` in the working directory is another folder
     allowed(&t.explain("read_file", &path(&t.root.join("secrets/k"))));
@@ -153,7 +153,7 @@ fn a_deny_command_rule_sees_every_simple_command() {
         ),
     ] {
         let run = t.explain("bash", &command(attack));
-        denied_by(&run, "permissions.deny_rules[0]");
+        denied_by(&run, "permissions.deny_rules[1]");
         run.stdout_has(&format!("matched  the simple command `{matched}`"));
     }
     // argv mode is read word by word
@@ -162,7 +162,7 @@ fn a_deny_command_rule_sees_every_simple_command() {
             "bash",
             &serde_json::json!({ "command": "git", "args": ["-C", ".", "push"] }),
         ),
-        "permissions.deny_rules[0]",
+        "permissions.deny_rules[1]",
     );
     // a program loom only knows when the line runs falls under the rule: a variable, a shell reading stdin
     for unknown in ["$G push", "echo 'git push' | sh"] {
@@ -197,7 +197,7 @@ fn a_rule_for_a_builtin_catches_the_renamed_instance() {
     let t = Setup::new(RULES);
     denied_by(
         &t.explain("run", &command("git -C . push")),
-        "permissions.deny_rules[0]",
+        "permissions.deny_rules[1]",
     );
     allowed(&t.explain("run", &command("git status")));
 }
@@ -212,7 +212,7 @@ path_prefix = "./missing/deeper"
 "#,
     );
     let want = format!(
-        "agent/agent.toml: permissions.deny_rules[0].path_prefix: \"./missing/deeper\" ({root}/agent/missing/deeper) \
+        "agent/agent.toml: permissions.deny_rules[1].path_prefix: \"./missing/deeper\" ({root}/agent/missing/deeper) \
          does not exist, and neither does its parent {root}/agent/missing; a rule on a path loom cannot resolve \
          would never match (hint: create the path or correct the rule; relative prefixes resolve against the \
          manifest's directory ({root}/agent), `~` against the home directory)",
@@ -246,7 +246,7 @@ fn a_tilde_prefix_without_a_home_stops_boot() {
     )
     .expect_code(1)
     .stderr_has(
-        "permissions.deny_rules[1].path_prefix: \"~/.ssh\" starts with `~`, but loom has no home directory to \
+        "permissions.deny_rules[2].path_prefix: \"~/.ssh\" starts with `~`, but loom has no home directory to \
          expand it to (HOME is unset or not absolute) (hint: write the absolute path, or set HOME)",
     );
 }

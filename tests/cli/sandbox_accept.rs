@@ -36,7 +36,7 @@ fn an_accepted_gap_is_shown_by_audit_and_an_unknown_one_is_an_error() {
     );
     s.loom(&["audit", "bad.toml"])
         .expect_code(1)
-        .stderr_has("sandbox.accept[0]")
+        .stderr_has("sandbox.accept[1]")
         .stderr_has("unknown sandbox gap \"sockets\"")
         .stderr_has("signals");
 }

@@ -24,14 +24,14 @@ fn a_row_the_sandbox_refuses_fails_audit_and_boot_with_the_key_path_and_fix() {
     let m = m.to_str().unwrap();
     s.loom(&["audit", m])
         .expect_code(1)
-        .stdout_has(r#"bash: [capabilities].bash[1].network is ["example.com"]"#)
+        .stdout_has(r#"bash: [capabilities].bash row 2: `network` is ["example.com"]"#)
         .stdout_has(r#"write network = "*" (on) or leave it out (off)"#)
         .stdout_has("network value refused by the sandbox")
         .stdout_lacks("own grant  curl — carried into pipelines by the broker; rw: none; ro: none; no network");
     s.loom(&["prompt", "agent.toml", "hi"])
         .expect_code(1)
         .stderr_has("agent.toml")
-        .stderr_has(r#"[capabilities].bash[1].network is ["example.com"]"#)
+        .stderr_has(r#"tools.bash: [capabilities].bash row 2: `network` is ["example.com"]"#)
         .stderr_has(r#"network = "*""#);
     // inline capabilities name their own key path
     s.write(
@@ -41,7 +41,7 @@ fn a_row_the_sandbox_refuses_fails_audit_and_boot_with_the_key_path_and_fix() {
     );
     s.loom(&["audit", m])
         .expect_code(1)
-        .stdout_has(r#"[tools].sh.capabilities[0].network is ["example.com"]"#);
+        .stdout_has(r#"sh: [tools].sh.capabilities row 1: `network` is ["example.com"]"#);
 }
 
 #[test]

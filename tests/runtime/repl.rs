@@ -253,7 +253,7 @@ tool = "read_file"
     let mut t = Pty::spawn(s.path(), &["run", "agent.toml"]);
     t.expect("> ");
     t.send("read a\r");
-    t.expect("approve? read_file: a [permissions] ask rule (permissions.ask_rules[0])");
+    t.expect("approve? read_file: a [permissions] ask rule (permissions.ask_rules[1])");
     t.expect("[o]nce, [a]lways");
     // not an answer: asked again, and nothing runs meanwhile
     t.send("perhaps\r");

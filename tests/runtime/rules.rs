@@ -63,14 +63,14 @@ path_prefix = "~/.ssh"
             r[i].1
         );
     };
-    denied(0, "permissions.deny_rules[1]");
+    denied(0, "permissions.deny_rules[2]");
     assert!(!r[0].1.contains("PRIVATE KEY"), "{}", r[0].1);
     // control: the rest of home is read
     assert_eq!(r[1].0, "completed", "{r:#?}");
     assert!(r[1].1.starts_with("notes"), "{}", r[1].1);
     denied(2, "the simple command `git -C . push`");
     denied(3, "the simple command `git push`");
-    denied(4, "permissions.deny_rules[0]");
+    denied(4, "permissions.deny_rules[1]");
     // control: another git command is not refused by a rule (it may still fail to run: no sandbox, no repository)
     assert!(
         !r[5].1.contains("[permissions]"),

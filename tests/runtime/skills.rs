@@ -238,7 +238,7 @@ fn the_skills_agent_example_runs_each_tier() {
         .stdout_has("skill haiku  [ACTIVE]")
         .stdout_has("skill word-count  [ACTIVE]")
         // the test's HOME is inside the directory it runs from, so `./` covers it: a warning
-        .stdout_has("(2 tools, 1 errors, 1 warnings, 1 rejected tool groups)")
+        .stdout_has("(2 tools, 1 error, 1 warning, 1 rejected tool group)")
         .stdout_has("which covers your home directory");
     // the same manifest with the scripted harness, next to the same skills
     let text = std::fs::read_to_string(example.join("agent.toml")).unwrap_or_default();

@@ -107,7 +107,11 @@ fn render(x: &Explanation) -> String {
             };
             line(
                 "rule",
-                format!("{}[{i}] {} matched: {what}", kind.key(), render_rule(rule)),
+                format!(
+                    "{} {} matched: {what}",
+                    loom_kernel::position(kind.key(), *i),
+                    render_rule(rule)
+                ),
             );
             if let Some(m) = &x.matched {
                 line("matched", m.clone());

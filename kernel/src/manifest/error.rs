@@ -86,9 +86,9 @@ pub(crate) fn join(path: &str, key: &str) -> String {
     }
 }
 
-/// Appends an array index to a key path.
+/// Appends an array position to a key path, counted from 1 ([`crate::position`]).
 pub(crate) fn index(path: &str, i: usize) -> String {
-    format!("{path}[{i}]")
+    crate::value::position(path, i)
 }
 
 #[cfg(test)]
@@ -115,6 +115,6 @@ mod tests {
     fn join_quotes_non_bare_keys() {
         assert_eq!(join("", "agent"), "agent");
         assert_eq!(join("tools", "a.b"), "tools.\"a.b\"");
-        assert_eq!(index("session.layers", 2), "session.layers[2]");
+        assert_eq!(index("session.layers", 2), "session.layers[3]");
     }
 }

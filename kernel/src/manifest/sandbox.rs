@@ -99,7 +99,7 @@ mod tests {
         assert_eq!(s.accept, vec![AcceptedGap::Signals]);
         assert_eq!(parse("sandbox = {}").unwrap(), SandboxSection::default());
         let e = parse("sandbox = { accept = [\"sockets\"] }").unwrap_err();
-        assert_eq!(e.key_path, "sandbox.accept[0]");
+        assert_eq!(e.key_path, "sandbox.accept[1]");
         assert!(
             e.to_string().contains("unknown sandbox gap \"sockets\""),
             "{e}"

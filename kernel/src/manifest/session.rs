@@ -125,22 +125,35 @@ pub(crate) fn parse_session(
     path: &str,
     table: &toml::Table,
 ) -> Result<Session, ManifestError> {
-    let layers =
-        match (table.get("provider"), table.get("layers")) {
-            (Some(_), Some(_)) => {
-                return Err(ctx.err(path, "has both provider and layers").with_hint(
-                    "use provider = \"...\" for a one-layer session, or layers = [...] for a chain",
-                ))
+    let layers = match (table.get("provider"), table.get("layers")) {
+        (Some(_), Some(_)) => {
+            return Err(ctx.err(path, "has both provider and layers").with_hint(
+                "use provider = \"...\" for a one-layer session, or layers = [...] for a chain",
+            ))
+        }
+        (Some(_), None) => {
+            let (provider, config) = table_layer(ctx, path, table)?;
+            vec![layer(ctx, path, provider, config)?]
+        }
+        (None, Some(v)) => layered(ctx, path, table, v)?,
+        (None, None) => {
+            // a misspelt `layers` or `provider` (`layer = [...]`) is named, not reported as missing
+            if let Some(key) = table
+                .iter()
+                .filter(|(_, v)| !v.is_table())
+                .map(|(k, _)| k)
+                .find(|k| super::suggest::nearest(k, &["layers", "provider"]).is_some())
+            {
+                return Err(ctx.err(
+                    &join(path, key),
+                    unknown_key_message(key, &["layers", "provider"]),
+                ));
             }
-            (Some(_), None) => {
-                let (provider, config) = table_layer(ctx, path, table)?;
-                vec![layer(ctx, path, provider, config)?]
-            }
-            (None, Some(v)) => layered(ctx, path, table, v)?,
-            (None, None) => return Err(ctx.err(path, "names no layers").with_hint(
+            return Err(ctx.err(path, "names no layers").with_hint(
                 "layers = [\"skills\", \"compacting\", \"in-memory\"], or provider = \"in-memory\"",
-            )),
-        };
+            ));
+        }
+    };
     let layers_path = if table.contains_key("layers") {
         join(path, "layers")
     } else {

@@ -370,7 +370,7 @@ mod tests {
             substitute_table_closed(Ctx::new("s/loom.toml"), &mut t, "tools", &vars).unwrap_err();
         assert_eq!(
             e.to_string(),
-            "s/loom.toml: tools.x.v[0]: ${VAULT}: a skill's declarations never read the environment; only \
+            "s/loom.toml: tools.x.v[1]: ${VAULT}: a skill's declarations never read the environment; only \
              ${SKILL_DIR} is substituted here (hint: write the value itself (a path under ${SKILL_DIR} for the \
              skill's own files); settings that depend on the user's machine belong in the manifest)"
         );

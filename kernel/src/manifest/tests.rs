@@ -647,7 +647,7 @@ fn env_substitution_example() {
     let e = fails_with(
         GLASS,
         &env(&[("SECRETISH", "hunter2")]),
-        "agent.toml: capabilities.read_file.paths[0]: undefined variable ${VAULT_PATH}",
+        "agent.toml: capabilities.read_file.paths[1]: undefined variable ${VAULT_PATH}",
     );
     assert!(e.hint.unwrap().contains("${VAULT_PATH:-default}"));
     fails(
@@ -1026,7 +1026,11 @@ fn unknown_keys_with_suggestions() {
         ("[agent]\nname = \"a\"\n[providers]\nm = { provider = \"mcp-server\", npm = \"x\", sercets = {} }\n", "providers.m.sercets: unknown key; did you mean secrets?"),
         ("[agent]\nname = \"a\"\n[providers]\nm = { path = \"./x\", rev = \"1\" }\n", "providers.m.rev: unknown key"),
         ("[agent]\nname = \"a\"\n[permissions]\nallow = []\n", "permissions.allow: unknown key; did you mean allow_rules?"),
-        ("[agent]\nname = \"a\"\n[[permissions.deny_rules]]\ntool = \"fetch\"\nhots = \"x\"\n", "permissions.deny_rules[0].hots: unknown key; did you mean host?"),
+        ("[agent]\nname = \"a\"\n[[permissions.deny_rules]]\ntool = \"fetch\"\nhots = \"x\"\n", "permissions.deny_rules[1].hots: unknown key; did you mean host?"),
+        // a grant written straight into a [tools] entry gets the fix that applies: `capabilities`
+        ("[agent]\nname = \"a\"\n[tools]\nread_file = { paths = [\"./\"] }\n", "tools.read_file.paths: unknown key; `paths` is a grant kind, and a [tools] entry grants through its `capabilities` key (hint: read_file = { provider = \"builtin\", capabilities = { paths = … } }, or read_file = { paths = … } in [capabilities])"),
+        // a misspelt `layers` alone is named, not reported as "names no layers"
+        ("[agent]\nname = \"a\"\n[session]\nlayer = [\"in-memory\"]\n", "session.layer: unknown key; did you mean layers?"),
         ("[agent]\nname = \"a\"\nsystem_prompt = { file = \"x\" }\n", "agent.system_prompt.file: unknown key"),
     ];
     for (text, want) in cases {
@@ -1043,7 +1047,7 @@ fn wrong_types_and_shapes() {
         ("[agent]\ndescription = \"x\"\n", "agent.name: missing; every agent needs a name"),
         ("[harness]\nprovider = \"anthropic\"\n", "agent.toml: agent: missing; every manifest declares [agent]"),
         ("[agent]\nname = \"a\"\nsecrets = \"X\"\n", "agent.secrets: expected an array of strings, found a string"),
-        ("[agent]\nname = \"a\"\nsecrets = [\"X\", 1]\n", "agent.secrets[1]: expected a string, found an integer"),
+        ("[agent]\nname = \"a\"\nsecrets = [\"X\", 1]\n", "agent.secrets[2]: expected a string, found an integer"),
         ("[agent]\nname = \"a\"\nsystem_prompt = 1\n", "agent.system_prompt: expected a string or { path = \"...\" }, found an integer"),
         ("[agent]\nname = \"a\"\n[harness]\nmodel = \"x\"\n", "harness.provider: missing; a harness names its provider"),
         ("[agent]\nname = \"a\"\n[harness]\nprovider = \"anthropic\"\nmaxTokens = \"4096\"\n", "harness.maxTokens: expected an integer, found a string"),
@@ -1054,7 +1058,7 @@ fn wrong_types_and_shapes() {
         ("[agent]\nname = \"a\"\n[tools]\nbash = \"*\"\n", "tools.bash: \"*\" is a grant, not a provider"),
         ("[agent]\nname = \"a\"\n[tools]\nbash = { provider = 1 }\n", "tools.bash.provider: expected a provider name, a source string, or an inline provider table, found an integer"),
         ("[agent]\nname = \"a\"\n[tools]\nbash = { tool = 1 }\n", "tools.bash.tool: expected a string, found an integer"),
-        ("[agent]\nname = \"a\"\n[tools]\nbash = { capabilities = [1] }\n", "tools.bash.capabilities: row 0 of the capability set is an integer"),
+        ("[agent]\nname = \"a\"\n[tools]\nbash = { capabilities = [1] }\n", "tools.bash.capabilities: row 1 of the capability set is an integer"),
         ("[agent]\nname = \"a\"\n[capabilities]\nbash = \"builtin\"\n", "capabilities.bash: \"builtin\" is not a grant"),
         ("[agent]\nname = \"a\"\n[capabilities]\nbash = { commands = [\"*\"] }\n", "capabilities.bash: kind `commands`: \"*\" inside a list is ambiguous"),
         ("capabilities = []\n[agent]\nname = \"a\"\n", "agent.toml: capabilities: expected a table, found an array"),
@@ -1083,8 +1087,8 @@ fn wrong_types_and_shapes() {
         ("[agent]\nname = \"a\"\n[providers]\nf = { provider = \"@x/fetch\", secrets = { K = \"K\" } }\n", "providers.f.secrets: `secrets` is not construction config for the provider package \"@x/fetch\" (hint: loom passes no secrets to a provider package"),
         ("[agent]\nname = \"a\"\n[providers]\nf = { provider = \"\" }\n", "providers.f.provider: must not be empty"),
         ("[agent]\nname = \"a\"\n[permissions]\nallow_rules = { tool = \"x\" }\n", "permissions.allow_rules: expected an array of rule tables, found a table"),
-        ("[agent]\nname = \"a\"\n[[permissions.ask_rules]]\n", "permissions.ask_rules[0]: an empty rule would match every call"),
-        ("[agent]\nname = \"a\"\n[[permissions.ask_rules]]\ntool = 1\n", "permissions.ask_rules[0].tool: expected a string, found an integer"),
+        ("[agent]\nname = \"a\"\n[[permissions.ask_rules]]\n", "permissions.ask_rules[1]: an empty rule would match every call"),
+        ("[agent]\nname = \"a\"\n[[permissions.ask_rules]]\ntool = 1\n", "permissions.ask_rules[1].tool: expected a string, found an integer"),
         ("[agent]\nname = \"a\"\n[hooks]\npre_tool = \"x\"\n", "agent.toml: hooks.pre_tool: unknown key; did you mean PreToolUse?"),
     ];
     for (text, want) in cases {
@@ -1177,10 +1181,10 @@ fn session_refusals() {
         ("[session]\n", "session: names no layers"),
         ("[session]\nlayers = [\"skills\", \"in-memory\"]\n[session.skills]\ndefault_tools = [\"bash\"]\n", "session.skills.default_tools: default_tools no longer exists: skills declare the tools they need themselves"),
         ("[session]\nlayers = [\"compacting\", \"in-memory\"]\n[session.compacting]\nthreshold = \"many\"\n", "session.compacting.threshold: expected an integer, found a string"),
-        ("[session]\nlayers = [{ provider = \"compacting\", threshold = 1 }, { provider = \"in-memory\" }]\n[session.compacting]\nthreshold = 2\n", "session.compacting.threshold: is configured twice, here and at session.layers[0]"),
-        ("[[session.layers]]\nthreshold = 1\n", "session.layers[0].provider: missing; every layer names its provider"),
+        ("[session]\nlayers = [{ provider = \"compacting\", threshold = 1 }, { provider = \"in-memory\" }]\n[session.compacting]\nthreshold = 2\n", "session.compacting.threshold: is configured twice, here and at session.layers[1]"),
+        ("[[session.layers]]\nthreshold = 1\n", "session.layers[1].provider: missing; every layer names its provider"),
         ("[session]\nlayers = [\"compacting\", \"in-memory\"]\n[session.in-memory]\npath = \"x\"\n", "session.in-memory.path: unknown key; this table takes no keys"),
-        ("[session]\nlayers = [\"\"]\n", "session.layers[0]: must not be empty"),
+        ("[session]\nlayers = [\"\"]\n", "session.layers[1]: must not be empty"),
     ];
     for (text, want) in cases {
         fails(&format!("{head}{text}"), want);
@@ -1240,7 +1244,7 @@ fn a_host_rule_on_a_tool_that_reports_no_host_is_refused() {
     for tool in ["", "tool = \"bash\"\n", "tool = \"fetch\"\n"] {
         let e = fails(
             &format!("[agent]\nname = \"a\"\n[[permissions.deny_rules]]\n{tool}host = \"pastebin.com\"\n"),
-            "permissions.deny_rules[0].host: only the built-in web_search reports the host a call reaches",
+            "permissions.deny_rules[1].host: only the built-in web_search reports the host a call reaches",
         );
         assert!(e.to_string().contains("set tool = \"web_search\""), "{e}");
     }
@@ -1430,7 +1434,7 @@ fn bad_hooks_are_named() {
         ),
         (
             "[agent]\nname = \"a\"\n[[hooks.Stop]]\n",
-            "hooks.Stop[0]: a hook needs command or url",
+            "hooks.Stop[1]: a hook needs command or url",
         ),
         (
             "[agent]\nname = \"a\"\n[[hooks.Stop]]\ncommand = \"x\"\nurl = \"https://h\"\n",
@@ -1438,19 +1442,19 @@ fn bad_hooks_are_named() {
         ),
         (
             "[agent]\nname = \"a\"\n[[hooks.Stop]]\nurl = \"ftp://h\"\n",
-            "hooks.Stop[0].url: \"ftp://h\" is not an http:// or https:// URL",
+            "hooks.Stop[1].url: \"ftp://h\" is not an http:// or https:// URL",
         ),
         (
             "[agent]\nname = \"a\"\n[[hooks.Stop]]\ncommand = \"x\"\nmatcher = \"bash\"\n",
-            "hooks.Stop[0].matcher: Stop hooks do not match tools",
+            "hooks.Stop[1].matcher: Stop hooks do not match tools",
         ),
         (
             "[agent]\nname = \"a\"\n[[hooks.PreToolUse]]\ncommand = \"x\"\ntimeout_secs = 0\n",
-            "hooks.PreToolUse[0].timeout_secs: expected a whole number of seconds from 1 to 3600",
+            "hooks.PreToolUse[1].timeout_secs: expected a whole number of seconds from 1 to 3600",
         ),
         (
             "[agent]\nname = \"a\"\n[[hooks.PreToolUse]]\ncommand = \"x\"\ntimout_secs = 3\n",
-            "hooks.PreToolUse[0].timout_secs: unknown key; did you mean timeout_secs?",
+            "hooks.PreToolUse[1].timout_secs: unknown key; did you mean timeout_secs?",
         ),
         (
             "[agent]\nname = \"a\"\n[hooks]\nStop = \"x\"\n",

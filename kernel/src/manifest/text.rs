@@ -127,7 +127,15 @@ fn check_nesting(ctx: Ctx<'_>, text: &str) -> Result<(), ManifestError> {
 
 /// A TOML syntax error as one line: `invalid TOML at line L, column C: <parser message>`.
 fn syntax_error(ctx: Ctx<'_>, text: &str, e: &toml::de::Error) -> ManifestError {
-    let message = e.message().trim().replace('\n', " ");
+    // the parser's lines ("invalid array", "expected `]`") read as one sentence: "invalid array: expected `]`"
+    let message = e
+        .message()
+        .trim()
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join(": ");
     match e.span() {
         Some(span) => {
             let (line, column) = line_column(text, span.start);
@@ -181,6 +189,11 @@ mod tests {
         );
         fails("a = 1\na = 2\n", "invalid TOML at line 2");
         fails("[agent\n", "invalid TOML at line 1");
+        // the parser's two lines read as one sentence
+        fails(
+            "a = [1, 2\n",
+            "invalid TOML at line 2, column 1: invalid array: expected `]`",
+        );
     }
 
     #[test]

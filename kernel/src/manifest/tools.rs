@@ -196,6 +196,24 @@ pub(crate) fn parse_entry(
     for key in table.keys() {
         if !ENTRY_KEYS.contains(&key.as_str()) {
             let p = join(path, key);
+            if crate::contracts::is_builtin_grant_kind(key) {
+                // a grant written inline, as in `read_file = { paths = ["./"] }`: the fix is `capabilities`, not
+                // [providers]
+                let name = crate::value::toml_key(name);
+                let key = crate::value::toml_key(key);
+                return Err(ctx
+                    .err(
+                        &p,
+                        format!(
+                            "unknown key; `{key}` is a grant kind, and a [tools] entry grants through its \
+                             `capabilities` key"
+                        ),
+                    )
+                    .with_hint(format!(
+                        "{name} = {{ provider = \"builtin\", capabilities = {{ {key} = … }} }}, or \
+                         {name} = {{ {key} = … }} in [capabilities]"
+                    )));
+            }
             return Err(match nearest(key, ENTRY_KEYS) {
                 Some(near) => ctx
                     .err(&p, format!("unknown key; did you mean {near}?"))

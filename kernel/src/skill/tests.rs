@@ -120,7 +120,7 @@ fn a_skill_never_reads_the_environment() {
         let e = compile(&fm(value), "x", None).unwrap_err();
         assert_eq!(
             e.to_string(),
-            format!("/s/x/SKILL.md: tools.r.capabilities.paths[0]: ${{{name}}}: a skill's declarations never read the environment; only ${{SKILL_DIR}} is substituted here (hint: write the value itself (a path under ${{SKILL_DIR}} for the skill's own files); settings that depend on the user's machine belong in the manifest)")
+            format!("/s/x/SKILL.md: tools.r.capabilities.paths[1]: ${{{name}}}: a skill's declarations never read the environment; only ${{SKILL_DIR}} is substituted here (hint: write the value itself (a path under ${{SKILL_DIR}} for the skill's own files); settings that depend on the user's machine belong in the manifest)")
         );
         let side = format!("[tools]\nr = {{ provider = \"builtin\", tool = \"read_file\", capabilities = {{ paths = [\"{value}\"] }} }}\n");
         let e = compile(DNS, "dns-lookup", Some(&side)).unwrap_err();
@@ -130,7 +130,7 @@ fn a_skill_never_reads_the_environment() {
     // the providers text too
     let shipped = "---\nname: x\ndescription: d\nmetadata:\n  loom.tools: |\n    n = { provider = \"srv\" }\n  loom.providers: |\n    srv = { provider = \"mcp-server\", command = \"node\", args = [\"${SKILL_DIR}/s.mjs\", \"${GH_TOKEN}\"] }\n---\n";
     let e = compile(shipped, "x", None).unwrap_err();
-    assert_eq!(e.key_path, "providers.srv.args[1]");
+    assert_eq!(e.key_path, "providers.srv.args[2]");
     assert!(e.message.starts_with("${GH_TOKEN}: "), "{e}");
     // ${SKILL_DIR} alone compiles
     assert!(compile(&fm("${SKILL_DIR}/data"), "x", None).is_ok());
