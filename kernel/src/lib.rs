@@ -107,7 +107,7 @@ pub use manifest::{
     is_safe_id, manifest_from_table, parse_manifest, parse_sidecar_group, parse_tool_group,
     AcceptedGap, Agent, Harness, LayerSpec, Manifest, ManifestError, ProviderRef, ProviderSpec,
     SandboxSection, Session, Shipped, Source, SubagentRef, SubagentSource, SystemPrompt, ToolEntry,
-    ToolGroup, DEFAULT_TOOLS, MAX_MANIFEST_BYTES, MAX_NESTING, META_FACTORIES,
+    ToolGroup, DEFAULT_TOOLS, MAX_ID_LEN, MAX_MANIFEST_BYTES, MAX_NESTING, META_FACTORIES,
 };
 pub use mcp::{bind_schema, ArgBinding, BindError, BoundTool};
 pub use path::{landing_warning, path_within, NormCache, PathCtx};

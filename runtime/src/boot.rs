@@ -261,6 +261,11 @@ pub fn boot_with(
     sandbox.accept = m.sandbox.accept.clone();
     let submanifests = Arc::new(submanifest_hashes(&authority));
 
+    // a run id that cannot name a directory stops boot (storage_dir never uses it)
+    crate::storage::run_id(&env).map_err(|e| BootError::Storage {
+        file: file.clone(),
+        message: format!("{e}; fix it, or unset it to share the agent's state across runs"),
+    })?;
     let storage = storage_dir(m, &env);
     let storage_for_providers = storage.clone();
     match ensure_storage(&storage, &loaded.path) {

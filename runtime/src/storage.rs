@@ -6,9 +6,80 @@ use std::path::PathBuf;
 use loom_kernel::{is_safe_id, Manifest};
 
 /// The storage directory of `manifest`: `$LOOM_DATA_HOME/agents/<id>`, else `$XDG_DATA_HOME/loom/agents/<id>`, else
-/// `~/.local/share/loom/agents/<id>`, where `<id>` is `[agent].storage_id` or the agent's name. Computed, not
-/// created.
+/// `~/.local/share/loom/agents/<id>`, where `<id>` is `[agent].storage_id` or the agent's name; inside a run
+/// ([`run_id`]) its own `runs/<run>` below that. Computed, not created.
 pub fn storage_dir(manifest: &Manifest, env: &BTreeMap<String, String>) -> PathBuf {
+    let agent = agent_dir(manifest, env);
+    match run_id(env) {
+        Ok(None) => agent,
+        Ok(Some(run)) => agent.join("runs").join(run),
+        // boot refuses an unusable run id ([`run_id`]'s error); anything else that only shows the directory gets
+        // one that cannot climb and that no valid run id names
+        Err(e) => agent.join("runs").join(format!("_invalid_{}", e.var)),
+    }
+}
+
+/// Why the run id the environment names cannot scope storage.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "{var} = {value:?} cannot name a run: a run id is 1 to {max} characters from A-Z a-z 0-9 . _ -, starting with a \
+     letter or a digit (it becomes a directory of the agent's storage)",
+    max = loom_kernel::MAX_ID_LEN
+)]
+pub struct RunIdError {
+    /// The variable it came from (`--run-id` sets `LOOM_RUN_ID`).
+    pub var: &'static str,
+    /// What it held (an id, never a secret).
+    pub value: String,
+}
+
+/// The run whose state this process keeps apart from other runs of the same agent (its session log, remembered
+/// answers, server state): `LOOM_RUN_ID` (what `--run-id` sets), else one made from the ids the engine running loom
+/// gives each job — GitHub Actions' `GITHUB_RUN_ID` (`gh-<id>`, with `-<GITHUB_RUN_ATTEMPT>`) and Kubernetes
+/// Indexed Jobs' `JOB_COMPLETION_INDEX` (`-<index>`, or `k8s-<index>` alone) — else none (one state per agent).
+pub fn run_id(env: &BTreeMap<String, String>) -> Result<Option<String>, RunIdError> {
+    let get = |k: &str| env.get(k).map(|v| v.trim()).filter(|v| !v.is_empty());
+    let checked = |var: &'static str, v: &str| {
+        if is_safe_id(v) {
+            Ok(v.to_string())
+        } else {
+            Err(RunIdError {
+                var,
+                value: v.to_string(),
+            })
+        }
+    };
+    if let Some(v) = get("LOOM_RUN_ID") {
+        return checked("LOOM_RUN_ID", v).map(Some);
+    }
+    let mut run = match get("GITHUB_RUN_ID") {
+        Some(v) => {
+            let mut r = format!("gh-{}", checked("GITHUB_RUN_ID", v)?);
+            if let Some(a) = get("GITHUB_RUN_ATTEMPT") {
+                r = format!("{r}-{}", checked("GITHUB_RUN_ATTEMPT", a)?);
+            }
+            Some(r)
+        }
+        None => None,
+    };
+    if let Some(i) = get("JOB_COMPLETION_INDEX") {
+        let i = checked("JOB_COMPLETION_INDEX", i)?;
+        run = Some(match run {
+            Some(r) => format!("{r}-{i}"),
+            None => format!("k8s-{i}"),
+        });
+    }
+    match run {
+        Some(r) if !is_safe_id(&r) => Err(RunIdError {
+            var: "GITHUB_RUN_ID",
+            value: r,
+        }),
+        r => Ok(r),
+    }
+}
+
+/// The agent's own directory under the data home, shared by all its runs.
+fn agent_dir(manifest: &Manifest, env: &BTreeMap<String, String>) -> PathBuf {
     let id = manifest
         .agent
         .storage_id
@@ -80,6 +151,83 @@ pub fn ensure_storage(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn the_run_id_comes_from_loom_then_from_the_engine() {
+        let none: Result<Option<String>, RunIdError> = Ok(None);
+        assert_eq!(run_id(&env(&[])), none);
+        assert_eq!(run_id(&env(&[("LOOM_RUN_ID", "  ")])), none);
+        let some = |s: &str| Ok(Some(s.to_string()));
+        assert_eq!(
+            run_id(&env(&[("LOOM_RUN_ID", "nightly-7")])),
+            some("nightly-7")
+        );
+        // loom's own wins over the engine's
+        assert_eq!(
+            run_id(&env(&[("LOOM_RUN_ID", "mine"), ("GITHUB_RUN_ID", "42")])),
+            some("mine")
+        );
+        assert_eq!(run_id(&env(&[("GITHUB_RUN_ID", "42")])), some("gh-42"));
+        assert_eq!(
+            run_id(&env(&[
+                ("GITHUB_RUN_ID", "42"),
+                ("GITHUB_RUN_ATTEMPT", "2")
+            ])),
+            some("gh-42-2")
+        );
+        assert_eq!(
+            run_id(&env(&[("JOB_COMPLETION_INDEX", "3")])),
+            some("k8s-3")
+        );
+        assert_eq!(
+            run_id(&env(&[
+                ("GITHUB_RUN_ID", "42"),
+                ("JOB_COMPLETION_INDEX", "3")
+            ])),
+            some("gh-42-3")
+        );
+        // nothing that could climb, hide or read as an option names a run
+        for (var, bad) in [
+            ("LOOM_RUN_ID", "../x"),
+            ("LOOM_RUN_ID", ".hidden"),
+            ("LOOM_RUN_ID", "-rf"),
+            ("LOOM_RUN_ID", "a/b"),
+            ("GITHUB_RUN_ID", "1/../../x"),
+            ("JOB_COMPLETION_INDEX", ".."),
+        ] {
+            let e = run_id(&env(&[(var, bad)])).unwrap_err();
+            assert_eq!((e.var, e.value.as_str()), (var, bad));
+            assert!(
+                e.to_string()
+                    .starts_with(&format!("{var} = {bad:?} cannot name a run")),
+                "{e}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_run_has_storage_of_its_own_below_the_agent() {
+        let m =
+            loom_kernel::parse_manifest("[agent]\nname = \"a\"\n", "agent.toml", &BTreeMap::new())
+                .unwrap();
+        let base = env(&[("LOOM_DATA_HOME", "/d")]);
+        assert_eq!(storage_dir(&m, &base), PathBuf::from("/d/agents/a"));
+        let mut run = base.clone();
+        run.insert("LOOM_RUN_ID".into(), "r1".into());
+        assert_eq!(storage_dir(&m, &run), PathBuf::from("/d/agents/a/runs/r1"));
+        run.insert("LOOM_RUN_ID".into(), "../../etc".into());
+        assert_eq!(
+            storage_dir(&m, &run),
+            PathBuf::from("/d/agents/a/runs/_invalid_LOOM_RUN_ID")
+        );
+    }
 
     #[test]
     fn storage_is_created_and_a_second_owner_is_flagged() {

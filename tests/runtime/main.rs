@@ -18,6 +18,7 @@ mod prompt;
 mod providers;
 mod repl;
 mod rules;
+mod runs;
 mod secrets;
 mod secrets_chain;
 mod session;

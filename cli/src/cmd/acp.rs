@@ -23,13 +23,16 @@ enum AcpCommand {
     Serve {
         /// The agent manifest.
         manifest: PathBuf,
+        #[command(flatten)]
+        scope: super::scope::RunScope,
     },
 }
 
 /// Runs `loom acp`.
 pub fn run(args: Args) -> i32 {
     match args.command {
-        AcpCommand::Serve { manifest } => {
+        AcpCommand::Serve { manifest, scope } => {
+            scope.apply();
             let notes = Arc::new(|n: &str| eprintln!("loom: note: {n}"));
             match serve_stdio(&manifest, BootOptions::default(), notes) {
                 Ok(()) => exit::OK,

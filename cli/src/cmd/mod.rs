@@ -12,3 +12,4 @@ pub mod prompt;
 pub mod providers;
 pub mod run;
 pub mod sandbox;
+pub mod scope;

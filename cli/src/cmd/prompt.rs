@@ -52,6 +52,8 @@ pub struct Args {
     /// Run the turn in plan mode: tools that change anything are neither offered nor run.
     #[arg(long)]
     plan: bool,
+    #[command(flatten)]
+    scope: super::scope::RunScope,
 }
 
 struct Sink {
@@ -169,6 +171,7 @@ impl PromptSink for Sink {
 
 /// Runs `loom prompt`.
 pub fn run(args: Args) -> i32 {
+    args.scope.apply();
     if args.emit_preamble && args.format != Format::Jsonl {
         return fail(exit::USAGE, "--emit-preamble needs --format jsonl");
     }

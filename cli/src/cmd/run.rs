@@ -27,6 +27,8 @@ pub struct Args {
     /// Start in plan mode: tools that change anything are neither offered nor run (`/plan off` leaves it).
     #[arg(long)]
     plan: bool,
+    #[command(flatten)]
+    scope: super::scope::RunScope,
 }
 
 const MODEL: &str = "waiting for the model";
@@ -237,6 +239,7 @@ impl ReplUi for Terminal {
 }
 
 pub fn run(args: Args) -> i32 {
+    args.scope.apply();
     let color = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
     let mut ui = Terminal {
         out: std::io::stdout(),

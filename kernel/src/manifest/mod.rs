@@ -30,7 +30,7 @@ mod typed;
 #[cfg(test)]
 mod tests;
 
-pub use agent::{is_safe_id, Agent, SystemPrompt};
+pub use agent::{is_safe_id, Agent, SystemPrompt, MAX_ID_LEN};
 pub use error::ManifestError;
 pub use group::{parse_sidecar_group, parse_tool_group, ToolGroup};
 pub(crate) use harness::is_builtin_harness;

@@ -81,6 +81,17 @@ impl FileLayer {
             .append(true)
             .open(path)
             .map_err(io(path))?;
+        // one writer per log: a second process appending would interleave its events with ours, so it is refused
+        // at once (the lock goes with the open file: a crash releases it)
+        match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => {}
+            Err(rustix::io::Errno::WOULDBLOCK) => {
+                return Err(SessionError::Busy {
+                    path: path.display().to_string(),
+                })
+            }
+            Err(e) => return Err(io(path)(e.into())),
+        }
         let bytes = std::fs::read(path).map_err(io(path))?;
         let (events, good_len, torn) = parse_log(path, &bytes)?;
         let mut note = None;
@@ -306,7 +317,12 @@ impl Layer for FileLayer {
     fn close(&mut self) -> futures::future::BoxFuture<'_, Result<(), SessionError>> {
         Box::pin(async move {
             self.flush_pending()?;
-            self.file.sync_data().map_err(io(&self.path))
+            self.file.sync_data().map_err(io(&self.path))?;
+            // the session is over: the log is another process's to open, and nothing more is appended here
+            // without the lock
+            self.broken = Some("the session log was closed".into());
+            rustix::fs::flock(&self.file, rustix::fs::FlockOperation::Unlock)
+                .map_err(|e| io(&self.path)(e.into()))
         })
     }
 }
@@ -330,6 +346,35 @@ mod tests {
             content: Content::text(t),
             message_id: None,
         })
+    }
+
+    #[tokio::test]
+    async fn a_second_writer_is_refused_until_the_first_closes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("session.jsonl");
+        let (mut first, _) = FileLayer::open(&path).unwrap();
+        first.push(vec![user("hi")]).unwrap();
+        // flock conflicts between open files even inside one process, as between two processes
+        let e = FileLayer::open(&path).unwrap_err();
+        assert!(matches!(e, SessionError::Busy { .. }), "{e:?}");
+        assert!(
+            e.to_string()
+                .contains("another loom process is writing this session log"),
+            "{e}"
+        );
+        // reading is not writing: a check still sees the history
+        assert!(FileLayer::check(&path).unwrap().is_some());
+        first.close().await.unwrap();
+        let end = SessionUpdate::frame(FrameKind::MessageEnd, Some(Role::User), None);
+        assert!(
+            first.push(vec![user("late"), end]).is_err(),
+            "nothing is appended after close"
+        );
+        let (second, _) = FileLayer::open(&path).unwrap();
+        assert_eq!(second.pull(vec![]).unwrap(), vec![user("hi")]);
+        // dropping a writer (a crash) releases the log too
+        drop(second);
+        assert!(FileLayer::open(&path).is_ok());
     }
 
     #[tokio::test]
@@ -600,6 +645,7 @@ mod tests {
         );
         assert_eq!(l.pull(vec![]).unwrap(), vec![user("one"), agent("two")]);
         assert_eq!(std::fs::read_to_string(&path).unwrap(), good);
+        drop(l);
         // a torn line without its newline: the note names its bytes too
         std::fs::write(&path, format!("{good}{{\"sess")).unwrap();
         let (_, note) = FileLayer::open(&path).unwrap();

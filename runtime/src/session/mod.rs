@@ -114,6 +114,15 @@ pub enum SessionError {
         /// The OS error.
         source: std::io::Error,
     },
+    /// Another process is writing the log.
+    #[error(
+        "{path}: another loom process is writing this session log, and a second writer would interleave its events; \
+         wait for it to end, or give this run state of its own (--run-id or LOOM_RUN_ID)"
+    )]
+    Busy {
+        /// The file.
+        path: String,
+    },
     /// A stored line is not a session event (hand-edited or corrupted), other than a torn last line.
     #[error("{path}:{line}: not a session event ({reason}); fix or remove that line (earlier history is intact)")]
     Corrupt {
