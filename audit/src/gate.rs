@@ -367,18 +367,67 @@ pub fn render_gate_sarif(r: &GateResult, text: &str) -> Json {
     })
 }
 
-/// The 1-based line where `key` is assigned or opened as a table (1 when not found).
+/// The 1-based line where `key` is written, for a SARIF location: its `[capabilities]` entry (`key = …` in that
+/// table, or a `[capabilities.key]` table) — where a ceiling grows — else its `[tools]` entry (an inline grant), else
+/// the first `key = …` anywhere (`agent.secrets`), else line 1.
 fn key_line(text: &str, key: &str) -> usize {
-    text.lines()
-        .position(|l| {
-            let t = l.trim_start();
-            let rest = t
-                .strip_prefix(key)
-                .or_else(|| t.strip_prefix(&format!("\"{key}\"")));
-            rest.is_some_and(|r| r.trim_start().starts_with('='))
-                || t.starts_with(&format!("[tools.{key}]"))
-                || t.starts_with(&format!("[capabilities.{key}"))
-        })
-        .map(|i| i + 1)
-        .unwrap_or(1)
+    let quoted = format!("\"{key}\"");
+    let names = |t: &str| t == key || t == quoted;
+    let mut section = String::new();
+    let (mut in_tools, mut anywhere) = (None, None);
+    for (i, line) in text.lines().enumerate() {
+        let t = line.trim_start();
+        if let Some(header) = t.strip_prefix('[') {
+            let header = header.trim_start_matches('[');
+            section = header.split(']').next().unwrap_or("").trim().to_string();
+            match section.split_once('.') {
+                Some(("capabilities", k)) if names(k.trim()) => return i + 1,
+                Some(("tools", k)) if names(k.trim()) => {
+                    in_tools.get_or_insert(i + 1);
+                }
+                // `[[hooks.PreToolUse]]` for the subject `hooks.PreToolUse`
+                _ if section.rsplit('.').next().is_some_and(|k| names(k.trim())) => {
+                    anywhere.get_or_insert(i + 1);
+                }
+                _ => {}
+            }
+            continue;
+        }
+        let assigns = t.split_once('=').is_some_and(|(lhs, _)| names(lhs.trim()));
+        if !assigns {
+            continue;
+        }
+        match section.as_str() {
+            "capabilities" => return i + 1,
+            "tools" => {
+                in_tools.get_or_insert(i + 1);
+            }
+            _ => {
+                anywhere.get_or_insert(i + 1);
+            }
+        }
+    }
+    in_tools.or(anywhere).unwrap_or(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::key_line;
+
+    #[test]
+    fn a_location_points_at_the_grant_not_at_the_tool_entry() {
+        let text = "[agent]\nname = \"a\"\nsecrets = [\"K\"]\n[tools]\nbash = \"builtin\"\nsh = { tool = \"bash\", \
+                    capabilities = \"*\" }\n[capabilities]\nread_file = {}\nbash = [\n  { commands = \"*\" },\n]\n\
+                    [capabilities.\"web.x\"]\nnetwork = \"*\"\n[[hooks.PreToolUse]]\ncommand = \"x\"\n";
+        assert_eq!(
+            key_line(text, "bash"),
+            9,
+            "the [capabilities] entry, not `bash = \"builtin\"`"
+        );
+        assert_eq!(key_line(text, "sh"), 6, "an inline grant lives in [tools]");
+        assert_eq!(key_line(text, "web.x"), 12, "a [capabilities.KEY] table");
+        assert_eq!(key_line(text, "secrets"), 3);
+        assert_eq!(key_line(text, "PreToolUse"), 14);
+        assert_eq!(key_line(text, "nowhere"), 1);
+    }
 }

@@ -9,7 +9,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::ceiling::Ceiling;
-use crate::grant::Grant;
+use crate::grant::{Grant, Row};
 use crate::hooks::HookAction;
 use crate::key_target::{key_target, target_change};
 use crate::manifest::Manifest;
@@ -76,10 +76,25 @@ pub fn ceiling_growth(
         let (grown, kept) = match grant {
             Grant::Unrestricted => (Grant::Unrestricted, sup.clone()),
             Grant::Set(rows) => {
-                let (kept, grown): (Vec<_>, Vec<_>) = rows
-                    .iter()
-                    .cloned()
-                    .partition(|r| alg.contains(&sup, &Grant::row(r.clone())));
+                // a narrowed row keeps the kinds the tool requires (a bash row without `commands` runs nothing)
+                let required =
+                    crate::contracts::builtin_contract(new_manifest.underlying(key), None)
+                        .map(|c| c.requires)
+                        .unwrap_or_default();
+                let fits = |r: &Row| {
+                    required.iter().all(|k| r.get(k).is_some())
+                        && alg.contains(&sup, &Grant::row(r.clone()))
+                };
+                let (mut kept, mut grown) = (Vec::new(), Vec::new());
+                for r in rows {
+                    if fits(r) {
+                        kept.push(r.clone());
+                    } else {
+                        grown.push(r.clone());
+                        // the smallest edit first: the row without the one kind that grew, when that fits
+                        kept.extend(narrowed(r, &fits));
+                    }
+                }
                 (Grant::set(grown), Grant::set(kept))
             }
         };
@@ -94,6 +109,18 @@ pub fn ceiling_growth(
         });
     }
     out
+}
+
+/// Row `r` without one of its kinds, when that row `fits` (the first such kind in key order): the smallest edit that
+/// keeps the row — `{ commands = "*", network = "*" }` over a baseline without the network keeps `commands = "*"`
+/// rather than losing the whole row. `None` when no single kind's removal makes it fit.
+fn narrowed(r: &Row, fits: &impl Fn(&Row) -> bool) -> Option<Row> {
+    r.0.keys().find_map(|kind| {
+        let mut map = (*r.0).clone();
+        map.remove(kind);
+        let candidate = Row(std::sync::Arc::new(map));
+        (!candidate.0.is_empty() && fits(&candidate)).then_some(candidate)
+    })
 }
 
 /// One change outside the ceilings that grows authority.
@@ -589,6 +616,28 @@ mod tests {
         assert_eq!(
             g[0].grown.to_toml(),
             "{ commands = [\"curl\"], network = \"*\" }"
+        );
+        assert_eq!(
+            g[0].narrowest.as_ref().unwrap().to_toml(),
+            "{ commands = [\"ls\"] }"
+        );
+    }
+
+    #[test]
+    fn the_narrowest_change_drops_the_kind_that_grew_not_the_row() {
+        // the walkthrough's case: the general shell row picked up the network
+        let g = growth(
+            "bash = [{ commands = \"*\", paths = [\"./\"] }, { commands = [\"gcalcli\"], network = \"*\" }]",
+            "bash = [{ commands = \"*\", paths = [\"./\"], network = \"*\" }, { commands = [\"gcalcli\"], network = \"*\" }]",
+        );
+        assert_eq!(
+            g[0].narrowest.as_ref().unwrap().to_toml(),
+            "[{ commands = \"*\", paths = [\"./\"] }, { commands = [\"gcalcli\"], network = \"*\" }]"
+        );
+        // when no one kind's removal fits, the row goes
+        let g = growth(
+            "bash = { commands = [\"ls\"] }",
+            "bash = [{ commands = [\"ls\"] }, { commands = [\"curl\"], network = \"*\" }]",
         );
         assert_eq!(
             g[0].narrowest.as_ref().unwrap().to_toml(),
