@@ -80,6 +80,36 @@ pub fn access_for(class: AccessClass, abi: ABI) -> BitFlags<AccessFs> {
 
 /// The rules for a profile.
 pub fn build_landlock_rules(profile: &Profile, view: View) -> Vec<LandlockRule> {
+    let mut rules = view_rules(profile, view);
+    for (root, writable) in profile.roots() {
+        let access = if writable {
+            AccessClass::Write
+        } else {
+            AccessClass::Read
+        };
+        rules.push(LandlockRule {
+            path: root.to_path_buf(),
+            access,
+            required: true,
+        });
+    }
+    rules
+}
+
+/// Tier B's rules on the host: [`build_landlock_rules`] for [`View::Host`], except that a root holding a path that
+/// must stay read-only or hidden is granted entry by entry ([`crate::split`]); `list` lists a directory. The error
+/// says why a root cannot be split.
+pub fn build_host_rules(
+    profile: &Profile,
+    list: &mut crate::split::Lister<'_>,
+) -> Result<Vec<LandlockRule>, String> {
+    let mut rules = view_rules(profile, View::Host);
+    rules.extend(crate::split::host_root_rules(profile, list)?);
+    Ok(rules)
+}
+
+/// The rules every view needs besides the grant's roots: system directories, `/proc`, devices.
+fn view_rules(profile: &Profile, view: View) -> Vec<LandlockRule> {
     let mut rules = Vec::new();
     let mut push = |path: PathBuf, access, required| {
         rules.push(LandlockRule {
@@ -107,14 +137,6 @@ pub fn build_landlock_rules(profile: &Profile, view: View) -> Vec<LandlockRule> 
                 push(d.into(), AccessClass::Device, false);
             }
         }
-    }
-    for (root, writable) in profile.roots() {
-        let access = if writable {
-            AccessClass::Write
-        } else {
-            AccessClass::Read
-        };
-        push(root.to_path_buf(), access, true);
     }
     rules
 }

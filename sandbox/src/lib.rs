@@ -58,6 +58,7 @@ mod sbpl;
 mod seccomp;
 mod select;
 mod spawn;
+mod split;
 mod stage;
 mod table;
 
@@ -95,7 +96,5 @@ pub use seccomp::{
     ArgWidth, DenyRule, SeccompError, SeccompPolicy, METADATA_SYSCALLS, NEWEST_ALLOWED_SYSCALL,
 };
 pub use select::{parse_grant, GrantTextError};
-pub use spawn::{
-    check_expressible, spawn_sandboxed, spawn_unconfined, Launch, Outcome, SpawnError,
-};
+pub use spawn::{spawn_sandboxed, spawn_unconfined, Launch, Outcome, SpawnError};
 pub use table::{enforcement_rows, enforcement_table, TABLE_BEGIN, TABLE_END};

@@ -17,7 +17,9 @@ use crate::clone_exec::{CloneError, RawChild};
 use crate::confine::{Confinement, EnforceError, Step};
 use crate::coverage::{tier_b_refusal, tier_b_status, view_status, SandboxStatus};
 use crate::inner::InnerSpec;
-use crate::landlock::{build_landlock_rules, AccessClass, Enforcement, LandlockRule, View};
+use crate::landlock::{
+    build_host_rules, build_landlock_rules, AccessClass, Enforcement, LandlockRule, View,
+};
 use crate::probe::Tier;
 use crate::profile::Profile;
 use crate::roots::open_roots;
@@ -114,36 +116,6 @@ pub(crate) fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
     Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }
 
-/// Checks that `tier` can express `profile`.
-pub fn check_expressible(profile: &Profile, tier: Tier) -> Result<(), SpawnError> {
-    if tier == Tier::B {
-        if let Some(p) = profile.masked.first() {
-            return Err(SpawnError::Inexpressible {
-                tier: tier.name(),
-                grant: profile.grant.clone(),
-                why: format!(
-                    "{} is a secret store inside a root of this grant, and Landlock cannot hide a file below a \
-                     granted directory; narrow the grant so it does not cover that file, move the file, or make user \
-                     namespaces available for tier A (`loom doctor`)",
-                    p.display()
-                ),
-            });
-        }
-        if let Some(p) = profile.protected.first() {
-            return Err(SpawnError::Inexpressible {
-                tier: tier.name(),
-                grant: profile.grant.clone(),
-                why: format!(
-                    "{} must stay read-only inside a writable root, and Landlock alone can only add rights; \
-                     grant that root with read_paths, or make user namespaces available for tier A (`loom doctor`)",
-                    p.display()
-                ),
-            });
-        }
-    }
-    Ok(())
-}
-
 /// The standard streams of a confined command.
 #[derive(Debug)]
 pub struct Streams {
@@ -182,7 +154,6 @@ pub fn spawn_sandboxed_io(
     streams: Streams,
     started: &mut dyn FnMut(u32),
 ) -> Result<Outcome, SpawnError> {
-    check_expressible(launch.profile, launch.tier)?;
     match launch.tier {
         Tier::B => spawn_tier_b(launch, streams, started),
         Tier::A | Tier::C => spawn_in_view(launch, streams, started),
@@ -297,7 +268,14 @@ fn spawn_tier_b(
     };
     // Tier B has no private /tmp of its own: give the command a fresh private directory as TMPDIR.
     let private_tmp = PrivateTmp::create()?;
-    let mut rules = build_landlock_rules(profile, View::Host);
+    // a root holding .git, .loom, an authority file or a secret store is granted entry by entry (crate::split)
+    let mut rules = build_host_rules(profile, &mut crate::split::host_lister).map_err(|why| {
+        SpawnError::Inexpressible {
+            tier: Tier::B.name(),
+            grant: profile.grant.clone(),
+            why,
+        }
+    })?;
     rules.push(LandlockRule {
         path: private_tmp.0.clone(),
         access: AccessClass::Write,

@@ -30,13 +30,13 @@ const FIXED: &[[&str; 4]] = &[
     [
         r#"Protected names inside writable roots and the home directory (`.git`, `.loom`, `.mcp.json`, shell start-up files, `.gitconfig`, `.config/git`, `.ssh`, `.config/autostart`, `.config/systemd`, `.config/loom`, `.local/bin`, `.npmrc`, `.pypirc`, `.netrc`, `.envrc`, `.vscode`, `.idea`, `.claude`, `.agents`, `.cargo/config.toml`; `loom doctor` lists them), a nested repository's `.git`, and the agent's authority files"#,
         r#"re-bound read-only; the directories between them and their root re-bound onto themselves so they cannot be renamed or removed (EBUSY)"#,
-        r#"**refused** (Landlock can only add rights)"#,
+        r#"the writable root granted entry by entry: the root and the directories on the way read-only, every other existing entry writable on its own (nothing new directly in them)"#,
         r#"as A"#,
     ],
     [
         r#"Secret stores inside any root"#,
         r#"masked by `/dev/null`, read-only"#,
-        r#"**refused**"#,
+        r#"no Landlock rule: reading is denied (the root granted entry by entry)"#,
         r#"as A"#,
     ],
     [

@@ -23,9 +23,10 @@
 //!   reap the bomb) and `unprivileged::unprivileged_fork_bomb_hits_rlimit_nproc`.
 //! - **Tier B** → `limits::tier_b_reads_proc_of_same_uid_processes_and_not_host_tmp` (`/proc/<pid>/cmdline` and
 //!   `status` of a host process readable in tier B, `environ` and `maps` not (EACCES: Landlock scopes ptrace); all
-//!   invisible in tier A; host `/tmp` not readable; a private `TMPDIR`, removed afterwards); protected subpaths
-//!   refused: `tiers::tier_b_refuses_protected_paths_it_cannot_express`,
-//!   `tiers::tier_b_refuses_authority_files_and_secret_stores_tier_a_confines_them`; SysV IPC and inotify:
+//!   invisible in tier A; host `/tmp` not readable; a private `TMPDIR`, removed afterwards); roots granted entry by
+//!   entry (nothing new directly in a split root, `.git` read-only, a secret store unreadable):
+//!   `tiers::tier_b_runs_in_a_checkout_with_git_read_only`,
+//!   `tiers::tier_b_keeps_authority_files_read_only_and_denies_secret_stores`; SysV IPC and inotify:
 //!   `hardening::tier_b_denies_sysv_ipc_and_inotify_of_the_host`; unix sockets:
 //!   `tier_b::tier_b_cannot_connect_to_host_unix_sockets`; brokered rows:
 //!   `tier_b::tier_b_refuses_rows_that_need_the_broker`; `setsid` and the session kill:

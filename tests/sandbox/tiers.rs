@@ -144,52 +144,100 @@ fn tier_b_reports_a_missing_or_unreachable_command_as_not_found() {
         .expect_code(0);
 }
 
+/// Issue 24 item 2: tier B runs in a checkout. A writable root holding `.git` is granted entry by entry
+/// (sandbox/src/split.rs): `.git` stays read-only (a hook cannot be planted, `.git` cannot be renamed away), while
+/// the checkout's other files and directories are writable; what this costs — nothing new directly in the root — is
+/// shown too, as SECURITY.md says.
 #[test]
-fn tier_b_refuses_protected_paths_it_cannot_express() {
+fn tier_b_runs_in_a_checkout_with_git_read_only() {
     let s = Sbx::new();
     if !tier_available(&s, "b") {
         return;
     }
     std::fs::create_dir_all(s.work.join(".git/hooks")).unwrap();
-    s.run(&s.grant(), &["--tier", "b"], &["true"])
-        .expect_code(1)
-        .stderr_has("tier B cannot enforce")
-        .stderr_has(".git must stay read-only");
+    std::fs::write(s.work.join(".git/config"), "[core]\n").unwrap();
+    std::fs::create_dir_all(s.work.join("src")).unwrap();
+    std::fs::write(s.work.join("README.md"), "old\n").unwrap();
+    let attempt = |script: &str| s.run(&s.grant(), &["--tier", "b"], &["sh", "-c", script]);
+    // the attacks: each fails, and leaves nothing behind
+    for (what, script) in [
+        ("plant a hook", "echo evil > .git/hooks/pre-commit"),
+        ("edit the git config", "echo evil >> .git/config"),
+        ("rename .git away", "mv .git moved"),
+        ("replace .git", "rm -rf .git"),
+    ] {
+        let r = attempt(script);
+        assert_ne!(r.code(), 0, "{what} succeeded in tier B: {}", r.stderr());
+    }
+    assert!(!s.work.join(".git/hooks/pre-commit").exists());
+    assert_eq!(
+        std::fs::read_to_string(s.work.join(".git/config")).unwrap(),
+        "[core]\n"
+    );
+    assert!(s.work.join(".git/hooks").is_dir() && !s.work.join("moved").exists());
+    // the controls: the checkout's files and directories are writable, in place and below
+    attempt("echo new > README.md && mkdir -p src/deep && echo fn > src/deep/lib.rs && git --version >/dev/null 2>&1; cat .git/config")
+        .expect_code(0)
+        .stdout_has("[core]");
+    assert_eq!(
+        std::fs::read_to_string(s.work.join("README.md")).unwrap(),
+        "new\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(s.work.join("src/deep/lib.rs")).unwrap(),
+        "fn\n"
+    );
+    // the documented cost: nothing new directly in a split root
+    let r = attempt("echo x > fresh.txt");
+    assert_ne!(r.code(), 0, "a new entry in a split root was created");
+    assert!(!s.work.join("fresh.txt").exists());
 }
 
-/// SECURITY.md "Authority files": tier B cannot keep an authority file read-only below a writable root, nor hide a
-/// secret store below any root, so it refuses the row; tier A (the control) runs it with the file read-only and the
-/// store reading empty.
+/// SECURITY.md "Authority files": tier B keeps an authority file read-only below a writable root and denies reading a
+/// secret store below any root (split per entry); tier A (the control) runs the same with the file read-only and
+/// the store reading empty.
 #[test]
-fn tier_b_refuses_authority_files_and_secret_stores_tier_a_confines_them() {
+fn tier_b_keeps_authority_files_read_only_and_denies_secret_stores() {
     let s = Sbx::new();
     if !tier_available(&s, "b") {
         return;
     }
     let hook = s.work.join("check.sh");
     let store = s.outside.join(".loom-secrets");
+    let sibling = s.outside.join("notes.txt");
     std::fs::write(&hook, "#!/bin/sh\n").unwrap();
     std::fs::write(&store, "GH_TOKEN=kept-from-the-agent\n").unwrap();
-    let (hook_s, store_s) = (hook.to_str().unwrap(), store.to_str().unwrap());
-    s.run(&s.grant(), &["--tier", "b", "--protect", hook_s], &["true"])
-        .expect_code(1)
-        .stderr_has("tier B cannot enforce")
-        .stderr_has("check.sh must stay read-only");
-    s.run(&s.grant(), &["--tier", "b", "--mask", store_s], &["true"])
-        .expect_code(1)
-        .stderr_has("is a secret store inside a root of this grant");
-    if !tier_available(&s, "a") {
-        return;
-    }
-    let script = format!("cat {store_s}; echo end; echo evil > {hook_s}");
-    let r = s.run(
-        &s.grant(),
-        &["--tier", "a", "--protect", hook_s, "--mask", store_s],
-        &["sh", "-c", &script],
+    std::fs::write(&sibling, "readable\n").unwrap();
+    let (hook_s, store_s, sibling_s) = (
+        hook.to_str().unwrap(),
+        store.to_str().unwrap(),
+        sibling.to_str().unwrap(),
     );
-    assert!(r.stdout().contains("end"), "{}", r.stderr());
-    assert!(!r.stdout().contains("kept-from-the-agent"));
-    assert_eq!(std::fs::read_to_string(&hook).unwrap(), "#!/bin/sh\n");
+    for tier in ["b", "a"] {
+        if !tier_available(&s, tier) {
+            continue;
+        }
+        let script = format!("cat {store_s}; cat {sibling_s}; echo end; echo evil > {hook_s}");
+        let r = s.run(
+            &s.grant(),
+            &["--tier", tier, "--protect", hook_s, "--mask", store_s],
+            &["sh", "-c", &script],
+        );
+        assert!(r.stdout().contains("end"), "tier {tier}: {}", r.stderr());
+        assert!(
+            r.stdout().contains("readable"),
+            "tier {tier}: the store's sibling is readable"
+        );
+        assert!(
+            !r.stdout().contains("kept-from-the-agent"),
+            "tier {tier} showed the secret store"
+        );
+        assert_eq!(
+            std::fs::read_to_string(&hook).unwrap(),
+            "#!/bin/sh\n",
+            "tier {tier} wrote the hook"
+        );
+    }
 }
 
 #[test]
