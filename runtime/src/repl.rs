@@ -202,6 +202,22 @@ pub const COMMANDS: &[(&str, Command, &str)] = &[
     ("/quit", Command::Quit, "leave (also Ctrl-D)"),
 ];
 
+/// What `/compact` says about one layer's compaction: "nothing to compact" when the history did not get shorter.
+pub fn compact_report(c: &crate::session::Compaction) -> String {
+    use crate::session::Compaction;
+    match c {
+        Compaction::Compacted { before, after, .. } if after >= before => format!(
+            "nothing to compact: the history ({before} events) is no longer than what compaction keeps"
+        ),
+        Compaction::Compacted { layer, before, after } => {
+            format!("compacted {before} events into {after} ({layer} layer)")
+        }
+        Compaction::Failed { layer, cause } => {
+            format!("compaction failed ({layer} layer): {cause}; the history was kept as it was")
+        }
+    }
+}
+
 /// Parses a line: `None` when it is not a command (a prompt), else the command or why it is not one.
 pub fn parse_command(line: &str) -> Option<Result<Command, String>> {
     let word = line.split_whitespace().collect::<Vec<_>>().join(" ");
@@ -487,12 +503,12 @@ async fn command(agent: &Agent, c: Command, ui: &mut dyn ReplUi, audit: &dyn Fn(
         },
         Command::Compact => match agent.compact_now(CancellationToken::new()).await {
             Ok(done) if done.is_empty() => {
-                ui.note("nothing was compacted: the session has no compacting layer (add \"compacting\" to [session] \
-                         layers), or its history is no longer than the events compaction keeps")
+                ui.note("nothing to compact: the session has no compacting layer (add \"compacting\" to [session] \
+                         layers)")
             }
             Ok(done) => {
                 for c in done {
-                    ui.note(&format!("compacted: {c}"));
+                    ui.note(&compact_report(&c));
                 }
             }
             Err(e) => ui.note(&format!("compaction failed: {e}")),
@@ -516,6 +532,32 @@ async fn command(agent: &Agent, c: Command, ui: &mut dyn ReplUi, audit: &dyn Fn(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn compact_says_when_nothing_got_shorter() {
+        use crate::session::Compaction;
+        let c = |before, after| Compaction::Compacted {
+            layer: "compacting".into(),
+            before,
+            after,
+        };
+        assert_eq!(
+            compact_report(&c(12, 12)),
+            "nothing to compact: the history (12 events) is no longer than what compaction keeps"
+        );
+        assert_eq!(
+            compact_report(&c(40, 11)),
+            "compacted 40 events into 11 (compacting layer)"
+        );
+        let failed = Compaction::Failed {
+            layer: "compacting".into(),
+            cause: "the model returned nothing".into(),
+        };
+        assert_eq!(
+            compact_report(&failed),
+            "compaction failed (compacting layer): the model returned nothing; the history was kept as it was"
+        );
+    }
 
     #[test]
     fn answers_are_only_the_choices_offered() {

@@ -192,6 +192,9 @@ bash = "builtin"
     t.expect("unknown command \"/nope\"");
     t.send("/events\r");
     t.expect("\"sessionUpdate\":\"user_message_chunk\"");
+    // an in-memory session has nothing that compacts, and says so instead of claiming success
+    t.send("/compact\r");
+    t.expect("nothing to compact: the session has no compacting layer");
 
     t.send("sleep please\r");
     t.expect("⏺ bash sleep 60");
@@ -255,6 +258,13 @@ tool = "read_file"
     t.send("read a\r");
     t.expect("approve? read_file: a [permissions] ask rule (permissions.ask_rules[1])");
     t.expect("[o]nce, [a]lways");
+    // while the question waits, the spinner draws nothing over it (the time lets several frames go by)
+    std::thread::sleep(Duration::from_millis(600));
+    let waiting = strip(&t.seen.lock().unwrap())[t.mark..].to_string();
+    assert!(
+        !waiting.chars().any(|c| ('⠀'..='⣿').contains(&c)),
+        "the spinner drew while the question waited: {waiting:?}"
+    );
     // not an answer: asked again, and nothing runs meanwhile
     t.send("perhaps\r");
     t.expect("answer o (once), a (always) or r (reject)");

@@ -38,12 +38,55 @@ struct Terminal {
     out: std::io::Stdout,
     color: bool,
     md: Markdown,
-    /// What the spinner says while nothing streams (`None`: no spinner).
-    waiting: Option<String>,
+    /// What the spinner says while nothing streams, and whether a question is open.
+    spinner: Spinner,
     spinner_shown: bool,
-    frame: usize,
     /// The kind of text run in progress (agent text, thinking), so a change starts a new line.
     run: Option<&'static str>,
+}
+
+/// The spinner's state: what it says while nothing streams, and whether a permission question is open (then it
+/// draws nothing until the answer, whatever updates arrive in between).
+#[derive(Debug, Default)]
+struct Spinner {
+    waiting: Option<String>,
+    asking: bool,
+    frame: usize,
+}
+
+impl Spinner {
+    /// Something is being waited for: spin with `what` (once the open question, if any, is answered).
+    fn wait(&mut self, what: &str) {
+        self.waiting = Some(what.to_string());
+    }
+
+    /// Nothing is being waited for.
+    fn stop(&mut self) {
+        self.waiting = None;
+    }
+
+    /// A question waits for the user: no frames until [`Spinner::answered`].
+    fn ask(&mut self) {
+        self.asking = true;
+        self.waiting = None;
+    }
+
+    /// The question was answered; `next` is what is waited for now.
+    fn answered(&mut self, next: &str) {
+        self.asking = false;
+        self.wait(next);
+    }
+
+    /// The next frame (`\r`, the glyph, what is waited for, the time), or `None` when nothing should be drawn.
+    fn frame(&mut self, elapsed: Duration) -> Option<String> {
+        let what = self.waiting.as_deref().filter(|_| !self.asking)?;
+        self.frame = (self.frame + 1) % SPINNER.len();
+        Some(format!(
+            "\r{} {what} · {:.1}s\x1b[K",
+            SPINNER[self.frame],
+            elapsed.as_secs_f64()
+        ))
+    }
 }
 
 impl Terminal {
@@ -79,7 +122,7 @@ impl Terminal {
     fn text(&mut self, kind: &'static str, text: &str) {
         let text = &*terminal_safe(text);
         self.clear_spinner();
-        self.waiting = None;
+        self.spinner.stop();
         if self.run != Some(kind) {
             self.end_run();
             self.run = Some(kind);
@@ -130,8 +173,8 @@ impl ReplUi for Terminal {
     }
 
     fn turn_start(&mut self) {
-        self.waiting = Some(MODEL.into());
-        self.frame = 0;
+        self.spinner = Spinner::default();
+        self.spinner.wait(MODEL);
     }
 
     fn update(&mut self, u: &SessionUpdate) {
@@ -144,7 +187,8 @@ impl ReplUi for Terminal {
                 let line = format!("⏺ {} {}", terminal_safe(&c.title), brief(&c.raw_input));
                 let styled = self.style("33", &line);
                 self.write(&format!("{styled}\n"));
-                self.waiting = Some(format!("running {}", terminal_safe(&c.title)));
+                self.spinner
+                    .wait(&format!("running {}", terminal_safe(&c.title)));
             }
             SessionUpdate::ToolCallUpdate(t) if t.status != Some(ToolStatus::InProgress) => {
                 self.clear_spinner();
@@ -161,7 +205,7 @@ impl ReplUi for Terminal {
                 }
                 let styled = self.style(if ok { "2" } else { "31" }, &line);
                 self.write(&format!("{styled}\n"));
-                self.waiting = Some(MODEL.into());
+                self.spinner.wait(MODEL);
             }
             SessionUpdate::Frame(_) => {
                 if let Some(text) = u.notice_text() {
@@ -178,8 +222,9 @@ impl ReplUi for Terminal {
     fn ask(&mut self, ask: &PermissionAsk) {
         self.clear_spinner();
         self.end_run();
-        // the spinner would draw over the answer being typed: it resumes with the next update
-        self.waiting = None;
+        // the spinner would draw over the answer being typed: it stays off until the question is answered, whatever
+        // updates arrive meanwhile
+        self.spinner.ask();
         let styled = self.style("1;33", &ask_question(ask));
         self.write(&format!("{styled}\n? "));
     }
@@ -191,7 +236,7 @@ impl ReplUi for Terminal {
             &answer_line(ask, answer),
         );
         self.write(&format!("{styled}\n"));
-        self.waiting = Some(if approved {
+        self.spinner.answered(&if approved {
             format!("running {}", terminal_safe(&ask.call.title))
         } else {
             MODEL.into()
@@ -199,15 +244,12 @@ impl ReplUi for Terminal {
     }
 
     fn tick(&mut self, elapsed: Duration) {
-        let Some(what) = self.waiting.as_deref().filter(|_| self.color) else {
+        if !self.color {
+            return;
+        }
+        let Some(line) = self.spinner.frame(elapsed) else {
             return;
         };
-        let line = format!(
-            "\r{} {what} · {:.1}s\x1b[K",
-            SPINNER[(self.frame + 1) % SPINNER.len()],
-            elapsed.as_secs_f64()
-        );
-        self.frame = (self.frame + 1) % SPINNER.len();
         let styled = self.style("2", &line);
         self.spinner_shown = true;
         self.write(&styled);
@@ -216,7 +258,7 @@ impl ReplUi for Terminal {
     fn turn_end(&mut self, outcome: &TurnOutcome, stats: &TurnStats) {
         self.clear_spinner();
         self.end_run();
-        self.waiting = None;
+        self.spinner.stop();
         let stop = serde_json::to_value(outcome.stop)
             .ok()
             .and_then(|v| v.as_str().map(str::to_string))
@@ -245,9 +287,8 @@ pub fn run(args: Args) -> i32 {
         out: std::io::stdout(),
         color,
         md: Markdown::new(),
-        waiting: None,
+        spinner: Spinner::default(),
         spinner_shown: false,
-        frame: 0,
         run: None,
     };
     let manifest = args.manifest.clone();
@@ -309,5 +350,24 @@ mod tests {
             brief(&serde_json::json!({"command": "ls\x1b\nrm"})),
             "ls\\x1b…"
         );
+    }
+
+    #[test]
+    fn the_spinner_stays_off_while_a_question_waits() {
+        let mut s = Spinner::default();
+        let t = Duration::from_millis(1500);
+        s.wait(MODEL);
+        assert!(s
+            .frame(t)
+            .is_some_and(|f| f.contains("waiting for the model · 1.5s")));
+        s.ask();
+        assert_eq!(s.frame(t), None);
+        // an update that arrives while the user is deciding (the call's own ToolCall, a result) does not restart it
+        s.wait("running bash");
+        assert_eq!(s.frame(t), None);
+        s.answered("running bash");
+        assert!(s.frame(t).is_some_and(|f| f.contains("running bash")));
+        s.stop();
+        assert_eq!(s.frame(t), None);
     }
 }
