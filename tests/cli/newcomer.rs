@@ -278,6 +278,32 @@ fn ten_mistakes() -> Vec<Mistake> {
             says: vec![(Out, "warning  grant path `../` (write_file): `../` climbs out with `..`".into())],
         },
         Mistake {
+            what: "7. a missing API key",
+            edit: None,
+            args: &["prompt", "agent.toml", "write a haiku about tea"],
+            env: &[],
+            code: 1,
+            says: vec![
+                (
+                    Err,
+                    "agent.toml: [harness]: needs the secret ANTHROPIC_API_KEY: export it (ANTHROPIC_API_KEY or \
+                     LOOM_ANTHROPIC_API_KEY) or add it to your user secrets file {home}/.config/loom/secrets.toml \
+                     (TOML, one `ANTHROPIC_API_KEY = \"value\"` line per secret;"
+                        .into(),
+                ),
+                // and whether the keychain can be asked here (this build has it; the host may lack secret-tool)
+                (Err, "the OS keychain".into()),
+            ],
+        },
+        Mistake {
+            what: "10. loom run without the key fails before the REPL opens",
+            edit: None,
+            args: &["run", "agent.toml"],
+            env: &[],
+            code: 1,
+            says: vec![(Err, "[harness]: needs the secret ANTHROPIC_API_KEY: export it".into())],
+        },
+        Mistake {
             what: "9. malformed TOML",
             edit: Some(("name = \"minimal-agent\"", "name = \"minimal-agent")),
             args: &["audit", "agent.toml"],
@@ -302,7 +328,13 @@ fn the_ten_newcomer_mistakes_get_their_exact_messages() {
             text = text.replacen(from, to, 1);
         }
         s.write("agent.toml", &text);
-        let run = s.loom_env(m.args, m.env);
+        // a home of the test's own: no key, no user secrets file, whatever the machine has
+        let home = s.path().join("home");
+        std::fs::create_dir_all(&home).unwrap();
+        let home = home.display().to_string();
+        let mut env = vec![("HOME", home.as_str())];
+        env.extend_from_slice(m.env);
+        let run = s.loom_env(m.args, &env);
         assert_eq!(
             run.code(),
             m.code,
@@ -312,6 +344,7 @@ fn the_ten_newcomer_mistakes_get_their_exact_messages() {
             run.stderr()
         );
         for (stream, says) in &m.says {
+            let says = says.replace("{home}", &home);
             let got = match stream {
                 Stream::Out => run.stdout(),
                 Stream::Err => run.stderr(),
@@ -322,5 +355,17 @@ fn the_ten_newcomer_mistakes_get_their_exact_messages() {
                 m.what
             );
         }
+    }
+}
+
+/// The walkthrough's row 29: `loom install` in a manifest with no sources says so and writes nothing (no lock, no
+/// `.loom/`); `--frozen` agrees.
+#[test]
+fn install_with_nothing_to_install_writes_nothing() {
+    let s = Scratch::new();
+    s.write("agent.toml", &minimal());
+    for args in [&["install"][..], &["install", "--frozen"][..]] {
+        s.loom(args).expect_code(0).stdout_has("nothing to install");
+        assert!(!s.path().join(".loom").exists(), "{args:?} created .loom/");
     }
 }

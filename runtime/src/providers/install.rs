@@ -89,6 +89,12 @@ pub fn install(
             subject: s.describe(),
         });
     }
+    // nothing to install and nothing installed before: nothing to write either (no empty lock, no .loom/)
+    let had_installs = old_lock.as_ref().is_some_and(|l| !l.providers.is_empty())
+        || manifest_dir.join(INSTALL_DIR).exists();
+    if srcs.is_empty() && !had_installs {
+        return Ok(Vec::new());
+    }
     let mut staged = Vec::new();
     for (handle, t) in &srcs {
         let dst = staging.join(handle);
