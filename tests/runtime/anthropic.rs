@@ -228,3 +228,46 @@ fn a_missing_api_key_fails_boot_naming_the_secret() {
         run.stderr()
     );
 }
+
+/// The walkthrough's row 28: a provider that is overloaded is retried, and the retry is never silent — `loom
+/// prompt` says "retrying (n of m, in s)" on stderr (text) and as a notice frame (jsonl), then the answer comes.
+#[test]
+fn a_retry_says_so_and_the_answer_still_comes() {
+    const OVERLOADED: &str =
+        r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#;
+    for format in ["text", "jsonl"] {
+        let (base, seen) = serve_status(vec![(529, OVERLOADED), (200, ANSWER)]);
+        let s = Scratch::new();
+        s.write(
+            "agent.toml",
+            &format!(
+                "[agent]\nname = \"retry\"\n[harness]\nprovider = \"anthropic\"\nmodel = \"claude-test\"\n\
+                 apiBase = \"{base}\"\n[session]\nprovider = \"in-memory\"\n[tools]\n"
+            ),
+        );
+        let run = s.loom_env(
+            &["prompt", "agent.toml", "hi", "--format", format],
+            &[("ANTHROPIC_API_KEY", KEY)],
+        );
+        run.expect_code(0);
+        assert_eq!(seen.lock().unwrap().len(), 2, "{format}: one retry");
+        assert!(!run.stdout().contains(KEY) && !run.stderr().contains(KEY));
+        match format {
+            "text" => {
+                run.stderr_has("loom: notice: anthropic: retrying (1 of 7, in ")
+                    .stderr_has("s): ")
+                    .stdout_has("The file says: greetings");
+            }
+            _ => {
+                let notice = updates(&run)
+                    .into_iter()
+                    .find(|u| u.to_string().contains("retrying (1 of 7, in "));
+                assert!(
+                    notice.is_some(),
+                    "no retry notice in the jsonl:\n{}",
+                    run.stdout()
+                );
+            }
+        }
+    }
+}
