@@ -204,6 +204,17 @@ impl Run {
         );
         self
     }
+
+    /// Asserts stderr does not contain `needle`.
+    #[track_caller]
+    pub fn stderr_lacks(&self, needle: &str) -> &Run {
+        assert!(
+            !self.stderr().contains(needle),
+            "stderr unexpectedly has {needle:?}\n{}",
+            self.describe()
+        );
+        self
+    }
 }
 
 #[path = "skills_fixture.rs"]

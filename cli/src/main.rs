@@ -7,9 +7,26 @@ mod output;
 
 use clap::{Parser, Subcommand};
 
-/// loom: a capability-secure, manifest-driven agent runtime.
+/// What `loom --help` says loom is.
+const ABOUT: &str = "loom: a capability-secure, manifest-driven agent runtime. An agent.toml declares a model, \
+                     tools and what each tool may do; loom audits that authority without calling a model and runs \
+                     the agent with every tool call decided by one policy kernel and every shell command confined by \
+                     an OS sandbox.";
+
+/// The terms `loom --help` explains once, where a newcomer first meets them.
+const TERMS: &str = "Terms:
+  grant      what one tool may do, written in [capabilities] (paths, commands, network, ...)
+  ceiling    the most authority the manifest allows: [capabilities] as a whole; `loom audit --baseline`
+             fails when a change grows it
+  tier       how shell commands are confined on this host: A = bubblewrap + Landlock + seccomp, B = Landlock +
+             seccomp (no namespaces), C = bubblewrap + seccomp; `loom doctor` shows which this host has
+  manifest   the agent.toml file; commands read ./agent.toml when none is named (a directory means its agent.toml)
+
+Exit codes: 0 ok, 1 failed (the message says why), 2 usage error, 3 the audit gate found growth, 130 cancelled.
+`loom help <command>` (or `loom <command> --help`) explains one command.";
+
 #[derive(Debug, Parser)]
-#[command(name = "loom", version, about, disable_help_subcommand = true)]
+#[command(name = "loom", version, about = ABOUT, after_help = TERMS)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

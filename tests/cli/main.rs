@@ -6,6 +6,7 @@ mod docs;
 mod explain;
 mod gate;
 mod gate_tools;
+mod help;
 mod kernel_small;
 mod mcp;
 mod model_install;

@@ -21,7 +21,8 @@ pub struct Args {
 enum AcpCommand {
     /// Serve the agent over stdio (JSON-RPC 2.0, one message per line) until the client closes stdin.
     Serve {
-        /// The agent manifest.
+        /// The agent manifest (a directory means its agent.toml).
+        #[arg(default_value = super::manifest_arg::DEFAULT)]
         manifest: PathBuf,
         #[command(flatten)]
         scope: super::scope::RunScope,
@@ -33,6 +34,10 @@ pub fn run(args: Args) -> i32 {
     match args.command {
         AcpCommand::Serve { manifest, scope } => {
             scope.apply();
+            let manifest = match super::manifest_arg::resolve(&manifest) {
+                Ok(m) => m,
+                Err(e) => return fail(exit::FAILED, &e),
+            };
             let notes = Arc::new(|n: &str| eprintln!("loom: note: {n}"));
             match serve_stdio(&manifest, BootOptions::default(), notes) {
                 Ok(()) => exit::OK,

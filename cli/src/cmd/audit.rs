@@ -35,7 +35,8 @@ pub enum Format {
 /// Arguments of `loom audit`. Flags may come before or after the path.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The agent manifest (agent.toml).
+    /// The agent manifest (a directory means its agent.toml).
+    #[arg(default_value = super::manifest_arg::DEFAULT)]
     pub manifest: PathBuf,
     /// Print JSON instead of the tree (same as --format json).
     #[arg(long)]
@@ -55,7 +56,13 @@ pub struct Args {
 }
 
 /// Runs `loom audit`.
-pub fn run(args: Args) -> i32 {
+pub fn run(mut args: Args) -> i32 {
+    if args.json && args.format.is_some_and(|f| f != Format::Json) {
+        return fail(
+            exit::USAGE,
+            "--json is --format json; pass one of them (--format text, json or sarif)",
+        );
+    }
     let format = match (args.format, args.json) {
         (Some(f), _) => f,
         (None, true) => Format::Json,
@@ -75,6 +82,16 @@ pub fn run(args: Args) -> i32 {
         Err(code) => return code,
     };
     let ctx = path_ctx(&cwd);
+    match super::manifest_arg::resolve(&args.manifest) {
+        Ok(m) => args.manifest = m,
+        Err(e) => {
+            if format == Format::Json {
+                let doc = render_load_error_json(&args.manifest.display().to_string(), &e);
+                emit(&json_text(&doc));
+            }
+            return fail(exit::FAILED, &e);
+        }
+    }
     let loaded = match load_manifest_with_env(&args.manifest, &gate_env(args.env_free)) {
         Ok(l) => l,
         Err(e) => {
@@ -361,7 +378,7 @@ fn gate(
                         Box::new(FsLoader::with_env(ctx.clone(), env.clone())),
                     )
                 }
-                Err(e) => return fail(exit::FAILED, &e.to_string()),
+                Err(e) => return fail(exit::FAILED, &format!("the baseline {e}")),
             },
         };
     let old = match parse_manifest(&old_text, &old_name, &env) {

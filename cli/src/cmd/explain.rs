@@ -1,10 +1,8 @@
-//! `loom explain <agent.toml> <tool> '<input JSON>'`: which grant row, rule and remembered answer decide a call, and
+//! `loom explain [agent.toml] <tool> '<input JSON>'`: which grant row, rule and remembered answer decide a call, and
 //! why — the decision the turn loop would make, without a model and without running the call.
 //!
 //! Exit codes: 0 when the call was explained (whatever the verdict), 1 when it cannot be (the agent does not boot,
 //! the tool is unknown, the tool refuses the input), 2 for usage errors (input that is not a JSON object).
-
-use std::path::PathBuf;
 
 use loom_kernel::{Decision, Exec, Grant, Rule, RuleKind, Verdict};
 use loom_runtime::{explain_call, BootOptions, Explanation};
@@ -15,17 +13,25 @@ use crate::output::{emit, fail};
 /// Arguments of `loom explain`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The agent manifest.
-    manifest: PathBuf,
-    /// The tool instance, as the model calls it (a key of `[tools]`).
-    tool: String,
-    /// The call's input, as one JSON object (what the model would send).
-    input: String,
+    /// [MANIFEST] TOOL INPUT: the agent manifest (default ./agent.toml; a directory means its agent.toml), the tool
+    /// instance as the model calls it (a key of `[tools]`), and the call's input as one JSON object (what the model
+    /// would send).
+    #[arg(value_name = "[MANIFEST] TOOL INPUT", num_args = 2..=3, required = true)]
+    args: Vec<String>,
 }
 
 /// Runs `loom explain`.
 pub fn run(args: Args) -> i32 {
-    let input: serde_json::Value = match serde_json::from_str(&args.input) {
+    let (manifest, tool, input) = match args.args.as_slice() {
+        [m, t, i] => (m.as_str(), t, i),
+        [t, i] => (super::manifest_arg::DEFAULT, t, i),
+        _ => return fail(exit::USAGE, "usage: loom explain [MANIFEST] TOOL INPUT"),
+    };
+    let manifest = match super::manifest_arg::resolve(std::path::Path::new(manifest)) {
+        Ok(m) => m,
+        Err(e) => return fail(exit::FAILED, &e),
+    };
+    let input: serde_json::Value = match serde_json::from_str(input) {
         Ok(v @ serde_json::Value::Object(_)) => v,
         Ok(_) => return fail(exit::USAGE, "the input must be one JSON object, e.g. '{\"command\": \"ls\"}'"),
         Err(e) => {
@@ -35,7 +41,7 @@ pub fn run(args: Args) -> i32 {
             )
         }
     };
-    match explain_call(&args.manifest, &args.tool, &input, BootOptions::default()) {
+    match explain_call(&manifest, tool, &input, BootOptions::default()) {
         Ok((explanation, notes)) => {
             for n in notes {
                 eprintln!("loom: note: {n}");
@@ -43,7 +49,7 @@ pub fn run(args: Args) -> i32 {
             emit(&render(&explanation));
             exit::OK
         }
-        Err(e) => fail(exit::FAILED, &format!("{}: {e}", args.manifest.display())),
+        Err(e) => fail(exit::FAILED, &format!("{}: {e}", manifest.display())),
     }
 }
 

@@ -13,8 +13,8 @@ use crate::output::{current_dir, emit, fail};
 /// Arguments of `loom install`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The agent manifest (default: agent.toml in the current directory).
-    #[arg(default_value = "agent.toml")]
+    /// The agent manifest (a directory means its agent.toml).
+    #[arg(default_value = super::manifest_arg::DEFAULT)]
     pub manifest: PathBuf,
     /// Fail (writing nothing) when the manifest's sources or the installed files drifted from .loom/lock.toml.
     #[arg(long)]
@@ -22,7 +22,11 @@ pub struct Args {
 }
 
 /// Runs `loom install`.
-pub fn run(args: Args) -> i32 {
+pub fn run(mut args: Args) -> i32 {
+    match super::manifest_arg::resolve(&args.manifest) {
+        Ok(m) => args.manifest = m,
+        Err(e) => return fail(exit::FAILED, &e),
+    }
     let loaded = match load_manifest(&args.manifest) {
         Ok(l) => l,
         Err(e) => return fail(exit::FAILED, &e.to_string()),

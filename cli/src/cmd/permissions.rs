@@ -24,16 +24,16 @@ pub struct Args {
 enum Action {
     /// List the remembered "always" answers, numbered.
     List {
-        /// The agent manifest.
+        /// The agent manifest (a directory means its agent.toml).
+        #[arg(default_value = super::manifest_arg::DEFAULT)]
         manifest: PathBuf,
     },
     /// Forget remembered answers by number (as `list` shows them), or all of them.
     Revoke {
-        /// The agent manifest.
-        manifest: PathBuf,
-        /// The answers to forget (1-based).
-        #[arg(required_unless_present = "all", conflicts_with = "all")]
-        numbers: Vec<usize>,
+        /// The agent manifest, then the answers to forget by number as `list` shows them (the manifest may be left
+        /// out when ./agent.toml is meant: a first argument that is a number is an answer's).
+        #[arg(value_name = "[MANIFEST] NUMBERS", required_unless_present = "all")]
+        args: Vec<String>,
         /// Forget every remembered answer.
         #[arg(long)]
         all: bool,
@@ -42,8 +42,45 @@ enum Action {
 
 /// Runs `loom permissions`.
 pub fn run(args: Args) -> i32 {
-    let manifest = match &args.action {
-        Action::List { manifest } | Action::Revoke { manifest, .. } => manifest.clone(),
+    let (manifest, numbers) = match &args.action {
+        Action::List { manifest } => (manifest.clone(), Vec::new()),
+        Action::Revoke { args, all } => {
+            let (manifest, rest) = match args.split_first() {
+                Some((first, rest)) if super::manifest_arg::is_manifest(first) => {
+                    (first.as_str(), rest)
+                }
+                _ => (super::manifest_arg::DEFAULT, &args[..]),
+            };
+            let mut numbers = Vec::new();
+            for n in rest {
+                match n.parse::<usize>() {
+                    Ok(n) => numbers.push(n),
+                    Err(_) => {
+                        return fail(
+                            exit::USAGE,
+                            &format!(
+                                "{n:?} is not an answer's number (as `loom permissions list` shows them) nor a \
+                                 manifest (a .toml file or a directory); the manifest comes first"
+                            ),
+                        )
+                    }
+                }
+            }
+            if *all && !numbers.is_empty() {
+                return fail(exit::USAGE, "pass numbers or --all, not both");
+            }
+            if !*all && numbers.is_empty() {
+                return fail(
+                    exit::USAGE,
+                    "name the answers to forget by number, or pass --all",
+                );
+            }
+            (PathBuf::from(manifest), numbers)
+        }
+    };
+    let manifest = match super::manifest_arg::resolve(&manifest) {
+        Ok(m) => m,
+        Err(e) => return fail(exit::FAILED, &e),
     };
     let loaded = match load_manifest(&manifest) {
         Ok(l) => l,
@@ -77,7 +114,7 @@ pub fn run(args: Args) -> i32 {
             }
             exit::OK
         }
-        Action::Revoke { numbers, all, .. } => {
+        Action::Revoke { all, .. } => {
             let indices: Vec<usize> = if all {
                 (0..store.entries().len()).collect()
             } else {

@@ -15,7 +15,6 @@
 //! made safe.
 
 use std::io::{IsTerminal, Read};
-use std::path::PathBuf;
 
 use loom_runtime::{
     prompt_blocking, terminal_safe, BootOptions, Preamble, PromptSink, SessionUpdate, ToolStatus,
@@ -39,8 +38,10 @@ pub enum Format {
 /// Arguments of `loom prompt`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The agent manifest.
-    manifest: PathBuf,
+    /// The agent manifest (default ./agent.toml; a directory means its agent.toml). With one argument, it is the
+    /// manifest when it names an existing file or directory or ends in .toml, else the prompt.
+    #[arg(value_name = "MANIFEST")]
+    first: Option<String>,
     /// The prompt (default: read standard input).
     text: Option<String>,
     /// Output format.
@@ -172,10 +173,30 @@ impl PromptSink for Sink {
 /// Runs `loom prompt`.
 pub fn run(args: Args) -> i32 {
     args.scope.apply();
+    let (manifest, text) = match (args.first, args.text) {
+        (Some(m), text @ Some(_)) => (m, text),
+        (Some(one), None) if super::manifest_arg::is_manifest(&one) => (one, None),
+        (Some(one), None) => (super::manifest_arg::DEFAULT.to_string(), Some(one)),
+        (None, _) => (super::manifest_arg::DEFAULT.to_string(), None),
+    };
+    let manifest = match super::manifest_arg::resolve(std::path::Path::new(&manifest)) {
+        Ok(m) => m,
+        Err(e) => return fail(exit::FAILED, &e),
+    };
+    // before waiting on standard input for a prompt: a manifest that is not there is the first thing to say
+    if !manifest.exists() {
+        return fail(
+            exit::FAILED,
+            &format!(
+                "{}: cannot read the manifest: it does not exist",
+                manifest.display()
+            ),
+        );
+    }
     if args.emit_preamble && args.format != Format::Jsonl {
         return fail(exit::USAGE, "--emit-preamble needs --format jsonl");
     }
-    let text = match args.text {
+    let text = match text {
         Some(t) => t,
         None => {
             let mut s = String::new();
@@ -202,7 +223,7 @@ pub fn run(args: Args) -> i32 {
         run: None,
     };
     let outcome = match prompt_blocking(
-        &args.manifest,
+        &manifest,
         &text,
         BootOptions {
             plan_mode: args.plan,

@@ -21,16 +21,16 @@ pub struct Args {
 enum ProvidersCommand {
     /// List the manifest's provider handles: source, lock state, and what each contributes.
     List {
-        /// The agent manifest (default: agent.toml).
-        #[arg(default_value = "agent.toml")]
+        /// The agent manifest (a directory means its agent.toml).
+        #[arg(default_value = super::manifest_arg::DEFAULT)]
         manifest: PathBuf,
     },
     /// Show one provider: source, pinned resolution and hash, lock state, contributed tools with their schemas.
     Info {
         /// The [providers] handle.
         handle: String,
-        /// The agent manifest (default: agent.toml).
-        #[arg(default_value = "agent.toml")]
+        /// The agent manifest (a directory means its agent.toml).
+        #[arg(default_value = super::manifest_arg::DEFAULT)]
         manifest: PathBuf,
     },
 }
@@ -45,7 +45,11 @@ pub fn run(args: Args) -> i32 {
         ProvidersCommand::List { manifest } => (manifest, None),
         ProvidersCommand::Info { handle, manifest } => (manifest, Some(handle.as_str())),
     };
-    let loaded = match load_manifest(manifest) {
+    let manifest = match super::manifest_arg::resolve(manifest) {
+        Ok(m) => m,
+        Err(e) => return fail(exit::FAILED, &e),
+    };
+    let loaded = match load_manifest(&manifest) {
         Ok(l) => l,
         Err(e) => return fail(exit::FAILED, &e.to_string()),
     };

@@ -23,6 +23,8 @@ use crate::output::fail;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
+    /// The agent manifest (a directory means its agent.toml).
+    #[arg(default_value = super::manifest_arg::DEFAULT)]
     manifest: PathBuf,
     /// Start in plan mode: tools that change anything are neither offered nor run (`/plan off` leaves it).
     #[arg(long)]
@@ -280,8 +282,12 @@ impl ReplUi for Terminal {
     }
 }
 
-pub fn run(args: Args) -> i32 {
+pub fn run(mut args: Args) -> i32 {
     args.scope.apply();
+    match super::manifest_arg::resolve(&args.manifest) {
+        Ok(m) => args.manifest = m,
+        Err(e) => return crate::output::fail(crate::exit::FAILED, &e),
+    }
     let color = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
     let mut ui = Terminal {
         out: std::io::stdout(),

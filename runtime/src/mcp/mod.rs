@@ -1141,6 +1141,14 @@ pub fn inspect_server(
         }
     }
     let mut table = toml::Table::new();
+    // an existing file is a path however it is written (`server.mjs`, `dir/server.mjs`), never an npm name
+    let as_path;
+    let spec = if !spec.starts_with("./") && !spec.starts_with('/') && cwd.join(spec).is_file() {
+        as_path = format!("./{spec}");
+        as_path.as_str()
+    } else {
+        spec
+    };
     let (handle, line) = match Source::from_spec_str(spec) {
         Some(Source::Path(p)) => {
             let stem = std::path::Path::new(&p)
@@ -1190,7 +1198,14 @@ pub fn inspect_server(
             (handle_of(base), format!("provider = \"mcp-server\", npm = {}", toml_string(&name)))
         }
     };
-    let server = McpServers::default().get_or_start(&handle, &table, &place)?;
+    let server = McpServers::default()
+        .get_or_start(&handle, &table, &place)
+        .map_err(|e| {
+            // named on the command line, not in a manifest: no `[providers].<handle>` exists, and the command being
+            // run is no fix for itself
+            e.replace(" (try `loom mcp inspect` on it)", "")
+                .replace(&format!("[providers].{handle}"), &format!("{spec:?}"))
+        })?;
     let provider_line = Some(format!("{} = {{ {line} }}", toml_key(&handle)));
     Ok(Inspected {
         handle,
