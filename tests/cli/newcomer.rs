@@ -278,6 +278,36 @@ fn ten_mistakes() -> Vec<Mistake> {
             says: vec![(Out, "warning  grant path `../` (write_file): `../` climbs out with `..`".into())],
         },
         Mistake {
+            what: "6. running from another directory: the home directory",
+            edit: None,
+            args: &["audit", "agent.toml"],
+            env: &[("HOME", "{scratch}")],
+            code: 0,
+            says: vec![
+                (Out, "rw: ./ (= {scratch})".into()),
+                (Out, "which covers your home directory".into()),
+            ],
+        },
+        Mistake {
+            what: "8. a path that does not exist",
+            edit: None,
+            args: &["audit", "examples/minimal/agent.toml"],
+            env: &[],
+            code: 1,
+            says: vec![(
+                Err,
+                "loom: examples/minimal/agent.toml: cannot read the manifest: No such file or directory".into(),
+            )],
+        },
+        Mistake {
+            what: "8b. a directory for the manifest means its agent.toml",
+            edit: None,
+            args: &["audit", "."],
+            env: &[],
+            code: 0,
+            says: vec![(Out, "health    ok".into())],
+        },
+        Mistake {
             what: "7. a missing API key",
             edit: None,
             args: &["prompt", "agent.toml", "write a haiku about tea"],
@@ -332,8 +362,17 @@ fn the_ten_newcomer_mistakes_get_their_exact_messages() {
         let home = s.path().join("home");
         std::fs::create_dir_all(&home).unwrap();
         let home = home.display().to_string();
-        let mut env = vec![("HOME", home.as_str())];
-        env.extend_from_slice(m.env);
+        let scratch = std::fs::canonicalize(s.path())
+            .unwrap()
+            .display()
+            .to_string();
+        let mut env = vec![("HOME".to_string(), home.clone())];
+        env.extend(
+            m.env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.replace("{scratch}", &scratch))),
+        );
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
         let run = s.loom_env(m.args, &env);
         assert_eq!(
             run.code(),
@@ -344,7 +383,7 @@ fn the_ten_newcomer_mistakes_get_their_exact_messages() {
             run.stderr()
         );
         for (stream, says) in &m.says {
-            let says = says.replace("{home}", &home);
+            let says = says.replace("{home}", &home).replace("{scratch}", &scratch);
             let got = match stream {
                 Stream::Out => run.stdout(),
                 Stream::Err => run.stderr(),
