@@ -168,3 +168,41 @@ fn a_missing_baseline_is_named_as_the_baseline() {
         .expect_code(1)
         .stderr_has("baseline");
 }
+
+#[test]
+fn lists_have_a_json_form_too() {
+    let s = Scratch::new();
+    let models = s.loom(&["model", "list", "--json"]);
+    models.expect_code(0);
+    let doc: serde_json::Value = serde_json::from_str(&models.stdout()).unwrap();
+    assert_eq!(doc["version"], 1);
+    let names: Vec<&str> = doc["models"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.contains(&"smollm2-135m") && names.contains(&"qwen2.5-coder-1.5b"),
+        "{doc}"
+    );
+    // a manifest with no provider sources: an empty list
+    s.write("agent.toml", &echo_agent());
+    let none = s.loom(&["providers", "list", "--json"]);
+    none.expect_code(0);
+    let doc: serde_json::Value = serde_json::from_str(&none.stdout()).unwrap();
+    assert_eq!(doc["providers"], serde_json::json!([]));
+    // one that is not installed: named with its problem, and the exit code says it is not usable
+    s.write(
+        "agent.toml",
+        &format!(
+            "{}\n[providers]\nnotes = {{ path = \"./notes\" }}\n",
+            echo_agent()
+        ),
+    );
+    let missing = s.loom(&["providers", "list", "--json"]);
+    missing.expect_code(1);
+    let doc: serde_json::Value = serde_json::from_str(&missing.stdout()).unwrap();
+    assert_eq!(doc["providers"][0]["handle"], "notes");
+    assert_eq!(doc["providers"][0]["state"], "missing");
+}

@@ -214,18 +214,22 @@ fn report_of(
 fn providers_json(loaded: &Loaded, cwd: &Path) -> serde_json::Value {
     provider_infos(loaded, cwd, false)
         .iter()
-        .map(|i| {
-            serde_json::json!({
-                "handle": i.handle,
-                "source": i.source,
-                "state": i.state.label(),
-                "problem": i.state.problem(),
-                "resolved": i.resolved,
-                "sha256": i.sha256,
-                "configKeys": i.config_keys,
-            })
-        })
+        .map(provider_json)
         .collect()
+}
+
+/// One provider source as JSON: handle, source, lock state and its problem, pinned resolution and hash, config key
+/// names (never values). Shared with `loom providers --json`.
+pub(crate) fn provider_json(i: &loom_runtime::ProviderInfo) -> serde_json::Value {
+    serde_json::json!({
+        "handle": i.handle,
+        "source": i.source,
+        "state": i.state.label(),
+        "problem": i.state.problem(),
+        "resolved": i.resolved,
+        "sha256": i.sha256,
+        "configKeys": i.config_keys,
+    })
 }
 
 /// Skills findings: each skipped (malformed) skill, and each accepted skill the agent could not bind at boot.

@@ -32,7 +32,11 @@ enum Action {
         force: bool,
     },
     /// List the known models and whether each is installed.
-    List,
+    List {
+        /// Print the list as JSON (a `version`, the data directory and one object per model).
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// Runs `loom model`.
@@ -40,7 +44,43 @@ pub fn run(args: Args) -> i32 {
     let env = env_map();
     let models = models_dir(&env);
     match args.action {
-        Action::List => {
+        Action::List { json: true } => {
+            let list: Vec<serde_json::Value> = KNOWN_MODELS
+                .iter()
+                .map(|m| {
+                    let path = installed_path(&models, m);
+                    let (state, problem) = if !path.is_file() {
+                        ("not-installed", None)
+                    } else {
+                        match verify_known(m, &path) {
+                            Ok(()) => ("installed", None),
+                            Err(e) => ("damaged", Some(e.to_string())),
+                        }
+                    };
+                    serde_json::json!({
+                        "name": m.name,
+                        "bytes": m.size,
+                        "description": m.description,
+                        "license": m.license,
+                        "source": m.provenance,
+                        "state": state,
+                        "problem": problem,
+                        "path": path.is_file().then(|| path.display().to_string()),
+                    })
+                })
+                .collect();
+            let doc = serde_json::json!({
+                "version": 1,
+                "dataDirectory": models.display().to_string(),
+                "models": list,
+            });
+            emit(&format!(
+                "{}\n",
+                serde_json::to_string_pretty(&doc).unwrap_or_default()
+            ));
+            exit::OK
+        }
+        Action::List { json: false } => {
             let mut out = format!(
                 "known local models (data directory: {}):\n",
                 models.display()

@@ -15,6 +15,10 @@ use crate::output::{current_dir, emit, fail};
 pub struct Args {
     #[command(subcommand)]
     command: ProvidersCommand,
+    /// Print the providers as JSON (a `version` and a `providers` list; each with what it contributes, or why it
+    /// cannot start).
+    #[arg(long, global = true)]
+    json: bool,
 }
 
 #[derive(Debug, clap::Subcommand)]
@@ -67,6 +71,29 @@ pub fn run(args: Args) -> i32 {
                 &format!("{}: [providers].{h} {what}", manifest.display()),
             );
         }
+    }
+    if args.json {
+        let mut healthy = true;
+        let list: Vec<Json> = infos
+            .iter()
+            .map(|i| {
+                let mut j = super::audit::provider_json(i);
+                // usable exactly when it started and said what it contributes, as the text form judges
+                healthy &= matches!(i.contributes, Some(Ok(_)));
+                match &i.contributes {
+                    Some(Ok(c)) => j["contributes"] = c.clone(),
+                    Some(Err(e)) => j["cannotStart"] = Json::String(e.clone()),
+                    None => {}
+                }
+                j
+            })
+            .collect();
+        let doc = serde_json::json!({ "version": 1, "providers": list });
+        emit(&format!(
+            "{}\n",
+            serde_json::to_string_pretty(&doc).unwrap_or_default()
+        ));
+        return if healthy { exit::OK } else { exit::FAILED };
     }
     let mut out = String::new();
     if infos.is_empty() {
