@@ -65,6 +65,7 @@ mod providers;
 mod repl;
 mod retry;
 mod sdk;
+mod secret_dir;
 mod secrets;
 mod session;
 mod storage;

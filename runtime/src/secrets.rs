@@ -1,5 +1,6 @@
 //! Secrets: a chain of stores, the user's own first — the caller's store (the SDK), the environment (`NAME`,
-//! `LOOM_NAME`, and the upper-cased `-`/`.` → `_` forms), the OS keychain, the user secrets file
+//! `LOOM_NAME`, and the upper-cased `-`/`.` → `_` forms), the engine's directory of secret files (`LOOM_SECRETS_DIR`,
+//! [`crate::secret_dir`]), the OS keychain, the user secrets file
 //! (`$XDG_CONFIG_HOME/loom/secrets.toml`, else `~/.config/loom/secrets.toml`), and last the project's `.loom-secrets`
 //! next to the manifest. The first hit wins, so a file inside a project (which a repository or the agent can write)
 //! never overrides a value the user set. A `.loom-secrets` in the working directory (when it is not the manifest's
@@ -64,7 +65,11 @@ pub enum SecretSource {
 pub struct SecretChain {
     caller: BTreeMap<String, Secret>,
     env: BTreeMap<String, String>,
-    /// The OS keychain (feature `keychain`), asked after the environment and before the files.
+    /// The engine's directory of secret files (`LOOM_SECRETS_DIR`), asked after the environment: where it is and
+    /// what it holds.
+    dir: Option<(PathBuf, BTreeMap<String, Secret>)>,
+    /// The OS keychain (feature `keychain`), asked after the environment and the engine's directory and before the
+    /// files.
     keychain: Option<crate::keychain::Keychain>,
     /// Where the user secrets file is (`None`: neither `XDG_CONFIG_HOME` nor `HOME` is an absolute path).
     user_path: Option<PathBuf>,
@@ -106,12 +111,15 @@ pub fn user_secrets_path(env: &BTreeMap<String, String>) -> Option<PathBuf> {
 }
 
 /// Every secrets file the chain of a manifest in `manifest_dir` reads, existing or not, in the chain's order: the
+/// engine's directory of secret files (`LOOM_SECRETS_DIR`, when set), the
 /// user secrets file (when `env` locates it) and the project's `.loom-secrets` next to the manifest. These files hold
 /// secret values: keep them out of every grant the agent has. (A `.loom-secrets` in the working directory is never
 /// read, so it is not listed.)
 pub fn secret_store_paths(manifest_dir: &Path, env: &BTreeMap<String, String>) -> Vec<PathBuf> {
-    user_secrets_path(env)
-        .into_iter()
+    // the engine's directory of secret files (as named: its links resolve inside it)
+    let dir = crate::secret_dir::secrets_dir(env).ok().flatten();
+    dir.into_iter()
+        .chain(user_secrets_path(env))
         .chain(std::iter::once(manifest_dir.join(PROJECT_SECRETS_FILE)))
         .collect()
 }
@@ -133,6 +141,10 @@ impl SecretChain {
                 user = Some((p.clone(), parse_toml_file(p, &text)?));
             }
         }
+        let dir = match crate::secret_dir::secrets_dir(env)? {
+            Some(d) => Some((d.clone(), crate::secret_dir::read_secrets_dir(&d)?)),
+            None => None,
+        };
         let project_path = manifest_dir.join(PROJECT_SECRETS_FILE);
         let mut project = None;
         if let Some(text) = read_secrets_file(&project_path, false)? {
@@ -145,6 +157,7 @@ impl SecretChain {
         Ok(SecretChain {
             caller,
             env: env.clone(),
+            dir,
             keychain: cfg!(feature = "keychain")
                 .then(|| crate::keychain::Keychain::on_path(env.get("PATH").map(String::as_str))),
             user_path,
@@ -181,6 +194,11 @@ impl SecretChain {
         for n in env_names(name) {
             if let Some(v) = self.env.get(&n).filter(|v| !v.is_empty()) {
                 return Some((Secret::new(v.clone()), SecretSource::Env(n)));
+            }
+        }
+        if let Some((d, m)) = &self.dir {
+            if let Some(s) = m.get(name) {
+                return Some((s.clone(), SecretSource::File(d.join(name))));
             }
         }
         // an unavailable keychain is not a miss: the reason is kept and named if the secret is found nowhere
@@ -261,6 +279,7 @@ impl SecretChain {
     pub fn stored_names(&self) -> Vec<String> {
         let mut out: Vec<String> = Vec::new();
         let stores = std::iter::once(&self.caller)
+            .chain(self.dir.iter().map(|(_, m)| m))
             .chain(self.user.iter().map(|(_, m)| m))
             .chain(self.project.iter().map(|(_, m)| m));
         for m in stores {
@@ -330,7 +349,10 @@ fn same_dir(a: &Path, b: &Path) -> bool {
 /// Reads the secrets file `p` if it exists: without blocking on a FIFO, a device or a socket (opened non-blocking,
 /// then only a regular file is read), without following a final symbolic link unless `follow`, and at most
 /// [`MAX_SECRETS_FILE_BYTES`]. An error names the file and the fix, never a value.
-fn read_secrets_file(p: &Path, follow: bool) -> Result<Option<String>, SecretsFileError> {
+pub(crate) fn read_secrets_file(
+    p: &Path,
+    follow: bool,
+) -> Result<Option<String>, SecretsFileError> {
     use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
     let err = |reason: String| SecretsFileError {
         path: p.display().to_string(),

@@ -21,6 +21,7 @@ mod rules;
 mod runs;
 mod secrets;
 mod secrets_chain;
+mod secrets_dir;
 mod session;
 mod shipped;
 mod skill_authority;
