@@ -8,6 +8,9 @@ pub const FAILED: i32 = 1;
 pub const USAGE: i32 = 2;
 /// The CI gate: the new effective ceiling is not contained in the baseline's.
 pub const CEILING_GREW: i32 = 3;
-/// The run was cancelled.
+/// A turn failed on a transient provider error (rate limit, overload, network, 5xx) after its retries: trying again
+/// later may succeed (EX_TEMPFAIL, so an engine can retry the job).
+pub const TEMPFAIL: i32 = 75;
+/// The run was cancelled (Ctrl-C, SIGTERM, SIGHUP), the session flushed.
 #[allow(dead_code)]
 pub const CANCELLED: i32 = 130;

@@ -22,7 +22,8 @@ const TERMS: &str = "Terms:
              seccomp (no namespaces), C = bubblewrap + seccomp; `loom doctor` shows which this host has
   manifest   the agent.toml file; commands read ./agent.toml when none is named (a directory means its agent.toml)
 
-Exit codes: 0 ok, 1 failed (the message says why), 2 usage error, 3 the audit gate found growth, 130 cancelled.
+Exit codes: 0 ok, 1 failed (the message says why), 2 usage error, 3 the audit gate found growth, 75 a transient
+provider error outlasted the retries (loom prompt), 130 cancelled.
 `loom help <command>` (or `loom <command> --help`) explains one command.";
 
 #[derive(Debug, Parser)]
@@ -41,6 +42,12 @@ enum Command {
     /// Report which sandbox tier this host supports and how each grant kind is enforced.
     Doctor(cmd::doctor::Args),
     /// Send one prompt to an agent and run the turn (text from the argument or stdin).
+    #[command(
+        after_help = "Exit codes: 0 the turn ended normally; 1 it failed (boot, the provider for good, \
+                            maxTurnRequests); 2 usage error; 75 a transient provider error (rate limit, overload, \
+                            network, 5xx) outlasted the retries: try again later; 130 cancelled (Ctrl-C, SIGTERM, \
+                            SIGHUP), the session flushed first."
+    )]
     Prompt(cmd::prompt::Args),
     /// Talk to an agent interactively (streaming answers, slash commands, Ctrl-C cancels a turn).
     Run(cmd::run::Args),

@@ -60,6 +60,9 @@ pub struct TurnOutcome {
     pub final_text: String,
     /// What failed, when `stop` is `Error` or `MaxTurnRequests`.
     pub error: Option<String>,
+    /// The turn failed on a provider error that is transient (rate limit, overload, network, 5xx) and outlasted the
+    /// retries: trying again later may succeed (`loom prompt` exits 75, EX_TEMPFAIL).
+    pub transient: bool,
 }
 
 /// What the model is about to see (`loom prompt --emit-preamble`).
@@ -200,6 +203,18 @@ enum Stop {
     Cancelled,
     MaxTurnRequests(String),
     Failed(String),
+    /// A provider error that is transient, after the retries.
+    Transient(String),
+}
+
+/// The stop for a provider error `e` of harness `name`: transient when a later try may succeed.
+fn failed(name: &str, e: &HarnessError) -> Stop {
+    let message = format!("{name}: {e}");
+    if e.is_retryable() {
+        Stop::Transient(message)
+    } else {
+        Stop::Failed(message)
+    }
 }
 
 impl From<SessionError> for Stop {
@@ -460,16 +475,17 @@ impl Agent {
         let result = self
             .turn(&mut session, turn, &text, &cancel, &mut final_text)
             .await;
-        if let Err(Stop::Failed(e)) = &result {
+        if let Err(Stop::Failed(e) | Stop::Transient(e)) = &result {
             let mut fields = Map::new();
             fields.insert("error".into(), Value::String(e.clone()));
             self.hook(HookEvent::StopFailure, None, fields).await;
         }
+        let transient = matches!(result, Err(Stop::Transient(_)));
         let (stop, error) = match result {
             Ok(s) => (s, None),
             Err(Stop::Cancelled) => (TurnStop::Cancelled, None),
             Err(Stop::MaxTurnRequests(e)) => (TurnStop::MaxTurnRequests, Some(e)),
-            Err(Stop::Failed(e)) => (TurnStop::Error, Some(e)),
+            Err(Stop::Failed(e) | Stop::Transient(e)) => (TurnStop::Error, Some(e)),
         };
         let end = SessionUpdate::Frame(Frame {
             frame: FrameKind::TurnEnd,
@@ -484,6 +500,7 @@ impl Agent {
             stop,
             final_text,
             error,
+            transient,
         }
     }
 
@@ -565,7 +582,7 @@ impl Agent {
                         }
                         compacted = Some(self.compact_for_overflow(session, &e, cancel).await?);
                     }
-                    Err(e) => return Err(Stop::Failed(format!("{}: {e}", self.harness.name()))),
+                    Err(e) => return Err(failed(self.harness.name(), &e)),
                 }
             };
             let mut next = Some(first);
@@ -593,7 +610,7 @@ impl Agent {
                                 if started {
                                     self.end_message(session, &message_id).await?;
                                 }
-                                return Err(Stop::Failed(format!("{}: {e}", self.harness.name())));
+                                return Err(failed(self.harness.name(), &e));
                             }
                             None => {
                                 if started {
@@ -870,6 +887,7 @@ impl Agent {
             stop: TurnStop::Refusal,
             final_text: String::new(),
             error: Some(why),
+            transient: false,
         }
     }
 

@@ -123,7 +123,8 @@ async fn a_multi_step_script_runs_tools_in_order_and_frames_each_message() {
         TurnOutcome {
             stop: TurnStop::EndTurn,
             final_text: "it says hi".into(),
-            error: None
+            error: None,
+            transient: false,
         }
     );
     let ups = drain(&f.updates);

@@ -110,9 +110,15 @@ pub fn serve_status(replies: Vec<(u16, &'static str)>) -> (String, Seen) {
                 200 => ("OK", "text/event-stream"),
                 _ => ("Error", "application/json"),
             };
+            // a transient error asks for a retry at once (the provider's own hint), so tests never wait on backoff
+            let hint = if matches!(status, 429 | 503 | 529) {
+                "retry-after-ms: 1\r\n"
+            } else {
+                ""
+            };
             let _ = write!(
                 sock,
-                "HTTP/1.1 {status} {reason}\r\ncontent-type: {kind}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{reply}",
+                "HTTP/1.1 {status} {reason}\r\ncontent-type: {kind}\r\ncontent-length: {}\r\n{hint}connection: close\r\n\r\n{reply}",
                 reply.len()
             );
         }
@@ -254,8 +260,7 @@ fn a_retry_says_so_and_the_answer_still_comes() {
         assert!(!run.stdout().contains(KEY) && !run.stderr().contains(KEY));
         match format {
             "text" => {
-                run.stderr_has("loom: notice: anthropic: retrying (1 of 7, in ")
-                    .stderr_has("s): ")
+                run.stderr_has("loom: notice: anthropic: retrying (1 of 7, in 0.0s): ")
                     .stdout_has("The file says: greetings");
             }
             _ => {
@@ -270,4 +275,40 @@ fn a_retry_says_so_and_the_answer_still_comes() {
             }
         }
     }
+}
+
+/// Issue 24 item 5: a transient provider error that outlasts the retries exits 75 (EX_TEMPFAIL, an engine retries the
+/// job); a deterministic one (a rejected key) exits 1.
+#[test]
+fn exit_codes_tell_a_transient_failure_from_a_deterministic_one() {
+    const OVERLOADED: &str =
+        r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#;
+    const AUTH: &str =
+        r#"{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key"}}"#;
+    let agent = |base: &str| {
+        format!(
+            "[agent]\nname = \"codes\"\n[harness]\nprovider = \"anthropic\"\nmodel = \"claude-test\"\n\
+             apiBase = \"{base}\"\n[session]\nprovider = \"in-memory\"\n[tools]\n"
+        )
+    };
+    // every attempt overloaded: 8 attempts, then 75
+    let (base, seen) = serve_status(vec![(529, OVERLOADED); 8]);
+    let s = Scratch::new();
+    s.write("agent.toml", &agent(&base));
+    let run = s.loom_env(
+        &["prompt", "agent.toml", "hi"],
+        &[("ANTHROPIC_API_KEY", KEY)],
+    );
+    run.expect_code(75).stderr_has("retrying (7 of 7");
+    assert_eq!(seen.lock().unwrap().len(), 8);
+    // a rejected key is not retried and is not temporary
+    let (base, seen) = serve_status(vec![(401, AUTH)]);
+    s.write("agent.toml", &agent(&base));
+    s.loom_env(
+        &["prompt", "agent.toml", "hi"],
+        &[("ANTHROPIC_API_KEY", KEY)],
+    )
+    .expect_code(1)
+    .stderr_lacks("retrying");
+    assert_eq!(seen.lock().unwrap().len(), 1);
 }

@@ -180,6 +180,44 @@ fn ctrl_c_cancels_the_turn_and_exits_130() {
     assert_eq!(status.code(), Some(130));
 }
 
+/// Issue 24 item 5: an engine stopping the job (SIGTERM) cancels the turn like Ctrl-C: exit 130, and the `file`
+/// session holds the prompt and the cancelled call, flushed before loom exits.
+#[test]
+fn sigterm_cancels_the_turn_exits_130_and_the_session_is_flushed() {
+    if !sandbox_available() {
+        return;
+    }
+    let s = Scratch::new();
+    s.write(
+        "agent.toml",
+        &manifest(r#"[[{ call = { tool = "bash", input = { command = "echo started; sleep 60" } } }, { say = "never" }]]"#)
+            .replace("provider = \"in-memory\"", "provider = \"file\"\npath = \"session.jsonl\""),
+    );
+    let (mut child, mut out) = spawn(
+        &s,
+        &["prompt", "agent.toml", "stop me", "--format", "jsonl"],
+    );
+    read_until(&mut out, |l| l.contains("\"in_progress\""));
+    let pid = child.id().to_string();
+    assert!(std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap()
+        .success());
+    let rest = read_until(&mut out, |l| l.contains("turn_end"));
+    assert!(rest.last().unwrap().contains("\"cancelled\""), "{rest:#?}");
+    assert_eq!(child.wait().unwrap().code(), Some(130));
+    let log = std::fs::read_to_string(s.path().join("session.jsonl")).unwrap();
+    assert!(
+        log.contains("stop me"),
+        "the prompt was not flushed:\n{log}"
+    );
+    assert!(
+        log.contains("echo started; sleep 60"),
+        "the call was not flushed:\n{log}"
+    );
+}
+
 #[test]
 fn a_rowed_command_keeps_its_own_grant_inside_a_pipeline() {
     if !sandbox_available() {

@@ -6,8 +6,9 @@
 //! `SessionUpdate`s and lifecycle frames) as one JSON object per line, as it happens. `--emit-preamble` (jsonl only)
 //! first prints one `{"preamble": {systemPrompt, events, tools}}` line: exactly what the model is about to see. The
 //! prompt is the `text` argument, or standard input when it is absent. Exit codes: 0 when the turn ended normally,
-//! 130 when it was cancelled (Ctrl-C), 1 otherwise (boot failed, the provider failed, `maxTurnRequests` was
-//! reached), 2 for usage errors.
+//! 130 when it was cancelled (Ctrl-C, SIGTERM, SIGHUP; the session is flushed first), 75 when a transient provider
+//! error (rate limit, overload, network, 5xx) outlasted the retries, 1 otherwise (boot failed, the provider failed
+//! for good, `maxTurnRequests` was reached), 2 for usage errors.
 //!
 //! When stdout is a terminal, `text` and `trace` output goes through [`terminal_safe`]: escape sequences and control
 //! characters the model or a tool wrote are shown (as `\x1b[…`), never obeyed. Piped, the text is passed on as it is
@@ -250,6 +251,12 @@ pub fn run(args: Args) -> i32 {
             None => exit::OK,
             Some(e) => fail(exit::FAILED, &e),
         },
+        TurnStop::Error if outcome.transient => fail(
+            exit::TEMPFAIL,
+            &outcome
+                .error
+                .unwrap_or_else(|| "the provider failed".to_string()),
+        ),
         TurnStop::MaxTurnRequests | TurnStop::Error => fail(
             exit::FAILED,
             &outcome
