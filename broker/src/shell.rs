@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use loom_kernel::{brokered_commands, is_general_row, Grant, PathCtx, Row};
 use loom_sandbox::{
-    build_env, build_profile, choose_tier, host_support, inner_exe_next_to_current_exe,
+    build_env, build_profile, chosen_tier, host_support, inner_exe_next_to_current_exe,
     spawn_sandboxed_io, AuthorityPaths, BackendError, HostFs, InnerExeError, Launch, Limits,
     Outcome, Place, ProfileError, SecretFacts, SpawnError, Streams, Tier,
 };
@@ -99,7 +99,8 @@ pub fn run_row(
     };
     let mut profile = build_profile(run.row, run.ctx, &place, run.limits.clone(), &HostFs)?;
     let support = host_support();
-    let tier = choose_tier(support, run.tier)?;
+    // the tier whose trial run passed on this host (once per process): what doctor reports is what runs
+    let (tier, _) = chosen_tier(run.tier, run.inner_exe.as_deref())?;
     // Looked up even for tier B (which needs no inner stage), so an incomplete install fails on every host alike.
     let inner_exe = match run.inner_exe {
         Some(p) => p,

@@ -11,6 +11,8 @@ pub const CEILING_GREW: i32 = 3;
 /// A turn failed on a transient provider error (rate limit, overload, network, 5xx) after its retries: trying again
 /// later may succeed (EX_TEMPFAIL, so an engine can retry the job).
 pub const TEMPFAIL: i32 = 75;
+/// A required sandbox tier is not available here (`--require-tier`; EX_UNAVAILABLE).
+pub const UNAVAILABLE: i32 = 69;
 /// The run was cancelled (Ctrl-C, SIGTERM, SIGHUP), the session flushed.
 #[allow(dead_code)]
 pub const CANCELLED: i32 = 130;

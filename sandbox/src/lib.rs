@@ -61,6 +61,7 @@ mod spawn;
 mod split;
 mod stage;
 mod table;
+mod trial;
 
 pub use bwrap::{
     build_bwrap_args, BwrapError, BwrapFeatures, PathFds, StageFds, INNER_EXE_IN_VIEW,
@@ -82,8 +83,8 @@ pub use locate::{
     inner_exe_next_to_current_exe, loom_install_dir, roots_covering, InnerExeError, INNER_EXE_NAME,
 };
 pub use probe::{
-    choose_tier, host_support, probe_bwrap_works, probe_host, tier_status, BackendError,
-    HostSupport, Tier, Userns,
+    host_support, probe_bwrap_works, probe_host, tier_status, BackendError, HostSupport, Tier,
+    Userns,
 };
 pub use profile::{
     build_profile, AuthorityPaths, Entry, Facts, Limits, Place, Profile, ProfileError, SystemDir,
@@ -98,3 +99,7 @@ pub use seccomp::{
 pub use select::{parse_grant, GrantTextError};
 pub use spawn::{spawn_sandboxed, spawn_unconfined, Launch, Outcome, SpawnError};
 pub use table::{enforcement_rows, enforcement_table, TABLE_BEGIN, TABLE_END};
+pub use trial::{
+    choose_by_trial, chosen_tier, requested_tier, trial_profile, tried, try_tier, DISABLE_VAR,
+    TIER_VAR,
+};

@@ -238,27 +238,6 @@ pub fn tier_status(h: &HostSupport, tier: Tier) -> Result<(), String> {
     }
 }
 
-/// The tier to use: `requested` when given and available, else the strongest available (A, then B, then C).
-pub fn choose_tier(h: &HostSupport, requested: Option<Tier>) -> Result<Tier, BackendError> {
-    if let Some(t) = requested {
-        return tier_status(h, t)
-            .map(|()| t)
-            .map_err(|why| BackendError::TierUnavailable {
-                tier: t.name(),
-                what: t.describe(),
-                why,
-            });
-    }
-    let mut whys = Vec::new();
-    for t in [Tier::A, Tier::B, Tier::C] {
-        match tier_status(h, t) {
-            Ok(()) => return Ok(t),
-            Err(why) => whys.push(format!("tier {}: {why}", t.name())),
-        }
-    }
-    Err(BackendError::None(whys.join("; ")))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -274,19 +253,11 @@ mod tests {
         }
     }
 
-    #[test]
-    fn strongest_available_tier_wins() {
-        assert_eq!(choose_tier(&full(), None), Ok(Tier::A));
-        let no_userns = HostSupport {
-            userns: Userns::Unavailable("apparmor".into()),
-            ..full()
-        };
-        assert_eq!(choose_tier(&no_userns, None), Ok(Tier::B));
-        let no_landlock = HostSupport {
-            landlock_abi: Err("none".into()),
-            ..full()
-        };
-        assert_eq!(choose_tier(&no_landlock, None), Ok(Tier::C));
+    /// The trial of a host whose facts fail `tier_status` fails with that reason (what `try_tier` checks first).
+    fn by_facts(h: &HostSupport, requested: Option<Tier>) -> Result<(Tier, String), BackendError> {
+        crate::trial::choose_by_trial(requested, &Default::default(), &mut |t| {
+            tier_status(h, t).map(|()| String::new())
+        })
     }
 
     #[test]
@@ -296,14 +267,14 @@ mod tests {
             landlock_abi: Err("no landlock".into()),
             ..full()
         };
-        let err = choose_tier(&nothing, None).unwrap_err().to_string();
+        let err = by_facts(&nothing, None).unwrap_err().to_string();
         assert!(err.contains("never runs a command unconfined"), "{err}");
         assert!(err.contains("apt-get install bubblewrap"), "{err}");
         let no_seccomp = HostSupport {
             seccomp: false,
             ..full()
         };
-        assert!(choose_tier(&no_seccomp, None).is_err());
+        assert!(by_facts(&no_seccomp, None).is_err());
     }
 
     #[test]
@@ -312,10 +283,12 @@ mod tests {
             userns: Userns::Unavailable("AppArmor restricts".into()),
             ..full()
         };
-        let err = choose_tier(&no_userns, Some(Tier::A))
-            .unwrap_err()
-            .to_string();
+        let err = by_facts(&no_userns, Some(Tier::A)).unwrap_err().to_string();
         assert!(err.contains("tier A") && err.contains("AppArmor"), "{err}");
-        assert_eq!(choose_tier(&full(), Some(Tier::C)), Ok(Tier::C));
+        assert_eq!(by_facts(&no_userns, None).map(|(t, _)| t), Ok(Tier::B));
+        assert_eq!(
+            by_facts(&full(), Some(Tier::C)).map(|(t, _)| t),
+            Ok(Tier::C)
+        );
     }
 }

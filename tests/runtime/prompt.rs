@@ -476,3 +476,62 @@ script = [[
         "{r:#?}"
     );
 }
+
+/// Issue 24 item 1: the tier is chosen by trial, the same way `loom doctor` checks it, and `loom prompt --format
+/// jsonl` says which and what it enforced; `LOOM_SANDBOX_DISABLE` removes a tier (so B is tried and chosen), `--tier`
+/// names one with no fallback (a disabled one refuses the command, nothing runs), and `--require-tier` exits 69 when
+/// its tier's trial fails.
+#[test]
+fn the_tier_is_chosen_by_trial_and_reported() {
+    if !sandbox_available() {
+        return;
+    }
+    let s = Scratch::new();
+    s.write(
+        "agent.toml",
+        &manifest(r#"[[{ call = { tool = "bash", input = { command = "echo ran > ran.txt" } } }, { say = "ok" }]]"#),
+    );
+    let sandbox_line = |env: &[(&str, &str)], extra: &[&str]| {
+        let mut args = vec!["prompt", "agent.toml", "go", "--format", "jsonl"];
+        args.extend_from_slice(extra);
+        let run = s.loom_env(&args, env);
+        let first = updates(&run).into_iter().next().unwrap();
+        (run, first["sandbox"].clone())
+    };
+    let (run, line) = sandbox_line(&[], &[]);
+    run.expect_code(0);
+    assert_eq!(line["tier"], "A", "{line}");
+    assert!(
+        line["enforced"].as_str().unwrap().contains("landlock=full"),
+        "{line}"
+    );
+    let (run, line) = sandbox_line(&[("LOOM_SANDBOX_DISABLE", "a")], &[]);
+    run.expect_code(0);
+    assert_eq!(line["tier"], "B", "{line}");
+    assert_eq!(
+        std::fs::read_to_string(s.path().join("ran.txt")).unwrap(),
+        "ran\n"
+    );
+    std::fs::remove_file(s.path().join("ran.txt")).unwrap();
+    // a named tier that cannot run: the command is refused, not run under another tier
+    let (run, _) = sandbox_line(&[("LOOM_SANDBOX_DISABLE", "a")], &["--tier", "a"]);
+    let ups = updates(&run);
+    let res = results(&ups);
+    assert_eq!(res.len(), 1, "{}", run.stdout());
+    assert_eq!(res[0].0, "failed");
+    assert!(res[0].1.contains("sandbox tier A"), "{res:?}");
+    assert!(
+        !s.path().join("ran.txt").exists(),
+        "the command ran under another tier"
+    );
+    // --require-tier checks first and exits 69
+    s.loom_env(
+        &["prompt", "--require-tier", "a", "agent.toml", "go"],
+        &[("LOOM_SANDBOX_DISABLE", "a")],
+    )
+    .expect_code(69)
+    .stderr_has("--require-tier: sandbox tier A");
+    assert!(!s.path().join("ran.txt").exists());
+    s.loom(&["prompt", "--require-tier", "b", "agent.toml", "go"])
+        .expect_code(0);
+}

@@ -34,6 +34,9 @@ pub fn run(args: Args) -> i32 {
     match args.command {
         AcpCommand::Serve { manifest, scope } => {
             scope.apply();
+            if let Err(code) = scope.preflight() {
+                return code;
+            }
             let manifest = match super::manifest_arg::resolve(&manifest) {
                 Ok(m) => m,
                 Err(e) => return fail(exit::FAILED, &e),

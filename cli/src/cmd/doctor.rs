@@ -2,13 +2,11 @@
 //!
 //! Exit codes: 0 when some sandbox tier works, 1 when none does (loom would refuse every sandboxed command).
 
-use std::ffi::OsString;
 use std::path::PathBuf;
 
 use loom_sandbox::{
-    choose_tier, inner_exe_next_to_current_exe, loom_install_dir, probe_bwrap_works, probe_host,
-    spawn_sandboxed, tier_status, Entry, EnvPolicy, HostSupport, Launch, Limits, Profile, Tier,
-    Userns, TARGET_ABI,
+    choose_by_trial, loom_install_dir, probe_bwrap_works, probe_host, try_tier, Tier, Userns,
+    TARGET_ABI,
 };
 
 use crate::exit;
@@ -23,64 +21,6 @@ pub struct Args {
     /// uses, and exit.
     #[arg(long, conflicts_with = "json")]
     table: bool,
-}
-
-/// A minimal profile (no roots, network off) for the end-to-end check of each tier.
-fn probe_profile() -> Profile {
-    let system = loom_sandbox::SYSTEM_DIRS
-        .iter()
-        .map(PathBuf::from)
-        .filter_map(|p| {
-            let entry = loom_sandbox::Facts::entry(&loom_sandbox::HostFs, &p)?;
-            Some(loom_sandbox::SystemDir {
-                symlink: match entry {
-                    Entry::Symlink(t) => Some(t),
-                    Entry::Dir => None,
-                    Entry::File => return None,
-                },
-                path: p,
-            })
-        })
-        .collect();
-    Profile {
-        grant: "{ commands = [\"true\"] }".into(),
-        readable: Vec::new(),
-        writable: Vec::new(),
-        protected: Vec::new(),
-        masked: Vec::new(),
-        pinned: Vec::new(),
-        system,
-        network: false,
-        env: EnvPolicy::Allow {
-            names: vec!["PATH".into()],
-            prefixes: Vec::new(),
-        },
-        limits: Limits::default(),
-        cwd: "/".into(),
-        home: None,
-    }
-}
-
-/// Runs `true` under `tier` and reports what was enforced.
-fn try_tier(h: &HostSupport, tier: Tier) -> Result<String, String> {
-    tier_status(h, tier)?;
-    let exe = inner_exe_next_to_current_exe().map_err(|e| e.to_string())?;
-    let profile = probe_profile();
-    let argv: Vec<OsString> = vec!["true".into()];
-    let launch = Launch {
-        profile: &profile,
-        tier,
-        bwrap: h.bwrap.as_deref(),
-        bwrap_features: h.bwrap_features,
-        inner_exe: &exe,
-        argv: &argv,
-        env: vec![("PATH".into(), "/usr/bin:/bin".into())],
-    };
-    match spawn_sandboxed(&launch) {
-        Ok(o) if o.code == 0 => Ok(o.enforced),
-        Ok(o) => Err(format!("`true` exited {} inside the sandbox", o.code)),
-        Err(e) => Err(e.to_string()),
-    }
 }
 
 /// Where loom's own executables are, and a warning when a typical grant (`~`, `./`) would let a command replace them.
@@ -163,12 +103,18 @@ pub fn run(args: Args) -> i32 {
     };
     let tiers: Vec<(Tier, Result<String, String>)> = [Tier::A, Tier::B, Tier::C]
         .into_iter()
-        .map(|t| (t, try_tier(&h, t)))
+        .map(|t| (t, try_tier(&h, t, None)))
         .collect();
-    let chosen = choose_tier(&h, None)
-        .ok()
-        .filter(|t| tiers.iter().any(|(u, r)| u == t && r.is_ok()))
-        .or_else(|| tiers.iter().find(|(_, r)| r.is_ok()).map(|(t, _)| *t));
+    // the runtime's own choice over these very trials (LOOM_SANDBOX_TIER and LOOM_SANDBOX_DISABLE included)
+    let env: std::collections::BTreeMap<String, String> = std::env::vars().collect();
+    let chosen = choose_by_trial(None, &env, &mut |t| {
+        tiers
+            .iter()
+            .find(|(u, _)| *u == t)
+            .map_or_else(|| Err("not tried".to_string()), |(_, r)| r.clone())
+    })
+    .ok()
+    .map(|(t, _)| t);
     let has_view = matches!(chosen, Some(Tier::A | Tier::C));
     let has_landlock = matches!(chosen, Some(Tier::A | Tier::B));
     let kinds: Vec<(&str, String)> = vec![
@@ -181,7 +127,7 @@ pub fn run(args: Args) -> i32 {
             match (has_view, has_landlock) {
                 (true, true) => "bwrap binds the roots (by descriptor) + Landlock write rules; protected subpaths re-bound read-only".into(),
                 (true, false) => "bwrap binds the roots (by descriptor); protected subpaths re-bound read-only (no Landlock layer)".into(),
-                (false, true) => "Landlock rules only; rows whose writable roots hold protected subpaths are refused".into(),
+                (false, true) => "Landlock rules only; a writable root holding protected subpaths is granted entry by entry (nothing new directly in it)".into(),
                 (false, false) => "NOT ENFORCED: no backend".into(),
             },
         ),

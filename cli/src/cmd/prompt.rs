@@ -66,9 +66,18 @@ struct Sink {
     tty: bool,
     /// The label of the chunk run being printed (trace).
     run: Option<&'static str>,
+    /// jsonl: the `{"sandbox": …}` line, printed first (after the preamble, when one is asked for).
+    sandbox: Option<String>,
 }
 
 impl Sink {
+    /// Prints the `{"sandbox": …}` line once.
+    fn sandbox_line(&mut self) {
+        if let Some(line) = self.sandbox.take() {
+            self.out(&format!("{line}\n"));
+        }
+    }
+
     fn out(&mut self, text: &str) {
         if self.open {
             // loom adds no escape sequences of its own here: everything printed can go through the sanitiser
@@ -151,6 +160,7 @@ impl PromptSink for Sink {
         if let Ok(line) = serde_json::to_string(&serde_json::json!({ "preamble": p })) {
             self.out(&format!("{line}\n"));
         }
+        self.sandbox_line();
     }
 
     fn update(&mut self, u: &SessionUpdate) {
@@ -174,6 +184,9 @@ impl PromptSink for Sink {
 /// Runs `loom prompt`.
 pub fn run(args: Args) -> i32 {
     args.scope.apply();
+    if let Err(code) = args.scope.preflight() {
+        return code;
+    }
     let (manifest, text) = match (args.first, args.text) {
         (Some(m), text @ Some(_)) => (m, text),
         (Some(one), None) if super::manifest_arg::is_manifest(&one) => (one, None),
@@ -222,7 +235,18 @@ pub fn run(args: Args) -> i32 {
         open: true,
         tty: std::io::stdout().is_terminal(),
         run: None,
+        // the tier confined commands will use, chosen by trial now (the same cached trial the bash tool uses)
+        sandbox: (args.format == Format::Jsonl).then(|| {
+            let v = match loom_sandbox::chosen_tier(None, None) {
+                Ok((t, enforced)) => serde_json::json!({ "tier": t.name(), "enforced": enforced }),
+                Err(e) => serde_json::json!({ "tier": null, "error": e.to_string() }),
+            };
+            serde_json::json!({ "sandbox": v }).to_string()
+        }),
     };
+    if !sink.preamble {
+        sink.sandbox_line();
+    }
     let outcome = match prompt_blocking(
         &manifest,
         &text,

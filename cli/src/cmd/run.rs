@@ -284,6 +284,9 @@ impl ReplUi for Terminal {
 
 pub fn run(mut args: Args) -> i32 {
     args.scope.apply();
+    if let Err(code) = args.scope.preflight() {
+        return code;
+    }
     match super::manifest_arg::resolve(&args.manifest) {
         Ok(m) => args.manifest = m,
         Err(e) => return crate::output::fail(crate::exit::FAILED, &e),

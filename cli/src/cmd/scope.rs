@@ -1,4 +1,5 @@
-//! `--run-id`: the run whose state this process keeps apart, shared by `run`, `prompt` and `acp serve`.
+//! What `run`, `prompt` and `acp serve` share about where the agent runs: `--run-id` (the run whose state this
+//! process keeps apart) and `--tier` / `--require-tier` (the sandbox tier confined commands use).
 
 /// Arguments that scope an agent's state to one run.
 #[derive(Debug, Clone, clap::Args)]
@@ -8,6 +9,13 @@ pub struct RunScope {
     /// GITHUB_RUN_ATTEMPT, JOB_COMPLETION_INDEX) when set, else one state per agent.
     #[arg(long, value_name = "ID", value_parser = run_id)]
     run_id: Option<String>,
+    /// Confine commands with this sandbox tier (a, b or c; same as LOOM_SANDBOX_TIER) instead of the first whose
+    /// trial run passes on this host; when its trial fails, confined commands are refused (no fallback).
+    #[arg(long, value_name = "TIER", value_parser = tier)]
+    tier: Option<loom_sandbox::Tier>,
+    /// Like --tier, and check it before anything else: when the tier's trial run fails, exit 69 (EX_UNAVAILABLE).
+    #[arg(long, value_name = "TIER", value_parser = tier, conflicts_with = "tier")]
+    require_tier: Option<loom_sandbox::Tier>,
 }
 
 impl RunScope {
@@ -17,7 +25,26 @@ impl RunScope {
         if let Some(id) = &self.run_id {
             std::env::set_var("LOOM_RUN_ID", id);
         }
+        if let Some(t) = self.tier.or(self.require_tier) {
+            std::env::set_var(loom_sandbox::TIER_VAR, t.name().to_ascii_lowercase());
+        }
     }
+
+    /// `--require-tier`: the tier's trial, before anything else; the exit code when it fails (after saying why).
+    pub fn preflight(&self) -> Result<(), i32> {
+        let Some(t) = self.require_tier else {
+            return Ok(());
+        };
+        loom_sandbox::chosen_tier(Some(t), None)
+            .map(|_| ())
+            .map_err(|e| {
+                crate::output::fail(crate::exit::UNAVAILABLE, &format!("--require-tier: {e}"))
+            })
+    }
+}
+
+fn tier(s: &str) -> Result<loom_sandbox::Tier, String> {
+    loom_sandbox::Tier::parse(s).ok_or_else(|| "expected a, b or c (see `loom doctor`)".to_string())
 }
 
 /// A run id is a safe identifier: it becomes one directory name.
