@@ -50,6 +50,10 @@ enum Command {
     )]
     Prompt(cmd::prompt::Args),
     /// Talk to an agent interactively (streaming answers, slash commands, Ctrl-C cancels a turn).
+    #[command(
+        after_help = "Exit codes: 0 the session ended (/quit, Ctrl-D); 1 the agent did not boot; 2 usage error; \
+                            69 --require-tier found its tier unusable here."
+    )]
     Run(cmd::run::Args),
     /// Serve an agent to editors and other clients over the Agent Client Protocol (`loom acp serve agent.toml`).
     Acp(cmd::acp::Args),

@@ -33,6 +33,16 @@ fn help_describes_the_product_and_its_terms() {
     s.loom(&["help", "permissions", "revoke"])
         .expect_code(0)
         .stdout_has("[MANIFEST] NUMBERS");
+    // each command that runs an agent lists its exit codes, 69 and 75 included where they apply
+    s.loom(&["help", "prompt"])
+        .expect_code(0)
+        .stdout_has("75 a transient provider error");
+    s.loom(&["help", "run"])
+        .expect_code(0)
+        .stdout_has("69 --require-tier");
+    s.loom(&["acp", "serve", "--help"])
+        .expect_code(0)
+        .stdout_has("69 --require-tier");
     // every manifest argument is described, and no default is printed twice
     for cmd in [
         &["run", "--help"][..],

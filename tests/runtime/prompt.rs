@@ -45,7 +45,9 @@ fn bash_is_sandboxed_and_tools_run_after_their_message_ends() {
     let run = s.loom(&["prompt", "agent.toml", "go", "--format", "jsonl"]);
     run.expect_code(0);
     let ups = updates(&run);
-    let labels: Vec<String> = ups
+    // the first line says which sandbox tier confines the commands; the session's updates follow
+    assert!(ups[0]["sandbox"]["tier"].is_string(), "{}", ups[0]);
+    let labels: Vec<String> = ups[1..]
         .iter()
         .map(label)
         .filter(|l| l != "usage_update")

@@ -1,6 +1,7 @@
 //! `loom acp serve <agent.toml>`: serve the agent over the Agent Client Protocol on stdin/stdout (for editors and
 //! other ACP clients). stdout carries only protocol messages; notes and errors go to stderr prefixed `loom: `.
-//! Exit codes: 0 when the client closed the connection, 1 when the manifest cannot be loaded, 2 for usage errors.
+//! Exit codes: 0 when the client closed the connection, 1 when the manifest cannot be loaded, 2 for usage errors, 69
+//! when `--require-tier` finds its tier unusable.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -20,6 +21,10 @@ pub struct Args {
 #[derive(Debug, clap::Subcommand)]
 enum AcpCommand {
     /// Serve the agent over stdio (JSON-RPC 2.0, one message per line) until the client closes stdin.
+    #[command(
+        after_help = "Exit codes: 0 the client closed the connection; 1 the manifest cannot be loaded; 2 usage \
+                            error; 69 --require-tier found its tier unusable here."
+    )]
     Serve {
         /// The agent manifest (a directory means its agent.toml).
         #[arg(default_value = super::manifest_arg::DEFAULT)]
