@@ -321,6 +321,10 @@ pub enum Dialect {
 pub struct McpServer {
     /// The `[providers]` handle (or the inline spec's description).
     pub handle: String,
+    /// How messages name it: `[providers].<handle>`, or what named it on the command line (`loom mcp inspect`).
+    subject: String,
+    /// Whether it is a `[providers]` entry of a manifest (its fixes then point at that entry).
+    in_manifest: bool,
     cfg: ServerConfig,
     dialect: Dialect,
     inner: Mutex<Inner>,
@@ -357,8 +361,21 @@ impl McpServer {
         cfg: ServerConfig,
         dialect: Dialect,
     ) -> Result<Arc<McpServer>, String> {
+        McpServer::start_named(handle, None, cfg, dialect)
+    }
+
+    /// [`McpServer::start_as`] for a server named on the command line by `named` (`loom mcp inspect ./x.mjs`) when
+    /// given, so its messages name that rather than a `[providers]` entry that does not exist.
+    fn start_named(
+        handle: &str,
+        named: Option<&str>,
+        cfg: ServerConfig,
+        dialect: Dialect,
+    ) -> Result<Arc<McpServer>, String> {
         let server = McpServer {
             handle: handle.to_string(),
+            subject: named.map_or_else(|| format!("[providers].{handle}"), |n| format!("{n:?}")),
+            in_manifest: named.is_none(),
             cfg,
             dialect,
             inner: Mutex::new(Inner {
@@ -506,21 +523,26 @@ impl McpServer {
                  its source, then run `loom install` again",
                 self.handle
             ),
-            (McpError::Timeout(_), _) => format!(
-                "; if the server is just slow to start, raise startup_timeout_ms / call_timeout_ms on \
-                 [providers].{}",
-                self.handle
+            (McpError::Timeout(_), _) if self.in_manifest => format!(
+                "; if the server is just slow to start, raise startup_timeout_ms / call_timeout_ms on {}",
+                self.subject
             ),
-            (McpError::Dead(_), _) => format!(
-                "; check that [providers].{} launches a working MCP server (try `loom mcp inspect` on it)",
-                self.handle
+            (McpError::Timeout(_), _) => "; if the server is just slow to start, give it a [providers] entry with a \
+                                          higher startup_timeout_ms"
+                .to_string(),
+            (McpError::Dead(_), _) if self.in_manifest => format!(
+                "; check that {} launches a working MCP server (try `loom mcp inspect` on it)",
+                self.subject
             ),
+            (McpError::Dead(_), _) => {
+                format!("; check that {} launches a working MCP server", self.subject)
+            }
             _ => String::new(),
         };
         format!(
-            "{} [providers].{} ({}): {what}: {e}{fix}",
+            "{} {} ({}): {what}: {e}{fix}",
             self.noun(),
-            self.handle,
+            self.subject,
             self.launch()
         )
     }
@@ -549,11 +571,7 @@ impl McpServer {
         let timeout = self.cfg.call_timeout;
         let (mut inner, deadline) = self.connected(timeout, stop)?;
         let Some(conn) = inner.conn.as_mut() else {
-            return Err(format!(
-                "{} [providers].{}: not connected",
-                self.noun(),
-                self.handle
-            ));
+            return Err(format!("{} {}: not connected", self.noun(), self.subject));
         };
         conn.drain();
         if conn.list_changed && matches!(self.dialect, Dialect::Mcp) {
@@ -566,19 +584,15 @@ impl McpServer {
         }
         let Some(current) = inner.tools.iter().find(|t| t.name == tool).cloned() else {
             return Err(format!(
-                "{} [providers].{} no longer offers the tool `{tool}` (it changed its tool list); the call \
+                "{} {} no longer offers the tool `{tool}` (it changed its tool list); the call \
                  is refused — restart loom after checking [tools] against `loom mcp inspect`",
                 self.noun(),
-                self.handle
+                self.subject
             ));
         };
         still_ok(&current)?;
         let Some(conn) = inner.conn.as_mut() else {
-            return Err(format!(
-                "{} [providers].{}: not connected",
-                self.noun(),
-                self.handle
-            ));
+            return Err(format!("{} {}: not connected", self.noun(), self.subject));
         };
         let params = json!({ "name": tool, "arguments": arguments });
         let mut answer = conn.request_until("tools/call", params.clone(), deadline, timeout, stop);
@@ -612,10 +626,10 @@ impl McpServer {
         if inner.conn.is_none() {
             if inner.restarts.given_up() {
                 return Err(format!(
-                    "{} [providers].{} ({}) {} (last: {}); loom will not restart it again in this session — \
+                    "{} {} ({}) {} (last: {}); loom will not restart it again in this session — \
                      fix it, then restart loom",
                     self.noun(),
-                    self.handle,
+                    self.subject,
                     self.launch(),
                     restart::RestartGuard::why(),
                     inner.death.clone().unwrap_or_default()
@@ -651,29 +665,29 @@ impl McpServer {
                 Ok(inner) => return Ok(inner),
                 Err(std::sync::TryLockError::Poisoned(_)) => {
                     return Err(format!(
-                        "{} [providers].{}: its state is poisoned",
+                        "{} {}: its state is poisoned",
                         self.noun(),
-                        self.handle
+                        self.subject
                     ))
                 }
                 Err(std::sync::TryLockError::WouldBlock) => {}
             }
             if stop() {
                 return Err(format!(
-                    "{} [providers].{}: cancelled while its previous call was still running",
+                    "{} {}: cancelled while its previous call was still running",
                     self.noun(),
-                    self.handle
+                    self.subject
                 ));
             }
             if Instant::now() >= deadline {
                 return Err(format!(
-                    "{} [providers].{} ({}): busy: its previous call still ran after {} ms; raise \
-                     call_timeout_ms on [providers].{} if its calls are just slow",
+                    "{} {} ({}): busy: its previous call still ran after {} ms; raise \
+                     call_timeout_ms on {} if its calls are just slow",
                     self.noun(),
-                    self.handle,
+                    self.subject,
                     self.launch(),
                     timeout.as_millis(),
-                    self.handle
+                    self.subject
                 ));
             }
             std::thread::sleep(LOCK_POLL);
@@ -928,6 +942,17 @@ impl McpServers {
         table: &toml::Table,
         place: &McpPlace<'_>,
     ) -> Result<Arc<McpServer>, String> {
+        self.get_or_start_named(key, None, table, place)
+    }
+
+    /// [`McpServers::get_or_start`] for a server `named` on the command line rather than in a manifest.
+    fn get_or_start_named(
+        &mut self,
+        key: &str,
+        named: Option<&str>,
+        table: &toml::Table,
+        place: &McpPlace<'_>,
+    ) -> Result<Arc<McpServer>, String> {
         if let Some(s) = self.started.get(key) {
             return Ok(s.clone());
         }
@@ -962,7 +987,7 @@ impl McpServers {
                 ));
             }
         }
-        let server = McpServer::start(key, cfg)?;
+        let server = McpServer::start_named(key, named, cfg, Dialect::Mcp)?;
         self.started.insert(key.to_string(), server.clone());
         Ok(server)
     }
@@ -1198,14 +1223,8 @@ pub fn inspect_server(
             (handle_of(base), format!("provider = \"mcp-server\", npm = {}", toml_string(&name)))
         }
     };
-    let server = McpServers::default()
-        .get_or_start(&handle, &table, &place)
-        .map_err(|e| {
-            // named on the command line, not in a manifest: no `[providers].<handle>` exists, and the command being
-            // run is no fix for itself
-            e.replace(" (try `loom mcp inspect` on it)", "")
-                .replace(&format!("[providers].{handle}"), &format!("{spec:?}"))
-        })?;
+    // named on the command line, not in a manifest: its messages name what was typed
+    let server = McpServers::default().get_or_start_named(&handle, Some(spec), &table, &place)?;
     let provider_line = Some(format!("{} = {{ {line} }}", toml_key(&handle)));
     Ok(Inspected {
         handle,
