@@ -131,7 +131,7 @@ fn a_broken_entry_stops_boot_with_its_name_and_never_its_value() {
 }
 
 /// SECURITY.md: a bash grant whose root holds the directory is refused (a directory cannot be masked from the
-/// command); the command never runs, and the value never shows.
+/// command), in tier A and in tier B; the command never runs, and the value never shows.
 #[test]
 fn a_bash_grant_over_the_directory_is_refused() {
     if !super::sandbox_available() {
@@ -155,13 +155,24 @@ bash = "builtin"
 bash = { commands = "*", paths = ["./"] }
 "#,
     );
-    let run = s.loom_env(
-        &["prompt", "agent.toml", "go", "--format", "jsonl"],
-        &[("LOOM_SECRETS_DIR", vol.to_str().unwrap())],
-    );
-    assert!(!run.stdout().contains(KEY), "{}", run.stdout());
-    let results = super::results(&super::updates(&run));
-    assert_eq!(results.len(), 1, "{}", run.stdout());
-    assert_eq!(results[0].0, "failed");
-    assert!(results[0].1.contains("cannot hide it"), "{results:?}");
+    // in the tier chosen here (A) and in tier B (A removed from the candidates)
+    for (tier, disable) in [("A", ""), ("B", "a")] {
+        let run = s.loom_env(
+            &["prompt", "agent.toml", "go", "--format", "jsonl"],
+            &[
+                ("LOOM_SECRETS_DIR", vol.to_str().unwrap()),
+                ("LOOM_SANDBOX_DISABLE", disable),
+            ],
+        );
+        assert!(!run.stdout().contains(KEY), "{}", run.stdout());
+        let ups = super::updates(&run);
+        assert_eq!(ups[0]["sandbox"]["tier"], tier, "{}", ups[0]);
+        let results = super::results(&ups);
+        assert_eq!(results.len(), 1, "{}", run.stdout());
+        assert_eq!(results[0].0, "failed");
+        assert!(
+            results[0].1.contains("cannot hide it"),
+            "tier {tier}: {results:?}"
+        );
+    }
 }
