@@ -84,6 +84,8 @@ pub enum AuthorityKind {
     SecretStore,
     /// One of loom's own executables (`loom`, `loom-sandbox-exec`, `loom-shim`, `loom-engine`).
     LoomHelper,
+    /// The results directory of `loom job run`: every cell's record (results, updates, sessions), written by loom.
+    JobResults,
 }
 
 impl AuthorityKind {
@@ -99,6 +101,7 @@ impl AuthorityKind {
             AuthorityKind::LoomData => "loom data",
             AuthorityKind::SecretStore => "secret store",
             AuthorityKind::LoomHelper => "loom executable",
+            AuthorityKind::JobResults => "job results",
         }
     }
 

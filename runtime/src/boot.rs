@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use loom_kernel::{
-    check_laws, tool_grants, AlgebraKind, LawViolation, ProviderRef, SystemPrompt, DEFAULT_SEED,
-    DEFAULT_TRIALS,
+    check_laws, tool_grants, AlgebraKind, AuthorityFile, AuthorityKind, LawViolation, ProviderRef,
+    SystemPrompt, DEFAULT_SEED, DEFAULT_TRIALS,
 };
 
 use crate::agent::{Agent, AgentParts, ToolSlot};
@@ -58,6 +58,9 @@ pub struct BootOptions {
     pub lineage: Lineage,
     /// Start in plan mode (`--plan`): tools that change anything are neither offered nor run.
     pub plan_mode: bool,
+    /// `loom job run`'s results directory: an authority file of this agent (its file tools refuse it, its commands
+    /// see it read-only), so a cell's agent cannot rewrite any cell's record.
+    pub job_results: Option<PathBuf>,
 }
 
 /// A booted agent and what boot wants the user to know.
@@ -255,7 +258,17 @@ pub fn boot_with(
                 data_home: &crate::storage::data_home(&env),
             },
         );
-        Arc::new(own.union(&opts.lineage.authority))
+        let job = opts.job_results.iter().map(|d| {
+            AuthorityFile::new(
+                crate::authority::resolved(d).to_string_lossy().into_owned(),
+                AuthorityKind::JobResults,
+                "loom job run --out",
+            )
+        });
+        Arc::new(
+            own.union(&opts.lineage.authority)
+                .union(&loom_kernel::Authority::new(job)),
+        )
     };
     sandbox.authority = sandbox_paths(&authority);
     sandbox.accept = m.sandbox.accept.clone();
