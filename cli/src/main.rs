@@ -4,6 +4,7 @@ mod cmd;
 mod exit;
 mod markdown;
 mod output;
+mod yaml;
 
 use clap::{Parser, Subcommand};
 
@@ -22,8 +23,9 @@ const TERMS: &str = "Terms:
              seccomp (no namespaces), C = bubblewrap + seccomp; `loom doctor` shows which this host has
   manifest   the agent.toml file; commands read ./agent.toml when none is named (a directory means its agent.toml)
 
-Exit codes: 0 ok, 1 failed (the message says why), 2 usage error, 3 the audit gate found growth, 75 a transient
-provider error outlasted the retries (loom prompt), 130 cancelled.
+Exit codes: 0 ok, 1 failed (the message says why), 2 usage error, 3 the audit gate found growth, 69 a required
+sandbox tier is not usable here, 75 a transient provider error outlasted the retries (loom prompt, loom job run),
+130 cancelled.
 `loom help <command>` (or `loom <command> --help`) explains one command.";
 
 #[derive(Debug, Parser)]
@@ -69,6 +71,9 @@ enum Command {
     Providers(cmd::providers::Args),
     /// Install or list the local models loom knows by name (`provider = "local"`).
     Model(cmd::model::Args),
+    /// Fleets on existing engines: plan a GitHub Actions matrix or a Kubernetes Indexed Job from an items file, run
+    /// one cell, collect the results.
+    Job(cmd::job::Args),
     /// Print the installed version.
     Version,
 }
@@ -138,6 +143,7 @@ fn main() {
         Command::Install(args) => cmd::install::run(args),
         Command::Providers(args) => cmd::providers::run(args),
         Command::Model(args) => cmd::model::run(args),
+        Command::Job(args) => cmd::job::run(args),
         Command::Version => {
             println!("loom {}", env!("CARGO_PKG_VERSION"));
             exit::OK

@@ -7,6 +7,7 @@ mod explain;
 mod gate;
 mod gate_tools;
 mod help;
+mod job;
 mod kernel_small;
 mod mcp;
 mod model_install;

@@ -312,3 +312,47 @@ fn exit_codes_tell_a_transient_failure_from_a_deterministic_one() {
     .stderr_lacks("retrying");
     assert_eq!(seen.lock().unwrap().len(), 1);
 }
+
+/// Issue 24 items 5 and 6: a cell whose turn failed on a transient provider error exits 75 (the engine retries the
+/// index), says so in its result, and collect reports it as transient.
+#[test]
+fn a_job_cell_that_failed_transiently_exits_75_and_says_so() {
+    const OVERLOADED: &str =
+        r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#;
+    let (base, _seen) = serve_status(vec![(529, OVERLOADED); 8]);
+    let s = Scratch::new();
+    s.write(
+        "agent.toml",
+        &format!(
+            "[agent]\nname = \"codes\"\n[harness]\nprovider = \"anthropic\"\nmodel = \"claude-test\"\n\
+             apiBase = \"{base}\"\n[session]\nprovider = \"in-memory\"\n[tools]\n"
+        ),
+    );
+    s.write("items.jsonl", "{\"id\": \"busy\", \"prompt\": \"hi\"}\n");
+    s.loom_env(
+        &[
+            "job",
+            "run",
+            "--items",
+            "items.jsonl",
+            "--index",
+            "0",
+            "--out",
+            "out",
+        ],
+        &[("ANTHROPIC_API_KEY", KEY)],
+    )
+    .expect_code(75)
+    .stderr_lacks(KEY);
+    let text = std::fs::read_to_string(s.path().join("out/busy/result.json")).unwrap();
+    assert!(!text.contains(KEY), "the key is in the result:\n{text}");
+    let r: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(
+        (r["exit"].as_i64(), r["outcome"].as_str()),
+        (Some(75), Some("transient")),
+        "{r:#}"
+    );
+    s.loom(&["job", "collect", "out"])
+        .expect_code(1)
+        .stdout_has("exit 75  transient");
+}

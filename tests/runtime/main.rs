@@ -9,6 +9,7 @@ mod authority;
 mod compacting;
 mod file_races;
 mod hooks;
+mod jobs;
 mod local;
 mod mcp;
 mod mcp_cwd;

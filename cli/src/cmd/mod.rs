@@ -5,6 +5,7 @@ pub mod audit;
 pub mod doctor;
 pub mod explain;
 pub mod install;
+pub mod job;
 pub mod manifest_arg;
 pub mod mcp;
 pub mod model;

@@ -19,7 +19,7 @@ use std::io::{IsTerminal, Read};
 
 use loom_runtime::{
     prompt_blocking, terminal_safe, BootOptions, Preamble, PromptSink, SessionUpdate, ToolStatus,
-    TurnStop,
+    TurnOutcome, TurnStop,
 };
 
 use crate::exit;
@@ -266,26 +266,43 @@ pub fn run(args: Args) -> i32 {
         }
         sink.out(&t);
     }
-    match outcome.stop {
-        TurnStop::Cancelled => {
-            eprintln!("loom: cancelled");
-            exit::CANCELLED
+    let (code, error) = exit_of(&outcome);
+    match error {
+        Some(e) => fail(code, &e),
+        None => {
+            if code == exit::CANCELLED {
+                eprintln!("loom: cancelled");
+            }
+            code
         }
-        TurnStop::EndTurn | TurnStop::MaxTokens | TurnStop::Refusal => match outcome.error {
-            None => exit::OK,
-            Some(e) => fail(exit::FAILED, &e),
+    }
+}
+
+/// The exit code of a turn's outcome, and the error to print with it (`loom prompt`, `loom job run`).
+pub fn exit_of(outcome: &TurnOutcome) -> (i32, Option<String>) {
+    match outcome.stop {
+        TurnStop::Cancelled => (exit::CANCELLED, None),
+        TurnStop::EndTurn | TurnStop::MaxTokens | TurnStop::Refusal => match &outcome.error {
+            None => (exit::OK, None),
+            Some(e) => (exit::FAILED, Some(e.clone())),
         },
-        TurnStop::Error if outcome.transient => fail(
+        TurnStop::Error if outcome.transient => (
             exit::TEMPFAIL,
-            &outcome
-                .error
-                .unwrap_or_else(|| "the provider failed".to_string()),
+            Some(
+                outcome
+                    .error
+                    .clone()
+                    .unwrap_or_else(|| "the provider failed".to_string()),
+            ),
         ),
-        TurnStop::MaxTurnRequests | TurnStop::Error => fail(
+        TurnStop::MaxTurnRequests | TurnStop::Error => (
             exit::FAILED,
-            &outcome
-                .error
-                .unwrap_or_else(|| "the turn failed".to_string()),
+            Some(
+                outcome
+                    .error
+                    .clone()
+                    .unwrap_or_else(|| "the turn failed".to_string()),
+            ),
         ),
     }
 }

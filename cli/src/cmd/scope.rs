@@ -30,6 +30,11 @@ impl RunScope {
         }
     }
 
+    /// `--run-id`, when given.
+    pub fn run_id(&self) -> Option<&str> {
+        self.run_id.as_deref()
+    }
+
     /// `--require-tier`: the tier's trial, before anything else; the exit code when it fails (after saying why).
     pub fn preflight(&self) -> Result<(), i32> {
         let Some(t) = self.require_tier else {
