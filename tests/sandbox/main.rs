@@ -5,6 +5,7 @@
 
 mod attacks;
 mod cli;
+mod containers;
 mod hardening;
 mod limits;
 mod net;
