@@ -88,6 +88,10 @@ pub fn render_json(r: &Report) -> Json {
         "grants": grants,
         "tools": tools,
         "toolGroups": groups,
+        "skills": r.skills.as_ref().map(|s| json!({
+            "bySource": s.by_source,
+            "overridden": s.overrides.iter().map(|(name, source, dir)| json!({"name": name, "bySource": source, "by": dir})).collect::<Vec<_>>(),
+        })),
         "subagents": r.subagents.iter().map(subagent_json).collect::<Vec<_>>(),
         "hooks": m.hooks.0.iter().map(|(event, h)| {
             let (kind, target) = match &h.action {

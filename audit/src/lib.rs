@@ -16,5 +16,6 @@ pub use gate::{
 pub use json::{render_json, render_load_error_json, shipped_json, JSON_VERSION};
 pub use report::{
     add_authority, build_report, BootChecks, Facts, Finding, LawOutcome, Level, Report,
+    SkillsSummary,
 };
 pub use text::{provider_label, render_text};

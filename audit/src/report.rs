@@ -88,6 +88,19 @@ pub struct Report {
     /// The agent's authority files (what loom runs or trusts) and how each stands against the grants
     /// ([`add_authority`]).
     pub authority: Vec<(AuthorityFile, Exposure)>,
+    /// What the skills layer found, when the chain has one (set by the caller, which scans the roots).
+    pub skills: Option<SkillsSummary>,
+}
+
+/// The skills layer's find, counted by where each skill comes from.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SkillsSummary {
+    /// Skills found, by source (`workspace`, `user`, `root`, `bundled`).
+    pub by_source: BTreeMap<String, usize>,
+    /// The groups of the bundled skills (`skill <name>`), shown together.
+    pub bundled: std::collections::BTreeSet<String>,
+    /// Bundled skills a higher root overrides: (name, the overriding skill's source, its folder).
+    pub overrides: Vec<(String, String, String)>,
 }
 
 impl Report {
@@ -441,6 +454,7 @@ pub fn build_report(manifest: Manifest, facts: Facts<'_>) -> Report {
         mcp: facts.mcp,
         shipped: facts.shipped,
         authority: Vec::new(),
+        skills: None,
     }
 }
 

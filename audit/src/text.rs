@@ -3,8 +3,8 @@
 use std::fmt::Write as _;
 
 use loom_kernel::{
-    is_general_row, rowed_commands, AlgebraKind, DeclVerdict, Grant, GrantSource, PathCtx,
-    ProviderRef, SubagentVerdict, SystemPrompt, ToolGrant, Value,
+    is_general_row, rowed_commands, AlgebraKind, DeclVerdict, Grant, GrantSource, GroupJudgement,
+    PathCtx, ProviderRef, SubagentVerdict, SystemPrompt, ToolGrant, Value,
 };
 
 use crate::report::{Level, Report};
@@ -128,7 +128,44 @@ pub fn render_text(r: &Report) -> String {
             }
         );
     }
-    for g in &r.groups {
+    if let Some(s) = &r.skills {
+        let total: usize = s.by_source.values().sum();
+        let parts: Vec<String> = s
+            .by_source
+            .iter()
+            .map(|(k, n)| format!("{n} {k}"))
+            .collect();
+        let _ = writeln!(o, "  skills found  {total}: {}", parts.join(", "));
+        for (name, source, dir) in &s.overrides {
+            let _ = writeln!(
+                o,
+                "  overridden    the bundled skill {name}, by the {source} skill at {dir}"
+            );
+        }
+    }
+    // the bundled skills ask for nothing (the lint test holds them to it): one line for all that are active and do
+    let quiet = |g: &GroupJudgement| {
+        g.accepted
+            && r.skills
+                .as_ref()
+                .is_some_and(|s| s.bundled.contains(&g.label))
+            && g.decls.iter().all(|d| d.requested.is_none())
+    };
+    let bundled: Vec<&str> = r
+        .groups
+        .iter()
+        .filter(|g| quiet(g))
+        .map(|g| g.label.strip_prefix("skill ").unwrap_or(&g.label))
+        .collect();
+    if !bundled.is_empty() {
+        let _ = writeln!(
+            o,
+            "  bundled skills ({})  [ACTIVE]  built into loom; read_skill requests nothing\n    {}",
+            bundled.len(),
+            bundled.join(", ")
+        );
+    }
+    for g in r.groups.iter().filter(|g| !quiet(g)) {
         let _ = writeln!(
             o,
             "  {}  [{}]  {}",

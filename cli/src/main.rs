@@ -74,6 +74,8 @@ enum Command {
     /// Fleets on existing engines: plan a GitHub Actions matrix or a Kubernetes Indexed Job from an items file, run
     /// one cell, collect the results.
     Job(cmd::job::Args),
+    /// List the skills an agent finds (workspace, user, bundled with loom) with their verdicts.
+    Skills(cmd::skills::Args),
     /// Print the installed version.
     Version,
 }
@@ -144,6 +146,7 @@ fn main() {
         Command::Providers(args) => cmd::providers::run(args),
         Command::Model(args) => cmd::model::run(args),
         Command::Job(args) => cmd::job::run(args),
+        Command::Skills(args) => cmd::skills::run(args),
         Command::Version => {
             println!("loom {}", env!("CARGO_PKG_VERSION"));
             exit::OK

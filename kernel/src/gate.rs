@@ -180,6 +180,9 @@ fn skills_roots(m: &Manifest) -> BTreeSet<String> {
         if !named {
             out.insert("(default roots)".into());
         }
+        if l.config.get("bundled").and_then(|v| v.as_bool()) != Some(false) {
+            out.insert("(bundled skills)".into());
+        }
     }
     out
 }
@@ -548,6 +551,8 @@ mod tests {
             ("K13 apiBase", "[harness]\nprovider = \"anthropic\"\n".into(), "[harness]\nprovider = \"anthropic\"\napiBase = \"https://proxy.example\"\n".into(), "harness.apiBase: changed"),
             ("K13 provider command", mcp.into(), mcp.replace("command = \"docs\"", "command = \"sh\""), "providers.docs: changes command"),
             ("K13 skills root", "".into(), "[[session.layers]]\nprovider = \"skills\"\nroots = [\"/tmp/anyone\"]\n[[session.layers]]\nprovider = \"in-memory\"\n".into(), "adds skills root `/tmp/anyone`"),
+            ("K13 bundled skills back on", "[[session.layers]]\nprovider = \"skills\"\nbundled = false\n[[session.layers]]\nprovider = \"in-memory\"\n".into(), "[[session.layers]]\nprovider = \"skills\"\n[[session.layers]]\nprovider = \"in-memory\"\n".into(), "adds skills root `(bundled skills)`"),
+            ("K13 bundled skills off", "".into(), "[[session.layers]]\nprovider = \"skills\"\nbundled = false\n[[session.layers]]\nprovider = \"compacting\"\n[[session.layers]]\nprovider = \"in-memory\"\n".into(), ""),
             ("K13 new instance", "".into(), "[tools]\nbash = \"builtin\"\nsh = { provider = \"builtin\", tool = \"bash\" }\n".into(), "tools.sh: adds instance `sh` (built-in bash)"),
             ("K13 hook", "".into(), "[[hooks.SessionStart]]\ncommand = \"./x.sh\"\n".into(), "hooks: adds SessionStart command \"./x.sh\""),
             ("K13 removed deny", "[[permissions.deny_rules]]\ntool = \"bash\"\ncommand_prefix = \"rm -rf\"\n".into(), "".into(), "permissions.deny_rules: removes { tool = \"bash\", command_prefix = \"rm -rf\" }"),

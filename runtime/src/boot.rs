@@ -320,6 +320,7 @@ pub fn boot_with(
         skills: SkillsEnv {
             home: ctx.home.as_ref().map(PathBuf::from),
             root_handles: m.providers.keys().cloned().collect(),
+            data_home: Some(crate::storage::data_home(&env)),
         },
         providers: session_providers,
     };

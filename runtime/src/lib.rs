@@ -152,6 +152,7 @@ pub use secrets::{
     env_names, secret_store_paths, user_secrets_path, Secret, SecretChain, SecretSource,
     SecretsFileError,
 };
+pub use session::bundled_skills;
 pub use session::{
     build_chain, to_messages, Chain, Clock, CompactCtx, CompactMode, CompactingConfig,
     CompactingLayer, Compaction, Compactor, FileLayer, HeuristicCompactor, Layer, MemoryLayer,
@@ -160,9 +161,10 @@ pub use session::{
     DEFAULT_THRESHOLD, PAUSE_AFTER_FAILURE, STATE_FILE, SUMMARY_HEADER, SUMMARY_ID_PREFIX,
 };
 pub use session::{
-    discover, load_skill, manifest_skills, session_group, skill_roots, Discovery, FoundSkill,
-    Keeper, SkillsEnv, SkillsLayer, MAX_BUNDLED_READ, MAX_LISTED, MAX_SKILL_FILE,
-    SKILLS_SESSION_GROUP,
+    discover, discover_tagged, layer_roots, load_skill, manifest_skills, session_group,
+    skill_roots, tagged_skill_roots, Discovery, FoundSkill, Keeper, Override, SkillSource,
+    SkillsEnv, SkillsLayer, MAX_BUNDLED_READ, MAX_KEPT_CHARS, MAX_KEPT_SKILLS, MAX_LISTED,
+    MAX_SKILL_FILE, SKILLS_SESSION_GROUP,
 };
 pub use storage::{data_home, ensure_storage, storage_dir, OWNER_FILE};
 pub use tools::{

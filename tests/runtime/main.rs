@@ -27,6 +27,7 @@ mod session;
 mod shipped;
 mod skill_authority;
 mod skills;
+mod skills_bundled;
 mod subagent;
 mod subagent_policy;
 mod terminal;

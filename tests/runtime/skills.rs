@@ -92,12 +92,27 @@ fn read_skill_activates_lists_and_reads_through_the_real_binary() {
     // the rejected skill and the malformed one are invisible
     for (i, name) in [(3, "calendar"), (4, "linked")] {
         assert_eq!(r[i].0, "failed");
+        // the skills listed: the workspace's accepted ones and the bundled ones, never the invisible ones
+        let text = &r[i].1;
         assert!(
-            r[i].1.contains(&format!(
-                "there is no skill named \"{name}\"; the skills are: dns-lookup, pdf-processing"
+            text.contains(&format!(
+                "there is no skill named \"{name}\"; the skills are: "
             )),
-            "{}",
-            r[i].1
+            "{text}"
+        );
+        let listed: Vec<&str> = text
+            .split("the skills are: ")
+            .nth(1)
+            .unwrap_or_default()
+            .split(", ")
+            .collect();
+        assert!(
+            listed.contains(&"dns-lookup") && listed.contains(&"pdf-processing"),
+            "{text}"
+        );
+        assert!(
+            !listed.contains(&"calendar") && !listed.contains(&"linked"),
+            "{text}"
         );
     }
     // boot said why each skill is missing, with its path and the fix
@@ -148,7 +163,12 @@ fn the_catalog_lists_accepted_skills_and_a_skill_row_joins_the_bash_grant() {
 #[test]
 fn without_skills_there_is_no_catalog_and_no_read_skill() {
     let s = Scratch::new();
-    agent(&s, "", "[[{ say = \"hi\" }]]");
+    // the default chain, without the skills built into loom
+    agent(
+        &s,
+        "[session]\nlayers = [\"skills\", \"compacting\", \"in-memory\"]\n[session.skills]\nbundled = false\n",
+        "[[{ say = \"hi\" }]]",
+    );
     let pre = &preamble(&s);
     assert_eq!(pre["systemPrompt"], serde_json::json!([]));
     let names: Vec<String> = pre["tools"]

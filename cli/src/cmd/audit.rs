@@ -128,6 +128,7 @@ fn report_of(
         &SkillsEnv {
             home: ctx.home.as_ref().map(PathBuf::from),
             root_handles: loaded.manifest.providers.keys().cloned().collect(),
+            data_home: Some(loom_runtime::data_home(&env)),
         },
     );
     let groups = match &skills {
@@ -180,6 +181,28 @@ fn report_of(
     );
     if let Some(d) = skills {
         skill_findings(&mut report, &d);
+        let mut summary = loom_audit::SkillsSummary::default();
+        for k in d.skills.values() {
+            *summary
+                .by_source
+                .entry(k.source.name().to_string())
+                .or_default() += 1;
+            if k.source == loom_runtime::SkillSource::Bundled {
+                summary.bundled.insert(k.group.label.clone());
+            }
+        }
+        summary.overrides = d
+            .overrides
+            .iter()
+            .map(|o| {
+                (
+                    o.name.clone(),
+                    o.by_source.name().to_string(),
+                    o.by.display().to_string(),
+                )
+            })
+            .collect();
+        report.skills = Some(summary);
     }
     add_authority(&mut report, &authority);
     // what the manifest lets the sandbox lack, by name: never silent

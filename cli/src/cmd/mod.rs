@@ -15,3 +15,4 @@ pub mod providers;
 pub mod run;
 pub mod sandbox;
 pub mod scope;
+pub mod skills;

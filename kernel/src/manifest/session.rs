@@ -62,7 +62,14 @@ fn builtin_layer(provider: &str) -> Option<(bool, &'static [(&'static str, Ty)])
                 ("persist", Ty::Bool),
             ],
         ),
-        "skills" => (false, &[("root", Ty::Str), ("roots", Ty::StrList)]),
+        "skills" => (
+            false,
+            &[
+                ("root", Ty::Str),
+                ("roots", Ty::StrList),
+                ("bundled", Ty::Bool),
+            ],
+        ),
         "fork-of-parent" => (true, &[]),
         _ => return None,
     })

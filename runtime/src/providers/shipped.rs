@@ -72,6 +72,7 @@ pub fn shipped_sources(loaded: &Loaded, ctx: &PathCtx) -> Vec<ShippedSource> {
     let env = SkillsEnv {
         home: ctx.home.as_ref().map(PathBuf::from),
         root_handles: m.providers.keys().cloned().collect(),
+        data_home: Some(crate::storage::data_home(&crate::load::env_map())),
     };
     let Some(found) = manifest_skills(m, &loaded.dir, &env) else {
         return Vec::new();

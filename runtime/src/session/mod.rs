@@ -42,10 +42,12 @@ pub use compactor::{
 pub use file::FileLayer;
 pub use history::to_messages;
 pub use memory::MemoryLayer;
+pub use skills::bundled as bundled_skills;
 pub use skills::{
-    discover, load_skill, manifest_skills, session_group, skill_roots, Discovery, FoundSkill,
-    Keeper, SkillsEnv, SkillsLayer, MAX_BUNDLED_READ, MAX_LISTED, MAX_SKILL_FILE,
-    SKILLS_SESSION_GROUP,
+    discover, discover_tagged, layer_roots, load_skill, manifest_skills, session_group,
+    skill_roots, tagged_skill_roots, Discovery, FoundSkill, Keeper, Override, SkillSource,
+    SkillsEnv, SkillsLayer, MAX_BUNDLED_READ, MAX_KEPT_CHARS, MAX_KEPT_SKILLS, MAX_LISTED,
+    MAX_SKILL_FILE, SKILLS_SESSION_GROUP,
 };
 
 /// What a compaction may use: the agent's harness (a model compactor summarises through it) and the turn's
@@ -447,8 +449,11 @@ pub fn build_chain_with(
         let layer: Box<dyn Layer> = match spec.provider.as_str() {
             "in-memory" => Box::new(MemoryLayer::default()),
             "skills" => {
-                let roots = skill_roots(&spec.config, &place.manifest_dir, place.skills.home.as_deref());
-                Box::new(SkillsLayer::new(roots, place.skills.clone()))
+                let (roots, note) = layer_roots(&spec.config, &place.manifest_dir, &place.skills);
+                Box::new(
+                    SkillsLayer::tagged(&roots, place.skills.clone(), note)
+                        .keeping_loaded_in(place.storage.join("skills/loaded.json")),
+                )
             }
             "compacting" => {
                 let (config, config_notes) = CompactingConfig::from_toml(&spec.config, &place.storage)?;

@@ -35,6 +35,11 @@ pub const MAX_BUNDLED_READ: u64 = 256 * 1024;
 /// Bundled files listed on activation.
 pub const MAX_LISTED: usize = 50;
 
+/// The most skills re-injected after a compaction (the oldest loaded goes first).
+pub const MAX_KEPT_SKILLS: usize = 8;
+/// The most characters of one skill's activation text re-injected after a compaction.
+pub const MAX_KEPT_CHARS: usize = 8000;
+
 /// What discovery needs besides the layer's config.
 #[derive(Debug, Clone, Default)]
 pub struct SkillsEnv {
@@ -42,6 +47,44 @@ pub struct SkillsEnv {
     pub home: Option<PathBuf>,
     /// The root manifest's `[providers]` handles.
     pub root_handles: BTreeSet<String>,
+    /// loom's data directory, where the bundled skills are written out (`None`: no bundled skills).
+    pub data_home: Option<PathBuf>,
+}
+
+/// Where a skill was found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum SkillSource {
+    /// The project: a root the manifest names relative to itself, or `.loom/skills` / `.agents/skills` beside it.
+    Workspace,
+    /// The user's: `~/.skills` (the default root), `~/.loom/skills`, `~/.agents/skills`, a `~/…` root.
+    User,
+    /// An absolute root the manifest names.
+    Root,
+    /// Built into loom (the lowest root; `[session.skills] bundled = false` turns it off).
+    Bundled,
+}
+
+impl SkillSource {
+    /// Its name in `loom skills list` and `loom audit`.
+    pub fn name(self) -> &'static str {
+        match self {
+            SkillSource::Workspace => "workspace",
+            SkillSource::User => "user",
+            SkillSource::Root => "root",
+            SkillSource::Bundled => "bundled",
+        }
+    }
+}
+
+/// A bundled skill not used because a skill of the same name in a higher root overrides it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Override {
+    /// The name.
+    pub name: String,
+    /// The folder of the skill used instead.
+    pub by: PathBuf,
+    /// Where that one comes from.
+    pub by_source: SkillSource,
 }
 
 /// One discovered, well-formed skill.
@@ -55,6 +98,8 @@ pub struct FoundSkill {
     pub dir: PathBuf,
     /// Its compiled tool group (`skill <name>`).
     pub group: ToolGroup,
+    /// Where it was found.
+    pub source: SkillSource,
 }
 
 /// What a scan found.
@@ -64,12 +109,26 @@ pub struct Discovery {
     pub skills: BTreeMap<String, FoundSkill>,
     /// Skipped skills, each with its path, what is wrong and the fix.
     pub warnings: Vec<String>,
+    /// Bundled skills a higher root overrides, by name.
+    pub overrides: Vec<Override>,
 }
 
 /// The roots the skills layer scans, in precedence order: `root` / `roots` from its config (default `~/.skills`;
 /// relative to the manifest's directory, `~` is home), then `.loom/skills` and `.agents/skills` in the manifest's
 /// directory, then in home. Missing roots are skipped at scan time.
 pub fn skill_roots(config: &toml::Table, manifest_dir: &Path, home: Option<&Path>) -> Vec<PathBuf> {
+    tagged_skill_roots(config, manifest_dir, home)
+        .into_iter()
+        .map(|(p, _)| p)
+        .collect()
+}
+
+/// [`skill_roots`], each with where its skills come from.
+pub fn tagged_skill_roots(
+    config: &toml::Table,
+    manifest_dir: &Path,
+    home: Option<&Path>,
+) -> Vec<(PathBuf, SkillSource)> {
     let configured: Vec<String> = match (config.get("root"), config.get("roots")) {
         (Some(toml::Value::String(r)), _) => vec![r.clone()],
         (_, Some(toml::Value::Array(rs))) => rs
@@ -78,24 +137,53 @@ pub fn skill_roots(config: &toml::Table, manifest_dir: &Path, home: Option<&Path
             .collect(),
         _ => vec!["~/.skills".into()],
     };
-    let mut roots: Vec<PathBuf> = Vec::new();
+    let mut roots: Vec<(PathBuf, SkillSource)> = Vec::new();
     for r in configured {
         let p = if r == "~" {
-            home.map(Path::to_path_buf)
+            home.map(|h| (h.to_path_buf(), SkillSource::User))
         } else if let Some(rest) = r.strip_prefix("~/") {
-            home.map(|h| h.join(rest))
+            home.map(|h| (h.join(rest), SkillSource::User))
         } else if Path::new(&r).is_absolute() {
-            Some(PathBuf::from(r))
+            Some((PathBuf::from(r), SkillSource::Root))
         } else {
-            Some(manifest_dir.join(r))
+            Some((manifest_dir.join(r), SkillSource::Workspace))
         };
         roots.extend(p);
     }
-    for base in std::iter::once(manifest_dir).chain(home) {
-        roots.push(base.join(".loom/skills"));
-        roots.push(base.join(".agents/skills"));
+    for (base, source) in std::iter::once((manifest_dir, SkillSource::Workspace))
+        .chain(home.map(|h| (h, SkillSource::User)))
+    {
+        roots.push((base.join(".loom/skills"), source));
+        roots.push((base.join(".agents/skills"), source));
     }
     roots
+}
+
+/// The roots a skills layer with `config` scans, in precedence order, the bundled skills last (unless `bundled =
+/// false`), and a note when the bundled skills cannot be written out.
+pub fn layer_roots(
+    config: &toml::Table,
+    manifest_dir: &Path,
+    env: &SkillsEnv,
+) -> (Vec<(PathBuf, SkillSource)>, Option<String>) {
+    let mut roots = tagged_skill_roots(config, manifest_dir, env.home.as_deref());
+    let wanted = config.get("bundled").and_then(toml::Value::as_bool) != Some(false);
+    let Some(data) = env.data_home.as_deref().filter(|_| wanted) else {
+        return (roots, None);
+    };
+    match bundled::materialize(data) {
+        Ok(Some(root)) => {
+            roots.push((root, SkillSource::Bundled));
+            (roots, None)
+        }
+        Ok(None) => (roots, None),
+        Err(e) => (
+            roots,
+            Some(format!(
+                "the bundled skills are not available: {e}; set [session.skills] bundled = false to do without them"
+            )),
+        ),
+    }
 }
 
 /// What the skills layer of `manifest` (at `manifest_dir`) would find, for `loom audit`: `None` when its chain has no
@@ -110,15 +198,31 @@ pub fn manifest_skills(
         .layers
         .iter()
         .find(|l| l.provider == "skills")?;
-    let roots = skill_roots(&spec.config, manifest_dir, env.home.as_deref());
-    Some(discover(&roots, env))
+    let (roots, note) = layer_roots(&spec.config, manifest_dir, env);
+    let mut found = discover_tagged(&roots, env);
+    found.warnings.extend(note);
+    Some(found)
 }
 
 /// Scans `roots` for skill folders and compiles each (see the module docs).
 pub fn discover(roots: &[PathBuf], env: &SkillsEnv) -> Discovery {
+    let tagged: Vec<(PathBuf, SkillSource)> = roots
+        .iter()
+        .map(|r| (r.clone(), SkillSource::Root))
+        .collect();
+    discover_tagged(&tagged, env)
+}
+
+/// [`discover`] over roots that say where their skills come from. A bundled skill that a higher root's skill of the
+/// same name overrides is recorded as overridden; one whose overriding skill is broken is not used either (the
+/// warning says which applies).
+pub fn discover_tagged(roots: &[(PathBuf, SkillSource)], env: &SkillsEnv) -> Discovery {
     let mut out = Discovery::default();
     let mut seen_roots = BTreeSet::new();
-    for root in roots {
+    // folders whose SKILL.md was skipped, by folder name: they still hold the name against the bundled skills
+    let mut broken: BTreeMap<String, PathBuf> = BTreeMap::new();
+    for (root, source) in roots {
+        let source = *source;
         let Ok(canon) = std::fs::canonicalize(root) else {
             continue;
         };
@@ -139,8 +243,31 @@ pub fn discover(roots: &[PathBuf], env: &SkillsEnv) -> Discovery {
             {
                 continue;
             }
+            let folder_name = folder
+                .file_name()
+                .and_then(|n| n.to_str())
+                .unwrap_or_default()
+                .to_string();
+            if source == SkillSource::Bundled {
+                if let Some(first) = out.skills.get(&folder_name) {
+                    out.overrides.push(Override {
+                        name: folder_name,
+                        by: first.dir.clone(),
+                        by_source: first.source,
+                    });
+                    continue;
+                }
+                if let Some(bad) = broken.get(&folder_name) {
+                    out.warnings.push(format!(
+                        "the bundled skill {folder_name} is not used: {} (skipped above) overrides it; fix that SKILL.md, or remove the folder to use the bundled one",
+                        bad.display()
+                    ));
+                    continue;
+                }
+            }
             match load_skill(&folder, env) {
-                Ok(skill) => {
+                Ok(mut skill) => {
+                    skill.source = source;
                     if let Some(first) = out.skills.get(&skill.name) {
                         out.warnings.push(format!(
                             "{}: skipped: a skill named {:?} was already found at {} (the first root wins); rename \
@@ -153,7 +280,10 @@ pub fn discover(roots: &[PathBuf], env: &SkillsEnv) -> Discovery {
                         out.skills.insert(skill.name.clone(), skill);
                     }
                 }
-                Err(w) => out.warnings.push(w),
+                Err(w) => {
+                    broken.entry(folder_name).or_insert(folder.clone());
+                    out.warnings.push(w);
+                }
             }
         }
     }
@@ -201,6 +331,7 @@ pub fn load_skill(folder: &Path, env: &SkillsEnv) -> Result<FoundSkill, String> 
         description: doc.description,
         dir,
         group,
+        source: SkillSource::Root,
     })
 }
 
@@ -249,6 +380,11 @@ struct State {
     dropped: Vec<String>,
     /// Drops not yet told to the user.
     pending: Vec<String>,
+    /// The skills this session activated, oldest first: (name, the activation text, capped), at most
+    /// [`MAX_KEPT_SKILLS`]; re-injected after a compaction.
+    loaded: Vec<(String, String)>,
+    /// Where `loaded` is kept between processes (the agent's storage), so a resumed session keeps it too.
+    loaded_file: Option<PathBuf>,
 }
 
 /// The kernel's subtractive rule with the manifest and path facts bound: `(boot group, rescanned group)`.
@@ -266,7 +402,19 @@ fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
 impl SkillsLayer {
     /// Scans `roots` once. No skill is active until [`Layer::bind`] says which groups boot accepted.
     pub fn new(roots: Vec<PathBuf>, env: SkillsEnv) -> SkillsLayer {
-        let found = discover(&roots, &env);
+        let tagged: Vec<(PathBuf, SkillSource)> =
+            roots.into_iter().map(|r| (r, SkillSource::Root)).collect();
+        SkillsLayer::tagged(&tagged, env, None)
+    }
+
+    /// Scans `roots` (with where each comes from) once; `note` (the bundled skills' trouble) joins the warnings.
+    pub fn tagged(
+        roots: &[(PathBuf, SkillSource)],
+        env: SkillsEnv,
+        note: Option<String>,
+    ) -> SkillsLayer {
+        let mut found = discover_tagged(roots, &env);
+        found.warnings.extend(note);
         SkillsLayer {
             state: Arc::new(Mutex::new(State {
                 env,
@@ -276,8 +424,48 @@ impl SkillsLayer {
                 keeps: None,
                 dropped: Vec::new(),
                 pending: Vec::new(),
+                loaded: Vec::new(),
+                loaded_file: None,
             })),
         }
+    }
+
+    /// Keeps the list of loaded skills in `file` (read now when it exists: a resumed session), so they are
+    /// re-injected after a compaction in this process and the next. A file that cannot be read is a note.
+    pub fn keeping_loaded_in(self, file: PathBuf) -> SkillsLayer {
+        {
+            let mut st = lock(&self.state);
+            match std::fs::read(&file) {
+                Ok(bytes) => match serde_json::from_slice::<Vec<(String, String)>>(&bytes) {
+                    Ok(list) => {
+                        st.loaded = list
+                            .into_iter()
+                            .filter(|(n, _)| st.found.contains_key(n))
+                            .collect();
+                    }
+                    Err(e) => st.warnings.push(format!(
+                        "{}: the list of loaded skills is not readable ({e}); it starts empty",
+                        file.display()
+                    )),
+                },
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => st.warnings.push(format!(
+                    "{}: cannot read the list of loaded skills: {e}",
+                    file.display()
+                )),
+            }
+            st.loaded_file = Some(file);
+        }
+        self
+    }
+
+    /// The skills loaded this session, oldest first.
+    pub fn loaded(&self) -> Vec<String> {
+        lock(&self.state)
+            .loaded
+            .iter()
+            .map(|(n, _)| n.clone())
+            .collect()
     }
 
     /// The active skills' names.
@@ -324,7 +512,8 @@ impl Layer for SkillsLayer {
     }
 
     fn pull(&self, below: Vec<SessionUpdate>) -> Result<Vec<SessionUpdate>, SessionError> {
-        Ok(below)
+        let st = lock(&self.state);
+        Ok(reinject(below, &st.loaded))
     }
 
     fn system_prompt_section(&self) -> Option<String> {
@@ -406,6 +595,86 @@ impl Layer for SkillsLayer {
             let _ = tokio::task::spawn_blocking(move || rescan(&state)).await;
             Ok(())
         })
+    }
+}
+
+/// After a compaction (the history starts with the compaction's summary), the loaded skills whose activation is no
+/// longer in the history are appended to the summary message, so their instructions stay in force.
+fn reinject(mut below: Vec<SessionUpdate>, loaded: &[(String, String)]) -> Vec<SessionUpdate> {
+    use crate::session::compactor::SUMMARY_ID_PREFIX;
+    if loaded.is_empty() {
+        return below;
+    }
+    let Some(SessionUpdate::UserMessageChunk(first)) = below.first() else {
+        return below;
+    };
+    if !first
+        .message_id
+        .as_deref()
+        .is_some_and(|id| id.starts_with(SUMMARY_ID_PREFIX))
+    {
+        return below;
+    }
+    let missing: Vec<&(String, String)> = loaded
+        .iter()
+        .filter(|(name, _)| {
+            let tag = format!("<skill name=\"{name}\"");
+            !below.iter().any(|e| match e {
+                SessionUpdate::ToolCallUpdate(t) => t.text().contains(&tag),
+                _ => false,
+            })
+        })
+        .collect();
+    if missing.is_empty() {
+        return below;
+    }
+    let mut text = first.content.as_text().to_string();
+    text.push_str(
+        "\n\nSkills activated earlier in this session (kept through the compaction; their instructions still apply):",
+    );
+    for (_, activation) in missing {
+        text.push_str("\n\n");
+        text.push_str(activation);
+    }
+    if let Some(SessionUpdate::UserMessageChunk(first)) = below.first_mut() {
+        first.content = crate::update::Content::text(text);
+    }
+    below
+}
+
+/// Records an activation: the skill goes to the end of the loaded list (the oldest beyond [`MAX_KEPT_SKILLS`] is
+/// dropped, with a notice), and the list is saved when the layer keeps it.
+fn remember(state: &Mutex<State>, name: &str, activation: &str) {
+    let mut kept: String = activation.chars().take(MAX_KEPT_CHARS).collect();
+    if kept.len() < activation.len() {
+        kept.push_str(&format!(
+            "\n[cut at {MAX_KEPT_CHARS} characters; read_skill {{\"skill\": \"{name}\"}} has the rest]"
+        ));
+    }
+    let mut st = lock(state);
+    st.loaded.retain(|(n, _)| n != name);
+    st.loaded.push((name.to_string(), kept));
+    while st.loaded.len() > MAX_KEPT_SKILLS {
+        let (old, _) = st.loaded.remove(0);
+        st.pending.push(format!(
+            "skill {old} is no longer kept through compactions: at most {MAX_KEPT_SKILLS} loaded skills are, the \
+             oldest goes first"
+        ));
+    }
+    if let Some(file) = st.loaded_file.clone() {
+        let text = serde_json::to_vec(&st.loaded).unwrap_or_default();
+        let tmp = file.with_extension("tmp");
+        let saved = file
+            .parent()
+            .map_or(Ok(()), std::fs::create_dir_all)
+            .and_then(|()| std::fs::write(&tmp, &text))
+            .and_then(|()| std::fs::rename(&tmp, &file));
+        if let Err(e) = saved {
+            st.pending.push(format!(
+                "cannot save the list of loaded skills to {}: {e}; a resumed session will not re-inject them",
+                file.display()
+            ));
+        }
     }
 }
 
@@ -511,6 +780,7 @@ impl Tool for ReadSkill {
             None => skill.dir.join("SKILL.md"),
             Some(p) => resolve_bundled(&skill, p)?,
         };
+        let state = self.state.clone();
         let shown = target.display().to_string();
         Ok(Prepared {
             request: Request::File {
@@ -525,12 +795,19 @@ impl Tool for ReadSkill {
             locations: vec![Location { path: shown }],
             run: Box::new(move |_auth, ctx| {
                 Box::pin(async move {
+                    let activation = path.is_none();
+                    let name = skill.name.clone();
                     match run_blocking(&ctx.cancel, None, move || {
                         run_read(&skill, path.as_deref(), &target)
                     })
                     .await
                     {
-                        Ok(text) => ToolOutput::ok(text),
+                        Ok(text) => {
+                            if activation {
+                                remember(&state, &name, &text);
+                            }
+                            ToolOutput::ok(text)
+                        }
                         Err(e) => ToolOutput::error(e),
                     }
                 })
@@ -684,5 +961,6 @@ fn bundled_files(dir: &Path) -> (Vec<String>, usize) {
     (files.clone(), total.saturating_sub(files.len()))
 }
 
+pub mod bundled;
 #[cfg(test)]
 mod tests;

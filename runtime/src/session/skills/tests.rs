@@ -293,3 +293,75 @@ async fn a_rescan_is_subtractive_only() {
     l.prepare_turn().await.unwrap();
     assert_eq!(l.active(), ["stays"]);
 }
+
+#[test]
+fn at_most_eight_loaded_skills_are_kept_the_oldest_going_first_with_a_notice() {
+    let d = tempfile::tempdir().unwrap();
+    let file = d.path().join("skills/loaded.json");
+    let l = SkillsLayer::new(Vec::new(), SkillsEnv::default()).keeping_loaded_in(file.clone());
+    for i in 0..10 {
+        remember(
+            &l.state,
+            &format!("s{i}"),
+            &format!("<skill name=\"s{i}\">body {i}</skill>"),
+        );
+    }
+    // loading one again moves it to the end, it is not kept twice
+    remember(&l.state, "s5", "<skill name=\"s5\">body 5</skill>");
+    assert_eq!(l.loaded(), ["s2", "s3", "s4", "s6", "s7", "s8", "s9", "s5"]);
+    let notices = lock(&l.state).pending.clone();
+    assert_eq!(notices.len(), 2, "{notices:?}");
+    assert!(
+        notices[0].contains("skill s0 is no longer kept"),
+        "{notices:?}"
+    );
+    // kept for the next process, which only keeps what it still finds
+    let saved: Vec<(String, String)> = serde_json::from_slice(&fs::read(&file).unwrap()).unwrap();
+    assert_eq!(saved.len(), MAX_KEPT_SKILLS);
+    // a long activation is cut at the cap, saying where the rest is
+    remember(&l.state, "long", &"x".repeat(MAX_KEPT_CHARS + 500));
+    let st = lock(&l.state);
+    let (_, kept) = st.loaded.last().unwrap();
+    assert!(
+        kept.starts_with(&"x".repeat(MAX_KEPT_CHARS)) && kept.contains("[cut at 8000 characters")
+    );
+    assert!(kept.chars().count() < MAX_KEPT_CHARS + 200);
+}
+
+#[test]
+fn reinjection_adds_only_missing_activations_and_only_to_a_summary() {
+    use crate::update::{Chunk, Content, ToolCallContent, ToolCallUpdate};
+    let loaded = vec![
+        ("a".to_string(), "<skill name=\"a\">AAA</skill>".to_string()),
+        ("b".to_string(), "<skill name=\"b\">BBB</skill>".to_string()),
+    ];
+    let user = |id: &str, text: &str| {
+        SessionUpdate::UserMessageChunk(Chunk {
+            content: Content::text(text),
+            message_id: Some(id.into()),
+        })
+    };
+    let result = SessionUpdate::ToolCallUpdate(ToolCallUpdate {
+        tool_call_id: "c1".into(),
+        status: None,
+        content: Some(vec![ToolCallContent::Content {
+            content: Content::text("<skill name=\"b\" directory=\"x\">BBB</skill>"),
+        }]),
+        raw_output: None,
+    });
+    // no compaction: nothing changes
+    let plain = vec![user("u1", "hello"), result.clone()];
+    assert_eq!(reinject(plain.clone(), &loaded), plain);
+    // after one: the summary gains the activation the history lost, not the one it kept
+    let compacted = vec![user("loom-compaction-1", "summary"), result];
+    let out = reinject(compacted, &loaded);
+    let SessionUpdate::UserMessageChunk(first) = &out[0] else {
+        panic!("{out:?}");
+    };
+    let text = first.content.as_text();
+    assert!(
+        text.starts_with("summary") && text.contains("AAA") && !text.contains("BBB"),
+        "{text}"
+    );
+    assert_eq!(out.len(), 2);
+}
