@@ -167,6 +167,7 @@ fn the_k8s_job_is_golden_reads_back_as_built_and_passes_the_kubernetes_schema() 
         let out = Command::new(&validate)
             .args(["--strict", "-k", version])
             .arg(golden("job-k8s.yaml"))
+            .arg(workspace_root().join("examples/k8s/job.yaml"))
             .output()
             .unwrap();
         assert!(
