@@ -49,6 +49,9 @@ for bin in "$loom" ${BASELINE:+"$BASELINE"}; do
   done
 done
 
+# what a user pays by default: the first tier whose trial passes (the trial runs once per process, before the command)
+cmds+=(-n "loom, tier chosen by trial (no --tier)" "$loom sandbox run --cwd $work --grant '$grant' -- /bin/true")
+
 mkdir -p benches/results
 hyperfine -N --warmup 10 --runs "$runs" --export-markdown benches/results/sandbox-exec.md "${cmds[@]}"
 echo
