@@ -408,6 +408,49 @@ fn bad_items_and_arguments_get_clear_errors_and_codes_from_the_list() {
     s.loom(&["job", "collect", "nowhere"]).expect_code(1);
 }
 
+/// A node without the required tier: the cell exits 69 (the index fails, never retried), its result says why.
+#[test]
+fn a_required_tier_missing_on_the_node_fails_the_cell_with_69() {
+    let s = Scratch::new();
+    s.write("agent.toml", "[agent]\nname = \"j\"\n[harness]\nprovider = \"test\"\necho = true\n[session]\nprovider = \"in-memory\"\n");
+    s.write("items.jsonl", "{\"id\": \"one\", \"prompt\": \"a\"}\n");
+    s.loom_env(
+        &[
+            "job",
+            "run",
+            "--items",
+            "items.jsonl",
+            "--index",
+            "0",
+            "--out",
+            "out",
+            "--require-tier",
+            "a",
+        ],
+        &[("LOOM_SANDBOX_DISABLE", "a")],
+    )
+    .expect_code(69)
+    .stderr_has("LOOM_SANDBOX_DISABLE removes it");
+    let r: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(s.path().join("out/one/result.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        (r["exit"].as_i64(), r["outcome"].as_str()),
+        (Some(69), Some("unavailable")),
+        "{r:#}"
+    );
+    assert!(r["error"].as_str().unwrap().contains("tier A"), "{r:#}");
+    assert!(s.path().join("out/one/doctor.json").is_file());
+    assert!(
+        !s.path().join("out/one/updates.jsonl").exists(),
+        "the turn ran"
+    );
+    s.loom(&["job", "collect", "out"])
+        .expect_code(1)
+        .stdout_has("exit 69  unavailable");
+}
+
 /// A second process on the same cell fails at once (the cell's lock), and never writes its result.
 #[test]
 fn a_second_writer_on_a_cell_fails_at_once() {

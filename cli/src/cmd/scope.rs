@@ -37,14 +37,18 @@ impl RunScope {
 
     /// `--require-tier`: the tier's trial, before anything else; the exit code when it fails (after saying why).
     pub fn preflight(&self) -> Result<(), i32> {
-        let Some(t) = self.require_tier else {
-            return Ok(());
-        };
+        match self.required_tier_problem() {
+            None => Ok(()),
+            Some(why) => Err(crate::output::fail(crate::exit::UNAVAILABLE, &why)),
+        }
+    }
+
+    /// Why the `--require-tier` tier is unusable here (its trial failed), or `None` (usable, or none required).
+    pub fn required_tier_problem(&self) -> Option<String> {
+        let t = self.require_tier?;
         loom_sandbox::chosen_tier(Some(t), None)
-            .map(|_| ())
-            .map_err(|e| {
-                crate::output::fail(crate::exit::UNAVAILABLE, &format!("--require-tier: {e}"))
-            })
+            .err()
+            .map(|e| format!("--require-tier: {e}"))
     }
 }
 

@@ -229,14 +229,8 @@ impl Job {
         // 1. preflight
         let doctor = self.loom(&["doctor", "--json"]);
         let _ = write_whole(&cell.dir.join("doctor.json"), &doctor.stdout);
-        if let Err(code) = scope.preflight() {
-            return cell.finish(
-                code,
-                "unavailable",
-                None,
-                Some("--require-tier: the tier's trial run failed here (doctor.json)".into()),
-                None,
-            );
+        if let Some(why) = scope.required_tier_problem() {
+            return cell.finish(exit::UNAVAILABLE, "unavailable", None, Some(why), None);
         }
         // 2. the gate, with this job's environment
         let gate = match &self.baseline {
