@@ -317,11 +317,7 @@ pub fn boot_with(
         manifest_dir: loaded.dir.clone(),
         storage,
         parent_history: opts.lineage.parent_history.clone(),
-        skills: SkillsEnv {
-            home: ctx.home.as_ref().map(PathBuf::from),
-            root_handles: m.providers.keys().cloned().collect(),
-            data_home: Some(crate::storage::data_home(&env)),
-        },
+        skills: SkillsEnv::for_manifest(m, ctx.home.as_ref().map(PathBuf::from), &env),
         providers: session_providers,
     };
     let (mut session, session_notes) = build_chain_with(&m.session, &place, prebuilt.layers)

@@ -166,7 +166,7 @@ pub use session::{
     SkillsEnv, SkillsLayer, MAX_BUNDLED_READ, MAX_KEPT_CHARS, MAX_KEPT_SKILLS, MAX_LISTED,
     MAX_SKILL_FILE, SKILLS_SESSION_GROUP,
 };
-pub use storage::{data_home, ensure_storage, storage_dir, OWNER_FILE};
+pub use storage::{data_home, ensure_storage, run_id, storage_dir, RunIdError, OWNER_FILE};
 pub use tools::{
     apply_edits, builtin_tool, glob_match, resolve_path, BashTool, EditError, EditFileTool,
     FindTool, OutputBuffer, PathMode, Prepared, Progress, ProgressFn, ReadFileTool, SandboxEnv,

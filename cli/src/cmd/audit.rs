@@ -125,11 +125,7 @@ fn report_of(
     let skills = manifest_skills(
         &loaded.manifest,
         &loaded.dir,
-        &SkillsEnv {
-            home: ctx.home.as_ref().map(PathBuf::from),
-            root_handles: loaded.manifest.providers.keys().cloned().collect(),
-            data_home: Some(loom_runtime::data_home(&env)),
-        },
+        &SkillsEnv::for_manifest(&loaded.manifest, ctx.home.as_ref().map(PathBuf::from), &env),
     );
     let groups = match &skills {
         Some(d) if !d.skills.is_empty() => std::iter::once(session_group())

@@ -28,6 +28,11 @@ pub fn resolve(given: &Path) -> Result<PathBuf, String> {
     Ok(given.to_path_buf())
 }
 
+/// [`resolve`], then load and parse it: the manifest, or the message to print.
+pub fn load(given: &Path) -> Result<loom_runtime::Loaded, String> {
+    loom_runtime::load_manifest(&resolve(given)?).map_err(|e| e.to_string())
+}
+
 /// Whether a lone positional that may be a manifest or something else (a prompt's text, a permission's number) is
 /// the manifest: it names an existing file or directory, or ends in `.toml`.
 pub fn is_manifest(arg: &str) -> bool {

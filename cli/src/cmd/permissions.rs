@@ -8,7 +8,7 @@
 
 use std::path::PathBuf;
 
-use loom_runtime::{env_map, load_manifest, storage_dir, terminal_safe, ApprovalStore, Remembered};
+use loom_runtime::{env_map, storage_dir, terminal_safe, ApprovalStore, Remembered};
 
 use crate::exit;
 use crate::output::{emit, fail};
@@ -78,13 +78,9 @@ pub fn run(args: Args) -> i32 {
             (PathBuf::from(manifest), numbers)
         }
     };
-    let manifest = match super::manifest_arg::resolve(&manifest) {
-        Ok(m) => m,
-        Err(e) => return fail(exit::FAILED, &e),
-    };
-    let loaded = match load_manifest(&manifest) {
+    let loaded = match super::manifest_arg::load(&manifest) {
         Ok(l) => l,
-        Err(e) => return fail(exit::FAILED, &e.to_string()),
+        Err(e) => return fail(exit::FAILED, &e),
     };
     let dir = storage_dir(&loaded.manifest, &env_map());
     let store = match ApprovalStore::open(&dir) {

@@ -30,11 +30,6 @@ impl RunScope {
         }
     }
 
-    /// `--run-id`, when given.
-    pub fn run_id(&self) -> Option<&str> {
-        self.run_id.as_deref()
-    }
-
     /// `--require-tier`: the tier's trial, before anything else; the exit code when it fails (after saying why).
     pub fn preflight(&self) -> Result<(), i32> {
         match self.required_tier_problem() {

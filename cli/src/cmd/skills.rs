@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 
 use loom_kernel::{binding_problem, judge_group, DeclVerdict};
-use loom_runtime::{data_home, env_map, load_manifest, manifest_skills, path_ctx, SkillsEnv};
+use loom_runtime::{env_map, manifest_skills, path_ctx, SkillsEnv};
 use serde_json::json;
 
 use crate::exit;
@@ -39,21 +39,13 @@ pub fn run(args: Args) -> i32 {
         Ok(d) => d,
         Err(code) => return code,
     };
-    let manifest = match super::manifest_arg::resolve(&manifest) {
-        Ok(m) => m,
-        Err(e) => return fail(exit::FAILED, &e),
-    };
-    let loaded = match load_manifest(&manifest) {
+    let loaded = match super::manifest_arg::load(&manifest) {
         Ok(l) => l,
-        Err(e) => return fail(exit::FAILED, &e.to_string()),
+        Err(e) => return fail(exit::FAILED, &e),
     };
     let ctx = path_ctx(&cwd);
     let m = &loaded.manifest;
-    let env = SkillsEnv {
-        home: ctx.home.as_ref().map(PathBuf::from),
-        root_handles: m.providers.keys().cloned().collect(),
-        data_home: Some(data_home(&env_map())),
-    };
+    let env = SkillsEnv::for_manifest(m, ctx.home.as_ref().map(PathBuf::from), &env_map());
     let Some(found) = manifest_skills(m, &loaded.dir, &env) else {
         let why = format!(
             "{}: its [session] chain has no skills layer, so it has no skills (add \"skills\" to the layers)",

@@ -69,11 +69,11 @@ pub fn group_sources(group: &ToolGroup) -> BTreeMap<String, (String, ProviderSpe
 /// discovers at boot, judged as boot judges them), sorted by key. Rejected groups ship nothing.
 pub fn shipped_sources(loaded: &Loaded, ctx: &PathCtx) -> Vec<ShippedSource> {
     let m = &loaded.manifest;
-    let env = SkillsEnv {
-        home: ctx.home.as_ref().map(PathBuf::from),
-        root_handles: m.providers.keys().cloned().collect(),
-        data_home: Some(crate::storage::data_home(&crate::load::env_map())),
-    };
+    let env = SkillsEnv::for_manifest(
+        m,
+        ctx.home.as_ref().map(PathBuf::from),
+        &crate::load::env_map(),
+    );
     let Some(found) = manifest_skills(m, &loaded.dir, &env) else {
         return Vec::new();
     };

@@ -51,6 +51,22 @@ pub struct SkillsEnv {
     pub data_home: Option<PathBuf>,
 }
 
+impl SkillsEnv {
+    /// The facts discovery needs for `manifest`: the home directory, its `[providers]` handles, and loom's data
+    /// directory from `env` (where the bundled skills are written out).
+    pub fn for_manifest(
+        manifest: &loom_kernel::Manifest,
+        home: Option<PathBuf>,
+        env: &BTreeMap<String, String>,
+    ) -> SkillsEnv {
+        SkillsEnv {
+            home,
+            root_handles: manifest.providers.keys().cloned().collect(),
+            data_home: Some(crate::storage::data_home(env)),
+        }
+    }
+}
+
 /// Where a skill was found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum SkillSource {
@@ -171,7 +187,7 @@ pub fn layer_roots(
     let Some(data) = env.data_home.as_deref().filter(|_| wanted) else {
         return (roots, None);
     };
-    match bundled::materialize(data) {
+    match bundled::root(data) {
         Ok(Some(root)) => {
             roots.push((root, SkillSource::Bundled));
             (roots, None)
@@ -615,14 +631,19 @@ fn reinject(mut below: Vec<SessionUpdate>, loaded: &[(String, String)]) -> Vec<S
     {
         return below;
     }
+    // one pass over the history: the tool results' text, in which kept activations show their `<skill name=…>` tag
+    let results: Vec<String> = below
+        .iter()
+        .filter_map(|e| match e {
+            SessionUpdate::ToolCallUpdate(t) => Some(t.text()),
+            _ => None,
+        })
+        .collect();
     let missing: Vec<&(String, String)> = loaded
         .iter()
         .filter(|(name, _)| {
             let tag = format!("<skill name=\"{name}\"");
-            !below.iter().any(|e| match e {
-                SessionUpdate::ToolCallUpdate(t) => t.text().contains(&tag),
-                _ => false,
-            })
+            !results.iter().any(|t| t.contains(&tag))
         })
         .collect();
     if missing.is_empty() {
@@ -795,19 +816,17 @@ impl Tool for ReadSkill {
             locations: vec![Location { path: shown }],
             run: Box::new(move |_auth, ctx| {
                 Box::pin(async move {
-                    let activation = path.is_none();
-                    let name = skill.name.clone();
+                    // the read and, for an activation, saving the loaded list: off the async workers
                     match run_blocking(&ctx.cancel, None, move || {
-                        run_read(&skill, path.as_deref(), &target)
+                        let text = run_read(&skill, path.as_deref(), &target)?;
+                        if path.is_none() {
+                            remember(&state, &skill.name, &text);
+                        }
+                        Ok(text)
                     })
                     .await
                     {
-                        Ok(text) => {
-                            if activation {
-                                remember(&state, &name, &text);
-                            }
-                            ToolOutput::ok(text)
-                        }
+                        Ok(text) => ToolOutput::ok(text),
                         Err(e) => ToolOutput::error(e),
                     }
                 })

@@ -104,7 +104,7 @@ pub fn run(args: Args) -> i32 {
             ),
         );
     }
-    let base = match base_run_id(&args.scope, &items) {
+    let base = match base_run_id(&items) {
         Ok(b) => b,
         Err(e) => return fail(exit::USAGE, &e),
     };
@@ -127,6 +127,9 @@ pub fn run(args: Args) -> i32 {
         );
     }
     let job = Job {
+        parsed: loom_runtime::load_manifest(&manifest)
+            .ok()
+            .map(|l| l.manifest),
         manifest,
         manifest_sha,
         items_path: args.items.clone(),
@@ -134,6 +137,7 @@ pub fn run(args: Args) -> i32 {
         out: args.out.clone(),
         baseline: args.baseline.clone(),
         base,
+        doctor: std::cell::OnceCell::new(),
     };
     let mut code = exit::OK;
     for item in &items.items[first..last] {
@@ -148,28 +152,16 @@ pub fn run(args: Args) -> i32 {
     code
 }
 
-/// The run id the cells' ids start with: `--run-id`, else `LOOM_RUN_ID`, else GitHub's run id and attempt, else one
-/// made from the items file (the same items rerun resume the same cells).
-fn base_run_id(scope: &super::super::scope::RunScope, items: &Items) -> Result<String, String> {
-    let env = |k: &str| {
-        std::env::var(k)
-            .ok()
-            .map(|v| v.trim().to_string())
-            .filter(|v| !v.is_empty())
-    };
-    let base = match scope
-        .run_id()
-        .map(str::to_string)
-        .or_else(|| env("LOOM_RUN_ID"))
-    {
-        Some(id) => id,
-        None => match env("GITHUB_RUN_ID") {
-            Some(gh) => format!(
-                "gh-{gh}-{}",
-                env("GITHUB_RUN_ATTEMPT").unwrap_or_else(|| "1".into())
-            ),
-            None => format!("job-{}", &items.sha256[..12]),
-        },
+/// The run id the cells' ids start with: the runtime's run id (`--run-id`, which sets `LOOM_RUN_ID`, else
+/// `LOOM_RUN_ID`, else GitHub's run id and attempt) without the Kubernetes index, which each cell's own index
+/// replaces; else one made from the items file (the same items rerun resume the same cells).
+fn base_run_id(items: &Items) -> Result<String, String> {
+    let mut env = loom_runtime::env_map();
+    env.remove("JOB_COMPLETION_INDEX");
+    let base = match loom_runtime::run_id(&env) {
+        Ok(Some(id)) => id,
+        Ok(None) => format!("job-{}", &items.sha256[..12]),
+        Err(e) => return Err(e.to_string()),
     };
     // room for "-<index>"
     let longest = format!("{base}-{}", items.items.len().saturating_sub(1));
@@ -187,12 +179,17 @@ fn base_run_id(scope: &super::super::scope::RunScope, items: &Items) -> Result<S
 /// What every cell of this process shares.
 struct Job {
     manifest: PathBuf,
+    /// The manifest parsed once, for the run's storage (`None`: it does not load; each turn then fails at boot and
+    /// says why in its result).
+    parsed: Option<loom_kernel::Manifest>,
     manifest_sha: String,
     items_path: PathBuf,
     items_sha: String,
     out: PathBuf,
     baseline: Option<String>,
     base: String,
+    /// `loom doctor --json`, once asked.
+    doctor: std::cell::OnceCell<Vec<u8>>,
 }
 
 /// The fixed part of a cell's result.
@@ -226,9 +223,11 @@ impl Job {
             dir,
             started: Instant::now(),
         };
-        // 1. preflight
-        let doctor = self.loom(&["doctor", "--json"]);
-        let _ = write_whole(&cell.dir.join("doctor.json"), &doctor.stdout);
+        // 1. preflight (the host's report, asked once per process: every cell here runs on the same host)
+        let doctor = self
+            .doctor
+            .get_or_init(|| self.loom(&["doctor", "--json"]).stdout);
+        let _ = write_whole(&cell.dir.join("doctor.json"), doctor);
         if let Some(why) = scope.required_tier_problem() {
             return cell.finish(exit::UNAVAILABLE, "unavailable", None, Some(why), None);
         }
@@ -239,34 +238,26 @@ impl Job {
                 let m = self.manifest.display().to_string();
                 let run = self.loom(&["audit", &m, "--baseline", b, "--format", "json"]);
                 let _ = write_whole(&cell.dir.join("gate.json"), &run.stdout);
-                let verdict = match run.code {
-                    Some(0) => "contained",
-                    Some(3) => "grew",
-                    _ => "failed",
-                };
-                let gate = json!({"baseline": b, "verdict": verdict});
-                match run.code {
-                    Some(0) => Some(gate),
-                    Some(3) => {
-                        return cell.finish(
+                let (verdict, stop) = match run.code {
+                    Some(0) => ("contained", None),
+                    Some(3) => (
+                        "grew",
+                        Some((
                             exit::CEILING_GREW,
                             "ceiling-grew",
-                            None,
-                            Some(format!("the ceiling grew against the baseline {b} (gate.json); the turn did not run")),
-                            Some(gate),
-                        )
-                    }
+                            format!("the ceiling grew against the baseline {b} (gate.json); the turn did not run"),
+                        )),
+                    ),
                     _ => {
                         let why = String::from_utf8_lossy(&run.stderr).trim().to_string();
-                        return cell.finish(
-                            exit::FAILED,
-                            "failed",
-                            None,
-                            Some(format!("the gate could not run: {why}")),
-                            Some(gate),
-                        );
+                        ("failed", Some((exit::FAILED, "failed", format!("the gate could not run: {why}"))))
                     }
+                };
+                let gate = json!({"baseline": b, "verdict": verdict});
+                if let Some((code, outcome, why)) = stop {
+                    return cell.finish(code, outcome, None, Some(why), Some(gate));
                 }
+                Some(gate)
             }
         };
         // 3. the turn, in a run of its own
@@ -299,7 +290,12 @@ impl Job {
         };
         let outcome = prompt_blocking(&self.manifest, &item.prompt, opts, &mut sink);
         let _ = sink.updates.flush();
-        copy_state(&self.manifest, &cell.dir.join("state"));
+        if let Some(m) = &self.parsed {
+            // the run's state: its session log, compaction state, remembered answers; regular files only, so the
+            // results directory carries the run to another machine
+            let from = loom_runtime::storage_dir(m, &loom_runtime::env_map());
+            copy_tree(&from, &cell.dir.join("state"), 0);
+        }
         let usage = json!({
             "requests": sink.requests,
             "lastContextTokens": sink.last_usage.map(|u| u.used),
@@ -485,16 +481,6 @@ fn write_whole(path: &Path, bytes: &[u8]) -> Result<(), String> {
         let _ = std::fs::remove_file(&tmp);
         format!("cannot write {}: {e}", path.display())
     })
-}
-
-/// Copies the run's state (its session log, compaction state, remembered answers) into `to`: regular files only, so
-/// the results directory carries the run to another machine.
-fn copy_state(manifest: &Path, to: &Path) {
-    let Ok(loaded) = loom_runtime::load_manifest(manifest) else {
-        return;
-    };
-    let from = loom_runtime::storage_dir(&loaded.manifest, &loom_runtime::env_map());
-    copy_tree(&from, to, 0);
 }
 
 fn copy_tree(from: &Path, to: &Path, depth: usize) {

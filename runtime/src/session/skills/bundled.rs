@@ -2,11 +2,12 @@
 //! loom's data directory so the skills layer reads them like any other root — the lowest one.
 //!
 //! The folder is named by a digest of the embedded content (`<data>/bundled-skills/<digest>`), written whole (a
-//! temporary folder renamed into place) and checked against the embedded bytes before each use: a folder that
-//! differs in any way (a changed, added or removed file, a symlink) is replaced. loom's data directory is an
-//! authority file, so the agent cannot change it; the check keeps anything else from doing so unseen.
+//! temporary folder renamed into place) and checked against the embedded bytes once per process ([`root`]): a folder
+//! that differs in any way (a changed, added or removed file, a symlink) is replaced. loom's data directory is an
+//! authority file, so the agent cannot change it; the check keeps anything else from doing so unseen by the next
+//! loom process.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
@@ -38,6 +39,22 @@ fn digest() -> String {
 /// Where the bundled skills live under `data_home`.
 pub fn root_in(data_home: &Path) -> PathBuf {
     data_home.join("bundled-skills").join(digest())
+}
+
+/// [`materialize`], once per process and data directory: boot, audit and every sub-agent's boot share the checked
+/// folder instead of reading it again (loom's data directory is out of the agent's reach meanwhile).
+pub fn root(data_home: &Path) -> Result<Option<PathBuf>, String> {
+    static DONE: std::sync::Mutex<BTreeMap<PathBuf, PathBuf>> =
+        std::sync::Mutex::new(BTreeMap::new());
+    let mut done = DONE.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(root) = done.get(data_home) {
+        return Ok(Some(root.clone()));
+    }
+    let root = materialize(data_home)?;
+    if let Some(r) = &root {
+        done.insert(data_home.to_path_buf(), r.clone());
+    }
+    Ok(root)
 }
 
 /// Writes the bundled skills under `data_home` unless they are there exactly, and returns their root (`None`: loom
