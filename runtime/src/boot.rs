@@ -17,14 +17,15 @@ use crate::approvals::ApprovalStore;
 use crate::authority::{resolve_authority, sandbox_paths, submanifest_hashes, AuthorityPlace};
 use crate::contributed::{bind_groups, NewTool};
 use crate::harness::{
-    build_harness_in, max_turn_requests_of, small_model_of_parent, Harness, HarnessConfigError,
-    ProviderHarness,
+    build_harness_in, max_turn_requests_of, server_tool_definition, small_model_of_parent, Harness,
+    HarnessConfigError,
 };
 use crate::hooks::HookRunner;
 use crate::load::{env_map, load_manifest, path_ctx, LoadError, Loaded};
 use crate::mcp::{mcp_provider, McpPlace, McpServers, McpTool};
 use crate::providers::{
-    provider_source, resolve_and_start, resolve_shipped, start as start_provider, ProviderPlace,
+    provider_source, resolve_and_start, resolve_shipped, start as start_provider, ProviderHarness,
+    ProviderPlace,
 };
 use crate::retry::{RetryPolicy, Sleeper, TokioSleeper};
 use crate::secrets::{Secret, SecretChain};
@@ -632,6 +633,7 @@ pub fn boot_with(
             &crate::harness::HarnessPlace {
                 manifest_dir: loaded.dir.clone(),
                 env: env.clone(),
+                models_dir: Some(crate::storage::models_dir(&env)),
             },
         )
         .map_err(harness_err)?,
@@ -691,26 +693,4 @@ pub fn boot_with(
         agent: Agent::new(parts),
         notes,
     })
-}
-
-/// The wire definition of harness server tool `underlying` (`web_search`, `web_fetch`) of harness `harness`, with the
-/// limits the kernel derives from its grant.
-pub(crate) fn server_tool_definition(
-    harness: &str,
-    underlying: &str,
-    grant: &loom_kernel::Grant,
-) -> Result<serde_json::Value, String> {
-    let ty = match (harness, underlying) {
-        ("anthropic", "web_search") => "web_search_20250305",
-        ("anthropic", "web_fetch") => "web_fetch_20250910",
-        _ => {
-            return Err(format!(
-                "the harness {harness:?} has no server tool {underlying:?} (anthropic has web_search and web_fetch)"
-            ))
-        }
-    };
-    let mut def = loom_kernel::server_tool_limits(underlying, grant)?;
-    def.insert("type".into(), ty.into());
-    def.insert("name".into(), underlying.into());
-    Ok(serde_json::Value::Object(def))
 }

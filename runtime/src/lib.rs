@@ -50,16 +50,13 @@ mod approvals;
 mod authority;
 mod baseline;
 mod boot;
-mod bus;
 mod contributed;
 mod display;
 mod explain;
-mod harness;
 mod hooks;
 mod keychain;
 mod load;
 mod mcp;
-mod model;
 mod prompt;
 mod providers;
 mod repl;
@@ -70,7 +67,9 @@ mod secrets;
 mod session;
 mod storage;
 mod tools;
-mod update;
+
+use loom_harness as harness;
+use loom_protocol::{bus, model, update};
 
 #[cfg(test)]
 mod tests;
@@ -97,7 +96,7 @@ pub use bus::{Bus, Capacity, Subscription, DEFAULT_CAPACITY};
 pub use contributed::rejection_note;
 pub use display::terminal_safe;
 pub use explain::{explain_call, ExplainError};
-pub use harness::local::{models_dir, DEFAULT_CONTEXT as LOCAL_DEFAULT_CONTEXT};
+pub use harness::local::DEFAULT_CONTEXT as LOCAL_DEFAULT_CONTEXT;
 pub use harness::HarnessPlace;
 pub use harness::{
     anthropic_request_body, AnthropicConfig, AnthropicDecoder, AnthropicHarness, ANTHROPIC_API_KEY,
@@ -166,7 +165,9 @@ pub use session::{
     SkillsEnv, SkillsLayer, MAX_BUNDLED_READ, MAX_KEPT_CHARS, MAX_KEPT_SKILLS, MAX_LISTED,
     MAX_SKILL_FILE, SKILLS_SESSION_GROUP,
 };
-pub use storage::{data_home, ensure_storage, run_id, storage_dir, RunIdError, OWNER_FILE};
+pub use storage::{
+    data_home, ensure_storage, models_dir, run_id, storage_dir, RunIdError, OWNER_FILE,
+};
 pub use tools::{
     apply_edits, builtin_tool, glob_match, resolve_path, BashTool, EditError, EditFileTool,
     FindTool, OutputBuffer, PathMode, Prepared, Progress, ProgressFn, ReadFileTool, SandboxEnv,

@@ -13,37 +13,21 @@ use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
+pub use loom_protocol::Secret;
+
 /// The name of the project secrets file, next to the manifest.
 pub const PROJECT_SECRETS_FILE: &str = ".loom-secrets";
 
 /// The largest secrets file loom reads.
 pub const MAX_SECRETS_FILE_BYTES: u64 = 1 << 20;
 
-/// A secret value. Read it with [`Secret::expose`] only where it is sent.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Secret(String);
-
-impl Secret {
-    /// Wraps a value.
-    pub fn new(v: impl Into<String>) -> Secret {
-        Secret(v.into())
+impl loom_protocol::SecretLookup for SecretChain {
+    fn lookup(&self, name: &str) -> Option<Secret> {
+        self.get(name).map(|(value, _)| value)
     }
 
-    /// The value itself.
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl std::fmt::Debug for Secret {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Secret(<redacted>)")
-    }
-}
-
-impl std::fmt::Display for Secret {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("<redacted>")
+    fn missing_hint(&self, names: &[String]) -> String {
+        SecretChain::missing_hint(self, names)
     }
 }
 

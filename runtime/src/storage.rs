@@ -120,6 +120,12 @@ pub fn data_home(env: &BTreeMap<String, String>) -> PathBuf {
     }
 }
 
+/// loom's models directory: `$LOOM_DATA_HOME/models`, else `$XDG_DATA_HOME/loom/models`, else
+/// `~/.local/share/loom/models`.
+pub fn models_dir(env: &BTreeMap<String, String>) -> PathBuf {
+    data_home(env).join("models")
+}
+
 /// The file in a storage directory naming the manifest that owns it.
 pub const OWNER_FILE: &str = ".loom-manifest";
 

@@ -3,6 +3,7 @@
 //! resolved only from `.loom/providers/<handle>` next to the manifest, and only when `.loom/lock.toml` pins the handle
 //! and the tree hash matches (the kernel's [`lock_state`]). `loom install` ([`install`]) puts it there.
 
+mod harness;
 mod install;
 mod shipped;
 mod tree;
@@ -15,6 +16,7 @@ use std::time::Duration;
 use loom_kernel::{lock_state, path_source_drift, Lock, LockState, Manifest, ProviderRef, Source};
 use serde_json::{json, Value as Json};
 
+pub use harness::ProviderHarness;
 pub use install::{install, InstallOptions, Installed};
 pub use shipped::{
     group_sources, resolve_shipped, shipped_sources, shipped_states, ShippedSource, ShippedState,

@@ -302,8 +302,8 @@ fn section(out: &mut String, r: &serde_json::Value) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::harness::fake_server::{FakeServer, Reply};
     use crate::tools::testutil::{call, env};
+    use loom_harness::fake_server::{FakeServer, Reply};
     use loom_kernel::AlgebraKind;
 
     const KEY: &str = "brave-test-key-0123";

@@ -12,14 +12,15 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use super::*;
-use crate::agent::{Agent, AgentParts, ToolSlot};
-use crate::harness::fake_server::{FakeServer, Reply};
-use crate::harness::SseParser;
+use crate::fake_server::{FakeServer, Reply};
 use crate::model::{Message, ToolSpec};
-use crate::retry::Sleeper;
-use crate::session::{Chain, MemoryLayer};
-use crate::tools::{builtin_tool, SandboxEnv, ToolEnv};
-use crate::update::TurnStop;
+use crate::SseParser;
+use loom_protocol::update::TurnStop;
+use loom_runtime::SecretChain;
+use loom_runtime::Sleeper;
+use loom_runtime::{builtin_tool, SandboxEnv, ToolEnv};
+use loom_runtime::{Agent, AgentParts, ToolSlot};
+use loom_runtime::{Chain, MemoryLayer};
 
 const KEY: &str = "sk-ant-test-0123456789-secret";
 
@@ -241,7 +242,7 @@ fn a_missing_key_names_the_secret_and_how_to_set_it() {
         provider: "anthropic".into(),
         config: toml::Table::new(),
     };
-    let err = crate::harness::build_harness(Some(&h), &SecretChain::default())
+    let err = crate::build_harness(Some(&h), &SecretChain::default())
         .err()
         .map(|e| e.to_string())
         .unwrap_or_default();
@@ -253,7 +254,7 @@ fn a_missing_key_names_the_secret_and_how_to_set_it() {
         &BTreeMap::new(),
     )
     .unwrap();
-    let (h, max) = crate::harness::build_harness(Some(&h), &chain).unwrap();
+    let (h, max) = crate::build_harness(Some(&h), &chain).unwrap();
     assert_eq!((h.name(), max), ("anthropic", 16));
     assert!(!format!("{:?}", harness("http://x")).contains(KEY));
 }
@@ -973,14 +974,14 @@ async fn cancelling_a_turn_mid_stream_ends_it_as_cancelled() {
     reply.hang = true;
     let server = FakeServer::start(vec![reply]).await;
     let (agent, _) = agent(dir.path(), harness(&server.base));
-    let updates = agent.subscribe(crate::bus::Capacity::Unbounded);
+    let updates = agent.subscribe(loom_protocol::bus::Capacity::Unbounded);
     let cancel = CancellationToken::new();
     let c2 = cancel.clone();
     // cancel once the first text chunk reached the subscribers: the stream is then stalled on the socket
     tokio::spawn(async move {
         loop {
             match updates.try_recv() {
-                Some(crate::update::SessionUpdate::AgentMessageChunk(_)) => break,
+                Some(loom_protocol::update::SessionUpdate::AgentMessageChunk(_)) => break,
                 Some(_) => {}
                 None => tokio::task::yield_now().await,
             }
@@ -1057,7 +1058,7 @@ async fn a_server_web_search_is_offered_with_the_grants_limits_kept_and_replayed
     // the kernel turns the grant into the provider's limits
     let t: toml::Table =
         toml::from_str(r#"g = { max_uses = 3, allowed_domains = ["docs.python.org"] }"#).unwrap();
-    let def = crate::boot::server_tool_definition(
+    let def = crate::server_tool_definition(
         "anthropic",
         "web_search",
         &Grant::from_toml(&t["g"]).unwrap(),
@@ -1108,15 +1109,13 @@ async fn a_server_web_search_is_offered_with_the_grants_limits_kept_and_replayed
 
 #[test]
 fn web_fetch_is_defined_and_only_anthropic_has_server_tools() {
-    let def = crate::boot::server_tool_definition("anthropic", "web_fetch", &Grant::Unrestricted)
-        .unwrap();
+    let def =
+        crate::server_tool_definition("anthropic", "web_fetch", &Grant::Unrestricted).unwrap();
     assert_eq!(
         def,
         json!({"type": "web_fetch_20250910", "name": "web_fetch"})
     );
-    assert!(
-        crate::boot::server_tool_definition("openai", "web_search", &Grant::Unrestricted).is_err()
-    );
+    assert!(crate::server_tool_definition("openai", "web_search", &Grant::Unrestricted).is_err());
     let mut c = config("http://x");
     c.server_tools = vec![def];
     let body = request_body(&hello(), &c);
@@ -1125,7 +1124,7 @@ fn web_fetch_is_defined_and_only_anthropic_has_server_tools() {
     let item = json!({"type": "reasoning", "id": "rs_1"});
     assert_eq!(block(&ContentBlock::ProviderItem { item }), None);
     let echo: toml::Table = toml::from_str("echo = true").unwrap();
-    let test: Arc<dyn Harness> = Arc::new(crate::harness::TestHarness::from_config(&echo).unwrap());
+    let test: Arc<dyn Harness> = Arc::new(crate::TestHarness::from_config(&echo).unwrap());
     assert!(test.with_server_tools(vec![]).is_none());
 }
 

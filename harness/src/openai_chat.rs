@@ -17,7 +17,7 @@ use super::client::{http_client, post_json, read_json, sse_stream, vec_stream, D
 use super::settings::Settings;
 use super::{classify_http, EventStream, Harness, HarnessConfigError, HarnessError, SseEvent};
 use crate::model::{ContentBlock, ModelEvent, ModelRequest, Role, StopReason, Usage};
-use crate::secrets::{Secret, SecretChain};
+use loom_protocol::{Secret, SecretLookup};
 
 /// The secret that holds the API key.
 pub const OPENAI_API_KEY: &str = "OPENAI_API_KEY";
@@ -414,10 +414,10 @@ impl OpenAiChatHarness {
     /// Builds the harness from `[harness]` and `OPENAI_API_KEY` in `secrets` (required for the default apiBase).
     pub fn from_config(
         config: &toml::Table,
-        secrets: &SecretChain,
+        secrets: &dyn SecretLookup,
     ) -> Result<OpenAiChatHarness, HarnessConfigError> {
         let config = OpenAiChatConfig::from_config(config)?;
-        let key = secrets.get(OPENAI_API_KEY).map(|(k, _)| k);
+        let key = secrets.lookup(OPENAI_API_KEY);
         if key.is_none() && config.api_base == OPENAI_DEFAULT_API_BASE {
             return Err(HarnessConfigError::MissingSecret(OPENAI_API_KEY.into()));
         }

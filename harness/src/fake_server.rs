@@ -10,7 +10,7 @@ use tokio::net::TcpListener;
 
 /// One request as the server saw it.
 #[derive(Debug, Clone)]
-pub(crate) struct Recorded {
+pub struct Recorded {
     pub method: String,
     pub path: String,
     /// Lower-cased names.
@@ -29,7 +29,7 @@ impl Recorded {
 
 /// One scripted reply: the status line's code, extra headers, and the body in the chunks it is written in.
 #[derive(Debug, Clone)]
-pub(crate) struct Reply {
+pub struct Reply {
     pub status: u16,
     pub headers: Vec<(String, String)>,
     pub chunks: Vec<Vec<u8>>,
@@ -74,7 +74,7 @@ impl Reply {
     }
 }
 
-pub(crate) struct FakeServer {
+pub struct FakeServer {
     pub base: String,
     requests: Arc<Mutex<Vec<Recorded>>>,
 }

@@ -17,7 +17,7 @@ use super::openai_chat::OPENAI_API_KEY;
 use super::settings::Settings;
 use super::{classify_http, EventStream, Harness, HarnessConfigError, HarnessError, SseEvent};
 use crate::model::{ContentBlock, ModelEvent, ModelRequest, Role, StopReason, Usage};
-use crate::secrets::{Secret, SecretChain};
+use loom_protocol::{Secret, SecretLookup};
 
 const KEYS: &[&str] = &[
     "provider",
@@ -460,11 +460,11 @@ impl OpenAiHarness {
     /// Builds the harness from `[harness]` and `OPENAI_API_KEY` in `secrets`.
     pub fn from_config(
         config: &toml::Table,
-        secrets: &SecretChain,
+        secrets: &dyn SecretLookup,
     ) -> Result<OpenAiHarness, HarnessConfigError> {
         let config = OpenAiConfig::from_config(config)?;
-        let (key, _) = secrets
-            .get(OPENAI_API_KEY)
+        let key = secrets
+            .lookup(OPENAI_API_KEY)
             .ok_or_else(|| HarnessConfigError::MissingSecret(OPENAI_API_KEY.into()))?;
         OpenAiHarness::new(config, key)
     }

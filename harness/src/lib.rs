@@ -1,38 +1,48 @@
-//! Harnesses: model provider adapters that stream the events of ONE request. The runtime owns the turn loop (see
-//! [`crate::Agent`]); a harness never runs a tool, never retries on its own and never decides authority.
+//! # loom-harness: the model vendors
+//!
+//! Each vendor adapts one provider to [`loom_protocol::Harness`] and streams the events of ONE request: the
+//! Anthropic Messages SSE stream (`anthropic`), the OpenAI Responses stream (`openai`), Chat Completions for any
+//! compatible server (`openai-chat`), a local GGUF model in a `loom-engine` process (`local`), and the scripted
+//! harness tests use (`test`, in [`TestHarness`]). [`build_harness`] is the registry `[harness] provider = …` names.
 //!
 //! ## Adding a provider
-//! An HTTP harness (the Anthropic Messages SSE stream, the OpenAI Responses stream, Chat Completions for
-//! `openai-chat`) is one more module here implementing [`Harness`]: map [`ModelRequest`] onto the wire, map the
-//! stream back onto [`ModelEvent`]s, classify failures as [`HarnessError`] (rate limits and overloads carry the
-//! provider's `retry-after-ms` / `retry-after`; an error that arrives after HTTP 200 is still classified), and end
-//! the stream promptly when the cancellation token fires. Register it in [`build_harness`]. Nothing in the loop
-//! changes. [`classify_http`] and [`SseParser`] are the shared pure pieces (status/body -> error class; bytes ->
-//! events).
+//! One more module here implementing [`Harness`]: map [`ModelRequest`](loom_protocol::ModelRequest) onto the wire,
+//! map the stream back onto [`ModelEvent`](loom_protocol::ModelEvent)s, classify failures as [`HarnessError`] (rate
+//! limits and overloads carry the provider's `retry-after-ms` / `retry-after`; an error that arrives after HTTP 200
+//! is still classified), and end the stream promptly when the cancellation token fires. Register it in
+//! [`build_harness`]. Nothing in the turn loop changes. [`classify_http`] and [`SseParser`] are the shared pure
+//! pieces (status/body -> error class; bytes -> events).
+//!
+//! ## What this crate must never do
+//! Run a tool, retry on its own, or decide authority: the runtime's turn loop owns all three and asks the kernel.
+//! Read the environment for an API key (keys come only through [`loom_protocol::SecretLookup`]), or put a key into
+//! a log, an error or a `Debug` string. A harness a provider process contributes is not here: it is the runtime's
+//! (`providers/harness.rs`), beside the process it talks to.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 mod anthropic;
 #[cfg(test)]
 mod bounds_tests;
 mod client;
 mod context_window;
-#[cfg(test)]
-pub(crate) mod fake_server;
+// test support for other crates' tests (the `testing` feature): a failed set-up panics the test, as it should
+#[cfg(any(test, feature = "testing"))]
+#[doc(hidden)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+pub mod fake_server;
 mod http;
 pub mod local;
 mod openai;
 mod openai_chat;
-mod provider;
+mod scripted;
 mod settings;
-mod test;
 
-use std::pin::Pin;
 use std::time::Duration;
 
-use futures::future::BoxFuture;
-use futures::Stream;
-use tokio_util::sync::CancellationToken;
-
-use crate::model::{ModelEvent, ModelRequest};
+pub use loom_protocol::harness::{EventStream, Harness, HarnessError};
+use loom_protocol::{model, SecretLookup};
 
 pub use anthropic::{
     request_body as anthropic_request_body, AnthropicConfig, AnthropicDecoder, AnthropicHarness,
@@ -48,143 +58,7 @@ pub use openai_chat::{
     chat_request_body, ChatDecoder, OpenAiChatConfig, OpenAiChatHarness, OPENAI_API_KEY,
     OPENAI_DEFAULT_API_BASE, OPENAI_DEFAULT_MODEL,
 };
-pub use provider::ProviderHarness;
-pub use test::{TestHarness, TestStep, TestTurn};
-
-/// The events of one response. The stream ends after `MessageEnd` (or an error).
-pub type EventStream = Pin<Box<dyn Stream<Item = Result<ModelEvent, HarnessError>> + Send>>;
-
-/// A model provider.
-pub trait Harness: Send + Sync {
-    /// The provider name (`anthropic`, `test`, …), for messages.
-    fn name(&self) -> &str;
-
-    /// Starts one request. The returned future resolves once the provider accepted the request (for HTTP: the
-    /// response headers arrived); errors before that point are what the retry policy may retry. `cancel` ends the
-    /// request and its stream.
-    fn stream(
-        &self,
-        request: ModelRequest,
-        cancel: CancellationToken,
-    ) -> BoxFuture<'_, Result<EventStream, HarnessError>>;
-
-    /// The model requests go to (the configured `model`, or the provider's default), for hosts to show (ACP's model
-    /// config option). `None`: this provider does not say.
-    fn model(&self) -> Option<String> {
-        None
-    }
-
-    /// This provider with another model and everything else (endpoint, key, limits) unchanged, for a sub-agent's
-    /// `small-model-of-parent` harness. `None`: this provider cannot switch models.
-    fn with_model(&self, _model: &str) -> Option<std::sync::Arc<dyn Harness>> {
-        None
-    }
-
-    /// The context window of the model in use, in tokens, when known (the `contextWindow` key, else the
-    /// provider's table; see [`known_context_window`]). Usage updates carry it as `size`.
-    fn context_window(&self) -> Option<u64> {
-        None
-    }
-
-    /// The model this provider recommends for cheap sub-tasks (`small-model-of-parent` without a `model`).
-    fn small_model(&self) -> Option<String> {
-        None
-    }
-
-    /// This provider offering the model its own server tools (`web_search = "anthropic"`): `tools` are the wire
-    /// definitions, limits already decided by the kernel. `None`: this provider has no server tools.
-    fn with_server_tools(
-        &self,
-        _tools: Vec<serde_json::Value>,
-    ) -> Option<std::sync::Arc<dyn Harness>> {
-        None
-    }
-}
-
-/// Why a request failed, classified for the retry policy. Messages never hold secrets.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum HarnessError {
-    /// 429: too many requests.
-    #[error("rate limited: {message}")]
-    RateLimited {
-        /// What the provider said.
-        message: String,
-        /// The provider's `retry-after-ms` / `retry-after`, when sent.
-        retry_after: Option<Duration>,
-    },
-    /// 529 or an `overloaded_error`.
-    #[error("the provider is overloaded: {message}")]
-    Overloaded {
-        /// What the provider said.
-        message: String,
-        /// The provider's retry hint, when sent.
-        retry_after: Option<Duration>,
-    },
-    /// The connection failed or dropped.
-    #[error("network error: {message}")]
-    Network {
-        /// What failed.
-        message: String,
-    },
-    /// Another HTTP error status.
-    #[error("HTTP {status}: {message}")]
-    Http {
-        /// The status code.
-        status: u16,
-        /// What the provider said.
-        message: String,
-        /// The provider's retry hint, when sent.
-        retry_after: Option<Duration>,
-    },
-    /// 401/403: the credentials were refused. Never retried.
-    #[error("authentication failed: {message}; check the API key in your secret store")]
-    Auth {
-        /// What the provider said.
-        message: String,
-    },
-    /// The prompt does not fit the context window. Never retried.
-    #[error("the conversation no longer fits the model's context window: {message}; start a new session")]
-    ContextOverflow {
-        /// What the provider said.
-        message: String,
-    },
-    /// The provider sent something this harness cannot read, or the harness is misconfigured.
-    #[error("protocol error: {message}")]
-    Protocol {
-        /// What was wrong.
-        message: String,
-    },
-    /// The request was cancelled.
-    #[error("cancelled")]
-    Cancelled,
-}
-
-impl HarnessError {
-    /// True for the failures the retry policy may retry: rate limits, overloads, network errors and 5xx.
-    pub fn is_retryable(&self) -> bool {
-        match self {
-            HarnessError::RateLimited { .. }
-            | HarnessError::Overloaded { .. }
-            | HarnessError::Network { .. } => true,
-            HarnessError::Http { status, .. } => (500..600).contains(status),
-            HarnessError::Auth { .. }
-            | HarnessError::ContextOverflow { .. }
-            | HarnessError::Protocol { .. }
-            | HarnessError::Cancelled => false,
-        }
-    }
-
-    /// The provider's retry hint, when it sent one.
-    pub fn retry_after(&self) -> Option<Duration> {
-        match self {
-            HarnessError::RateLimited { retry_after, .. }
-            | HarnessError::Overloaded { retry_after, .. }
-            | HarnessError::Http { retry_after, .. } => *retry_after,
-            _ => None,
-        }
-    }
-}
+pub use scripted::{TestHarness, TestStep, TestTurn};
 
 /// Parses the retry hint of an HTTP response: `retry-after-ms` (milliseconds) wins over `retry-after` (seconds;
 /// an HTTP date is not supported and reads as no hint).
@@ -230,13 +104,15 @@ pub struct HarnessPlace {
     pub manifest_dir: std::path::PathBuf,
     /// The environment map.
     pub env: std::collections::BTreeMap<String, String>,
+    /// loom's models directory, where a known local model is found or installed (`None`: a known model is refused).
+    pub models_dir: Option<std::path::PathBuf>,
 }
 
 /// Builds the harness `[harness]` names, with its `maxTurnRequests`. API keys come only from `secrets` (the
 /// standard chain); a harness never reads the environment for them itself.
 pub fn build_harness(
     harness: Option<&loom_kernel::Harness>,
-    secrets: &crate::secrets::SecretChain,
+    secrets: &dyn SecretLookup,
 ) -> Result<(std::sync::Arc<dyn Harness>, u32), HarnessConfigError> {
     build_harness_in(harness, secrets, &HarnessPlace::default())
 }
@@ -244,7 +120,7 @@ pub fn build_harness(
 /// [`build_harness`] for a manifest at `place`.
 pub fn build_harness_in(
     harness: Option<&loom_kernel::Harness>,
-    secrets: &crate::secrets::SecretChain,
+    secrets: &dyn SecretLookup,
     place: &HarnessPlace,
 ) -> Result<(std::sync::Arc<dyn Harness>, u32), HarnessConfigError> {
     let h = harness.ok_or(HarnessConfigError::Missing)?;
@@ -254,6 +130,7 @@ pub fn build_harness_in(
             std::sync::Arc::new(local::LocalHarness::from_config(
                 &h.config,
                 &place.manifest_dir,
+                place.models_dir.as_deref(),
                 &place.env,
                 max,
             )?),
@@ -298,6 +175,28 @@ pub fn max_turn_requests_of(
                 HarnessConfigError::Invalid("maxTurnRequests must be a positive integer".into())
             }),
     }
+}
+
+/// The wire definition of harness server tool `underlying` (`web_search`, `web_fetch`) of harness `harness`, with the
+/// limits the kernel derives from its grant.
+pub fn server_tool_definition(
+    harness: &str,
+    underlying: &str,
+    grant: &loom_kernel::Grant,
+) -> Result<serde_json::Value, String> {
+    let ty = match (harness, underlying) {
+        ("anthropic", "web_search") => "web_search_20250305",
+        ("anthropic", "web_fetch") => "web_fetch_20250910",
+        _ => {
+            return Err(format!(
+                "the harness {harness:?} has no server tool {underlying:?} (anthropic has web_search and web_fetch)"
+            ))
+        }
+    };
+    let mut def = loom_kernel::server_tool_limits(underlying, grant)?;
+    def.insert("type".into(), ty.into());
+    def.insert("name".into(), underlying.into());
+    Ok(serde_json::Value::Object(def))
 }
 
 /// A sub-agent's `small-model-of-parent` harness: the parent's provider with `model`, or the model the parent's
@@ -376,13 +275,13 @@ mod tests {
             provider: "small-model-of-parent".into(),
             config: toml::Table::new(),
         };
-        let err = build_harness(Some(&h), &crate::secrets::SecretChain::default())
+        let err = build_harness(Some(&h), &loom_runtime::SecretChain::default())
             .err()
             .map(|e| e.to_string())
             .unwrap_or_default();
         assert!(err.contains("only in a sub-agent's manifest"), "{err}");
         assert!(matches!(
-            build_harness(None, &crate::secrets::SecretChain::default()),
+            build_harness(None, &loom_runtime::SecretChain::default()),
             Err(HarnessConfigError::Missing)
         ));
     }

@@ -11,14 +11,15 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use super::*;
-use crate::agent::{Agent, AgentParts, ToolSlot};
-use crate::harness::fake_server::{FakeServer, Reply};
-use crate::harness::SseParser;
+use crate::fake_server::{FakeServer, Reply};
 use crate::model::{Message, ToolSpec};
-use crate::retry::Sleeper;
-use crate::session::{Chain, MemoryLayer};
-use crate::tools::{builtin_tool, SandboxEnv, ToolEnv};
-use crate::update::TurnStop;
+use crate::SseParser;
+use loom_protocol::update::TurnStop;
+use loom_runtime::SecretChain;
+use loom_runtime::Sleeper;
+use loom_runtime::{builtin_tool, SandboxEnv, ToolEnv};
+use loom_runtime::{Agent, AgentParts, ToolSlot};
+use loom_runtime::{Chain, MemoryLayer};
 
 const KEY: &str = "sk-proj-responses-secret-42";
 
@@ -139,7 +140,7 @@ fn config_defaults_follow_the_seed_and_the_key_is_required() {
         provider: "openai".into(),
         config: toml::from_str("apiBase = \"http://127.0.0.1:9/v1\"").unwrap(),
     };
-    let err = crate::harness::build_harness(Some(&h), &SecretChain::default())
+    let err = crate::build_harness(Some(&h), &SecretChain::default())
         .err()
         .map(|e| e.to_string())
         .unwrap_or_default();
@@ -481,9 +482,8 @@ fn reasoning_items_are_replayed_only_to_the_responses_api_and_include_only_for_r
     );
     assert!(reasons("gpt-5.1") && reasons("o3-mini") && !reasons("gpt-4.1"));
     // the Anthropic harness leaves another provider's reasoning out
-    let anthropic_config =
-        crate::harness::AnthropicConfig::from_config(&toml::Table::new()).unwrap();
-    let anthropic = crate::harness::anthropic_request_body(&request, &anthropic_config);
+    let anthropic_config = crate::AnthropicConfig::from_config(&toml::Table::new()).unwrap();
+    let anthropic = crate::anthropic_request_body(&request, &anthropic_config);
     assert!(
         !anthropic.to_string().contains("gAAAAABpEnc"),
         "{anthropic}"

@@ -271,7 +271,7 @@ pub(crate) fn vec_stream(events: Vec<Result<ModelEvent, HarnessError>>) -> Event
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::harness::fake_server::{FakeServer, Reply};
+    use crate::fake_server::{FakeServer, Reply};
 
     async fn get(base: &str) -> reqwest::Response {
         http_client()

@@ -16,7 +16,7 @@ use super::client::{http_client, post_json, read_json, sse_stream, vec_stream, D
 use super::settings::Settings;
 use super::{classify_http, EventStream, Harness, HarnessConfigError, HarnessError, SseEvent};
 use crate::model::{ContentBlock, ModelEvent, ModelRequest, Role, StopReason, Usage};
-use crate::secrets::{Secret, SecretChain};
+use loom_protocol::{Secret, SecretLookup};
 
 /// The secret that holds the API key.
 pub const ANTHROPIC_API_KEY: &str = "ANTHROPIC_API_KEY";
@@ -531,11 +531,11 @@ impl AnthropicHarness {
     /// Builds the harness from `[harness]` and the API key in `secrets`.
     pub fn from_config(
         config: &toml::Table,
-        secrets: &SecretChain,
+        secrets: &dyn SecretLookup,
     ) -> Result<AnthropicHarness, HarnessConfigError> {
         let config = AnthropicConfig::from_config(config)?;
-        let (key, _) = secrets
-            .get(ANTHROPIC_API_KEY)
+        let key = secrets
+            .lookup(ANTHROPIC_API_KEY)
             .ok_or_else(|| HarnessConfigError::MissingSecret(ANTHROPIC_API_KEY.into()))?;
         AnthropicHarness::new(config, key)
     }

@@ -1,12 +1,11 @@
 //! `[harness] provider = "local"`: its keys, and which model file they name.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use loom_local::{known_model, KnownModel, DEFAULT_MODEL};
 
-use crate::harness::settings::Settings;
-use crate::harness::HarnessConfigError;
+use crate::settings::Settings;
+use crate::HarnessConfigError;
 
 /// The keys `provider = "local"` takes.
 pub(crate) const KEYS: &[&str] = &[
@@ -139,10 +138,4 @@ impl LocalConfig {
             seed,
         })
     }
-}
-
-/// loom's models directory: `$LOOM_DATA_HOME/models`, else `$XDG_DATA_HOME/loom/models`, else
-/// `~/.local/share/loom/models`.
-pub fn models_dir(env: &BTreeMap<String, String>) -> PathBuf {
-    crate::storage::data_home(env).join("models")
 }

@@ -7,7 +7,7 @@ use serde_json::json;
 use super::config::DEFAULT_MAX_TOKENS;
 use super::*;
 use crate::model::{ContentBlock, Message, ModelRequest, Role, ToolSpec};
-use crate::tools::{builtin_tool, SandboxEnv, ToolEnv, IMPLEMENTED};
+use loom_runtime::{builtin_tool, SandboxEnv, ToolEnv, IMPLEMENTED};
 
 fn table(text: &str) -> toml::Table {
     toml::from_str(text).unwrap()
@@ -57,7 +57,7 @@ fn builtin_specs() -> Vec<ToolSpec> {
                 ctx: loom_kernel::PathCtx::new(dir.path().to_string_lossy().into_owned(), None),
                 cwd: dir.path().to_path_buf(),
             };
-            let tool: Arc<dyn crate::tools::Tool> =
+            let tool: Arc<dyn loom_runtime::Tool> =
                 builtin_tool(name, env, &SandboxEnv::default()).unwrap();
             tool.spec()
         })
@@ -68,13 +68,10 @@ fn builtin_specs() -> Vec<ToolSpec> {
         ctx: loom_kernel::PathCtx::new("/".to_string(), None),
         cwd: dir.path().to_path_buf(),
     };
-    let web = crate::tools::WebSearchTool::new(
-        env,
-        crate::secrets::Secret::new("k"),
-        "http://127.0.0.1:9",
-    )
-    .unwrap();
-    specs.push(crate::tools::Tool::spec(&web));
+    let web =
+        loom_runtime::WebSearchTool::new(env, loom_runtime::Secret::new("k"), "http://127.0.0.1:9")
+            .unwrap();
+    specs.push(loom_runtime::Tool::spec(&web));
     specs
 }
 

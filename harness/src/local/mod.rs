@@ -12,7 +12,7 @@ mod prompt;
 #[cfg(test)]
 mod tests;
 
-pub use config::{models_dir, DEFAULT_CONTEXT};
+pub use config::DEFAULT_CONTEXT;
 pub(crate) use config::{LocalConfig, ModelChoice};
 pub(crate) use prompt::{chat_messages, grammar_for};
 
@@ -32,9 +32,9 @@ mod engine_harness {
     use tokio::sync::mpsc;
     use tokio_util::sync::CancellationToken;
 
-    use super::{chat_messages, grammar_for, models_dir, LocalConfig, ModelChoice};
-    use crate::harness::{EventStream, Harness, HarnessConfigError, HarnessError};
+    use super::{chat_messages, grammar_for, LocalConfig, ModelChoice};
     use crate::model::{ModelEvent, ModelRequest, StopReason, Usage};
+    use crate::{EventStream, Harness, HarnessConfigError, HarnessError};
 
     /// The local harness: the engine and the settings of `[harness]`.
     pub struct LocalHarness {
@@ -62,14 +62,21 @@ mod engine_harness {
         pub fn from_config(
             config: &toml::Table,
             manifest_dir: &Path,
+            models: Option<&Path>,
             env: &BTreeMap<String, String>,
             max_turn_requests: u32,
         ) -> Result<LocalHarness, HarnessConfigError> {
             let config = LocalConfig::parse(config, manifest_dir)?;
             let (path, label) = match &config.model {
                 ModelChoice::Known(k) => {
-                    let models = models_dir(env);
-                    let path = installed_path(&models, k);
+                    let models = models.ok_or_else(|| {
+                        HarnessConfigError::Invalid(format!(
+                            "model = {:?} is a known model, but no models directory was given to find it in; \
+                             build the harness through loom's boot (it passes $LOOM_DATA_HOME/models)",
+                            k.name
+                        ))
+                    })?;
+                    let path = installed_path(models, k);
                     if path.is_file() {
                         verify_known(k, &path)
                             .map_err(|e| HarnessConfigError::Invalid(e.to_string()))?;
@@ -78,7 +85,7 @@ mod engine_harness {
                             .get("LOOM_PYTHON")
                             .cloned()
                             .unwrap_or_else(|| "python3".into());
-                        install(&models, k, &python, false, &mut stderr_progress(k.name))
+                        install(models, k, &python, false, &mut stderr_progress(k.name))
                             .map_err(|e| HarnessConfigError::Invalid(e.to_string()))?;
                     }
                     (path, k.name.to_string())

@@ -9,9 +9,10 @@ use futures::future::BoxFuture;
 use serde_json::{json, Value as Json};
 use tokio_util::sync::CancellationToken;
 
-use super::{EventStream, Harness, HarnessConfigError, HarnessError};
 use crate::mcp::McpServer;
 use crate::model::{ContentBlock, Message, ModelEvent, ModelRequest, StopReason, Usage};
+use loom_harness::HarnessConfigError;
+use loom_protocol::{EventStream, Harness, HarnessError};
 
 /// A provider's harness.
 pub struct ProviderHarness {
@@ -26,7 +27,7 @@ impl ProviderHarness {
         server: Arc<McpServer>,
         harness: Option<&str>,
     ) -> Result<ProviderHarness, HarnessConfigError> {
-        let chosen = crate::providers::pick_contribution(&server, "harnesses", harness, "harness")
+        let chosen = super::pick_contribution(&server, "harnesses", harness, "harness")
             .map_err(|e| HarnessConfigError::Invalid(format!("[harness]: {e}")))?;
         Ok(ProviderHarness {
             server,

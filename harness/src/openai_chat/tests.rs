@@ -11,14 +11,15 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use super::*;
-use crate::agent::{Agent, AgentParts, ToolSlot};
-use crate::harness::fake_server::{FakeServer, Reply};
-use crate::harness::SseParser;
+use crate::fake_server::{FakeServer, Reply};
 use crate::model::{Message, ToolSpec};
-use crate::retry::Sleeper;
-use crate::session::{Chain, MemoryLayer};
-use crate::tools::{builtin_tool, SandboxEnv, ToolEnv};
-use crate::update::TurnStop;
+use crate::SseParser;
+use loom_protocol::update::TurnStop;
+use loom_runtime::SecretChain;
+use loom_runtime::Sleeper;
+use loom_runtime::{builtin_tool, SandboxEnv, ToolEnv};
+use loom_runtime::{Agent, AgentParts, ToolSlot};
+use loom_runtime::{Chain, MemoryLayer};
 
 const KEY: &str = "sk-proj-test-secret-0123456789";
 
@@ -98,13 +99,13 @@ fn config_defaults_and_the_key_rule() {
         config: toml::from_str(cfg).unwrap(),
     };
     let none = SecretChain::default();
-    let err = crate::harness::build_harness(Some(&h("")), &none)
+    let err = crate::build_harness(Some(&h("")), &none)
         .err()
         .map(|e| e.to_string())
         .unwrap_or_default();
     assert!(err.contains("OPENAI_API_KEY"), "{err}");
     // a local server needs no key
-    let (built, _) = crate::harness::build_harness(
+    let (built, _) = crate::build_harness(
         Some(&h(
             "apiBase = \"http://127.0.0.1:11434/v1\"\nmodel = \"llama3.2\"",
         )),

@@ -12,12 +12,12 @@ use tokio_util::sync::CancellationToken;
 use super::client::MAX_JSON_BODY;
 use super::fake_server::{FakeServer, Reply};
 use super::{AnthropicConfig, AnthropicHarness, Harness, HarnessError, MAX_SSE_EVENT};
-use crate::agent::{Agent, AgentParts};
 use crate::model::{Message, ModelEvent, ModelRequest};
-use crate::retry::{Sleeper, MAX_RETRY_AFTER};
-use crate::secrets::Secret;
-use crate::session::{Chain, MemoryLayer};
-use crate::update::TurnStop;
+use loom_protocol::update::TurnStop;
+use loom_protocol::Secret;
+use loom_runtime::{Agent, AgentParts};
+use loom_runtime::{Chain, MemoryLayer};
+use loom_runtime::{Sleeper, MAX_RETRY_AFTER};
 
 const ANSWER: &str = r#"event: message_start
 data: {"type":"message_start","message":{"id":"msg_b","type":"message","role":"assistant","content":[],"model":"claude-test","stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":5,"output_tokens":1}}}
