@@ -139,7 +139,7 @@ pub fn render_load_error_json(manifest: &str, message: &str) -> Json {
 
 /// A provider a contributed group ships: its key and lock state as `loom audit --json` lists `providers`, the group
 /// that ships it, and each of its tools as `tools[].mcp` shows one.
-pub fn shipped_json(s: &loom_runtime::ShippedState) -> Json {
+pub fn shipped_json(s: &loom_kernel::ShippedState) -> Json {
     json!({
         "handle": s.shipped.key,
         "group": s.shipped.group,

@@ -3,6 +3,7 @@
 //! Renders the kernel's capability objects as a tree (text), JSON and SARIF, and compares ceilings for the CI gate.
 //! It never computes authority itself: every grant, verdict and law result it prints comes from loom-kernel, so what
 //! audit prints is what runs. It does no I/O; the CLI passes it the facts the runtime gathered.
+#![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 mod gate;

@@ -82,9 +82,9 @@ pub struct Report {
     /// Findings, most severe first.
     pub findings: Vec<Finding>,
     /// Each MCP tool instance: its server and schema after pre-binding, or why it could not be resolved.
-    pub mcp: BTreeMap<String, Result<loom_runtime::McpResolution, String>>,
+    pub mcp: BTreeMap<String, Result<loom_kernel::McpResolution, String>>,
     /// The providers accepted contributed groups ship: install state and each tool resolved from the pinned install.
-    pub shipped: Vec<loom_runtime::ShippedState>,
+    pub shipped: Vec<loom_kernel::ShippedState>,
     /// The agent's authority files (what loom runs or trusts) and how each stands against the grants
     /// ([`add_authority`]).
     pub authority: Vec<(AuthorityFile, Exposure)>,
@@ -134,12 +134,12 @@ pub struct Facts<'a> {
     pub groups: Vec<loom_kernel::ToolGroup>,
     /// Loads sub-manifests named by path.
     pub loader: &'a mut dyn ManifestLoader,
-    /// MCP tools resolved by spawning their servers (`loom_runtime::resolve_mcp_tools`); an MCP tool missing here
+    /// MCP tools resolved by spawning their servers (the runtime's `resolve_mcp_tools`); an MCP tool missing here
     /// is reported as unresolved.
-    pub mcp: BTreeMap<String, Result<loom_runtime::McpResolution, String>>,
+    pub mcp: BTreeMap<String, Result<loom_kernel::McpResolution, String>>,
     /// The providers accepted contributed groups ship, resolved from their pinned installs
-    /// (`loom_runtime::shipped_states`).
-    pub shipped: Vec<loom_runtime::ShippedState>,
+    /// (the runtime's `shipped_states`).
+    pub shipped: Vec<loom_kernel::ShippedState>,
     /// The boot property check, if the caller started it as soon as the manifest was parsed
     /// ([`BootChecks::start`] with this manifest and `ctx`); otherwise (or if it was started for other algebras or
     /// another context) the report starts its own.

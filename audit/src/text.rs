@@ -303,7 +303,7 @@ pub fn render_text(r: &Report) -> String {
 }
 
 /// A provider a group ships: where it is installed (or why it is not), and what the model sees of each tool.
-fn render_shipped(o: &mut String, s: &loom_runtime::ShippedState) {
+fn render_shipped(o: &mut String, s: &loom_kernel::ShippedState) {
     let _ = writeln!(
         o,
         "    ships     {} ({})  as {}  [{}]",

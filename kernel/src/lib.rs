@@ -109,7 +109,7 @@ pub use manifest::{
     SandboxSection, Session, Shipped, Source, SubagentRef, SubagentSource, SystemPrompt, ToolEntry,
     ToolGroup, DEFAULT_TOOLS, MAX_ID_LEN, MAX_MANIFEST_BYTES, MAX_NESTING, META_FACTORIES,
 };
-pub use mcp::{bind_schema, ArgBinding, BindError, BoundTool};
+pub use mcp::{bind_schema, ArgBinding, BindError, BoundTool, McpResolution};
 pub use path::{landing_warning, path_within, NormCache, PathCtx};
 pub use plan::{plan_mode_verdict, Effect};
 pub use rng::Rng;
@@ -124,7 +124,8 @@ pub use sandbox_row::{
 pub use secrets::{env_var_passes, grant_secrets, row_secrets, secret_env_names, EnvPolicy};
 pub use server_tools::server_tool_limits;
 pub use shipped::{
-    is_shipped_key, root_handle_problem, shipped_key, shipped_path_problem, SHIPPED_KEY_MARK,
+    is_shipped_key, root_handle_problem, shipped_key, shipped_path_problem, ShippedSource,
+    ShippedState, SHIPPED_KEY_MARK,
 };
 pub use skill::{
     binding_problem, bound_grants, check_skill_name, compile_skill, group_clashes, parse_skill_md,

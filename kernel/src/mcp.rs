@@ -9,6 +9,17 @@ use serde_json::{Map, Value as Json};
 use crate::grant::{Grant, Row};
 use crate::value::Value;
 
+/// One MCP tool instance as `loom audit` shows it: its server and the schema the model sees after pre-binding.
+#[derive(Debug, Clone, PartialEq)]
+pub struct McpResolution {
+    /// The server's handle.
+    pub server: String,
+    /// The upstream tool's description.
+    pub description: String,
+    /// The model-visible input schema (after the grant's pre-binding).
+    pub schema: Json,
+}
+
 /// What the model sees of one argument, and how the call gets it.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ArgBinding {

@@ -7,10 +7,63 @@
 //! local label, and never a root handle's. Root handles may not contain [`SHIPPED_KEY_MARK`] and every shipped key
 //! does ([`root_handle_problem`]), so the two never meet.
 
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
 use sha2::{Digest, Sha256};
 
-use crate::install::install_handle_problem;
+use crate::grant::Grant;
+use crate::install::{install_handle_problem, LockState};
+use crate::manifest::{ProviderSpec, Source};
+use crate::mcp::McpResolution;
 use crate::path::path_within;
+
+/// One provider an accepted contributed group ships.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ShippedSource {
+    /// Its install key: `.loom/providers/<key>`, `[providers.<key>]` in the lock.
+    pub key: String,
+    /// The group's label (`skill echo-notes`).
+    pub group: String,
+    /// How the group named it (the local handle or the source string).
+    pub label: String,
+    /// The source.
+    pub source: Source,
+    /// The spec as written: the source, or a provider package with its construction config.
+    pub spec: ProviderSpec,
+    /// The group's folder: a path source resolves against it and must stay inside it.
+    pub dir: PathBuf,
+    /// The tool instances it provides: instance, the provider's tool name, the requested grant.
+    pub tools: Vec<(String, String, Grant)>,
+}
+
+impl ShippedSource {
+    /// `skill echo-notes ships ./provider (path ./provider)`, for messages.
+    pub fn describe(&self) -> String {
+        format!(
+            "{} ships {} ({})",
+            self.group,
+            self.label,
+            self.source.describe()
+        )
+    }
+}
+
+/// A shipped provider as `loom audit` shows it: its lock state and pin, and each of its tools resolved by starting
+/// it from its pinned install (no model calls), or why it could not be.
+#[derive(Debug, Clone)]
+pub struct ShippedState {
+    /// What the group ships.
+    pub shipped: ShippedSource,
+    /// `installed`, `missing` or `drifted`, and why.
+    pub state: LockState,
+    /// The pinned resolution, when pinned.
+    pub resolved: Option<String>,
+    /// The pinned tree hash, when pinned.
+    pub sha256: Option<String>,
+    /// Each tool instance: its resolution, or why it cannot be resolved (with the fix).
+    pub tools: BTreeMap<String, Result<McpResolution, String>>,
+}
 
 /// What every shipped key contains and no root `[providers]` handle that is installed may: `--`.
 pub const SHIPPED_KEY_MARK: &str = "--";

@@ -54,9 +54,9 @@ mod contributed;
 mod display;
 mod explain;
 mod hooks;
+mod inspect;
 mod keychain;
 mod load;
-mod mcp;
 mod prompt;
 mod providers;
 mod repl;
@@ -69,6 +69,7 @@ mod storage;
 mod tools;
 
 use loom_harness as harness;
+use loom_mcp as mcp;
 use loom_protocol::{bus, model, update};
 
 #[cfg(test)]
@@ -91,6 +92,7 @@ pub use authority::{
     resolve_authority, sandbox_paths, secret_stores, AuthorityPlace, LOOM_EXECUTABLES,
 };
 pub use baseline::{git_baseline, git_show, BaselineSpec, GitBaseline, GitLoader};
+pub use boot::mcp::{mcp_provider, resolve_mcp_tools, McpPlace, McpServers};
 pub use boot::{boot, boot_loaded, boot_with, BootError, BootOptions, Booted, Prebuilt};
 pub use bus::{Bus, Capacity, Subscription, DEFAULT_CAPACITY};
 pub use contributed::rejection_note;
@@ -114,16 +116,17 @@ pub use harness::{
 };
 pub use harness::{responses_request_body, OpenAiConfig, OpenAiHarness, ResponsesDecoder};
 pub use hooks::{HookOutcome, HookRunner, HOOK_OUTPUT_LIMIT};
+pub use inspect::{inspect_server, Inspected};
 pub use load::{
     env_map, load_manifest, load_manifest_with_env, path_ctx, read_text, resolve_permissions,
     FsLoader, LoadError, Loaded, MAX_MANIFEST_BYTES,
 };
 pub use loom_kernel::{DoomGuard, DOOM_LOOP_THRESHOLD};
+pub use loom_kernel::{McpResolution, ShippedSource, ShippedState};
 pub use mcp::{
-    flatten_result, inspect_server, mcp_provider, resolve_mcp_tools, server_config, CallResult,
-    Inspected, Launch, McpError, McpPlace, McpResolution, McpServer, McpServers, McpTool,
-    ServerConfig, UpstreamTool, DEFAULT_CALL_TIMEOUT_MS, DEFAULT_STARTUP_TIMEOUT_MS,
-    MAX_MESSAGE_BYTES, MAX_RESULT_CHARS, PROTOCOL_VERSIONS, STDERR_TAIL_BYTES,
+    flatten_result, server_config, CallResult, Launch, McpError, McpServer, ServerConfig,
+    UpstreamTool, DEFAULT_CALL_TIMEOUT_MS, DEFAULT_STARTUP_TIMEOUT_MS, MAX_MESSAGE_BYTES,
+    MAX_RESULT_CHARS, PROTOCOL_VERSIONS, STDERR_TAIL_BYTES,
 };
 pub use mcp::{
     parse_message as parse_mcp_message, Frame as McpFrame, LineFramer as McpLineFramer,
@@ -133,11 +136,12 @@ pub use model::{
     ContentBlock, Message, ModelEvent, ModelRequest, Role, StopReason, ToolSpec, Usage,
 };
 pub use prompt::{prompt_blocking, PromptError, PromptSink};
+pub use providers::McpTool;
 pub use providers::{
     entry_of, group_sources, install, install_dir, provider_infos, provider_source, read_lock,
     resolve as resolve_provider, resolve_shipped, shipped_sources, shipped_states,
     sources as provider_sources, state_of as provider_state, tree_hash, InstallOptions, Installed,
-    ProviderInfo, ProviderPlace, Resolved, ShippedSource, ShippedState,
+    ProviderInfo, ProviderPlace, Resolved,
 };
 pub use repl::{
     answer_line, ask_question, parse_answer, parse_command, run_repl, Command, ReplUi, TurnStats,

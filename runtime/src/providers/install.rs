@@ -16,7 +16,9 @@ use loom_kernel::{
 use serde_json::Value as Json;
 
 use super::tree::{copy_tree, remove_tree, tree_hash};
-use super::{read_lock, sources, ShippedSource};
+use loom_kernel::ShippedSource;
+
+use super::{read_lock, sources};
 
 /// How `loom install` runs.
 #[derive(Debug, Clone, Default)]

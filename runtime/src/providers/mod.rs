@@ -6,6 +6,7 @@
 mod harness;
 mod install;
 mod shipped;
+mod tool;
 mod tree;
 
 use std::collections::BTreeMap;
@@ -18,9 +19,8 @@ use serde_json::{json, Value as Json};
 
 pub use harness::ProviderHarness;
 pub use install::{install, InstallOptions, Installed};
-pub use shipped::{
-    group_sources, resolve_shipped, shipped_sources, shipped_states, ShippedSource, ShippedState,
-};
+pub use shipped::{group_sources, resolve_shipped, shipped_sources, shipped_states};
+pub use tool::McpTool;
 pub use tree::tree_hash;
 
 use crate::mcp::{

@@ -8,46 +8,17 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use loom_kernel::{
-    judge_group, requested_grant, shipped_key, Grant, PathCtx, ProviderRef, ProviderSpec, Source,
-    ToolGroup,
+    judge_group, requested_grant, shipped_key, PathCtx, ProviderRef, ProviderSpec, ToolGroup,
 };
 
 use crate::load::Loaded;
-use crate::mcp::{McpResolution, McpServers, McpTool};
+use loom_kernel::{McpResolution, ShippedSource, ShippedState};
+
+use crate::boot::mcp::McpServers;
+use crate::providers::McpTool;
 use crate::session::{manifest_skills, SkillsEnv};
 
 use super::{read_lock, resolve_as, start, state_of, ProviderPlace};
-
-/// One provider an accepted contributed group ships.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ShippedSource {
-    /// Its install key: `.loom/providers/<key>`, `[providers.<key>]` in the lock.
-    pub key: String,
-    /// The group's label (`skill echo-notes`).
-    pub group: String,
-    /// How the group named it (the local handle or the source string).
-    pub label: String,
-    /// The source.
-    pub source: Source,
-    /// The spec as written: the source, or a provider package with its construction config.
-    pub spec: ProviderSpec,
-    /// The group's folder: a path source resolves against it and must stay inside it.
-    pub dir: PathBuf,
-    /// The tool instances it provides: instance, the provider's tool name, the requested grant.
-    pub tools: Vec<(String, String, Grant)>,
-}
-
-impl ShippedSource {
-    /// `skill echo-notes ships ./provider (path ./provider)`, for messages.
-    pub fn describe(&self) -> String {
-        format!(
-            "{} ships {} ({})",
-            self.group,
-            self.label,
-            self.source.describe()
-        )
-    }
-}
 
 /// The source providers (plain sources and provider packages) `group` ships, by install key: the group-local label
 /// and the spec.
@@ -112,22 +83,6 @@ pub fn shipped_sources(loaded: &Loaded, ctx: &PathCtx) -> Vec<ShippedSource> {
         }
     }
     out.into_values().collect()
-}
-
-/// A shipped provider as `loom audit` shows it: its lock state and pin, and each of its tools resolved by starting
-/// it from its pinned install (no model calls), or why it could not be.
-#[derive(Debug, Clone)]
-pub struct ShippedState {
-    /// What the group ships.
-    pub shipped: ShippedSource,
-    /// `installed`, `missing` or `drifted`, and why.
-    pub state: loom_kernel::LockState,
-    /// The pinned resolution, when pinned.
-    pub resolved: Option<String>,
-    /// The pinned tree hash, when pinned.
-    pub sha256: Option<String>,
-    /// Each tool instance: its resolution, or why it cannot be resolved (with the fix).
-    pub tools: BTreeMap<String, Result<McpResolution, String>>,
 }
 
 /// Resolves every shipped provider of `loaded` for audit: each installed one is started once to list its tools,

@@ -3,6 +3,8 @@
 //! session chain and the tools. Anything the manifest names that this build does not implement yet is a boot error
 //! naming it — never silently dropped.
 
+pub(crate) mod mcp;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -12,6 +14,7 @@ use loom_kernel::{
     SystemPrompt, DEFAULT_SEED, DEFAULT_TRIALS,
 };
 
+use self::mcp::{mcp_provider, McpPlace, McpServers};
 use crate::agent::{Agent, AgentParts, ToolSlot};
 use crate::approvals::ApprovalStore;
 use crate::authority::{resolve_authority, sandbox_paths, submanifest_hashes, AuthorityPlace};
@@ -22,10 +25,9 @@ use crate::harness::{
 };
 use crate::hooks::HookRunner;
 use crate::load::{env_map, load_manifest, path_ctx, LoadError, Loaded};
-use crate::mcp::{mcp_provider, McpPlace, McpServers, McpTool};
 use crate::providers::{
-    provider_source, resolve_and_start, resolve_shipped, start as start_provider, ProviderHarness,
-    ProviderPlace,
+    provider_source, resolve_and_start, resolve_shipped, start as start_provider, McpTool,
+    ProviderHarness, ProviderPlace,
 };
 use crate::retry::{RetryPolicy, Sleeper, TokioSleeper};
 use crate::secrets::{Secret, SecretChain};
@@ -334,7 +336,7 @@ pub fn boot_with(
 
     // MCP servers start in directories of loom's own, never in the agent's working directory (a planted
     // `node_modules`, `.npmrc` or `pkg.py` there must not run)
-    let mcp_run_base = crate::mcp::server_run_base(&storage_for_providers);
+    let mcp_run_base = mcp::server_run_base(&storage_for_providers);
     let mcp_place = McpPlace {
         manifest_dir: &loaded.dir,
         run_base: &mcp_run_base,

@@ -1,7 +1,6 @@
 //! The client against tests/mcp-peers/fake.mjs: a server that never answers, crashes mid-call, sends a malformed
 //! schema or a 10 MB result, changes its tool list, or (over HTTP) forgets its session.
 
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
@@ -9,38 +8,7 @@ use serde_json::json;
 use super::stdio::StdioSpawn;
 use super::*;
 
-fn fake() -> Option<PathBuf> {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/mcp-peers/fake.mjs");
-    let node = std::process::Command::new("node")
-        .arg("--version")
-        .output()
-        .is_ok();
-    if !node {
-        eprintln!(
-            "SKIPPED: node is not installed (.ci/run installs it); the fake MCP server needs it"
-        );
-        return None;
-    }
-    Some(path)
-}
-
-fn stdio(mode: &str, extra: &[&str], call_ms: u64) -> Option<ServerConfig> {
-    let script = fake()?;
-    let mut args = vec![script.display().to_string(), mode.to_string()];
-    args.extend(extra.iter().map(|s| s.to_string()));
-    Some(ServerConfig {
-        launch: Launch::Stdio(StdioSpawn {
-            program: "node".into(),
-            args,
-            env: std::env::var("PATH")
-                .map(|p| vec![("PATH".to_string(), p)])
-                .unwrap_or_default(),
-            cwd: std::env::temp_dir(),
-        }),
-        startup_timeout: Duration::from_secs(30),
-        call_timeout: Duration::from_millis(call_ms),
-    })
-}
+use crate::testing::{fake, fake_stdio as stdio};
 
 fn ok(_: &UpstreamTool) -> Result<(), String> {
     Ok(())
@@ -182,33 +150,6 @@ fn deaths_spread_out_are_restarted_every_time() {
             "{err}"
         );
     }
-}
-
-#[test]
-fn a_malformed_schema_refuses_that_tool_only() {
-    let Some(cfg) = stdio("malformed", &[], 10_000) else {
-        return;
-    };
-    let s = McpServer::start("bad", cfg).unwrap();
-    let star = loom_kernel::Grant::Unrestricted;
-    let err = McpTool::new("broken", "broken", &star, s.clone())
-        .err()
-        .unwrap_or_default();
-    assert!(
-        err.contains("not a JSON object schema") && err.contains("[providers].bad"),
-        "{err}"
-    );
-    assert!(
-        McpTool::new("ok", "ok", &star, s.clone()).is_ok(),
-        "the server's other tools still work"
-    );
-    let err = McpTool::new("nope", "nope", &star, s)
-        .err()
-        .unwrap_or_default();
-    assert!(
-        err.contains("has no tool `nope` (it has: broken, ok)"),
-        "{err}"
-    );
 }
 
 #[test]
@@ -391,29 +332,4 @@ fn dropping_a_server_kills_its_whole_process_group() {
         polls += 1;
     }
     assert!(!alive(), "the grandchild {pid} outlived the server");
-}
-
-#[test]
-fn a_server_s_directory_is_private_named_safely_and_never_a_planted_link() {
-    use std::os::unix::fs::PermissionsExt;
-    assert_eq!(server_dir_name("fs_mcp-2"), "fs_mcp-2");
-    let inline = server_dir_name("{ provider = \"mcp-server\", command = \"../../x\" }");
-    assert!(
-        inline.starts_with("inline-") && !inline.contains('/'),
-        "{inline}"
-    );
-    assert_eq!(server_dir_name("../.."), server_dir_name("../.."));
-    assert_ne!(server_dir_name("../.."), server_dir_name("../../"));
-
-    let base = tempfile::tempdir().unwrap();
-    let dir = base.path().join("mcp/fs");
-    private_dir(&dir).unwrap();
-    let mode = std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777;
-    assert_eq!(mode, 0o700);
-    // a link planted in its place (towards the project) is refused, not followed
-    let project = tempfile::tempdir().unwrap();
-    let planted = base.path().join("mcp/planted");
-    std::os::unix::fs::symlink(project.path(), &planted).unwrap();
-    let err = private_dir(&planted).unwrap_err().to_string();
-    assert!(err.contains("symbolic link"), "{err}");
 }

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use super::http::HttpSpec;
 use super::stdio::StdioSpawn;
-use crate::secrets::SecretChain;
+use loom_protocol::SecretLookup;
 
 /// Default `startup_timeout_ms`: spawning, `initialize` and `tools/list` (generous: `npx -y` may download).
 pub const DEFAULT_STARTUP_TIMEOUT_MS: u64 = 60_000;
@@ -72,7 +72,7 @@ pub fn server_config(
     table: &toml::Table,
     manifest_dir: &Path,
     run_dir: &Path,
-    chain: &SecretChain,
+    chain: &dyn SecretLookup,
     env: &std::collections::BTreeMap<String, String>,
 ) -> Result<ServerConfig, String> {
     let at = |key: &str| format!("[providers].{handle}.{key}");
@@ -103,8 +103,8 @@ pub fn server_config(
     };
     let secret = |name: &str, key: &str| -> Result<String, String> {
         chain
-            .get(name)
-            .map(|(v, _)| v.expose().to_string())
+            .lookup(name)
+            .map(|v| v.expose().to_string())
             .ok_or_else(|| {
                 format!(
                     "{} names the secret {name}, which is not set: {}",
@@ -262,16 +262,29 @@ fn fill_secrets(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::secrets::Secret;
+    use loom_protocol::Secret;
     use std::collections::BTreeMap;
 
-    fn chain(secrets: &[(&str, &str)]) -> SecretChain {
-        let caller: BTreeMap<String, Secret> = secrets
-            .iter()
-            .map(|(k, v)| (k.to_string(), Secret::new(*v)))
-            .collect();
-        let dir = std::env::temp_dir().join("loom-mcp-config-test-nonexistent");
-        SecretChain::standard(caller, &dir, &dir, &BTreeMap::new()).unwrap()
+    /// A store of the given secrets, as the runtime's chain would answer.
+    struct Secrets(BTreeMap<String, Secret>);
+
+    impl SecretLookup for Secrets {
+        fn lookup(&self, name: &str) -> Option<Secret> {
+            self.0.get(name).cloned()
+        }
+
+        fn missing_hint(&self, names: &[String]) -> String {
+            format!("export {}", names.join(", "))
+        }
+    }
+
+    fn chain(secrets: &[(&str, &str)]) -> Secrets {
+        Secrets(
+            secrets
+                .iter()
+                .map(|(k, v)| (k.to_string(), Secret::new(*v)))
+                .collect(),
+        )
     }
 
     fn table(text: &str) -> toml::Table {

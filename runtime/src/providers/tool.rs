@@ -7,10 +7,10 @@ use futures::FutureExt;
 use loom_kernel::{bind_schema, ArgBinding, BoundTool, CallFacts, Grant, Request, Row, Value};
 use serde_json::Value as Json;
 
-use super::{McpServer, UpstreamTool};
 use crate::model::ToolSpec;
 use crate::tools::{Prepared, Tool, ToolOutput};
 use crate::update::ToolKind;
+use loom_mcp::{McpServer, UpstreamTool};
 
 /// An MCP tool instance.
 pub struct McpTool {
@@ -168,6 +168,7 @@ impl Tool for McpTool {
 mod tests {
     use super::*;
     use loom_kernel::{decide, AlgebraKind, PathCtx};
+    use loom_mcp::testing::fake_stdio;
     use serde_json::json;
 
     fn bound(grant: &str) -> (Grant, BoundTool) {
@@ -198,5 +199,32 @@ mod tests {
         // a row the grant does not cover is denied by the kernel, whatever apply let through
         let forged = request_row(&b, &json!({ "path": "/etc/shadow" })).unwrap();
         assert!(!decide("t", AlgebraKind::Mcp, &ctx, &g, &Request::Args(forged)).is_allowed());
+    }
+
+    #[test]
+    fn a_malformed_schema_refuses_that_tool_only() {
+        let Some(cfg) = fake_stdio("malformed", &[], 10_000) else {
+            return;
+        };
+        let s = McpServer::start("bad", cfg).unwrap();
+        let star = loom_kernel::Grant::Unrestricted;
+        let err = McpTool::new("broken", "broken", &star, s.clone())
+            .err()
+            .unwrap_or_default();
+        assert!(
+            err.contains("not a JSON object schema") && err.contains("[providers].bad"),
+            "{err}"
+        );
+        assert!(
+            McpTool::new("ok", "ok", &star, s.clone()).is_ok(),
+            "the server's other tools still work"
+        );
+        let err = McpTool::new("nope", "nope", &star, s)
+            .err()
+            .unwrap_or_default();
+        assert!(
+            err.contains("has no tool `nope` (it has: broken, ok)"),
+            "{err}"
+        );
     }
 }

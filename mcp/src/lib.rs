@@ -1,18 +1,31 @@
-//! The MCP client behind the `mcp-server` meta-factory: JSON-RPC 2.0 over stdio ([`stdio`]) or Streamable HTTP
-//! ([`http`]), `initialize` with protocol version negotiation, paginated `tools/list`, `tools/call`, startup and call
-//! timeouts, `notifications/tools/list_changed` (the next call re-lists; a tool that disappeared is refused), bounded
-//! messages, and a restart of a server that died, on the next call, unless it crash-loops ([`restart`]).
+//! # loom-mcp: the JSON-RPC client for MCP servers and provider processes
+//!
+//! The client behind the `mcp-server` meta-factory and loom's external providers: JSON-RPC 2.0 over stdio
+//! ([`StdioSpawn`]) or Streamable HTTP, `initialize` with protocol version negotiation, paginated `tools/list`,
+//! `tools/call`, startup and call timeouts, `notifications/tools/list_changed` (the next call re-lists; a tool that
+//! disappeared is refused), bounded messages, and a restart of a server that died, on the next call, unless it
+//! crash-loops. [`server_config`] turns a `[providers]` table into a [`ServerConfig`] (program, scrubbed environment,
+//! secrets looked up through [`SecretLookup`], or a URL with headers).
 //!
 //! The client is synchronous on purpose: boot (which lists every server's tools) is synchronous, and a tool call
 //! runs it on a blocking thread. One [`McpServer`] per `[providers]` handle; calls to one server are serialised.
-
+//!
+//! ## What this crate must never do
+//! Decide authority: which tool instance may be called with which arguments is the kernel's (pre-binding in
+//! `loom_kernel::mcp`), and the runtime's tool adapter enforces it before a call reaches this client. Pass a
+//! server any of loom's environment it was not given (a spawned server gets a scrubbed environment plus the
+//! secrets its table names), put a secret value into an error, or outlive its owner (dropping a server kills its
+//! whole process group). No manifest or storage knowledge: callers pass the table, the directories and the secrets.
 mod config;
 mod http;
 mod restart;
 mod stdio;
-mod tool;
 mod wire;
 
+#[cfg(any(test, feature = "testing"))]
+#[doc(hidden)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+pub mod testing;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
@@ -23,12 +36,13 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value as Json};
 
+pub use loom_protocol::{Secret, SecretLookup};
+
 pub use config::{
     inherited_env, server_config, Launch, ServerConfig, DEFAULT_CALL_TIMEOUT_MS,
     DEFAULT_STARTUP_TIMEOUT_MS,
 };
 pub use stdio::{StdioSpawn, STDERR_TAIL_BYTES};
-pub use tool::McpTool;
 pub use wire::{parse_message, Frame, LineFramer, SseFramer};
 
 /// The protocol versions this client speaks, newest first; `initialize` offers the first.
@@ -366,7 +380,7 @@ impl McpServer {
 
     /// [`McpServer::start_as`] for a server named on the command line by `named` (`loom mcp inspect ./x.mjs`) when
     /// given, so its messages name that rather than a `[providers]` entry that does not exist.
-    fn start_named(
+    pub fn start_named(
         handle: &str,
         named: Option<&str>,
         cfg: ServerConfig,
@@ -406,7 +420,7 @@ impl McpServer {
     }
 
     /// "MCP server" or "provider", for messages.
-    pub(crate) fn noun(&self) -> &'static str {
+    pub fn noun(&self) -> &'static str {
         match self.dialect {
             Dialect::Mcp => "MCP server",
             Dialect::Provider { .. } => "provider",
@@ -873,381 +887,5 @@ pub fn flatten_result(result: &Json) -> CallResult {
             .and_then(Json::as_bool)
             .unwrap_or(false),
         raw,
-    }
-}
-
-/// The `mcp-server` table behind a tool entry's provider, with the handle it is known by: a `[providers]` handle,
-/// or an inline table's label (inline tables dedup by value: equal tables share one server). `None` when the
-/// provider is not the `mcp-server` factory.
-pub fn mcp_provider<'a>(
-    m: &'a loom_kernel::Manifest,
-    provider: &'a loom_kernel::ProviderRef,
-) -> Option<(String, &'a toml::Table)> {
-    use loom_kernel::{ProviderRef, ProviderSpec};
-    let spec = match provider {
-        ProviderRef::Handle(h) => m.providers.get(h)?,
-        ProviderRef::Shipped(s) => &s.spec,
-        _ => return None,
-    };
-    match spec {
-        ProviderSpec::Configured { factory, config } if factory == "mcp-server" => {
-            let key = match provider {
-                ProviderRef::Handle(h) => h.clone(),
-                _ => spec.describe(),
-            };
-            Some((key, config))
-        }
-        _ => None,
-    }
-}
-
-/// What starting a server needs from boot.
-pub struct McpPlace<'a> {
-    /// The manifest's directory (relative commands, `./` arguments and `cwd` resolve against it).
-    pub manifest_dir: &'a std::path::Path,
-    /// loom's directory for server working directories ([`server_run_base`]): a server without `cwd` starts in a
-    /// private subdirectory of it, never in the agent's working directory.
-    pub run_base: &'a std::path::Path,
-    /// The secrets chain.
-    pub chain: &'a crate::secrets::SecretChain,
-    /// loom's environment.
-    pub env: &'a std::collections::BTreeMap<String, String>,
-}
-
-/// The servers started so far, one per handle.
-#[derive(Default)]
-pub struct McpServers {
-    started: std::collections::BTreeMap<String, Arc<McpServer>>,
-}
-
-impl McpServers {
-    /// The server or provider known as `key`, started by `start` on first use.
-    pub fn get_or_start_with(
-        &mut self,
-        key: &str,
-        start: impl FnOnce() -> Result<Arc<McpServer>, String>,
-    ) -> Result<Arc<McpServer>, String> {
-        if let Some(s) = self.started.get(key) {
-            return Ok(s.clone());
-        }
-        let server = start()?;
-        self.started.insert(key.to_string(), server.clone());
-        Ok(server)
-    }
-
-    /// The server known as `key`, started on first use.
-    pub fn get_or_start(
-        &mut self,
-        key: &str,
-        table: &toml::Table,
-        place: &McpPlace<'_>,
-    ) -> Result<Arc<McpServer>, String> {
-        self.get_or_start_named(key, None, table, place)
-    }
-
-    /// [`McpServers::get_or_start`] for a server `named` on the command line rather than in a manifest.
-    fn get_or_start_named(
-        &mut self,
-        key: &str,
-        named: Option<&str>,
-        table: &toml::Table,
-        place: &McpPlace<'_>,
-    ) -> Result<Arc<McpServer>, String> {
-        if let Some(s) = self.started.get(key) {
-            return Ok(s.clone());
-        }
-        // absolute: a relative data home must not make the directory (or npx's --prefix) depend on a cwd
-        let run_dir =
-            std::path::absolute(place.run_base.join(server_dir_name(key))).map_err(|e| {
-                format!(
-                    "[providers].{key}: cannot place the server's working directory under {}: {e}",
-                    place.run_base.display()
-                )
-            })?;
-        let cfg = server_config(
-            key,
-            table,
-            place.manifest_dir,
-            &run_dir,
-            place.chain,
-            place.env,
-        )?;
-        if let Launch::Stdio(spawn) = &cfg.launch {
-            if spawn.cwd == run_dir {
-                private_dir(&run_dir).map_err(|e| {
-                    format!(
-                        "[providers].{key}: cannot prepare the server's working directory {}: {e}",
-                        run_dir.display()
-                    )
-                })?;
-            } else if !spawn.cwd.is_dir() {
-                return Err(format!(
-                    "[providers].{key}.cwd: {} is not a directory; cwd is resolved against the manifest's directory",
-                    spawn.cwd.display()
-                ));
-            }
-        }
-        let server = McpServer::start_named(key, named, cfg, Dialect::Mcp)?;
-        self.started.insert(key.to_string(), server.clone());
-        Ok(server)
-    }
-}
-
-/// Where the MCP servers of an agent with storage directory `storage` start: `<storage>/mcp`, one private
-/// subdirectory per server.
-pub fn server_run_base(storage: &std::path::Path) -> std::path::PathBuf {
-    storage.join("mcp")
-}
-
-/// A server's directory name under [`server_run_base`]: its handle when that is a plain name, else a digest of its
-/// key (an inline table's key is its description).
-fn server_dir_name(key: &str) -> String {
-    use sha2::Digest;
-    let plain = !key.is_empty()
-        && key.len() <= 64
-        && key
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
-    if plain {
-        return key.to_string();
-    }
-    let digest = sha2::Sha256::digest(key.as_bytes());
-    let hex: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
-    format!("inline-{hex}")
-}
-
-/// Creates `dir` (mode 0700, parents as needed) and checks that it is a directory of loom's own, not a symbolic link
-/// planted there.
-fn private_dir(dir: &std::path::Path) -> std::io::Result<()> {
-    use std::os::unix::fs::DirBuilderExt;
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)?;
-    let meta = std::fs::symlink_metadata(dir)?;
-    if !meta.is_dir() {
-        return Err(std::io::Error::other(
-            "it is not a directory (a symbolic link?); remove it and loom makes a new one",
-        ));
-    }
-    Ok(())
-}
-
-/// One MCP tool instance as `loom audit` shows it: its server and the schema the model sees after pre-binding.
-#[derive(Debug, Clone, PartialEq)]
-pub struct McpResolution {
-    /// The server's handle.
-    pub server: String,
-    /// The upstream tool's description.
-    pub description: String,
-    /// The model-visible input schema (after the grant's pre-binding).
-    pub schema: Json,
-}
-
-/// Starts every MCP server and external provider the manifest's tools use (no model calls), lists their tools and
-/// binds each instance's grant: per instance, its resolution or why it cannot be resolved (the message boot would refuse with). Servers
-/// are stopped before this returns.
-pub fn resolve_mcp_tools(
-    loaded: &crate::load::Loaded,
-    cwd: &std::path::Path,
-) -> std::collections::BTreeMap<String, Result<McpResolution, String>> {
-    let m = &loaded.manifest;
-    let ctx = crate::load::path_ctx(cwd);
-    let grants = loom_kernel::tool_grants(m, &m.effective_ceiling(&ctx));
-    let env = crate::load::env_map();
-    let mut out = std::collections::BTreeMap::new();
-    // built at the first MCP tool: an audit of a manifest without one reads no secret store
-    let mut chain = None;
-    let mut servers = McpServers::default();
-    let storage = crate::storage::storage_dir(m, &env);
-    let run_base = server_run_base(&storage);
-    for g in &grants {
-        // an external provider: resolved from its pinned install, never from its source
-        if let Some(ext) = crate::providers::provider_source(m, &g.provider) {
-            let place = crate::providers::ProviderPlace {
-                cwd,
-                env: &env,
-                storage: &storage,
-            };
-            let resolved = servers
-                .get_or_start_with(ext.handle, || {
-                    crate::providers::resolve_and_start(&loaded.dir, &ext, &place)
-                })
-                .and_then(|server| McpTool::new(&g.instance, &g.underlying, &g.grant, server))
-                .map(|tool| McpResolution {
-                    server: ext.handle.to_string(),
-                    description: tool.description().to_string(),
-                    schema: tool.visible_schema().clone(),
-                });
-            out.insert(g.instance.clone(), resolved);
-            continue;
-        }
-        let Some((key, table)) = mcp_provider(m, &g.provider) else {
-            continue;
-        };
-        let chain = chain.get_or_insert_with(|| {
-            crate::secrets::SecretChain::standard(Default::default(), &loaded.dir, cwd, &env)
-        });
-        let resolved = chain.as_ref().map_err(|e| e.to_string()).and_then(|chain| {
-            let place = McpPlace {
-                manifest_dir: &loaded.dir,
-                run_base: &run_base,
-                chain,
-                env: &env,
-            };
-            let server = servers.get_or_start(&key, table, &place)?;
-            let tool = McpTool::new(&g.instance, &g.underlying, &g.grant, server)?;
-            Ok(McpResolution {
-                server: key.clone(),
-                description: tool.description().to_string(),
-                schema: tool.visible_schema().clone(),
-            })
-        });
-        out.insert(g.instance.clone(), resolved);
-    }
-    out
-}
-
-/// A server started for `loom mcp inspect`: the handle to paste, the `[providers]` line that launches it (`None`
-/// when it came from a manifest, which already has it), and the running server with its tool listing.
-pub struct Inspected {
-    /// The handle (the manifest's, or one made from the package or file name).
-    pub handle: String,
-    /// `<handle> = { provider = "mcp-server", ... }`, for a server named by npm package or path.
-    pub provider_line: Option<String>,
-    /// The server (stopped when dropped).
-    pub server: Arc<McpServer>,
-}
-
-/// Starts the server `spec` names for `loom mcp inspect`: a `[providers]` handle of `manifest`, a path (`./x.mjs`,
-/// `/abs/server` — `.js`/`.mjs`/`.cjs` run with node, `.py` with python3, anything else as the program), or an npm
-/// package (`@scope/pkg`, `npm:pkg`, or a bare name not a handle), run with `npx -y`.
-pub fn inspect_server(
-    spec: &str,
-    manifest: Option<&crate::load::Loaded>,
-    cwd: &std::path::Path,
-) -> Result<Inspected, String> {
-    use loom_kernel::{toml_key, toml_string, Source};
-    let env = crate::load::env_map();
-    let dir = manifest.map_or(cwd, |l| l.dir.as_path());
-    let chain = crate::secrets::SecretChain::standard(Default::default(), dir, cwd, &env)
-        .map_err(|e| e.to_string())?;
-    // servers start in loom's directory: the agent's storage, or a data-home directory of its own without a manifest
-    let run_base = match manifest {
-        Some(l) => server_run_base(&crate::storage::storage_dir(&l.manifest, &env)),
-        None => crate::storage::data_home(&env).join("mcp-inspect"),
-    };
-    let place = McpPlace {
-        manifest_dir: dir,
-        run_base: &run_base,
-        chain: &chain,
-        env: &env,
-    };
-    if let Some(l) = manifest {
-        if let Some(p) = l.manifest.providers.get(spec) {
-            let loom_kernel::ProviderSpec::Configured { factory, config } = p else {
-                return Err(format!(
-                    "[providers].{spec} in {} is not an mcp-server",
-                    l.path.display()
-                ));
-            };
-            if factory != "mcp-server" {
-                return Err(format!(
-                    "[providers].{spec} in {} is a `{factory}` provider, not an mcp-server",
-                    l.path.display()
-                ));
-            }
-            let server = McpServers::default().get_or_start(spec, config, &place)?;
-            return Ok(Inspected {
-                handle: spec.to_string(),
-                provider_line: None,
-                server,
-            });
-        }
-    }
-    let mut table = toml::Table::new();
-    // an existing file is a path however it is written (`server.mjs`, `dir/server.mjs`), never an npm name
-    let as_path;
-    let spec = if !spec.starts_with("./") && !spec.starts_with('/') && cwd.join(spec).is_file() {
-        as_path = format!("./{spec}");
-        as_path.as_str()
-    } else {
-        spec
-    };
-    let (handle, line) = match Source::from_spec_str(spec) {
-        Some(Source::Path(p)) => {
-            let stem = std::path::Path::new(&p)
-                .file_stem()
-                .map(|s| s.to_string_lossy().into_owned())
-                .unwrap_or_else(|| "server".into());
-            let ext = std::path::Path::new(&p).extension().and_then(|e| e.to_str()).unwrap_or("");
-            let runner = match ext {
-                "js" | "mjs" | "cjs" => Some("node"),
-                "py" => Some("python3"),
-                _ => None,
-            };
-            let abs = cwd.join(p.trim_start_matches("./")).display().to_string();
-            let (command, args) = match runner {
-                Some(r) => (r.to_string(), vec![abs.clone()]),
-                None => (abs.clone(), vec![]),
-            };
-            table.insert("command".into(), toml::Value::String(command.clone()));
-            table.insert("args".into(), toml::Value::Array(args.iter().cloned().map(toml::Value::String).collect()));
-            let args_toml: Vec<String> = args.iter().map(|a| toml_string(a)).collect();
-            let line = format!(
-                "provider = \"mcp-server\", command = {}, args = [{}]",
-                toml_string(&command),
-                args_toml.join(", ")
-            );
-            (handle_of(&stem), line)
-        }
-        Some(Source::Git { .. }) => {
-            return Err(format!("{spec:?} is a git source; loom mcp inspect takes an npm package, a path or a [providers] handle"))
-        }
-        other => {
-            let name = match other {
-                Some(Source::Npm { name, version: Some(v) }) => format!("{name}@{v}"),
-                Some(Source::Npm { name, version: None }) => name,
-                _ => spec.to_string(),
-            };
-            if manifest.is_some() && !spec.starts_with('@') && !spec.starts_with("npm:") {
-                let handles: Vec<&String> = manifest.map(|l| l.manifest.providers.keys().collect()).unwrap_or_default();
-                return Err(format!(
-                    "{spec:?} is not a [providers] handle of the manifest (it has: {}); for an npm package write \
-                     npm:{spec}",
-                    if handles.is_empty() { "none".to_string() } else { handles.iter().map(|h| h.as_str()).collect::<Vec<_>>().join(", ") }
-                ));
-            }
-            table.insert("npm".into(), toml::Value::String(name.clone()));
-            let base = name.trim_start_matches('@').rsplit('/').next().unwrap_or(&name).split('@').next().unwrap_or("server");
-            (handle_of(base), format!("provider = \"mcp-server\", npm = {}", toml_string(&name)))
-        }
-    };
-    // named on the command line, not in a manifest: its messages name what was typed
-    let server = McpServers::default().get_or_start_named(&handle, Some(spec), &table, &place)?;
-    let provider_line = Some(format!("{} = {{ {line} }}", toml_key(&handle)));
-    Ok(Inspected {
-        handle,
-        provider_line,
-        server,
-    })
-}
-
-/// A handle made from a package or file name: letters, digits and `_`.
-fn handle_of(name: &str) -> String {
-    let h: String = name
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() {
-                c.to_ascii_lowercase()
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    if h.is_empty() {
-        "server".into()
-    } else {
-        h
     }
 }
