@@ -19,7 +19,7 @@ use loom_sandbox::{
 
 use crate::frame::{self, read_frame, write_frame, Request};
 use crate::peer::{descends_from, peer_cred, NoFdReader};
-use crate::server::{kill_group, set_var, Shared};
+use crate::shared::{kill_group, set_var, Shared};
 
 /// Exit code for a refused or failed call.
 const REFUSED: u8 = 126;

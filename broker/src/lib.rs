@@ -50,6 +50,7 @@ mod error;
 mod frame;
 mod peer;
 mod server;
+mod shared;
 mod shell;
 #[cfg(test)]
 mod tests;
@@ -60,5 +61,6 @@ pub use frame::{
     error_parts, exit_status, read_frame, Frame, Request as WireRequest, MAX_PAYLOAD, VERSION,
 };
 pub use peer::{descends_from, peer_cred, PeerCred};
-pub use server::{Backend, Broker, BrokerConfig, BrokerHandle, BrokerLimits};
+pub use server::{Broker, BrokerHandle};
+pub use shared::{Backend, BrokerConfig, BrokerLimits};
 pub use shell::{run_row, RowRun, RunError};

@@ -17,7 +17,8 @@ use loom_sandbox::{
 
 use crate::dir::shim_next_to_current_exe;
 use crate::error::BrokerError;
-use crate::server::{Backend, Broker, BrokerConfig, BrokerLimits};
+use crate::server::Broker;
+use crate::shared::{Backend, BrokerConfig, BrokerLimits};
 
 /// Why [`run_row`] ran nothing (or could not finish starting the command).
 #[derive(Debug, thiserror::Error)]

@@ -5,11 +5,9 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
+pub use crate::row_map::Kind;
 use crate::row_map::RowMap;
 use crate::value::{write_inline_table, Float, Value, STAR_IN_LIST};
-
-/// A capability kind name (`paths`, `commands`, an MCP argument name, ...).
-pub type Kind = String;
 
 /// One grant row: an independent box of authority, kind -> value. A kind absent from a row is not granted.
 ///

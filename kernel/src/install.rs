@@ -10,7 +10,6 @@ use std::collections::BTreeMap;
 use crate::grant::Grant;
 use crate::manifest::Source;
 use crate::path::{path_within, PathCtx};
-use crate::shipped::is_shipped_key;
 use crate::value::{toml_key, toml_string, Value};
 use crate::ToolGrant;
 
@@ -104,6 +103,14 @@ impl Lock {
         }
         out
     }
+}
+
+/// What every shipped key contains and no root `[providers]` handle that is installed may: `--`.
+pub const SHIPPED_KEY_MARK: &str = "--";
+
+/// True when `key` has the shape of a shipped key (it contains [`SHIPPED_KEY_MARK`]), for messages that name it.
+pub fn is_shipped_key(key: &str) -> bool {
+    key.contains(SHIPPED_KEY_MARK)
 }
 
 /// Why `handle` cannot name an install directory (`.loom/providers/<handle>`), if it cannot: only ASCII letters,

@@ -93,8 +93,9 @@ pub use hooks::{
 };
 pub use inherit::{inherit_policy, inherited_counts};
 pub use install::{
-    frozen_drift, install_handle_problem, install_writable, lock_state, path_source_drift, Lock,
-    LockEntry, LockState, WritableInstall, INSTALL_DIR, LOCK_FILE, LOCK_VERSION,
+    frozen_drift, install_handle_problem, install_writable, is_shipped_key, lock_state,
+    path_source_drift, Lock, LockEntry, LockState, WritableInstall, INSTALL_DIR, LOCK_FILE,
+    LOCK_VERSION, SHIPPED_KEY_MARK,
 };
 pub use judge::{judge_group, DeclJudgement, DeclVerdict, GroupJudgement, Remedy};
 pub use key_target::{key_target, target_change, KeyTarget};
@@ -124,8 +125,7 @@ pub use sandbox_row::{
 pub use secrets::{env_var_passes, grant_secrets, row_secrets, secret_env_names, EnvPolicy};
 pub use server_tools::server_tool_limits;
 pub use shipped::{
-    is_shipped_key, root_handle_problem, shipped_key, shipped_path_problem, ShippedSource,
-    ShippedState, SHIPPED_KEY_MARK,
+    root_handle_problem, shipped_key, shipped_path_problem, ShippedSource, ShippedState,
 };
 pub use skill::{
     binding_problem, bound_grants, check_skill_name, compile_skill, group_clashes, parse_skill_md,

@@ -4,8 +4,10 @@ use std::cmp::Ordering;
 use std::fmt;
 use std::sync::LazyLock;
 
-use crate::grant::Kind;
 use crate::value::Value;
+
+/// A capability kind name (`paths`, `commands`, an MCP argument name, ...).
+pub type Kind = String;
 
 /// A grant row's kinds and their values, kept sorted by kind: a map for a handful of entries.
 ///

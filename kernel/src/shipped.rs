@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use sha2::{Digest, Sha256};
 
 use crate::grant::Grant;
-use crate::install::{install_handle_problem, LockState};
+use crate::install::{install_handle_problem, is_shipped_key, LockState, SHIPPED_KEY_MARK};
 use crate::manifest::{ProviderSpec, Source};
 use crate::mcp::McpResolution;
 use crate::path::path_within;
@@ -65,9 +65,6 @@ pub struct ShippedState {
     pub tools: BTreeMap<String, Result<McpResolution, String>>,
 }
 
-/// What every shipped key contains and no root `[providers]` handle that is installed may: `--`.
-pub const SHIPPED_KEY_MARK: &str = "--";
-
 /// The longest slug of the group label, and of the local label, a key keeps (the hash keeps them apart).
 const SLUG_MAX: usize = 24;
 
@@ -112,11 +109,6 @@ fn slug(s: &str) -> String {
     } else {
         out.to_string()
     }
-}
-
-/// True when `key` has the shape of a shipped key (it contains [`SHIPPED_KEY_MARK`]), for messages that name it.
-pub fn is_shipped_key(key: &str) -> bool {
-    key.contains(SHIPPED_KEY_MARK)
 }
 
 /// Why the root `[providers]` handle `handle` cannot be installed, if it cannot: what [`install_handle_problem`]

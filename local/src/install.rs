@@ -330,17 +330,6 @@ pub fn stderr_progress(name: &str) -> impl FnMut(Progress) + '_ {
     }
 }
 
-/// Writes `bytes` to `path` through a temporary file and a rename, so `path` is either old or new, never partial.
-pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let mut tmp = path.as_os_str().to_os_string();
-    tmp.push(format!(".tmp-{}", std::process::id()));
-    let tmp = PathBuf::from(tmp);
-    let mut f = File::create(&tmp)?;
-    f.write_all(bytes)?;
-    f.sync_all()?;
-    std::fs::rename(&tmp, path)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -5,7 +5,7 @@
 //! the file changes its change time, so a tampered file is hashed again and refused.
 
 use std::fs::File;
-use std::io::{BufReader, Read};
+use std::io::{BufReader, Read, Write};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
@@ -154,8 +154,19 @@ pub fn verify_known(model: &KnownModel, path: &Path) -> Result<(), ModelFileErro
         return Err(tampered(format!("sha256 {sum}, expected {}", model.sha256)));
     }
     // a stamp that cannot be written only costs the next start a full hash
-    let _ = crate::install::write_atomic(&stamp_path(path), stamp.as_bytes());
+    let _ = write_atomic(&stamp_path(path), stamp.as_bytes());
     Ok(())
+}
+
+/// Writes `bytes` to `path` through a temporary file and a rename, so `path` is either old or new, never partial.
+pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let mut tmp = path.as_os_str().to_os_string();
+    tmp.push(format!(".tmp-{}", std::process::id()));
+    let tmp = PathBuf::from(tmp);
+    let mut f = File::create(&tmp)?;
+    f.write_all(bytes)?;
+    f.sync_all()?;
+    std::fs::rename(&tmp, path)
 }
 
 #[cfg(test)]

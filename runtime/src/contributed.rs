@@ -12,7 +12,7 @@ use loom_kernel::{
     ProviderSpec, Remedy, ToolGrant, ToolGroup,
 };
 
-use crate::boot::mcp::mcp_provider;
+use crate::providers::mcp_provider;
 use crate::session::{Chain, Keeper};
 use crate::tools::IMPLEMENTED;
 

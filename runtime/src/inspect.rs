@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use loom_mcp::McpServer;
 
-use crate::boot::mcp::{server_run_base, McpPlace, McpServers};
+use crate::providers::{server_run_base, McpPlace, McpServers};
 
 /// A server started for `loom mcp inspect`: the handle to paste, the `[providers]` line that launches it (`None`
 /// when it came from a manifest, which already has it), and the running server with its tool listing.

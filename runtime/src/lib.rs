@@ -55,14 +55,12 @@ mod display;
 mod explain;
 mod hooks;
 mod inspect;
-mod keychain;
 mod load;
 mod prompt;
 mod providers;
 mod repl;
 mod retry;
 mod sdk;
-mod secret_dir;
 mod secrets;
 mod session;
 mod storage;
@@ -92,8 +90,10 @@ pub use authority::{
     resolve_authority, sandbox_paths, secret_stores, AuthorityPlace, LOOM_EXECUTABLES,
 };
 pub use baseline::{git_baseline, git_show, BaselineSpec, GitBaseline, GitLoader};
-pub use boot::mcp::{mcp_provider, resolve_mcp_tools, McpPlace, McpServers};
-pub use boot::{boot, boot_loaded, boot_with, BootError, BootOptions, Booted, Prebuilt};
+pub use boot::{
+    boot, boot_loaded, boot_with, BootError, BootFn, BootOptions, Booted, HarnessCell, Lineage,
+    Prebuilt, SpawnEnv, SpawnSubagentTool,
+};
 pub use bus::{Bus, Capacity, Subscription, DEFAULT_CAPACITY};
 pub use contributed::rejection_note;
 pub use display::terminal_safe;
@@ -143,6 +143,7 @@ pub use providers::{
     sources as provider_sources, state_of as provider_state, tree_hash, InstallOptions, Installed,
     ProviderInfo, ProviderPlace, Resolved,
 };
+pub use providers::{mcp_provider, resolve_mcp_tools, McpPlace, McpServers};
 pub use repl::{
     answer_line, ask_question, parse_answer, parse_command, run_repl, Command, ReplUi, TurnStats,
     COMMANDS, TICK,
@@ -177,10 +178,7 @@ pub use tools::{
     FindTool, OutputBuffer, PathMode, Prepared, Progress, ProgressFn, ReadFileTool, SandboxEnv,
     Snapshot, Tool, ToolCtx, ToolEnv, ToolOutput, WriteFileTool, IMPLEMENTED,
 };
-pub use tools::{
-    HarnessCell, Lineage, SpawnEnv, SpawnSubagentTool, WebSearchTool, BRAVE_ENDPOINT,
-    BRAVE_SEARCH_API_KEY,
-};
+pub use tools::{WebSearchTool, BRAVE_ENDPOINT, BRAVE_SEARCH_API_KEY};
 pub use update::{
     Chunk, Content, Frame, FrameKind, Location, SessionUpdate, ThoughtChunk, ThoughtMeta, ToolCall,
     ToolCallContent, ToolCallUpdate, ToolKind, ToolStatus, TurnStop, UsageUpdate,

@@ -4,8 +4,7 @@ use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use crate::landlock::private_dirs;
-use crate::profile::Profile;
+use crate::profile::{private_dirs, Profile};
 
 /// Where the inner stage's executable appears inside the view: a read-only copy bwrap makes from loom's sealed copy
 /// (`--ro-bind-data`), on the view's own `/dev` (a fresh tmpfs in every view, even under a root of `/`).

@@ -234,7 +234,7 @@ pub(crate) fn spawn(
             }
         };
     }
-    let (failed_r, failed_w) = crate::spawn::pipe()?;
+    let (failed_r, failed_w) = crate::error::pipe()?;
     let null_terminated = |v: &[CString]| -> Vec<*const libc::c_char> {
         v.iter()
             .map(|c| c.as_ptr())
@@ -487,7 +487,8 @@ fn child_steps(plan: &mut ChildPlan<'_>) -> Result<Never, EnforceError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::spawn::{tier_b_failure, PrivateTmp, SpawnError};
+    use crate::error::SpawnError;
+    use crate::spawn::{tier_b_failure, PrivateTmp};
     use std::io::Read;
 
     fn os(v: &[&str]) -> Vec<OsString> {

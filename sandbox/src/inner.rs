@@ -491,8 +491,8 @@ mod tests {
     /// own descriptors).
     #[test]
     fn the_one_by_one_fallback_closes_every_descriptor_but_the_kept_one() {
-        let (keep_r, keep_w) = crate::spawn::pipe().unwrap();
-        let (other_r, _other_w) = crate::spawn::pipe().unwrap();
+        let (keep_r, keep_w) = crate::error::pipe().unwrap();
+        let (other_r, _other_w) = crate::error::pipe().unwrap();
         let (keep, other) = (keep_w.as_raw_fd(), other_r.as_raw_fd());
         // SAFETY: the child only calls the fallback (allocation is fine after fork in this single-purpose child) and
         // fcntl, then _exits.

@@ -6,14 +6,14 @@
 //! an older kernel enforces what it can (best effort) and the caller refuses when nothing is enforced.
 
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use landlock::{
     Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, PathBeneath, Ruleset,
     RulesetAttr, RulesetCreatedAttr, Scope, ABI,
 };
 
-use crate::profile::Profile;
+use crate::profile::{private_dirs, Profile};
 use crate::roots::{file_type, open_nofollow};
 
 /// The Landlock ABI whose rights loom asks for: filesystem rights incl. truncate and device ioctl, TCP bind/connect,
@@ -96,20 +96,8 @@ pub fn build_landlock_rules(profile: &Profile, view: View) -> Vec<LandlockRule> 
     rules
 }
 
-/// Tier B's rules on the host: [`build_landlock_rules`] for [`View::Host`], except that a root holding a path that
-/// must stay read-only or hidden is granted entry by entry ([`crate::split`]); `list` lists a directory. The error
-/// says why a root cannot be split.
-pub fn build_host_rules(
-    profile: &Profile,
-    list: &mut crate::split::Lister<'_>,
-) -> Result<Vec<LandlockRule>, String> {
-    let mut rules = view_rules(profile, View::Host);
-    rules.extend(crate::split::host_root_rules(profile, list)?);
-    Ok(rules)
-}
-
 /// The rules every view needs besides the grant's roots: system directories, `/proc`, devices.
-fn view_rules(profile: &Profile, view: View) -> Vec<LandlockRule> {
+pub(crate) fn view_rules(profile: &Profile, view: View) -> Vec<LandlockRule> {
     let mut rules = Vec::new();
     let mut push = |path: PathBuf, access, required| {
         rules.push(LandlockRule {
@@ -139,18 +127,6 @@ fn view_rules(profile: &Profile, view: View) -> Vec<LandlockRule> {
         }
     }
     rules
-}
-
-/// The directories bwrap replaces with an empty private tmpfs (those no grant root holds).
-pub fn private_dirs(profile: &Profile) -> Vec<PathBuf> {
-    let mut dirs: Vec<PathBuf> = vec!["/tmp".into(), "/run".into(), "/var/tmp".into()];
-    if let Some(home) = &profile.home {
-        dirs.push(home.clone());
-    }
-    dirs.retain(|d| !profile.in_root(d) && d != Path::new("/"));
-    dirs.sort();
-    dirs.dedup();
-    dirs
 }
 
 /// How strongly Landlock ended up enforcing the ruleset.
@@ -321,6 +297,7 @@ pub fn prepare_landlock(
 mod tests {
     use super::*;
     use crate::profile::tests::build;
+    use std::path::Path;
 
     #[test]
     fn classes_are_pinned_to_the_target_abi() {

@@ -46,7 +46,7 @@ mod clone_exec;
 mod confine;
 mod coverage;
 mod env;
-mod extra;
+mod error;
 mod facts;
 mod inner;
 mod landlock;
@@ -72,12 +72,12 @@ pub use coverage::{
     SandboxStatus,
 };
 pub use env::{build_env, unconfined_env, EnvPolicy, SecretFacts};
-pub use extra::{spawn_sandboxed_io, Stream, Streams};
+pub use error::SpawnError;
 pub use facts::HostFs;
 pub use inner::{inner_main, InnerSpec, INNER_ARG, SETUP_FAILED};
 pub use landlock::{
-    access_for, build_landlock_rules, prepare_landlock, private_dirs, AccessClass, Enforcement,
-    LandlockError, LandlockRule, PreparedLandlock, View, TARGET_ABI,
+    access_for, build_landlock_rules, prepare_landlock, AccessClass, Enforcement, LandlockError,
+    LandlockRule, PreparedLandlock, View, TARGET_ABI,
 };
 pub use locate::{
     inner_exe_next_to_current_exe, loom_install_dir, roots_covering, InnerExeError, INNER_EXE_NAME,
@@ -87,8 +87,8 @@ pub use probe::{
     Userns,
 };
 pub use profile::{
-    build_profile, AuthorityPaths, Entry, Facts, Limits, Place, Profile, ProfileError, SystemDir,
-    GIT_AUTORUN, PROTECTED_NAMES, SYSTEM_DIRS,
+    build_profile, private_dirs, AuthorityPaths, Entry, Facts, Limits, Place, Profile,
+    ProfileError, SystemDir, GIT_AUTORUN, PROTECTED_NAMES, SYSTEM_DIRS,
 };
 pub use roots::open_roots;
 pub use sbpl::build_sbpl;
@@ -97,7 +97,9 @@ pub use seccomp::{
     ArgWidth, DenyRule, SeccompError, SeccompPolicy, METADATA_SYSCALLS, NEWEST_ALLOWED_SYSCALL,
 };
 pub use select::{parse_grant, GrantTextError};
-pub use spawn::{spawn_sandboxed, spawn_unconfined, Launch, Outcome, SpawnError};
+pub use spawn::{
+    spawn_sandboxed, spawn_sandboxed_io, spawn_unconfined, Launch, Outcome, Stream, Streams,
+};
 pub use table::{enforcement_rows, enforcement_table, TABLE_BEGIN, TABLE_END};
 pub use trial::{
     choose_by_trial, chosen_tier, requested_tier, trial_profile, tried, try_tier, DISABLE_VAR,

@@ -534,6 +534,18 @@ fn network(v: Option<&Value>, grant: &str) -> Result<bool, ProfileError> {
     })
 }
 
+/// The directories bwrap replaces with an empty private tmpfs (those no grant root holds).
+pub fn private_dirs(profile: &Profile) -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = vec!["/tmp".into(), "/run".into(), "/var/tmp".into()];
+    if let Some(home) = &profile.home {
+        dirs.push(home.clone());
+    }
+    dirs.retain(|d| !profile.in_root(d) && d != Path::new("/"));
+    dirs.sort();
+    dirs.dedup();
+    dirs
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;

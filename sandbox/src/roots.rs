@@ -5,8 +5,8 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
+use crate::error::SpawnError;
 use crate::profile::Profile;
-use crate::spawn::SpawnError;
 
 /// The `S_IFMT` bits of an open descriptor.
 pub(crate) fn file_type(fd: &OwnedFd) -> Option<libc::mode_t> {

@@ -10,16 +10,16 @@ use std::process::{Child, Command};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use crate::bwrap::{build_bwrap_args, BwrapError, BwrapFeatures, PathFds, StageFds};
+use crate::bwrap::{build_bwrap_args, BwrapFeatures, PathFds, StageFds};
 use crate::cancel::CancelTarget;
 pub use crate::clone_exec::Stream;
 use crate::clone_exec::{CloneError, RawChild};
 use crate::confine::{Confinement, EnforceError, Step};
 use crate::coverage::{tier_b_refusal, tier_b_status, view_status, SandboxStatus};
+use crate::error::pipe;
+use crate::error::SpawnError;
 use crate::inner::InnerSpec;
-use crate::landlock::{
-    build_host_rules, build_landlock_rules, AccessClass, Enforcement, LandlockRule, View,
-};
+use crate::landlock::{build_landlock_rules, AccessClass, Enforcement, LandlockRule, View};
 use crate::probe::Tier;
 use crate::profile::Profile;
 use crate::roots::open_roots;
@@ -56,64 +56,6 @@ pub struct Outcome {
     pub timed_out: bool,
     /// What the sandbox enforced, typed (`None` when unconfined).
     pub status: Option<SandboxStatus>,
-}
-
-/// Why a command could not be run confined. Nothing ran when this is returned.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum SpawnError {
-    /// The chosen tier cannot express the profile.
-    #[error("sandbox tier {tier} cannot enforce grant {grant}: {why}")]
-    Inexpressible {
-        /// The tier.
-        tier: &'static str,
-        /// The grant row.
-        grant: String,
-        /// What it cannot do, and the fix.
-        why: String,
-    },
-    /// A root changed between building the profile and spawning (for example a symlink was planted).
-    #[error("grant {grant}: {path} changed before the sandbox started ({why}); nothing ran")]
-    RootChanged {
-        /// The grant row.
-        grant: String,
-        /// The root.
-        path: PathBuf,
-        /// What happened.
-        why: String,
-    },
-    /// bwrap argument construction failed.
-    #[error(transparent)]
-    Bwrap(#[from] BwrapError),
-    /// The inner stage refused or failed before exec.
-    #[error("sandbox setup failed: {0}")]
-    Setup(String),
-    /// The command does not exist inside the sandbox.
-    #[error("command not found inside the sandbox: {0} (the sandbox sees the system directories and the granted roots; check PATH and the grant's paths)")]
-    NotFound(String),
-    /// An operating-system error while spawning.
-    #[error("cannot start the sandbox: {0}")]
-    Io(#[from] std::io::Error),
-}
-
-impl SpawnError {
-    /// The exit code `loom sandbox run` uses for this error (127 for a missing command, else 1).
-    pub fn exit_code(&self) -> i32 {
-        match self {
-            SpawnError::NotFound(_) => 127,
-            _ => 1,
-        }
-    }
-}
-
-pub(crate) fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
-    let mut fds = [0; 2];
-    // SAFETY: `fds` has room for two descriptors.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: both descriptors were just created and are owned by nobody else.
-    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }
 
 /// The standard streams of a confined command.
@@ -269,13 +211,12 @@ fn spawn_tier_b(
     // Tier B has no private /tmp of its own: give the command a fresh private directory as TMPDIR.
     let private_tmp = PrivateTmp::create()?;
     // a root holding .git, .loom, an authority file or a secret store is granted entry by entry (crate::split)
-    let mut rules = build_host_rules(profile, &mut crate::split::host_lister).map_err(|why| {
-        SpawnError::Inexpressible {
+    let mut rules = crate::split::build_host_rules(profile, &mut crate::split::host_lister)
+        .map_err(|why| SpawnError::Inexpressible {
             tier: Tier::B.name(),
             grant: profile.grant.clone(),
             why,
-        }
-    })?;
+        })?;
     rules.push(LandlockRule {
         path: private_tmp.0.clone(),
         access: AccessClass::Write,

@@ -16,7 +16,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::landlock::{AccessClass, LandlockRule};
+use crate::landlock::{view_rules, AccessClass, LandlockRule, View};
 use crate::profile::{Profile, LIST_LIMIT};
 
 /// Lists a directory's entries as (path, is a symlink), without following a symlink.
@@ -152,6 +152,18 @@ pub fn host_lister(dir: &Path) -> std::io::Result<Vec<(PathBuf, bool)>> {
     }
     out.sort();
     Ok(out)
+}
+
+/// Tier B's rules on the host: [`build_landlock_rules`](crate::landlock::build_landlock_rules) for [`View::Host`], except that a root holding a path that
+/// must stay read-only or hidden is granted entry by entry (this module); `list` lists a directory. The error
+/// says why a root cannot be split.
+pub fn build_host_rules(
+    profile: &Profile,
+    list: &mut Lister<'_>,
+) -> Result<Vec<LandlockRule>, String> {
+    let mut rules = view_rules(profile, View::Host);
+    rules.extend(host_root_rules(profile, list)?);
+    Ok(rules)
 }
 
 #[cfg(test)]

@@ -19,7 +19,7 @@ use std::sync::Mutex;
 
 use seccompiler::BpfProgram;
 
-use crate::spawn::SpawnError;
+use crate::error::SpawnError;
 
 /// The sealed copies made by this process, by installed path (usually one).
 static SEALED: Mutex<Vec<(PathBuf, std::sync::Arc<OwnedFd>)>> = Mutex::new(Vec::new());
@@ -212,7 +212,7 @@ pub(crate) fn pipe_with(bytes: &[u8]) -> Result<OwnedFd, SpawnError> {
     if bytes.len() > 16 * 1024 {
         return Err(setup("the seccomp program is too large for a pipe".into()));
     }
-    let (r, w) = crate::spawn::pipe()?;
+    let (r, w) = crate::error::pipe()?;
     let mut w = std::fs::File::from(w);
     w.write_all(bytes)?;
     drop(w);

@@ -6,8 +6,8 @@
 //! are parsed into [`Grant`](crate::Grant) values and left for the ceiling and judging code.
 //!
 //! Files, one concept each: `text` (size, nesting, syntax), `subst` (`${VAR}`), `suggest` (closed key sets),
-//! `typed` (typed reads), `agent`, `harness`, `session`, `providers`, `tools`, `permissions`, `subagents`, `group`,
-//! and `parse` (the whole manifest).
+//! `typed` (typed reads), `agent`, `harness`, `session`, `providers`, `tools`, `permissions`, `group`,
+//! and `parse` (the whole manifest, with the sub-manifests its grants carry).
 
 mod agent;
 mod consent;
@@ -20,7 +20,6 @@ mod permissions;
 mod providers;
 mod sandbox;
 mod session;
-mod subagents;
 mod subst;
 pub(crate) mod suggest;
 mod text;
@@ -36,9 +35,9 @@ pub use group::{parse_sidecar_group, parse_tool_group, ToolGroup};
 pub(crate) use harness::is_builtin_harness;
 pub use harness::Harness;
 pub use parse::{manifest_from_table, parse_manifest, Manifest};
+pub use parse::{SubagentRef, SubagentSource};
 pub use providers::{ProviderSpec, Source, META_FACTORIES};
 pub use sandbox::{AcceptedGap, SandboxSection};
 pub use session::{LayerSpec, Session};
-pub use subagents::{SubagentRef, SubagentSource};
 pub use text::{MAX_MANIFEST_BYTES, MAX_NESTING};
 pub use tools::{ProviderRef, Shipped, ToolEntry, DEFAULT_TOOLS};

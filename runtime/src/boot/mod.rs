@@ -3,18 +3,21 @@
 //! session chain and the tools. Anything the manifest names that this build does not implement yet is a boot error
 //! naming it — never silently dropped.
 
-pub(crate) mod mcp;
+mod options;
+mod subagent;
+
+pub use options::{BootError, BootFn, BootOptions, Booted, HarnessCell, Lineage, Prebuilt};
+pub use subagent::{SpawnEnv, SpawnSubagentTool};
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use loom_kernel::{
-    check_laws, tool_grants, AlgebraKind, AuthorityFile, AuthorityKind, LawViolation, ProviderRef,
-    SystemPrompt, DEFAULT_SEED, DEFAULT_TRIALS,
+    check_laws, tool_grants, AlgebraKind, AuthorityFile, AuthorityKind, ProviderRef, SystemPrompt,
+    DEFAULT_SEED, DEFAULT_TRIALS,
 };
 
-use self::mcp::{mcp_provider, McpPlace, McpServers};
 use crate::agent::{Agent, AgentParts, ToolSlot};
 use crate::approvals::ApprovalStore;
 use crate::authority::{resolve_authority, sandbox_paths, submanifest_hashes, AuthorityPlace};
@@ -26,16 +29,15 @@ use crate::harness::{
 use crate::hooks::HookRunner;
 use crate::load::{env_map, load_manifest, path_ctx, LoadError, Loaded};
 use crate::providers::{
-    provider_source, resolve_and_start, resolve_shipped, start as start_provider, McpTool,
-    ProviderHarness, ProviderPlace,
+    mcp_provider, provider_source, resolve_and_start, resolve_shipped, start as start_provider,
+    McpPlace, McpServers, McpTool, ProviderHarness, ProviderLayers, ProviderPlace,
 };
-use crate::retry::{RetryPolicy, Sleeper, TokioSleeper};
-use crate::secrets::{Secret, SecretChain};
-use crate::session::{build_chain_with, Layer, SessionError, SessionPlace, SkillsEnv};
+use crate::retry::{RetryPolicy, TokioSleeper};
+use crate::secrets::SecretChain;
+use crate::session::{build_chain_with, LayerSource, SessionError, SessionPlace, SkillsEnv};
 use crate::storage::{ensure_storage, storage_dir};
 use crate::tools::{
-    builtin_tool, HarnessCell, Lineage, SandboxEnv, SpawnEnv, SpawnSubagentTool, ToolEnv,
-    WebSearchTool, BRAVE_ENDPOINT, BRAVE_SEARCH_API_KEY, IMPLEMENTED,
+    builtin_tool, ToolEnv, WebSearchTool, BRAVE_ENDPOINT, BRAVE_SEARCH_API_KEY, IMPLEMENTED,
 };
 
 /// The keys loom's own harnesses and tools take from the secrets chain: screened out of every tool environment
@@ -46,114 +48,6 @@ pub const SECRET_SLOTS: &[&str] = &[
     BRAVE_SEARCH_API_KEY,
 ];
 
-/// What boot needs besides the manifest.
-#[derive(Clone, Default)]
-pub struct BootOptions {
-    /// The working directory (default: the process's).
-    pub cwd: Option<PathBuf>,
-    /// The caller's secret store (first in the chain).
-    pub secrets: BTreeMap<String, Secret>,
-    /// Where the sandbox machinery lives.
-    pub sandbox: SandboxEnv,
-    /// The clock retries wait on (default: tokio's).
-    pub sleeper: Option<Arc<dyn Sleeper>>,
-    /// What a sub-agent inherits from the agent that spawned it (default: a root agent).
-    pub lineage: Lineage,
-    /// Start in plan mode (`--plan`): tools that change anything are neither offered nor run.
-    pub plan_mode: bool,
-    /// `loom job run`'s results directory: an authority file of this agent (its file tools refuse it, its commands
-    /// see it read-only), so a cell's agent cannot rewrite any cell's record.
-    pub job_results: Option<PathBuf>,
-}
-
-/// A booted agent and what boot wants the user to know.
-pub struct Booted {
-    /// The agent.
-    pub agent: Agent,
-    /// Notes for stderr (a layer running reduced, a torn session line skipped).
-    pub notes: Vec<String>,
-}
-
-/// Why an agent could not boot. Messages name the file, the key and the fix; they never hold a secret value.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum BootError {
-    /// The manifest could not be loaded.
-    #[error(transparent)]
-    Load(#[from] LoadError),
-    /// The working directory is unusable.
-    #[error("cannot use the working directory {path}: {source}")]
-    Cwd {
-        /// The directory.
-        path: String,
-        /// The OS error.
-        source: std::io::Error,
-    },
-    /// A tool cannot be provided.
-    #[error("{file}: tools.{tool}: {message}")]
-    Tool {
-        /// The manifest.
-        file: String,
-        /// The tool instance.
-        tool: String,
-        /// What is wrong and how to fix it.
-        message: String,
-    },
-    /// The manifest names something this build cannot boot (the kernel's `boot_refusals`, which audit shows too).
-    #[error("{file}: {key}: {message}")]
-    Refused {
-        /// The manifest.
-        file: String,
-        /// The key: `[harness]`, `[harness].provider`, `tools.<instance>`.
-        key: String,
-        /// Why, and the fix.
-        message: String,
-    },
-    /// An algebra in use breaks a lattice law.
-    #[error("refusing to boot: {0}")]
-    Laws(#[from] LawViolation),
-    /// The harness cannot be built.
-    #[error("{file}: {source}")]
-    Harness {
-        /// The manifest.
-        file: String,
-        /// Why.
-        source: HarnessConfigError,
-    },
-    /// The session chain cannot be built.
-    #[error("{file}: {source}")]
-    Session {
-        /// The manifest.
-        file: String,
-        /// Why.
-        source: SessionError,
-    },
-    /// Secrets are missing or a secrets file is malformed.
-    #[error("{file}: {message}")]
-    Secrets {
-        /// The manifest.
-        file: String,
-        /// Why (never a value).
-        message: String,
-    },
-    /// The agent's stored state cannot be used.
-    #[error("{file}: {message}")]
-    Storage {
-        /// The manifest.
-        file: String,
-        /// Why, and the fix.
-        message: String,
-    },
-    /// The system prompt file cannot be read.
-    #[error("{file}: agent.system_prompt: {message}")]
-    SystemPrompt {
-        /// The manifest.
-        file: String,
-        /// Why.
-        message: String,
-    },
-}
-
 /// Boots the agent at `manifest`.
 pub fn boot(manifest: &Path, opts: BootOptions) -> Result<Booted, BootError> {
     boot_loaded(Arc::new(load_manifest(manifest)?), opts)
@@ -163,15 +57,6 @@ pub fn boot(manifest: &Path, opts: BootOptions) -> Result<Booted, BootError> {
 /// directory in `opts`; files the manifest names resolve against `loaded.dir`.
 pub fn boot_loaded(loaded: Arc<Loaded>, opts: BootOptions) -> Result<Booted, BootError> {
     boot_with(loaded, opts, Prebuilt::default())
-}
-
-/// Parts built in code (the SDK) that boot uses instead of building them from the manifest.
-#[derive(Default)]
-pub struct Prebuilt {
-    /// The harness, instead of `[harness]`.
-    pub harness: Option<Arc<dyn Harness>>,
-    /// Session layers by position in `[session]`: a present entry is used instead of building that layer.
-    pub layers: Vec<Option<Box<dyn Layer>>>,
 }
 
 /// [`boot_loaded`] with some parts already built. Everything else — the ceiling, every tool's grant, the law
@@ -314,7 +199,10 @@ pub fn boot_with(
                 file: file.clone(),
                 source: SessionError::Config(format!("session: {e}")),
             })?;
-        session_providers.insert(ext.handle.to_string(), server);
+        session_providers.insert(
+            ext.handle.to_string(),
+            Arc::new(ProviderLayers(server)) as Arc<dyn LayerSource>,
+        );
     }
     let place = SessionPlace {
         manifest_dir: loaded.dir.clone(),
@@ -336,7 +224,7 @@ pub fn boot_with(
 
     // MCP servers start in directories of loom's own, never in the agent's working directory (a planted
     // `node_modules`, `.npmrc` or `pkg.py` there must not run)
-    let mcp_run_base = mcp::server_run_base(&storage_for_providers);
+    let mcp_run_base = crate::providers::server_run_base(&storage_for_providers);
     let mcp_place = McpPlace {
         manifest_dir: &loaded.dir,
         run_base: &mcp_run_base,
@@ -438,6 +326,7 @@ pub fn boot_with(
                 harness: harness_cell.clone(),
                 authority: authority.clone(),
                 submanifests: submanifests.clone(),
+                boot: Arc::new(boot_loaded),
             };
             Some(Arc::new(SpawnSubagentTool::new(tool_env, spawn)) as Arc<dyn crate::tools::Tool>)
         } else {

@@ -5,6 +5,8 @@
 
 mod harness;
 mod install;
+mod layer;
+mod servers;
 mod shipped;
 mod tool;
 mod tree;
@@ -19,6 +21,8 @@ use serde_json::{json, Value as Json};
 
 pub use harness::ProviderHarness;
 pub use install::{install, InstallOptions, Installed};
+pub use layer::ProviderLayers;
+pub use servers::{mcp_provider, resolve_mcp_tools, server_run_base, McpPlace, McpServers};
 pub use shipped::{group_sources, resolve_shipped, shipped_sources, shipped_states};
 pub use tool::McpTool;
 pub use tree::tree_hash;

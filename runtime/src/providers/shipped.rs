@@ -14,8 +14,7 @@ use loom_kernel::{
 use crate::load::Loaded;
 use loom_kernel::{McpResolution, ShippedSource, ShippedState};
 
-use crate::boot::mcp::McpServers;
-use crate::providers::McpTool;
+use super::{McpServers, McpTool};
 use crate::session::{manifest_skills, SkillsEnv};
 
 use super::{read_lock, resolve_as, start, state_of, ProviderPlace};

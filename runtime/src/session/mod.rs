@@ -17,7 +17,6 @@ mod compactor;
 mod file;
 mod history;
 mod memory;
-mod provider;
 mod skills;
 
 use std::collections::BTreeSet;
@@ -388,8 +387,15 @@ pub struct SessionPlace {
     pub parent_history: Option<Vec<SessionUpdate>>,
     /// What the skills layer needs to find and compile skills.
     pub skills: SkillsEnv,
-    /// Started providers whose session layers the chain may use, by `[providers]` handle.
-    pub providers: std::collections::BTreeMap<String, std::sync::Arc<crate::mcp::McpServer>>,
+    /// Layers contributed from outside the chain (a started provider's session layers), by `[providers]` handle.
+    pub providers: std::collections::BTreeMap<String, Arc<dyn LayerSource>>,
+}
+
+/// Where the chain gets a layer it does not build itself: a `[session]` entry naming a `[providers]` handle.
+pub trait LayerSource: Send + Sync + std::fmt::Debug {
+    /// The layer `layer` (the spec's `layer` key; `None`: the source's first) storing the session `session` (the
+    /// agent's storage id).
+    fn layer(&self, layer: Option<&str>, session: &str) -> Result<Box<dyn Layer>, SessionError>;
 }
 
 /// Where a `file` layer keeps its log: its `path` (relative to the manifest's directory), else `session.jsonl` in
@@ -493,11 +499,8 @@ pub fn build_chain_with(
                     .file_name()
                     .map(|n| n.to_string_lossy().into_owned())
                     .unwrap_or_default();
-                Box::new(provider::ProviderLayer::new(
-                    place.providers[other].clone(),
-                    spec.config.get("layer").and_then(toml::Value::as_str),
-                    &session,
-                )?)
+                place.providers[other]
+                    .layer(spec.config.get("layer").and_then(toml::Value::as_str), &session)?
             }
             other => {
                 return Err(SessionError::Config(format!(

@@ -11,7 +11,6 @@ mod find;
 mod output;
 mod paths;
 mod read_file;
-mod spawn_subagent;
 mod web_search;
 mod write_file;
 
@@ -32,7 +31,6 @@ pub use find::{glob_match, FindTool};
 pub use output::{OutputBuffer, Snapshot};
 pub use paths::{resolve_path, PathMode};
 pub use read_file::ReadFileTool;
-pub use spawn_subagent::{HarnessCell, Lineage, SpawnEnv, SpawnSubagentTool};
 pub use web_search::{WebSearchTool, BRAVE_ENDPOINT, BRAVE_SEARCH_API_KEY};
 pub use write_file::WriteFileTool;
 

@@ -1,13 +1,14 @@
-//! The MCP servers and external providers of one boot: which `[providers]` table a tool entry's provider names,
-//! where each server runs (a private directory under the agent's storage, never the agent's working directory),
-//! one started server per handle, and the audit's resolution of every MCP tool instance without a model call.
+//! The MCP servers and external provider processes of one agent: which `[providers]` table a tool entry's provider
+//! names, where each server runs (a private directory under the agent's storage, never the agent's working
+//! directory), one started server per handle, and the audit's resolution of every MCP tool instance without a model
+//! call.
 
 use std::sync::Arc;
 
 use loom_kernel::McpResolution;
 use loom_mcp::{server_config, Dialect, Launch, McpServer};
 
-use crate::providers::McpTool;
+use super::McpTool;
 
 /// The `mcp-server` table behind a tool entry's provider, with the handle it is known by: a `[providers]` handle,
 /// or an inline table's label (inline tables dedup by value: equal tables share one server). `None` when the
@@ -185,15 +186,15 @@ pub fn resolve_mcp_tools(
     let run_base = server_run_base(&storage);
     for g in &grants {
         // an external provider: resolved from its pinned install, never from its source
-        if let Some(ext) = crate::providers::provider_source(m, &g.provider) {
-            let place = crate::providers::ProviderPlace {
+        if let Some(ext) = super::provider_source(m, &g.provider) {
+            let place = super::ProviderPlace {
                 cwd,
                 env: &env,
                 storage: &storage,
             };
             let resolved = servers
                 .get_or_start_with(ext.handle, || {
-                    crate::providers::resolve_and_start(&loaded.dir, &ext, &place)
+                    super::resolve_and_start(&loaded.dir, &ext, &place)
                 })
                 .and_then(|server| McpTool::new(&g.instance, &g.underlying, &g.grant, server))
                 .map(|tool| McpResolution {

@@ -11,7 +11,7 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::secrets::Secret;
+use loom_protocol::Secret;
 
 /// How long one lookup may take (a locked keyring that prompts, a hung D-Bus).
 const LOOKUP_TIMEOUT: Duration = Duration::from_secs(5);

@@ -10,7 +10,9 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use crate::secrets::{read_secrets_file, Secret, SecretsFileError};
+use loom_protocol::Secret;
+
+use super::file::{read_secrets_file, SecretsFileError};
 
 /// The variable that names the directory.
 pub const SECRETS_DIR_VAR: &str = "LOOM_SECRETS_DIR";

@@ -18,31 +18,16 @@ use loom_kernel::{
     Row, Value, MAX_DEPTH,
 };
 
-use super::{check_fields, str_field, Prepared, Tool, ToolCtx, ToolEnv, ToolOutput};
-use crate::boot::{boot_loaded, BootOptions};
-use crate::harness::Harness;
+use super::options::{BootFn, BootOptions, HarnessCell, Lineage};
 use crate::load::{env_map, load_manifest, Loaded};
 use crate::model::ToolSpec;
+use crate::tools::{
+    check_fields, str_field, Prepared, Progress, Tool, ToolCtx, ToolEnv, ToolOutput,
+};
 use crate::update::{SessionUpdate, ToolKind};
 use crate::Capacity;
 
 const UNDERLYING: &str = "spawn_subagent";
-
-/// What a spawned sub-agent inherits from the agent that spawns it.
-#[derive(Clone, Default)]
-pub struct Lineage {
-    /// How many agents above this one spawned it (0: a root agent).
-    pub depth: usize,
-    /// The parent's history at spawn time, for a `fork-of-parent` session layer (`None` for a root agent).
-    pub parent_history: Option<Vec<SessionUpdate>>,
-    /// The parent's harness and `maxTurnRequests`, for a `small-model-of-parent` harness (`None` for a root agent).
-    pub parent_harness: Option<(Arc<dyn Harness>, u32)>,
-    /// The authority files of every agent above this one: kept out of this agent's reach too.
-    pub authority: Authority,
-}
-
-/// The parent's harness, set once boot has built it (tools are built first).
-pub type HarnessCell = Arc<std::sync::OnceLock<(Arc<dyn Harness>, u32)>>;
 
 /// What the tool needs to boot sub-agents: the parent's manifest and the options it booted with.
 #[derive(Clone)]
@@ -59,6 +44,8 @@ pub struct SpawnEnv {
     pub authority: Arc<Authority>,
     /// The sha-256 of each sub-manifest file as it was at the parent's boot: a file that changed since is refused.
     pub submanifests: Arc<BTreeMap<PathBuf, [u8; 32]>>,
+    /// How a sub-agent boots (boot passes its own entry point).
+    pub boot: BootFn,
 }
 
 /// One sub-agent the grant allows.
@@ -285,7 +272,7 @@ async fn run(
         parent_harness: spawn.harness.get().cloned(),
         authority: (*spawn.authority).clone(),
     };
-    let booted = match boot_loaded(Arc::new(child), opts) {
+    let booted = match (spawn.boot)(Arc::new(child), opts) {
         Ok(b) => b,
         Err(e) => {
             return ToolOutput::error(format!("{tool}: the sub-agent {name:?} did not boot: {e}"))
@@ -300,7 +287,7 @@ async fn run(
         while let Some(u) = sub.recv().await {
             if let SessionUpdate::AgentMessageChunk(c) = &u {
                 text.push_str(c.content.as_text());
-                progress(super::Progress {
+                progress(Progress {
                     content: tail(&text, 4096).to_string(),
                     raw_output: None,
                     terminal: None,
@@ -461,6 +448,7 @@ fn fork_snapshot(history: &[SessionUpdate]) -> Vec<SessionUpdate> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::boot::boot_loaded;
 
     fn manifest(text: &str) -> Manifest {
         loom_kernel::parse_manifest(text, "agent.toml", &Default::default()).unwrap()

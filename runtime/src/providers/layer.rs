@@ -7,9 +7,24 @@ use std::sync::Arc;
 
 use serde_json::{json, Value as Json};
 
-use super::{Layer, SessionError};
-use crate::mcp::McpServer;
+use loom_mcp::McpServer;
+
+use crate::session::{Layer, LayerSource, SessionError};
 use crate::update::SessionUpdate;
+
+/// The session layers a started provider offers, for the chain to build by name.
+#[derive(Debug)]
+pub struct ProviderLayers(pub Arc<McpServer>);
+
+impl LayerSource for ProviderLayers {
+    fn layer(&self, layer: Option<&str>, session: &str) -> Result<Box<dyn Layer>, SessionError> {
+        Ok(Box::new(ProviderLayer::new(
+            self.0.clone(),
+            layer,
+            session,
+        )?))
+    }
+}
 
 /// A provider's storage layer.
 pub struct ProviderLayer {
@@ -37,7 +52,7 @@ impl ProviderLayer {
         session: &str,
     ) -> Result<ProviderLayer, SessionError> {
         let handle = server.handle.clone();
-        let chosen = crate::providers::pick_contribution(&server, "sessions", layer, "layer")
+        let chosen = super::pick_contribution(&server, "sessions", layer, "layer")
             .map_err(|e| SessionError::Config(format!("session: {e}")))?;
         Ok(ProviderLayer {
             handle,

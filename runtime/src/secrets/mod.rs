@@ -1,25 +1,28 @@
 //! Secrets: a chain of stores, the user's own first — the caller's store (the SDK), the environment (`NAME`,
 //! `LOOM_NAME`, and the upper-cased `-`/`.` → `_` forms), the engine's directory of secret files (`LOOM_SECRETS_DIR`,
-//! [`crate::secret_dir`]), the OS keychain, the user secrets file
+//! [`dir`]), the OS keychain, the user secrets file
 //! (`$XDG_CONFIG_HOME/loom/secrets.toml`, else `~/.config/loom/secrets.toml`), and last the project's `.loom-secrets`
 //! next to the manifest. The first hit wins, so a file inside a project (which a repository or the agent can write)
 //! never overrides a value the user set. A `.loom-secrets` in the working directory (when it is not the manifest's
 //! directory) is never read: [`SecretChain::notices`] says so. A secrets file is read only when it is a regular file
-//! of at most [`MAX_SECRETS_FILE_BYTES`] (a FIFO, a device or a socket is refused without blocking; the project file
+//! of at most [`MAX_SECRETS_FILE_BYTES`](file::MAX_SECRETS_FILE_BYTES) (a FIFO, a device or a socket is refused without blocking; the project file
 //! may not be a symbolic link). A [`Secret`] never prints its value (`Debug` and `Display` are redacted), so it
 //! cannot reach a log, an update or an error by accident.
 
 use std::collections::BTreeMap;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
+mod dir;
+mod file;
+mod keychain;
+
+pub use file::SecretsFileError;
 pub use loom_protocol::Secret;
+
+use file::{parse_dotfile, parse_toml_file, read_secrets_file};
 
 /// The name of the project secrets file, next to the manifest.
 pub const PROJECT_SECRETS_FILE: &str = ".loom-secrets";
-
-/// The largest secrets file loom reads.
-pub const MAX_SECRETS_FILE_BYTES: u64 = 1 << 20;
 
 impl loom_protocol::SecretLookup for SecretChain {
     fn lookup(&self, name: &str) -> Option<Secret> {
@@ -54,7 +57,7 @@ pub struct SecretChain {
     dir: Option<(PathBuf, BTreeMap<String, Secret>)>,
     /// The OS keychain (feature `keychain`), asked after the environment and the engine's directory and before the
     /// files.
-    keychain: Option<crate::keychain::Keychain>,
+    keychain: Option<keychain::Keychain>,
     /// Where the user secrets file is (`None`: neither `XDG_CONFIG_HOME` nor `HOME` is an absolute path).
     user_path: Option<PathBuf>,
     /// The user secrets file, when it exists.
@@ -63,16 +66,6 @@ pub struct SecretChain {
     project: Option<(PathBuf, BTreeMap<String, Secret>)>,
     /// A `.loom-secrets` in the working directory that was not read.
     ignored: Option<PathBuf>,
-}
-
-/// Why a secrets file could not be read.
-#[derive(Debug, thiserror::Error)]
-#[error("{path}: {reason}")]
-pub struct SecretsFileError {
-    /// The file.
-    pub path: String,
-    /// What was wrong (never a value).
-    pub reason: String,
 }
 
 /// The name variants looked up in the environment for `name` (the kernel's rule: each of them carries the secret).
@@ -101,7 +94,7 @@ pub fn user_secrets_path(env: &BTreeMap<String, String>) -> Option<PathBuf> {
 /// read, so it is not listed.)
 pub fn secret_store_paths(manifest_dir: &Path, env: &BTreeMap<String, String>) -> Vec<PathBuf> {
     // the engine's directory of secret files (as named: its links resolve inside it)
-    let dir = crate::secret_dir::secrets_dir(env).ok().flatten();
+    let dir = dir::secrets_dir(env).ok().flatten();
     dir.into_iter()
         .chain(user_secrets_path(env))
         .chain(std::iter::once(manifest_dir.join(PROJECT_SECRETS_FILE)))
@@ -125,8 +118,8 @@ impl SecretChain {
                 user = Some((p.clone(), parse_toml_file(p, &text)?));
             }
         }
-        let dir = match crate::secret_dir::secrets_dir(env)? {
-            Some(d) => Some((d.clone(), crate::secret_dir::read_secrets_dir(&d)?)),
+        let dir = match dir::secrets_dir(env)? {
+            Some(d) => Some((d.clone(), dir::read_secrets_dir(&d)?)),
             None => None,
         };
         let project_path = manifest_dir.join(PROJECT_SECRETS_FILE);
@@ -143,7 +136,7 @@ impl SecretChain {
             env: env.clone(),
             dir,
             keychain: cfg!(feature = "keychain")
-                .then(|| crate::keychain::Keychain::on_path(env.get("PATH").map(String::as_str))),
+                .then(|| keychain::Keychain::on_path(env.get("PATH").map(String::as_str))),
             user_path,
             user,
             project,
@@ -330,135 +323,9 @@ fn same_dir(a: &Path, b: &Path) -> bool {
     }
 }
 
-/// Reads the secrets file `p` if it exists: without blocking on a FIFO, a device or a socket (opened non-blocking,
-/// then only a regular file is read), without following a final symbolic link unless `follow`, and at most
-/// [`MAX_SECRETS_FILE_BYTES`]. An error names the file and the fix, never a value.
-pub(crate) fn read_secrets_file(
-    p: &Path,
-    follow: bool,
-) -> Result<Option<String>, SecretsFileError> {
-    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
-    let err = |reason: String| SecretsFileError {
-        path: p.display().to_string(),
-        reason,
-    };
-    let mut flags = libc::O_NONBLOCK | libc::O_NOCTTY;
-    if !follow {
-        flags |= libc::O_NOFOLLOW;
-    }
-    let file = match std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(flags)
-        .open(p)
-    {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) if e.raw_os_error() == Some(libc::ELOOP) && !follow => {
-            return Err(err(
-                "is a symbolic link; loom reads a project secrets file only as a regular file: replace the link \
-                 with the file, or better, move the secrets to your user secrets file"
-                    .into(),
-            ))
-        }
-        Err(e) => return Err(err(format!("cannot be opened: {e}"))),
-    };
-    let meta = file
-        .metadata()
-        .map_err(|e| err(format!("cannot be inspected: {e}")))?;
-    let ft = meta.file_type();
-    if !ft.is_file() {
-        let kind = if ft.is_fifo() {
-            "a FIFO (named pipe)"
-        } else if ft.is_socket() {
-            "a socket"
-        } else if ft.is_char_device() || ft.is_block_device() {
-            "a device"
-        } else if ft.is_dir() {
-            "a directory"
-        } else {
-            "not a regular file"
-        };
-        return Err(err(format!(
-            "is {kind}; a secrets file must be a regular file: remove it and write the secrets into a plain file"
-        )));
-    }
-    if meta.len() > MAX_SECRETS_FILE_BYTES {
-        return Err(err(format!(
-            "is {} bytes; a secrets file may hold at most {MAX_SECRETS_FILE_BYTES} bytes",
-            meta.len()
-        )));
-    }
-    let mut bytes = Vec::new();
-    file.take(MAX_SECRETS_FILE_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| err(format!("cannot be read: {e}")))?;
-    if bytes.len() as u64 > MAX_SECRETS_FILE_BYTES {
-        return Err(err(format!(
-            "grew past {MAX_SECRETS_FILE_BYTES} bytes while being read; a secrets file may hold at most that"
-        )));
-    }
-    String::from_utf8(bytes)
-        .map(Some)
-        .map_err(|_| err("is not UTF-8 text".into()))
-}
-
-/// Parses a `.loom-secrets` file: `KEY=value` lines (`#` comments, optional `export `, optional quotes) or a JSON
-/// object of strings.
-fn parse_dotfile(p: &Path, text: &str) -> Result<BTreeMap<String, Secret>, SecretsFileError> {
-    let err = |reason: String| SecretsFileError {
-        path: p.display().to_string(),
-        reason,
-    };
-    if text.trim_start().starts_with('{') {
-        let v: BTreeMap<String, serde_json::Value> =
-            serde_json::from_str(text).map_err(|_| err("not a JSON object of strings".into()))?;
-        return v
-            .into_iter()
-            .map(|(k, v)| match v {
-                serde_json::Value::String(s) => Ok((k, Secret::new(s))),
-                _ => Err(err(format!("{k}: the value must be a string"))),
-            })
-            .collect();
-    }
-    let mut out = BTreeMap::new();
-    for (i, line) in text.lines().enumerate() {
-        let line = line.trim();
-        if line.is_empty() || line.starts_with('#') {
-            continue;
-        }
-        let line = line.strip_prefix("export ").unwrap_or(line);
-        let Some((k, v)) = line.split_once('=') else {
-            // the line may hold a value: never echo it
-            return Err(err(format!("line {}: expected KEY=value", i + 1)));
-        };
-        let v = v.trim();
-        let v = v
-            .strip_prefix('"')
-            .and_then(|x| x.strip_suffix('"'))
-            .or_else(|| v.strip_prefix('\'').and_then(|x| x.strip_suffix('\'')))
-            .unwrap_or(v);
-        out.insert(k.trim().to_string(), Secret::new(v));
-    }
-    Ok(out)
-}
-
-fn parse_toml_file(p: &Path, text: &str) -> Result<BTreeMap<String, Secret>, SecretsFileError> {
-    let err = |reason: String| SecretsFileError {
-        path: p.display().to_string(),
-        reason,
-    };
-    let t: toml::Table =
-        toml::from_str(text).map_err(|_| err("not valid TOML (KEY = \"value\" lines)".into()))?;
-    t.into_iter()
-        .map(|(k, v)| match v {
-            toml::Value::String(s) => Ok((k, Secret::new(s))),
-            _ => Err(err(format!("{k}: the value must be a string"))),
-        })
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
+    use super::file::MAX_SECRETS_FILE_BYTES;
     use super::*;
 
     fn user_file(dir: &Path, text: &str) {

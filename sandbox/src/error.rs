@@ -1,0 +1,66 @@
+//! Why a confined spawn failed ([`SpawnError`]), and the one raw helper every stage of a spawn shares: a pipe whose
+//! ends close on exec.
+
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::path::PathBuf;
+
+use crate::bwrap::BwrapError;
+
+/// Why a command could not be run confined. Nothing ran when this is returned.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SpawnError {
+    /// The chosen tier cannot express the profile.
+    #[error("sandbox tier {tier} cannot enforce grant {grant}: {why}")]
+    Inexpressible {
+        /// The tier.
+        tier: &'static str,
+        /// The grant row.
+        grant: String,
+        /// What it cannot do, and the fix.
+        why: String,
+    },
+    /// A root changed between building the profile and spawning (for example a symlink was planted).
+    #[error("grant {grant}: {path} changed before the sandbox started ({why}); nothing ran")]
+    RootChanged {
+        /// The grant row.
+        grant: String,
+        /// The root.
+        path: PathBuf,
+        /// What happened.
+        why: String,
+    },
+    /// bwrap argument construction failed.
+    #[error(transparent)]
+    Bwrap(#[from] BwrapError),
+    /// The inner stage refused or failed before exec.
+    #[error("sandbox setup failed: {0}")]
+    Setup(String),
+    /// The command does not exist inside the sandbox.
+    #[error("command not found inside the sandbox: {0} (the sandbox sees the system directories and the granted roots; check PATH and the grant's paths)")]
+    NotFound(String),
+    /// An operating-system error while spawning.
+    #[error("cannot start the sandbox: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+impl SpawnError {
+    /// The exit code `loom sandbox run` uses for this error (127 for a missing command, else 1).
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            SpawnError::NotFound(_) => 127,
+            _ => 1,
+        }
+    }
+}
+
+/// A pipe, both ends close-on-exec.
+pub(crate) fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0; 2];
+    // SAFETY: `fds` has room for two descriptors.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: both descriptors were just created and are owned by nobody else.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
