@@ -1,4 +1,5 @@
 //! The `loom` binary: argument parsing and rendering only. Every decision comes from loom-kernel.
+#![forbid(unsafe_code)]
 
 mod cmd;
 mod exit;

@@ -1,7 +1,7 @@
 //! # loom-engine: the local model engine process
 //!
 //! `loom` runs `[harness] provider = "local"` by starting this program (`loom-engine`, installed next to `loom`) and
-//! speaking `loom_local::protocol` with it: one JSON object per line on stdin and stdout. It loads one GGUF model
+//! speaking `loom_engine_protocol` with it: one JSON object per line on stdin and stdout. It loads one GGUF model
 //! with llama.cpp, then runs generation jobs one at a time, keeping the KV cache between them, and exits when its
 //! stdin ends. Keeping llama.cpp in a process of its own means the C++ code that parses model files never shares an
 //! address space with loom's policy decisions, secrets or sessions, and a `loom` that runs no local model never
@@ -12,6 +12,7 @@
 //! the text proposes. Write anywhere but its stdout (the protocol) and stderr (diagnostics). Read anything but the
 //! model file it is told to load.
 
+#![forbid(unsafe_code)]
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 mod model;
@@ -20,7 +21,7 @@ use std::collections::BTreeSet;
 use std::io::{BufRead, Write};
 use std::sync::{Arc, Mutex};
 
-use loom_local::protocol::{line, EngineError, Reply, Request};
+use loom_engine_protocol::{line, EngineError, Reply, Request};
 
 pub use model::{Job, Model};
 
@@ -153,7 +154,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let bad = dir.path().join("bad.gguf");
         std::fs::write(&bad, b"GGUF but not really a model").unwrap();
-        let load = line(&Request::Load(loom_local::EngineOptions {
+        let load = line(&Request::Load(loom_engine_protocol::EngineOptions {
             model: bad,
             label: "bad".into(),
             threads: 1,

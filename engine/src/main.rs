@@ -1,4 +1,5 @@
 //! `loom-engine`: the local model engine process that the `local` harness starts (see the crate's documentation).
+#![forbid(unsafe_code)]
 
 fn main() {
     std::process::exit(loom_engine::serve(

@@ -19,8 +19,8 @@ use llama_cpp_2::token::data::LlamaTokenData;
 use llama_cpp_2::token::data_array::LlamaTokenDataArray;
 use llama_cpp_2::token::LlamaToken;
 
-use loom_local::protocol::{EngineError, EngineOptions, JobEvent, JobSpec};
-use loom_local::ROOT;
+use loom_engine_protocol::ROOT;
+use loom_engine_protocol::{EngineError, EngineOptions, JobEvent, JobSpec};
 
 /// One generation job inside the engine.
 pub struct Job {

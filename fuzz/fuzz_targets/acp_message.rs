@@ -5,7 +5,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use loom_runtime::fuzzing::{acp_classify, acp_prompt_text, Incoming};
+use loom_acp::fuzzing::{acp_classify, acp_prompt_text, Incoming};
 
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else {

@@ -28,13 +28,13 @@
 //! );
 //! ```
 
+#![forbid(unsafe_code)]
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 mod catalog;
 mod grammar;
 mod install;
 mod process;
-pub mod protocol;
 mod verify;
 
 pub use catalog::{known_model, KnownModel, Part, DEFAULT_MODEL, KNOWN_MODELS};
@@ -43,6 +43,8 @@ pub use grammar::{
     ROOT,
 };
 pub use install::{install, installed_path, is_installed, stderr_progress, InstallError, Progress};
+/// What loom and the engine process say to each other (the `loom-engine-protocol` crate).
+pub use loom_engine_protocol as protocol;
 pub use process::{engine_program, Engine, Job, ENGINE_PROGRAM, ENGINE_VAR};
 pub use protocol::{EngineError, EngineOptions, JobEvent, JobSpec, Sampling};
 /// A GBNF recogniser for tests: checks a generated grammar against texts without a model.

@@ -44,7 +44,6 @@
 #![warn(missing_docs)]
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
-mod acp;
 mod agent;
 mod approvals;
 mod authority;
@@ -64,23 +63,15 @@ mod sdk;
 mod secrets;
 mod session;
 mod storage;
-mod tools;
 
 use loom_harness as harness;
 use loom_mcp as mcp;
 use loom_protocol::{bus, model, update};
+use loom_tools as tools;
 
 #[cfg(test)]
 mod tests;
 
-pub use acp::{serve, serve_stdio, AcpError, ACP_PROTOCOL_VERSION};
-/// The ACP wire parsers, for the cargo-fuzz targets in `fuzz/` only: not a stable API.
-#[doc(hidden)]
-pub mod fuzzing {
-    pub use crate::acp::wire::{
-        classify as acp_classify, prompt_text as acp_prompt_text, Incoming,
-    };
-}
 pub use agent::{
     Agent, AgentParts, AskAnswer, Asker, Explanation, PermissionAsk, Preamble, ToolSlot,
     TurnOutcome,
@@ -158,11 +149,12 @@ pub use secrets::{
 };
 pub use session::bundled_skills;
 pub use session::{
-    build_chain, to_messages, Chain, Clock, CompactCtx, CompactMode, CompactingConfig,
-    CompactingLayer, Compaction, Compactor, FileLayer, HeuristicCompactor, Layer, MemoryLayer,
-    ModelCompactor, SessionError, SessionPlace, SummaryError, SystemClock, CHARS_PER_TOKEN,
-    COMPACTION_TURN_BIT, DEFAULT_COMPACTOR_SYSTEM, DEFAULT_INSTRUCTION, DEFAULT_KEEP,
-    DEFAULT_THRESHOLD, PAUSE_AFTER_FAILURE, STATE_FILE, SUMMARY_HEADER, SUMMARY_ID_PREFIX,
+    build_chain, resumable_log, to_messages, Chain, Clock, CompactCtx, CompactMode,
+    CompactingConfig, CompactingLayer, Compaction, Compactor, FileLayer, HeuristicCompactor, Layer,
+    MemoryLayer, ModelCompactor, SessionError, SessionPlace, SummaryError, SystemClock,
+    CHARS_PER_TOKEN, COMPACTION_TURN_BIT, DEFAULT_COMPACTOR_SYSTEM, DEFAULT_INSTRUCTION,
+    DEFAULT_KEEP, DEFAULT_THRESHOLD, PAUSE_AFTER_FAILURE, STATE_FILE, SUMMARY_HEADER,
+    SUMMARY_ID_PREFIX,
 };
 pub use session::{
     discover, discover_tagged, layer_roots, load_skill, manifest_skills, session_group,
@@ -174,9 +166,10 @@ pub use storage::{
     data_home, ensure_storage, models_dir, run_id, storage_dir, RunIdError, OWNER_FILE,
 };
 pub use tools::{
-    apply_edits, builtin_tool, glob_match, resolve_path, BashTool, EditError, EditFileTool,
-    FindTool, OutputBuffer, PathMode, Prepared, Progress, ProgressFn, ReadFileTool, SandboxEnv,
-    Snapshot, Tool, ToolCtx, ToolEnv, ToolOutput, WriteFileTool, IMPLEMENTED,
+    apply_edits, builtin_tool, glob_match, resolve_path, BashTool, ClientFs, ClientTerminals,
+    EditError, EditFileTool, FindTool, OutputBuffer, PathMode, Prepared, Progress, ProgressFn,
+    ReadFileTool, SandboxEnv, Snapshot, Tool, ToolCtx, ToolEnv, ToolOutput, WriteFileTool,
+    IMPLEMENTED,
 };
 pub use tools::{WebSearchTool, BRAVE_ENDPOINT, BRAVE_SEARCH_API_KEY};
 pub use update::{

@@ -6,7 +6,8 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use loom_runtime::{serve_stdio, BootOptions};
+use loom_acp::serve_stdio;
+use loom_runtime::BootOptions;
 
 use crate::exit;
 use crate::output::fail;

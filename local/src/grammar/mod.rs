@@ -13,8 +13,7 @@ use std::fmt::Write as _;
 
 use serde_json::Value;
 
-/// The name of the grammar's start rule.
-pub const ROOT: &str = "root";
+pub use loom_engine_protocol::ROOT;
 
 /// Why a tool's schema has no grammar.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -4,7 +4,7 @@
 
 use serde_json::{json, Map, Value};
 
-use crate::update::{SessionUpdate, TurnStop};
+use loom_protocol::update::{SessionUpdate, TurnStop};
 
 /// The ACP protocol version this server speaks.
 pub const ACP_PROTOCOL_VERSION: u64 = 1;
@@ -195,7 +195,7 @@ pub fn replay_update(session_id: &str, update: &SessionUpdate) -> Option<Value> 
         SessionUpdate::ToolCallUpdate(u) => {
             let mut u = u.clone();
             if let Some(c) = u.content.as_mut() {
-                c.retain(|c| !matches!(c, crate::update::ToolCallContent::Terminal { .. }));
+                c.retain(|c| !matches!(c, loom_protocol::update::ToolCallContent::Terminal { .. }));
             }
             session_update(session_id, &SessionUpdate::ToolCallUpdate(u))
         }

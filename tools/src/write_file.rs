@@ -12,8 +12,8 @@ use super::{
     bool_field, check_fields, resolve_path, str_field, PathMode, Prepared, Tool, ToolEnv,
     ToolOutput,
 };
-use crate::model::ToolSpec;
-use crate::update::{Location, ToolCallContent, ToolKind};
+use loom_protocol::model::ToolSpec;
+use loom_protocol::update::{Location, ToolCallContent, ToolKind};
 
 /// The `write_file` tool.
 #[derive(Debug)]
@@ -196,7 +196,7 @@ fn write(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tools::testutil::{call, call_after, env};
+    use crate::testutil::{call, call_after, env};
     use loom_kernel::AlgebraKind;
 
     #[tokio::test]
@@ -304,7 +304,7 @@ mod tests {
         )
         .await;
         assert!(!ok.is_error, "{}", ok.text);
-        let r = crate::tools::ReadFileTool { env: e.clone() };
+        let r = crate::ReadFileTool { env: e.clone() };
         let read = call(&r, AlgebraKind::Files, &e, json!({"path": "a.txt"})).await;
         assert_eq!((read.text.as_str(), read.is_error), ("new", false));
         // a granted directory that does not exist yet is created with create_dirs

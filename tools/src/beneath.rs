@@ -28,7 +28,7 @@ use tokio_util::sync::CancellationToken;
 
 /// A decided path split at the grant root it falls under.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Target {
+pub struct Target {
     /// The grant root (canonical, absolute).
     pub root: PathBuf,
     /// The rest of the path below it: plain names only (empty for the root itself).
@@ -290,12 +290,12 @@ fn not_regular(t: FileType) -> String {
 }
 
 /// The size in bytes `fstat` gave.
-pub(crate) fn size_of(st: &Stat) -> u64 {
+pub fn size_of(st: &Stat) -> u64 {
     u64::try_from(st.st_size).unwrap_or(0)
 }
 
 /// Opens the existing regular file `target` for reading, beneath its root, non-blocking.
-pub(crate) fn open_read(target: &Target, dir_hint: &str) -> Result<(File, Stat), String> {
+pub fn open_read(target: &Target, dir_hint: &str) -> Result<(File, Stat), String> {
     let root = target.open_root()?;
     let fd = open_beneath(
         root.as_fd(),
@@ -309,7 +309,7 @@ pub(crate) fn open_read(target: &Target, dir_hint: &str) -> Result<(File, Stat),
 }
 
 /// Reads at most `cap` bytes of `f` (one more, to tell that there is more).
-pub(crate) fn read_capped(f: &mut File, cap: u64) -> Result<Vec<u8>, String> {
+pub fn read_capped(f: &mut File, cap: u64) -> Result<Vec<u8>, String> {
     let mut bytes = Vec::new();
     Read::take(&mut *f, cap.saturating_add(1))
         .read_to_end(&mut bytes)
@@ -452,7 +452,7 @@ impl Place {
 /// side asks [`Gate::commit`] right before the step that changes the file. Exactly one of them wins, so a cancelled
 /// call either wrote everything or nothing, and says which.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct Gate(Arc<Mutex<Phase>>);
+pub struct Gate(Arc<Mutex<Phase>>);
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 enum Phase {
@@ -499,7 +499,7 @@ impl Gate {
 /// read is left behind (it holds only its own descriptors; its result is dropped) and the call ends at once with
 /// an error; a write guarded by `gate` is abandoned unless it has begun to commit, in which case its (short) commit
 /// is waited for so the result says what happened.
-pub(crate) async fn run_blocking<T: Send + 'static>(
+pub async fn run_blocking<T: Send + 'static>(
     cancel: &CancellationToken,
     gate: Option<&Gate>,
     f: impl FnOnce() -> Result<T, String> + Send + 'static,

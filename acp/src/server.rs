@@ -13,18 +13,18 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::wire::{
+use crate::wire::{
     check_config_value, classify, config_options, initialize_result, prompt_text, replay_update,
     reply, reply_error, request, session_update, stop_reason, str_param, Incoming, RpcError,
     INTERNAL_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR,
 };
-use crate::agent::{Agent, AskAnswer, Asker, PermissionAsk};
-use crate::boot::{boot_loaded, BootOptions};
-use crate::bus::Capacity;
-use crate::load::{env_map, Loaded};
-use crate::session::{resumable_log, FileLayer};
-use crate::storage::storage_dir;
-use crate::tools::{ClientFs, ClientTerminals};
+use loom_protocol::Capacity;
+use loom_runtime::storage_dir;
+use loom_runtime::{boot_loaded, BootOptions};
+use loom_runtime::{env_map, Loaded};
+use loom_runtime::{resumable_log, FileLayer};
+use loom_runtime::{Agent, AskAnswer, Asker, PermissionAsk};
+use loom_runtime::{ClientFs, ClientTerminals};
 
 /// The longest line read; a longer one is answered with a parse error and skipped.
 pub const MAX_LINE: usize = 16 << 20;

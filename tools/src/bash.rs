@@ -24,9 +24,9 @@ use super::{
     check_fields, resolve_path, str_field, ClientTerminals, PathMode, Prepared, Progress, Tool,
     ToolCtx, ToolEnv, ToolOutput,
 };
-use crate::model::ToolSpec;
-use crate::update::ToolCallContent;
-use crate::update::ToolKind;
+use loom_protocol::model::ToolSpec;
+use loom_protocol::update::ToolCallContent;
+use loom_protocol::update::ToolKind;
 
 /// The default timeout (30 s).
 pub const DEFAULT_TIMEOUT_MS: u64 = 30_000;
@@ -797,7 +797,7 @@ fn start(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tools::testutil::{call, env};
+    use crate::testutil::{call, env};
     use loom_kernel::AlgebraKind;
     use std::sync::Mutex;
 

@@ -11,9 +11,9 @@ use std::time::Duration;
 use loom_kernel::{CallFacts, Request, Row};
 
 use super::{check_fields, str_field, Prepared, Tool, ToolCtx, ToolEnv, ToolOutput};
-use crate::model::ToolSpec;
-use crate::secrets::Secret;
-use crate::update::ToolKind;
+use loom_protocol::model::ToolSpec;
+use loom_protocol::update::ToolKind;
+use loom_protocol::Secret;
 
 /// The secret the key is read from.
 pub const BRAVE_SEARCH_API_KEY: &str = "BRAVE_SEARCH_API_KEY";
@@ -302,7 +302,7 @@ fn section(out: &mut String, r: &serde_json::Value) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tools::testutil::{call, env};
+    use crate::testutil::{call, env};
     use loom_harness::fake_server::{FakeServer, Reply};
     use loom_kernel::AlgebraKind;
 

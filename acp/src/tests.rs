@@ -3,8 +3,8 @@
 
 use serde_json::{json, Value};
 
-use super::wire::*;
-use crate::update::{Chunk, Content, SessionUpdate, TurnStop};
+use crate::wire::*;
+use loom_protocol::update::{Chunk, Content, SessionUpdate, TurnStop};
 
 #[track_caller]
 fn invalid(line: &str, code: i64, id: Value, needle: &str) {
@@ -15,6 +15,17 @@ fn invalid(line: &str, code: i64, id: Value, needle: &str) {
         }
         other => panic!("{line}: expected an invalid message, got {other:?}"),
     }
+}
+
+#[test]
+fn a_notice_reaches_the_client_as_a_thought() {
+    // a notice (a compaction failure, a layer running reduced) is for the user, never part of the conversation: ACP
+    // has no frame for it, so the client sees it as a thought
+    let wire = session_update("s1", &SessionUpdate::notice("x")).unwrap();
+    assert_eq!(
+        wire["params"]["update"]["sessionUpdate"],
+        "agent_thought_chunk"
+    );
 }
 
 #[test]
@@ -107,7 +118,7 @@ fn replies_and_notifications_have_the_json_rpc_shape() {
         )
     );
     // frames and the echoed prompt stay off the wire
-    let frame = SessionUpdate::frame(crate::update::FrameKind::TurnStart, None, None);
+    let frame = SessionUpdate::frame(loom_protocol::update::FrameKind::TurnStart, None, None);
     assert_eq!(session_update("s1", &frame), None);
     let user = SessionUpdate::UserMessageChunk(Chunk {
         content: Content::text("go"),
@@ -148,21 +159,21 @@ fn a_replay_carries_the_users_messages_too() {
         message_id: None,
     });
     assert_eq!(replay_update("s", &agent), session_update("s", &agent));
-    let frame = SessionUpdate::frame(crate::update::FrameKind::TurnStart, None, None);
+    let frame = SessionUpdate::frame(loom_protocol::update::FrameKind::TurnStart, None, None);
     assert_eq!(replay_update("s", &frame), None);
     assert_eq!(
         initialize_result("test", true)["agentCapabilities"]["loadSession"],
         true
     );
     assert_eq!(
-        super::server::durable_id(std::path::Path::new("/d/session.jsonl")),
+        crate::server::durable_id(std::path::Path::new("/d/session.jsonl")),
         "file:/d/session.jsonl"
     );
 }
 
 #[test]
 fn session_new_and_load_params_are_checked() {
-    use super::server::session_cwd;
+    use crate::server::session_cwd;
     let ok = json!({"sessionId": "s", "cwd": "/w", "mcpServers": []});
     assert_eq!(session_cwd(&ok, "session/load").unwrap(), "/w");
     assert_eq!(
@@ -304,8 +315,8 @@ fn stop_reasons_map_to_acp() {
 /// The asker seam the server plugs into: what is asked, and what each answer does.
 #[test]
 fn allow_always_is_accepted_only_when_it_was_offered() {
-    use super::server::answer_of;
-    use crate::agent::AskAnswer;
+    use crate::server::answer_of;
+    use loom_runtime::AskAnswer;
     let picked = |id: &str| json!({"outcome": {"outcome": "selected", "optionId": id}});
     assert_eq!(
         answer_of(&picked("allow_always"), true),
@@ -336,13 +347,13 @@ mod asker {
     use loom_kernel::{AlgebraKind, Grant, PathCtx};
     use tokio_util::sync::CancellationToken;
 
-    use crate::agent::{Agent, AgentParts, AskAnswer, Asker, PermissionAsk, ToolSlot};
-    use crate::approvals::ApprovalStore;
-    use crate::bus::Capacity;
-    use crate::harness::TestHarness;
-    use crate::session::{Chain, MemoryLayer};
-    use crate::tools::{builtin_tool, SandboxEnv, ToolEnv};
-    use crate::update::{SessionUpdate, ToolStatus};
+    use loom_protocol::update::{SessionUpdate, ToolStatus};
+    use loom_protocol::Capacity;
+    use loom_runtime::ApprovalStore;
+    use loom_runtime::TestHarness;
+    use loom_runtime::{builtin_tool, SandboxEnv, ToolEnv};
+    use loom_runtime::{Agent, AgentParts, AskAnswer, Asker, PermissionAsk, ToolSlot};
+    use loom_runtime::{Chain, MemoryLayer};
 
     /// Answers every ask with `answer` and records what it was asked.
     struct Recorder {

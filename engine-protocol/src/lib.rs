@@ -1,11 +1,23 @@
-//! What loom and the model engine process (`loom-engine`) say to each other: one JSON object per line on the engine's
+//! # loom-engine-protocol: what loom and the model engine process (`loom-engine`) say to each other: one JSON object per line on the engine's
 //! stdin ([`Request`]) and stdout ([`Reply`]). The engine loads one model, then runs one job at a time, in the order
 //! they arrive; a job's events are [`Reply::Event`] lines and its end is one [`Reply::End`]. loom ends the engine by
 //! closing its stdin.
+//!
+//! A leaf crate both sides depend on, so the engine process links neither the model catalog nor the installer and
+//! loom links no llama.cpp.
+//!
+//! ## What this crate must never do
+//! Any I/O, or anything but the wire types and the one line format ([`line`]). No `unsafe`.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
+
+/// The name of the start rule of every grammar loom sends with a job.
+pub const ROOT: &str = "root";
 
 /// How to load a model.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

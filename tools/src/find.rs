@@ -12,8 +12,8 @@ use serde_json::{json, Value};
 
 use super::beneath::{explain, open_beneath, run_blocking, Target};
 use super::{check_fields, resolve_path, str_field, PathMode, Prepared, Tool, ToolEnv, ToolOutput};
-use crate::model::ToolSpec;
-use crate::update::{Location, ToolKind};
+use loom_protocol::model::ToolSpec;
+use loom_protocol::update::{Location, ToolKind};
 
 /// The default result limit.
 pub const DEFAULT_LIMIT: usize = 200;
@@ -279,7 +279,7 @@ fn walk(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tools::testutil::{call, env};
+    use crate::testutil::{call, env};
     use loom_kernel::AlgebraKind;
 
     #[test]
@@ -396,7 +396,7 @@ mod tests {
         std::fs::write(outside.path().join("hidden.rs"), "").unwrap();
         let en = env("find", work.path(), r#"{ paths = ["./"] }"#);
         let t = FindTool { env: en.clone() };
-        let out = crate::tools::testutil::call_after(
+        let out = crate::testutil::call_after(
             &t,
             AlgebraKind::Files,
             &en,

@@ -6,8 +6,8 @@ use serde_json::{json, Value};
 use super::beneath::{open_read, read_capped, size_of, Target};
 use super::client::read_text;
 use super::{check_fields, resolve_path, str_field, PathMode, Prepared, Tool, ToolEnv, ToolOutput};
-use crate::model::ToolSpec;
-use crate::update::{Location, ToolKind};
+use loom_protocol::model::ToolSpec;
+use loom_protocol::update::{Location, ToolKind};
 
 /// The largest file `read_file` returns (1 MiB).
 pub const MAX_READ_BYTES: u64 = 1024 * 1024;
@@ -107,7 +107,7 @@ fn read(target: &Target) -> Result<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tools::testutil::{call, call_after, env};
+    use crate::testutil::{call, call_after, env};
     use loom_kernel::AlgebraKind;
 
     #[tokio::test]

@@ -1,10 +1,24 @@
-//! Built-in tools. A tool never decides authority: [`Tool::prepare`] parses the input and gathers facts (the
+//! # loom-tools: the built-in tools
+//!
+//! A tool never decides authority: [`Tool::prepare`] parses the input and gathers facts (the
 //! canonical path a file tool would touch — symlinks resolved first —, the command line and working directory of a
 //! bash call) into a kernel [`Request`]; the turn loop asks the kernel; only an authorised call's
 //! [`Prepared::run`] is executed, with the kernel's [`Authorization`].
+//!
+//! ## Adding a tool
+//! A module here implementing [`Tool`], its name in [`IMPLEMENTED`] and in [`builtin_tool`], and its contract (the
+//! kinds it requires or may use) in the kernel, so `loom audit` shows it and the kernel decides each call on its
+//! actual arguments.
+//!
+//! ## What this crate must never do
+//! Decide authority (a tool gathers facts; the runtime's turn loop asks the kernel and runs only an authorised call),
+//! follow a link out of a granted root (file I/O goes through [`beneath`]), run a command outside the sandbox unless
+//! its grant is `"*"`, or put a secret into an output or an error.
+#![warn(missing_docs)]
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 mod bash;
-pub(crate) mod beneath;
+pub mod beneath;
 mod client;
 mod edit_file;
 mod find;
@@ -21,8 +35,8 @@ use futures::future::BoxFuture;
 use loom_kernel::{Authorization, CallFacts, Grant, PathCtx, Request};
 use tokio_util::sync::CancellationToken;
 
-use crate::model::ToolSpec;
-use crate::update::{Location, ToolCallContent, ToolKind};
+use loom_protocol::model::ToolSpec;
+use loom_protocol::update::{Location, ToolCallContent, ToolKind};
 
 pub use bash::{BashTool, SandboxEnv};
 pub use client::{ClientFs, ClientTerminals};
@@ -67,7 +81,7 @@ pub struct ToolCtx {
     /// Publishes progress to subscribers (never to the session).
     pub progress: ProgressFn,
     /// The agent's history when the call started, for tools that [`Tool::wants_history`] (`None` otherwise).
-    pub history: Option<Vec<crate::update::SessionUpdate>>,
+    pub history: Option<Vec<loom_protocol::update::SessionUpdate>>,
     /// The client that does file I/O for the file tools (an ACP client advertising `fs`; `None`: loom does it).
     pub client_fs: Option<Arc<dyn ClientFs>>,
     /// The client's terminals, where bash runs when the terminal form keeps its confinement (an ACP client
@@ -174,7 +188,7 @@ pub trait Tool: Send + Sync {
 }
 
 /// Reads a required string field.
-pub(crate) fn str_field<'a>(
+pub fn str_field<'a>(
     input: &'a serde_json::Value,
     tool: &str,
     key: &str,
@@ -196,11 +210,7 @@ pub(crate) fn bool_field(input: &serde_json::Value, tool: &str, key: &str) -> Re
 }
 
 /// Refuses an input that is not an object or has unknown fields.
-pub(crate) fn check_fields(
-    input: &serde_json::Value,
-    tool: &str,
-    known: &[&str],
-) -> Result<(), String> {
+pub fn check_fields(input: &serde_json::Value, tool: &str, known: &[&str]) -> Result<(), String> {
     let obj = input.as_object().ok_or_else(|| {
         format!(
             "{tool}: the input must be a JSON object with fields {}",
@@ -231,7 +241,7 @@ pub fn builtin_tool(underlying: &str, env: ToolEnv, sandbox: &SandboxEnv) -> Opt
 }
 
 #[cfg(test)]
-pub(crate) mod testutil {
+mod testutil {
     use super::*;
     use loom_kernel::{decide, AlgebraKind, Decision};
 

@@ -9,8 +9,8 @@ use super::client::{read_text, writer};
 use super::{
     check_fields, resolve_path, str_field, PathMode, Prepared, Tool, ToolCtx, ToolEnv, ToolOutput,
 };
-use crate::model::ToolSpec;
-use crate::update::{Location, ToolCallContent, ToolKind};
+use loom_protocol::model::ToolSpec;
+use loom_protocol::update::{Location, ToolCallContent, ToolKind};
 
 /// Why a set of edits cannot be applied. Nothing is written when this is returned.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -343,7 +343,7 @@ fn write_local(target: &Target, new: &str, gate: &Gate) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tools::testutil::{call, call_after, env};
+    use crate::testutil::{call, call_after, env};
     use loom_kernel::AlgebraKind;
 
     fn e(old: &str, new: &str) -> Edit {
