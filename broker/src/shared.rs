@@ -124,16 +124,7 @@ impl Shared {
     }
 }
 
-/// Kills process group `pid` and process `pid` with SIGKILL.
-pub(crate) fn kill_group(pid: i32) {
-    if pid > 0 {
-        // SAFETY: signalling a process group (and its leader) this broker started.
-        unsafe {
-            libc::kill(-pid, libc::SIGKILL);
-            libc::kill(pid, libc::SIGKILL);
-        }
-    }
-}
+pub(crate) use loom_sandbox::kill_group;
 
 /// Sets `name` in an environment list, replacing an existing entry.
 pub(crate) fn set_var(env: &mut Vec<(OsString, OsString)>, name: &str, value: OsString) {

@@ -16,6 +16,7 @@
 //! server any of loom's environment it was not given (a spawned server gets a scrubbed environment plus the
 //! secrets its table names), put a secret value into an error, or outlive its owner (dropping a server kills its
 //! whole process group). No manifest or storage knowledge: callers pass the table, the directories and the secrets.
+#![forbid(unsafe_code)]
 #![warn(missing_docs)]
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 

@@ -9,6 +9,7 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TrySendError
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use loom_sandbox::ProcessGroup;
 use serde_json::Value as Json;
 
 use super::wire::{parse_message, Frame, LineFramer};
@@ -279,11 +280,8 @@ impl Drop for StdioTransport {
 }
 
 fn kill_group(child: &mut Child) {
-    if let Ok(pid) = i32::try_from(child.id()) {
-        // SAFETY: killpg has no memory effects; the group is the child's own (process_group(0)).
-        unsafe {
-            libc::killpg(pid, libc::SIGKILL);
-        }
+    if let Some(group) = ProcessGroup::led_by(child.id()) {
+        group.kill();
     }
     let _ = child.kill();
     let _ = child.wait();

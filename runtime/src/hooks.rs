@@ -13,6 +13,7 @@ use std::time::Duration;
 use loom_kernel::{
     interpret_hook, Hook, HookAction, HookEvent, HookExit, HookRun, HookVerdict, Hooks,
 };
+use loom_sandbox::{exit_code, ProcessGroup};
 use serde_json::{json, Map, Value};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 
@@ -182,9 +183,8 @@ async fn run_command(
     };
     match tokio::time::timeout(timeout, work).await {
         Ok((stdout, stderr, status)) => {
-            use std::os::unix::process::ExitStatusExt;
             let exit = match status {
-                Ok(s) => HookExit::Code(s.code().unwrap_or_else(|| 128 + s.signal().unwrap_or(0))),
+                Ok(s) => HookExit::Code(exit_code(s)),
                 Err(e) => HookExit::Failed(format!("waiting for it failed: {e}")),
             };
             kill_group(pid);
@@ -212,11 +212,8 @@ fn no_output(exit: HookExit) -> HookRun {
 
 /// Kills what is left of a hook's process group (a background child must not outlive its hook).
 fn kill_group(pid: Option<u32>) {
-    if let Some(pid) = pid.and_then(|p| i32::try_from(p).ok()) {
-        // SAFETY: killpg has no memory effects; the group is the hook's own (process_group(0) made it its leader).
-        unsafe {
-            libc::killpg(pid, libc::SIGKILL);
-        }
+    if let Some(group) = pid.and_then(ProcessGroup::led_by) {
+        group.kill();
     }
 }
 

@@ -1,26 +1,27 @@
 //! # loom-runtime
 //!
-//! Everything that does I/O to run an agent: loading a manifest from disk, boot (ceiling, grants, the lattice law
-//! check, harness, session chain, tools, secrets), the turn loop, built-in tools, sessions, updates, per-agent
-//! storage and git baselines for the CI gate. It gathers facts and enforces the kernel's answers; it never decides
-//! authority on its own — every tool call goes through [`loom_kernel::decide`] before it runs.
+//! Running an agent: loading a manifest from disk, boot (ceiling, grants, the lattice law check, harness, session
+//! chain, tools, secrets), the turn loop, sessions, provider processes, hooks, approvals, per-agent storage, git
+//! baselines for the CI gate, the SDK, the REPL and `loom prompt`. It gathers facts and enforces the kernel's
+//! answers; it never decides authority on its own — every tool call goes through [`loom_kernel::decide`] before it
+//! runs. The vocabulary (messages, updates, the bus, the [`Harness`] trait) is `loom-protocol`'s, the vendors are
+//! `loom-harness`'s, the built-in tools `loom-tools`', the MCP client `loom-mcp`'s; this crate re-exports what its
+//! users need of them.
 //!
 //! ## Layout (one concept per module) and the seams later work plugs into
-//! - `model`: provider-neutral messages, [`ModelRequest`], streamed [`ModelEvent`]s.
-//! - `harness`: the [`Harness`] trait (one streamed request; object-safe; takes a cancellation token),
-//!   [`HarnessError`] classified for retry, [`build_harness`] (the registry of providers), and the scripted
-//!   [`TestHarness`]. HTTP providers are new modules here; the loop does not change.
-//! - `agent`: [`Agent`] and the turn loop; `retry` (policy + injectable [`Sleeper`]); the doom-loop guard is `loom_kernel::DoomGuard`.
-//! - `update` + `bus`: ACP-shaped [`SessionUpdate`]s with lifecycle frames, and bounded / lossless subscriptions.
+//! - `agent`: [`Agent`] and the turn loop; `retry` (policy + injectable [`Sleeper`]); the doom-loop guard is
+//!   `loom_kernel::DoomGuard`.
+//! - `boot`: manifest -> [`Agent`] ([`boot_with`]), what it takes and gives (`boot/options.rs`), and the sub-agent
+//!   tool, which boots a child through the entry point boot hands it.
 //! - `session`: the [`Layer`] trait, the [`Chain`], [`to_messages`] (stored events -> conversation), and the
-//!   `in-memory` / `file` / `compacting` layers; `compactor` holds the [`Compactor`] trait with the
+//!   `in-memory` / `file` / `compacting` / `skills` layers; `compactor` holds the [`Compactor`] trait with the
 //!   [`HeuristicCompactor`] and the [`ModelCompactor`]. The turn loop runs [`Chain::compact`] before each request
-//!   and once more, forced, on a context overflow (then retries the request once). New layers (skills) implement
-//!   [`Layer`] and register in [`build_chain`].
-//! - `tools`: the [`Tool`] trait (prepare = parse + gather facts; the loop asks the kernel; run = the effect) and
-//!   the built-ins; `secrets`: the [`SecretChain`]; `boot`: manifest -> [`Agent`]; `prompt`: `loom prompt`'s
-//!   blocking entry point; `acp`: `loom acp serve`, the Agent Client Protocol server over stdio (one [`Agent`] per
-//!   ACP session, permission asks answered by the client through the [`Asker`] seam).
+//!   and once more, forced, on a context overflow (then retries the request once). New layers implement [`Layer`]
+//!   and register in [`build_chain`].
+//! - `providers`: external provider processes and MCP servers — install, lock, start, and their three adapters (a
+//!   tool, a session layer, a harness), so nothing else in the crate knows a provider process exists.
+//! - `secrets`: the [`SecretChain`]; `hooks`, `approvals`, `storage`, `load`, `baseline`; `sdk`, `repl`, `prompt`:
+//!   the front ends' entry points.
 //!
 //! ## What this crate must never do
 //! Run a tool the kernel did not authorise; run a bash command outside the sandbox unless its grant is `"*"`; let a
@@ -41,6 +42,7 @@
 //!     assert_eq!((out.stop, out.final_text.as_str()), (TurnStop::EndTurn, "hello"));
 //! });
 //! ```
+#![forbid(unsafe_code)]
 #![warn(missing_docs)]
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 

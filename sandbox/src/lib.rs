@@ -48,6 +48,7 @@ mod coverage;
 mod env;
 mod error;
 mod facts;
+mod group;
 mod inner;
 mod landlock;
 mod locate;
@@ -74,6 +75,7 @@ pub use coverage::{
 pub use env::{build_env, unconfined_env, EnvPolicy, SecretFacts};
 pub use error::SpawnError;
 pub use facts::HostFs;
+pub use group::{exit_code, kill_group, ProcessGroup};
 pub use inner::{inner_main, InnerSpec, INNER_ARG, SETUP_FAILED};
 pub use landlock::{
     access_for, build_landlock_rules, prepare_landlock, AccessClass, Enforcement, LandlockError,

@@ -4,7 +4,7 @@
 use std::ffi::OsString;
 use std::io::Read;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::sync::mpsc;
@@ -18,6 +18,7 @@ use crate::confine::{Confinement, EnforceError, Step};
 use crate::coverage::{tier_b_refusal, tier_b_status, view_status, SandboxStatus};
 use crate::error::pipe;
 use crate::error::SpawnError;
+use crate::group::{exit_code, ProcessGroup};
 use crate::inner::InnerSpec;
 use crate::landlock::{build_landlock_rules, AccessClass, Enforcement, LandlockRule, View};
 use crate::probe::Tier;
@@ -428,20 +429,9 @@ enum Event {
     Exited(std::io::Result<std::process::ExitStatus>, String),
 }
 
-fn exit_code(status: std::process::ExitStatus) -> i32 {
-    status
-        .code()
-        .or_else(|| status.signal().map(|s| 128 + s))
-        .unwrap_or(1)
-}
-
 fn kill_tree(pid: u32) {
-    if let Ok(pid) = i32::try_from(pid) {
-        // SAFETY: signalling our own child's process group.
-        unsafe {
-            libc::kill(-pid, libc::SIGKILL);
-            libc::kill(pid, libc::SIGKILL);
-        }
+    if let Some(group) = ProcessGroup::led_by(pid) {
+        group.kill();
     }
 }
 

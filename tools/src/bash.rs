@@ -16,7 +16,9 @@ use loom_broker::{run_row, BrokerLimits, RowRun};
 use loom_kernel::{
     terminal_plan, Authorization, CallFacts, Exec, Request, Row, TerminalFacts, TerminalPlan,
 };
-use loom_sandbox::{unconfined_env, AuthorityPaths, Limits, SecretFacts, Stream, Streams};
+use loom_sandbox::{
+    exit_code, kill_group, unconfined_env, AuthorityPaths, Limits, SecretFacts, Stream, Streams,
+};
 use serde_json::{json, Value};
 
 use super::output::{OutputBuffer, DEFAULT_TAIL_BYTES, MAX_SPILL_BYTES};
@@ -257,16 +259,6 @@ enum Plan {
 }
 
 static SPILL_SEQ: AtomicU64 = AtomicU64::new(0);
-
-fn kill_group(pid: i32) {
-    if pid > 0 {
-        // SAFETY: signalling the process group (and leader) this call started.
-        unsafe {
-            libc::kill(-pid, libc::SIGKILL);
-            libc::kill(pid, libc::SIGKILL);
-        }
-    }
-}
 
 impl Call {
     fn plan(&self, auth: Authorization) -> Result<Plan, String> {
@@ -735,15 +727,7 @@ fn start(
             drop(cmd);
             slot.store(child.id());
             let status = child.wait().map_err(|e| e.to_string())?;
-            use std::os::unix::process::ExitStatusExt;
-            Ok((
-                status
-                    .code()
-                    .or_else(|| status.signal().map(|s| 128 + s))
-                    .unwrap_or(1),
-                false,
-                None,
-            ))
+            Ok((exit_code(status), false, None))
         }
         Plan::Sandboxed { row, argv } => {
             // the one path shared with `loom sandbox run`: profile, backend, and the broker for a general row

@@ -612,9 +612,7 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let root = canon(d.path());
         let fifo = root.join("pipe");
-        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
-        // SAFETY: a valid NUL-terminated path
-        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        crate::testutil::mkfifo(&fifo);
         let t = Target::within(&root, &fifo).unwrap();
         // no writer: a blocking open would hang here
         let e = open_read(&t, "").unwrap_err();

@@ -491,9 +491,7 @@ mod tests {
             out.text
         );
         let fifo = work.path().join("pipe");
-        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
-        // SAFETY: a valid NUL-terminated path
-        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        crate::testutil::mkfifo(&fifo);
         let out = call(
             &t,
             AlgebraKind::Files,

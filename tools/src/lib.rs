@@ -14,6 +14,7 @@
 //! Decide authority (a tool gathers facts; the runtime's turn loop asks the kernel and runs only an authorised call),
 //! follow a link out of a granted root (file I/O goes through [`beneath`]), run a command outside the sandbox unless
 //! its grant is `"*"`, or put a secret into an output or an error.
+#![forbid(unsafe_code)]
 #![warn(missing_docs)]
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
@@ -243,6 +244,12 @@ pub fn builtin_tool(underlying: &str, env: ToolEnv, sandbox: &SandboxEnv) -> Opt
 #[cfg(test)]
 mod testutil {
     use super::*;
+
+    /// Makes a FIFO at `path` (mode 0600).
+    pub fn mkfifo(path: &std::path::Path) {
+        use rustix::fs::{mknodat, FileType, Mode, CWD};
+        mknodat(CWD, path, FileType::Fifo, Mode::from_raw_mode(0o600), 0).unwrap();
+    }
     use loom_kernel::{decide, AlgebraKind, Decision};
 
     /// Prepares, decides (under the Files or Bash algebra) and runs one call.

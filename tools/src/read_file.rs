@@ -167,9 +167,7 @@ mod tests {
     async fn fifos_and_devices_are_refused_without_blocking() {
         let work = tempfile::tempdir().unwrap();
         let fifo = work.path().join("pipe");
-        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
-        // SAFETY: a valid NUL-terminated path
-        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        crate::testutil::mkfifo(&fifo);
         let e = env("read_file", work.path(), r#""*""#);
         let t = ReadFileTool { env: e.clone() };
         // no writer on the FIFO: the old blocking open never returned

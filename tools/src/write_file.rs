@@ -374,9 +374,7 @@ mod tests {
         // no temporary file left behind
         assert_eq!(std::fs::read_dir(work.path()).unwrap().count(), 1);
         let fifo = work.path().join("pipe");
-        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
-        // SAFETY: a valid NUL-terminated path
-        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        crate::testutil::mkfifo(&fifo);
         for append in [false, true] {
             let out = call(
                 &t,

@@ -39,7 +39,7 @@ pub fn mcp_provider<'a>(
 pub struct McpPlace<'a> {
     /// The manifest's directory (relative commands, `./` arguments and `cwd` resolve against it).
     pub manifest_dir: &'a std::path::Path,
-    /// loom's directory for server working directories ([`server_run_base`]): a server without `cwd` starts in a
+    /// loom's directory for server working directories (`server_run_base`): a server without `cwd` starts in a
     /// private subdirectory of it, never in the agent's working directory.
     pub run_base: &'a std::path::Path,
     /// The secrets chain.

@@ -424,8 +424,8 @@ mod tests {
     }
 
     fn mkfifo(p: &Path) {
-        let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).unwrap();
-        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        use rustix::fs::{mknodat, FileType, Mode, CWD};
+        mknodat(CWD, p, FileType::Fifo, Mode::from_raw_mode(0o600), 0).unwrap();
     }
 
     #[test]

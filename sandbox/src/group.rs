@@ -1,0 +1,123 @@
+//! Process groups. Every process loom starts — a bash command, a hook, an MCP server or provider, a brokered command —
+//! leads a group of its own (`process_group(0)` at spawn), so stopping it stops everything it started, background
+//! children included. [`ProcessGroup`] is the one place that group is killed, and [`exit_code`] the one place an
+//! exit status becomes a shell-style code.
+//!
+//! No parent-death signal here: `PR_SET_PDEATHSIG` fires when the *thread* that spawned the child exits, and loom
+//! starts servers and hooks from pooled threads that come and go, so it would kill a healthy server. The confined
+//! spawn sets it only for its short-lived stages, whose spawning thread waits for them.
+
+use std::os::unix::process::ExitStatusExt;
+use std::process::ExitStatus;
+
+use rustix::process::{kill_process, kill_process_group, Pid, Signal};
+
+/// The process group a child leads (it was started with `process_group(0)`, so its pid is the group id).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProcessGroup(Pid);
+
+impl ProcessGroup {
+    /// The group `pid` leads; `None` for a pid that cannot be a child's (0, 1, or out of range), so a kill can never
+    /// reach every process of the system or loom's own group.
+    pub fn led_by(pid: u32) -> Option<ProcessGroup> {
+        let pid = i32::try_from(pid).ok().filter(|p| *p > 1)?;
+        Pid::from_raw(pid).map(ProcessGroup)
+    }
+
+    /// The group id (the leader's pid).
+    pub fn id(&self) -> i32 {
+        self.0.as_raw_nonzero().get()
+    }
+
+    /// Sends SIGKILL to every process of the group, and to the leader itself (which may have left it). A group that
+    /// is already gone is not an error.
+    pub fn kill(&self) {
+        let _ = kill_process_group(self.0, Signal::KILL);
+        let _ = kill_process(self.0, Signal::KILL);
+    }
+}
+
+/// Kills the group `pid` leads, when `pid` can be a child's (see [`ProcessGroup::led_by`]); for callers that keep
+/// the pid in an atomic (0: nothing started yet).
+pub fn kill_group(pid: i32) {
+    if let Some(group) = u32::try_from(pid).ok().and_then(ProcessGroup::led_by) {
+        group.kill();
+    }
+}
+
+/// The shell's exit code for `status`: the process's own code, or 128 + the signal that ended it (1 if neither is
+/// known).
+pub fn exit_code(status: ExitStatus) -> i32 {
+    status
+        .code()
+        .or_else(|| status.signal().map(|s| 128 + s))
+        .unwrap_or(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::process::CommandExt;
+    use std::process::Command;
+
+    #[test]
+    fn killing_the_group_ends_the_leader_and_its_background_children() {
+        let mut child = Command::new("/bin/sh")
+            .args(["-c", "sleep 30 & echo $!; wait"])
+            .stdout(std::process::Stdio::piped())
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+            &mut line,
+        )
+        .unwrap();
+        let grandchild: i32 = line.trim().parse().unwrap();
+        let group = ProcessGroup::led_by(child.id()).unwrap();
+        assert_eq!(group.id(), child.id() as i32);
+        group.kill();
+        let status = child.wait().unwrap();
+        assert_eq!(exit_code(status), 128 + 9);
+        // the background sleep was in the group too: gone, or a zombie about to be reaped by init
+        let alive = || {
+            std::fs::read_to_string(format!("/proc/{grandchild}/stat"))
+                .map(|s| !s.contains(") Z "))
+                .unwrap_or(false)
+        };
+        let mut polls = 0;
+        while alive() && polls < 500 {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+            polls += 1;
+        }
+        assert!(
+            !alive(),
+            "the background child {grandchild} outlived its group"
+        );
+    }
+
+    #[test]
+    fn no_group_for_pids_that_are_not_a_child_s() {
+        // 0 would signal loom's own group and 1 (after -1) every process: never
+        assert_eq!(ProcessGroup::led_by(0), None);
+        assert_eq!(ProcessGroup::led_by(1), None);
+        assert_eq!(ProcessGroup::led_by(u32::MAX), None);
+        kill_group(0);
+        kill_group(-5);
+    }
+
+    #[test]
+    fn exit_codes_are_the_shell_s() {
+        let code = |script: &str| {
+            exit_code(
+                Command::new("/bin/sh")
+                    .args(["-c", script])
+                    .status()
+                    .unwrap(),
+            )
+        };
+        assert_eq!(code("exit 3"), 3);
+        assert_eq!(code("kill -TERM $$"), 128 + 15);
+    }
+}
