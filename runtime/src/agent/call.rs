@@ -1,0 +1,336 @@
+//! One tool call: parse, look up, gather facts, the kernel's decision, then the narrowing of an allowed call
+//! (`[permissions]` rules, hooks, plan mode, the doom-loop guard) and its asks, and only then the run.
+
+use super::*;
+
+impl Agent {
+    /// Runs one call: parse, look up, gather facts, decide, then (only when allowed) run.
+    pub(super) async fn call(
+        &self,
+        session: &mut Chain,
+        call: PendingCall,
+        doom: &mut DoomGuard,
+        cancel: &CancellationToken,
+    ) -> Result<(), SessionError> {
+        let text = if call.json.trim().is_empty() {
+            "{}"
+        } else {
+            call.json.as_str()
+        };
+        let parsed: Result<serde_json::Value, _> = serde_json::from_str(text);
+        let slot = self.tools.get(&call.name);
+        let kind = slot.map_or(ToolKind::Other, |s| s.tool.kind());
+        let input = match parsed {
+            Ok(v) => v,
+            Err(e) => {
+                self.announce(
+                    session,
+                    &call,
+                    &serde_json::Value::String(call.json.clone()),
+                    kind,
+                    vec![],
+                )
+                .await?;
+                let out = ToolOutput::error(format!(
+                    "{}: the input is not valid JSON ({e}); send the arguments as one JSON object",
+                    call.name
+                ));
+                return self.finish(session, &call.id, out).await;
+            }
+        };
+        let Some(slot) = slot else {
+            self.announce(session, &call, &input, kind, vec![]).await?;
+            let names: Vec<&str> = self.tools.keys().map(String::as_str).collect();
+            let out = ToolOutput::error(format!(
+                "there is no tool named {:?} in this agent; the tools are: {}",
+                call.name,
+                if names.is_empty() {
+                    "(none)".to_string()
+                } else {
+                    names.join(", ")
+                }
+            ));
+            return self.finish(session, &call.id, out).await;
+        };
+        // PreToolUse hooks see the call first: they can deny it, ask about it, add context, or rewrite its input
+        // (which the kernel then decides afresh, like any input)
+        let mut fields = Map::new();
+        fields.insert("tool_name".into(), Value::String(call.name.clone()));
+        fields.insert("tool_input".into(), input.clone());
+        let pre = self
+            .hook(HookEvent::PreToolUse, Some(&call.name), fields)
+            .await;
+        let hooked = combine_hooks(&pre.iter().map(|o| o.verdict.clone()).collect::<Vec<_>>());
+        let mut input = input;
+        if let Some(updated) = pre
+            .iter()
+            .rev()
+            .find_map(|o| o.verdict.updated_input.clone())
+        {
+            input = updated;
+        }
+        let pre_context: Vec<String> = pre
+            .iter()
+            .filter_map(|o| o.verdict.context.clone())
+            .collect();
+        if hooked == Verdict::Deny {
+            self.announce(session, &call, &input, kind, vec![]).await?;
+            let why = pre
+                .iter()
+                .find(|o| o.verdict.decision == Some(Verdict::Deny))
+                .map(|o| {
+                    format!(
+                        "{}: refused by a PreToolUse hook ({}): {}",
+                        call.name,
+                        o.what,
+                        o.verdict.reason.as_deref().unwrap_or("no reason given")
+                    )
+                })
+                .unwrap_or_default();
+            return self.finish(session, &call.id, ToolOutput::error(why)).await;
+        }
+        let prepared = match slot.tool.prepare(&input) {
+            Ok(p) => p,
+            Err(e) => {
+                self.announce(session, &call, &input, kind, vec![]).await?;
+                return self.finish(session, &call.id, ToolOutput::error(e)).await;
+            }
+        };
+        self.announce(session, &call, &input, kind, prepared.locations.clone())
+            .await?;
+        let (decision, judged) = self.judge(&call.name, slot, &prepared);
+        let stuck = doom.check(&call.name, &input);
+        let plan = if self.plan_mode() {
+            plan_mode_verdict(effect_of(kind))
+        } else {
+            Verdict::Allow
+        };
+        let verdict = combine(&decision, judged.verdict, &[stuck, plan, hooked]);
+        let mut remember_failed = None;
+        let auth = match (decision, verdict) {
+            (Decision::Deny(d), _) => {
+                return self
+                    .finish(session, &call.id, ToolOutput::error(d.reason))
+                    .await
+            }
+            (Decision::Allow(_), Verdict::Deny) if plan == Verdict::Deny => {
+                let out = ToolOutput::error(format!(
+                    "{}: refused in plan mode — it can change the workspace, and the user is planning; describe \
+                     the change instead (only the user can leave plan mode)",
+                    call.name
+                ));
+                return self.finish(session, &call.id, out).await;
+            }
+            (Decision::Allow(_), Verdict::Deny) => {
+                let which = match (judged.verdict, judged.rule) {
+                    (Verdict::Deny, Some((kind, index))) => format!(
+                        " ({}{})",
+                        loom_kernel::position(kind.key(), index),
+                        judged
+                            .matched
+                            .as_ref()
+                            .map(|m| format!(", which matched {m}"))
+                            .unwrap_or_default()
+                    ),
+                    _ => String::new(),
+                };
+                let out = ToolOutput::error(format!(
+                    "{}: refused by a [permissions] deny rule{which}",
+                    call.name
+                ));
+                return self.finish(session, &call.id, out).await;
+            }
+            (Decision::Allow(a), Verdict::Ask) => {
+                let rememberable =
+                    judged.rememberable() && stuck != Verdict::Ask && hooked != Verdict::Ask;
+                let hook_asks = pre
+                    .iter()
+                    .find(|o| o.verdict.decision == Some(Verdict::Ask))
+                    .filter(|_| judged.verdict != Verdict::Ask);
+                let reason = if let Some(o) = hook_asks.filter(|_| stuck != Verdict::Ask) {
+                    format!(
+                        "{}: a PreToolUse hook ({}) asks for the user's approval: {}",
+                        call.name,
+                        o.what,
+                        o.verdict.reason.as_deref().unwrap_or("no reason given")
+                    )
+                } else if stuck == Verdict::Ask {
+                    format!(
+                        "{}: this is the same call with the same input {} times in a row — the model appears stuck \
+                         repeating it; it needs the user's approval",
+                        call.name,
+                        loom_kernel::DOOM_LOOP_THRESHOLD
+                    )
+                } else {
+                    let (kind, index) = judged.rule.unwrap_or((RuleKind::Ask, 0));
+                    format!(
+                        "{}: a [permissions] ask rule ({}) needs the user's approval for this call",
+                        call.name,
+                        loom_kernel::position(kind.key(), index)
+                    )
+                };
+                let Some(asker) = &self.asker else {
+                    let why = if stuck == Verdict::Ask {
+                        format!("{reason} and {HEADLESS}. Try a different approach")
+                    } else {
+                        format!("{reason}; {HEADLESS}")
+                    };
+                    return self.finish(session, &call.id, ToolOutput::error(why)).await;
+                };
+                let ask = PermissionAsk {
+                    call: ToolCall {
+                        tool_call_id: call.id.clone(),
+                        title: call.name.clone(),
+                        kind,
+                        status: ToolStatus::Pending,
+                        raw_input: input.clone(),
+                        content: vec![],
+                        locations: prepared.locations.clone(),
+                    },
+                    reason: reason.clone(),
+                    rememberable,
+                };
+                // a cancelled turn stops waiting even when an answer is ready too
+                let answer = tokio::select! {
+                    biased;
+                    _ = cancel.cancelled() => {
+                        let out = ToolOutput::interrupted("not started: the turn was cancelled while waiting for the user's approval");
+                        return self.finish(session, &call.id, out).await;
+                    }
+                    answer = asker.ask(ask) => answer,
+                };
+                match answer {
+                    AskAnswer::AllowOnce => a,
+                    AskAnswer::AllowAlways if rememberable => {
+                        if let Some(store) = &self.approvals {
+                            let approval = Approval::for_call(&prepared.facts);
+                            if let Err(e) = store.remember(approval, now_secs()) {
+                                remember_failed = Some(e);
+                            }
+                        }
+                        a
+                    }
+                    AskAnswer::AllowAlways => a,
+                    AskAnswer::Reject(why) => {
+                        let out = ToolOutput::error(format!("{reason}, and it was refused: {why}"));
+                        return self.finish(session, &call.id, out).await;
+                    }
+                }
+            }
+            (Decision::Allow(a), Verdict::Allow) => a,
+        };
+        let history = if slot.tool.wants_history() {
+            Some(session.pull()?)
+        } else {
+            None
+        };
+        let bus = self.bus.clone();
+        let id = call.id.clone();
+        let ctx = ToolCtx {
+            history,
+            client_fs: self.client_fs.clone(),
+            terminals: self.terminals.clone(),
+            cancel: cancel.child_token(),
+            progress: Arc::new(move |p: Progress| {
+                bus.publish(&SessionUpdate::ToolCallUpdate(ToolCallUpdate {
+                    tool_call_id: id.clone(),
+                    status: Some(ToolStatus::InProgress),
+                    content: Some(vec![match p.terminal {
+                        Some(terminal_id) => ToolCallContent::Terminal { terminal_id },
+                        None => ToolCallContent::Content {
+                            content: Content::text(p.content),
+                        },
+                    }]),
+                    raw_output: p.raw_output,
+                }));
+            }),
+        };
+        // tools honour ctx.cancel themselves (bash kills its process tree), so the call is never dropped mid-way
+        let mut out = (prepared.run)(auth, ctx).await;
+        if cancel.is_cancelled() && !out.interrupted {
+            out.interrupted = true;
+            out.is_error = true;
+            out.text = format!("interrupted\n{}", out.text);
+        }
+        if let Some(e) = remember_failed {
+            out.text = format!(
+                "{}\n(the user answered \"always\", but loom could not remember it, so the next such call is asked \
+                 about again: {e})",
+                out.text
+            );
+        }
+        // PostToolUse (or PostToolUseFailure) hooks see the result; what they add is model-visible, and they
+        // cannot undo the call
+        let event = if out.is_error {
+            HookEvent::PostToolUseFailure
+        } else {
+            HookEvent::PostToolUse
+        };
+        let mut fields = Map::new();
+        fields.insert("tool_name".into(), Value::String(call.name.clone()));
+        fields.insert("tool_input".into(), input.clone());
+        fields.insert(
+            "tool_response".into(),
+            serde_json::json!({"text": out.text, "is_error": out.is_error}),
+        );
+        let post = self.hook(event, Some(&call.name), fields).await;
+        let context: Vec<String> = pre_context
+            .into_iter()
+            .chain(post.into_iter().filter_map(|o| o.verdict.context))
+            .collect();
+        if !context.is_empty() {
+            out.text = format!(
+                "{}\n\n<hook-context>\n{}\n</hook-context>",
+                out.text,
+                context.join("\n")
+            );
+        }
+        self.finish(session, &call.id, out).await
+    }
+
+    /// The kernel's decision on a prepared call, and the `[permissions]` rules' verdict inside it (remembered
+    /// "always" answers included). The turn loop and [`Agent::explain`] both decide through here.
+    pub(super) fn judge(
+        &self,
+        name: &str,
+        slot: &ToolSlot,
+        prepared: &Prepared,
+    ) -> (Decision, RulesVerdict) {
+        // an authority file is refused whatever the grant says (the kernel's one set; the sandbox enforces the same)
+        let decision =
+            authority_denial(name, &prepared.request, &self.authority).unwrap_or_else(|| {
+                decide(
+                    name,
+                    slot.algebra,
+                    &self.ctx,
+                    &slot.grant,
+                    &prepared.request,
+                )
+            });
+        let approvals = self
+            .approvals
+            .as_ref()
+            .map(|s| s.approvals())
+            .unwrap_or_default();
+        let judged =
+            self.permissions
+                .judge(&rule_facts(slot, prepared), Verdict::Allow, &approvals);
+        (decision, judged)
+    }
+}
+
+/// The facts `[permissions]` rules read for a call: the tool's own, and the built-in it is (a rule written for
+/// `bash` also judges a built-in renamed `run`).
+pub(super) fn rule_facts(slot: &ToolSlot, prepared: &Prepared) -> CallFacts {
+    let mut facts = prepared.facts.clone();
+    facts.builtin = slot.tool.builtin().map(str::to_string);
+    facts
+}
+
+/// What a tool of `kind` does, for plan mode: only reads and searches are known to change nothing.
+pub(super) fn effect_of(kind: ToolKind) -> Effect {
+    match kind {
+        ToolKind::Read | ToolKind::Search => Effect::Reads,
+        ToolKind::Edit | ToolKind::Execute | ToolKind::Other => Effect::Changes,
+    }
+}

@@ -1,0 +1,414 @@
+//! The agent and its turn loop (seed 004): the runtime, not the harness, owns the loop.
+//!
+//! One turn: frame `turn_start`; the user message (framed); then requests while the model ends with tool calls.
+//! Each request's start is wrapped in the retry policy; its events become updates as they stream (text and
+//! reasoning chunks, usage); its `message_end` frame is emitted BEFORE any of its tools runs. Calls run one at a
+//! time in stream order: the input is parsed (invalid JSON is an error result), the tool looked up (an unknown or
+//! ungranted tool is an error result), its facts gathered, and the kernel decides first — a denial is fed back with
+//! the kernel's reason; `[permissions]` rules and the doom-loop guard can only narrow an allowed call, and their
+//! `Ask` goes to the agent's [`Asker`] when it has one (a client that can show the question to a user) — a headless
+//! run treats it as a refusal. A kernel denial is never asked about. `maxTurnRequests` bounds the requests of one
+//! turn. Cancellation
+//! flows from the turn's root token to a child token per tool; in-flight and not-yet-run calls are marked
+//! interrupted, so history always pairs every call with a result.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex as StdMutex};
+
+use futures::StreamExt;
+use loom_kernel::{
+    authority_denial, combine, combine_hooks, decide, plan_mode_verdict, AlgebraKind, Approval,
+    Authority, CallFacts, Decision, Effect, Grant, HookEvent, PathCtx, Permissions, Rule, RuleKind,
+    RulesVerdict, Verdict,
+};
+use serde_json::{Map, Value};
+use tokio_util::sync::CancellationToken;
+
+use crate::approvals::{now_secs, ApprovalStore, Remembered};
+use crate::bus::{Bus, Capacity, Subscription};
+use crate::harness::{EventStream, Harness, HarnessError};
+use crate::hooks::{HookOutcome, HookRunner};
+use crate::model::{ModelEvent, ModelRequest, Role, StopReason, ToolSpec};
+use crate::retry::{jitter, wait, RetryPolicy, Sleeper, TokioSleeper};
+use crate::session::{to_messages, Chain, CompactCtx, CompactMode, Compaction, SessionError};
+use crate::tools::{ClientFs, ClientTerminals, Prepared, Progress, Tool, ToolCtx, ToolOutput};
+use crate::update::{
+    Chunk, Content, Frame, FrameKind, SessionUpdate, ThoughtChunk, ThoughtMeta, ToolCall,
+    ToolCallContent, ToolCallUpdate, ToolKind, ToolStatus, TurnStop, UsageUpdate,
+};
+use loom_kernel::DoomGuard;
+
+mod ask;
+mod call;
+mod explain;
+mod stream;
+mod turn;
+
+pub use ask::{AskAnswer, Asker, PermissionAsk};
+pub use explain::Explanation;
+
+use call::{effect_of, rule_facts};
+
+/// A tool with the grant and algebra the kernel decides it under.
+#[derive(Clone)]
+pub struct ToolSlot {
+    /// The tool.
+    pub tool: Arc<dyn Tool>,
+    /// Its algebra.
+    pub algebra: AlgebraKind,
+    /// Its grant.
+    pub grant: Grant,
+}
+
+/// How a turn ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TurnOutcome {
+    /// Why it ended.
+    pub stop: TurnStop,
+    /// The text of the last assistant message.
+    pub final_text: String,
+    /// What failed, when `stop` is `Error` or `MaxTurnRequests`.
+    pub error: Option<String>,
+    /// The turn failed on a provider error that is transient (rate limit, overload, network, 5xx) and outlasted the
+    /// retries: trying again later may succeed (`loom prompt` exits 75, EX_TEMPFAIL).
+    pub transient: bool,
+}
+
+/// What the model is about to see (`loom prompt --emit-preamble`).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Preamble {
+    /// System prompt sections, in order.
+    pub system_prompt: Vec<String>,
+    /// The history, ending with the prompt.
+    pub events: Vec<SessionUpdate>,
+    /// The tools.
+    pub tools: Vec<ToolSpec>,
+}
+
+/// The parts an agent is built from (see [`crate::boot`] for building them from a manifest).
+pub struct AgentParts {
+    /// The agent's name.
+    pub name: String,
+    /// The model provider.
+    pub harness: Arc<dyn Harness>,
+    /// `maxTurnRequests`.
+    pub max_turn_requests: u32,
+    /// System prompt sections (the session's sections are appended).
+    pub system: Vec<String>,
+    /// Tools by instance name.
+    pub tools: BTreeMap<String, ToolSlot>,
+    /// How grant paths resolve.
+    pub ctx: PathCtx,
+    /// `[permissions]`.
+    pub permissions: Permissions,
+    /// The session chain.
+    pub session: Chain,
+    /// The retry policy.
+    pub retry: RetryPolicy,
+    /// The clock retries wait on.
+    pub sleeper: Arc<dyn Sleeper>,
+    /// Who answers permission asks (none: headless, asks are refused).
+    pub asker: Option<Arc<dyn Asker>>,
+    /// Remembered "always" answers (none: nothing is remembered, and "always" counts as once).
+    pub approvals: Option<Arc<ApprovalStore>>,
+    /// Start in plan mode (see [`Agent::set_plan_mode`]).
+    pub plan_mode: bool,
+    /// Lifecycle hooks (none declared: `None`).
+    pub hooks: Option<Arc<HookRunner>>,
+    /// The agent's authority files: no tool writes one, no tool reads a secret store.
+    pub authority: Arc<Authority>,
+}
+
+impl AgentParts {
+    /// Parts with no tools, no rules, the default retry policy and the tokio clock.
+    pub fn new(harness: Arc<dyn Harness>, session: Chain, ctx: PathCtx) -> AgentParts {
+        AgentParts {
+            name: "agent".into(),
+            harness,
+            max_turn_requests: crate::harness::DEFAULT_MAX_TURN_REQUESTS,
+            system: Vec::new(),
+            tools: BTreeMap::new(),
+            ctx,
+            permissions: Permissions::default(),
+            session,
+            retry: RetryPolicy::default(),
+            sleeper: Arc::new(TokioSleeper),
+            asker: None,
+            approvals: None,
+            plan_mode: false,
+            hooks: None,
+            authority: Arc::default(),
+        }
+    }
+}
+
+/// A booted agent.
+pub struct Agent {
+    name: String,
+    harness: Arc<dyn Harness>,
+    max_turn_requests: u32,
+    system: Vec<String>,
+    tools: BTreeMap<String, ToolSlot>,
+    ctx: PathCtx,
+    permissions: Permissions,
+    session: tokio::sync::Mutex<Chain>,
+    bus: Arc<Bus>,
+    retry: RetryPolicy,
+    sleeper: Arc<dyn Sleeper>,
+    asker: Option<Arc<dyn Asker>>,
+    client_fs: Option<Arc<dyn ClientFs>>,
+    terminals: Option<Arc<dyn ClientTerminals>>,
+    approvals: Option<Arc<ApprovalStore>>,
+    plan_mode: AtomicBool,
+    hooks: Option<Arc<HookRunner>>,
+    authority: Arc<Authority>,
+    turns: AtomicU64,
+    steering: StdMutex<Vec<String>>,
+    /// Distinguishes this agent instance's message ids from those of earlier runs stored in the same session.
+    nonce: String,
+}
+
+struct PendingCall {
+    id: String,
+    name: String,
+    json: String,
+}
+
+/// Why a turn stopped early (internal).
+enum Stop {
+    Cancelled,
+    MaxTurnRequests(String),
+    Failed(String),
+    /// A provider error that is transient, after the retries.
+    Transient(String),
+}
+
+/// The stop for a provider error `e` of harness `name`: transient when a later try may succeed.
+fn failed(name: &str, e: &HarnessError) -> Stop {
+    let message = format!("{name}: {e}");
+    if e.is_retryable() {
+        Stop::Transient(message)
+    } else {
+        Stop::Failed(message)
+    }
+}
+
+impl From<SessionError> for Stop {
+    fn from(e: SessionError) -> Stop {
+        Stop::Failed(format!("session: {e}"))
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        // subscribers must not wait forever on an agent that is gone
+        self.bus.close();
+    }
+}
+
+/// An empty thought chunk of `message_id` carrying provider replay data.
+fn thought_meta(meta: ThoughtMeta, message_id: &str) -> SessionUpdate {
+    SessionUpdate::AgentThoughtChunk(ThoughtChunk {
+        content: Content::text(""),
+        message_id: Some(message_id.to_string()),
+        meta,
+    })
+}
+
+/// A per-instance value: the clock's nanoseconds mixed with the process id.
+fn nonce() -> u32 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    let mixed =
+        (nanos as u64 ^ (u64::from(std::process::id()) << 32)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    (mixed >> 32) as u32
+}
+
+const HEADLESS: &str = "this run is headless (no one can approve it), so it is refused";
+
+impl Agent {
+    /// Builds an agent from its parts.
+    pub fn new(parts: AgentParts) -> Agent {
+        Agent {
+            name: parts.name,
+            harness: parts.harness,
+            max_turn_requests: parts.max_turn_requests.max(1),
+            system: parts.system,
+            tools: parts.tools,
+            ctx: parts.ctx,
+            permissions: parts.permissions,
+            session: tokio::sync::Mutex::new(parts.session),
+            bus: Arc::new(Bus::default()),
+            retry: parts.retry,
+            sleeper: parts.sleeper,
+            asker: parts.asker,
+            client_fs: None,
+            terminals: None,
+            approvals: parts.approvals,
+            authority: parts.authority,
+            plan_mode: AtomicBool::new(parts.plan_mode),
+            hooks: parts.hooks,
+            turns: AtomicU64::new(0),
+            steering: StdMutex::new(Vec::new()),
+            nonce: format!("{:x}", nonce()),
+        }
+    }
+
+    /// Sets who answers permission asks (an agent booted from a manifest starts headless).
+    pub fn set_asker(&mut self, asker: Arc<dyn Asker>) {
+        self.asker = Some(asker);
+    }
+
+    /// Sets the client that does the file tools' I/O once the kernel allowed a call (an ACP client advertising
+    /// `fs`); an agent booted from a manifest does its own.
+    pub fn set_client_fs(&mut self, fs: Arc<dyn ClientFs>) {
+        self.client_fs = Some(fs);
+    }
+
+    /// Sets the client's terminals, where bash runs when the terminal form keeps the call's confinement (an ACP
+    /// client advertising `terminal`).
+    pub fn set_client_terminals(&mut self, terminals: Arc<dyn ClientTerminals>) {
+        self.terminals = Some(terminals);
+    }
+
+    /// The model its requests go to, when the harness says (see [`Harness::model`]).
+    pub fn model(&self) -> Option<String> {
+        self.harness.model()
+    }
+
+    /// The agent's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The tools the model sees.
+    pub fn tool_specs(&self) -> Vec<ToolSpec> {
+        let planning = self.plan_mode();
+        self.tools
+            .values()
+            .filter(|s| !planning || plan_mode_verdict(effect_of(s.tool.kind())) == Verdict::Allow)
+            .map(|s| s.tool.spec())
+            .collect()
+    }
+
+    /// Enters or leaves plan mode: while on, tools that change anything (files, commands, sub-agents, anything
+    /// loom cannot classify as a read) are left out of requests and refused if called anyway. Only the user
+    /// switches it (`/plan`, `/plan off`, `--plan`, an ACP client's `session/set_mode`); no tool can.
+    pub fn set_plan_mode(&self, on: bool) {
+        self.plan_mode.store(on, Ordering::SeqCst);
+    }
+
+    /// True in plan mode.
+    pub fn plan_mode(&self) -> bool {
+        self.plan_mode.load(Ordering::SeqCst)
+    }
+
+    /// Subscribes to updates (frames, chunks, tool calls, progress).
+    pub fn subscribe(&self, capacity: Capacity) -> Subscription {
+        self.bus.subscribe(capacity)
+    }
+
+    /// Queues user text for the running turn: it enters history after the current tool batch (or at the start of
+    /// the next turn when idle).
+    pub fn steer(&self, text: impl Into<String>) {
+        if let Ok(mut q) = self.steering.lock() {
+            q.push(text.into());
+        }
+    }
+
+    /// What the model would see if `text` were prompted now: the system prompt sections (the agent's, then the
+    /// session's), the history events with the prompt appended, and the tools.
+    pub async fn preamble(&self, text: &str) -> Result<Preamble, SessionError> {
+        let session = self.session.lock().await;
+        let mut system_prompt = self.system.clone();
+        system_prompt.extend(session.system_prompt_sections());
+        let mut events = session.pull()?;
+        events.push(SessionUpdate::UserMessageChunk(Chunk {
+            content: Content::text(text),
+            message_id: None,
+        }));
+        Ok(Preamble {
+            system_prompt,
+            events,
+            tools: self.tool_specs(),
+        })
+    }
+
+    /// The history as the model would see it (the session chain pulled), without a prompt appended.
+    pub async fn history(&self) -> Result<Vec<SessionUpdate>, SessionError> {
+        self.session.lock().await.pull()
+    }
+
+    /// Flushes and closes the session and ends every subscription.
+    pub async fn close(&self) -> Result<(), SessionError> {
+        // SessionEnd hooks report only; they cannot keep the session open
+        self.hook(HookEvent::SessionEnd, None, Map::new()).await;
+        let r = self.session.lock().await.close().await;
+        self.bus.close();
+        r
+    }
+
+    async fn emit(&self, session: &mut Chain, u: SessionUpdate) -> Result<(), SessionError> {
+        self.bus.publish(&u);
+        if !u.is_progress() {
+            session.push(vec![u])?;
+        }
+        Ok(())
+    }
+
+    async fn end_message(&self, session: &mut Chain, id: &str) -> Result<(), SessionError> {
+        let frame = SessionUpdate::frame(
+            FrameKind::MessageEnd,
+            Some(Role::Assistant),
+            Some(id.to_string()),
+        );
+        self.emit(session, frame).await
+    }
+
+    async fn user_message(
+        &self,
+        session: &mut Chain,
+        id: String,
+        text: String,
+    ) -> Result<(), SessionError> {
+        self.emit(
+            session,
+            SessionUpdate::frame(FrameKind::MessageStart, Some(Role::User), Some(id.clone())),
+        )
+        .await?;
+        self.emit(
+            session,
+            SessionUpdate::UserMessageChunk(Chunk {
+                content: Content::text(text),
+                message_id: Some(id.clone()),
+            }),
+        )
+        .await?;
+        self.emit(
+            session,
+            SessionUpdate::frame(FrameKind::MessageEnd, Some(Role::User), Some(id)),
+        )
+        .await
+    }
+
+    async fn drain_steering(&self, session: &mut Chain, turn: u64) -> Result<(), SessionError> {
+        let queued = self
+            .steering
+            .lock()
+            .map(|mut q| std::mem::take(&mut *q))
+            .unwrap_or_default();
+        for (i, text) in queued.into_iter().enumerate() {
+            self.user_message(
+                session,
+                format!("user-{}-{turn}-steer-{i}", self.nonce),
+                text,
+            )
+            .await?;
+        }
+        Ok(())
+    }
+}
