@@ -6,6 +6,12 @@
 //! paths, the command line, the working directory) and enforces the kernel's answer; `loom audit` renders the very
 //! objects this crate returns, so what audit prints is what runs.
 //!
+//! ## Layout
+//! Four folders: `lattice/` (grant values and rows, paths, each tool's algebra, the law check), `manifest/` (the
+//! grammar of `agent.toml`), `policy/` (the per-call decision, permission rules, plan mode, the doom-loop guard,
+//! hooks, secrets, authority files) and `contrib/` (ceilings, contributed groups and skills, sub-agents, providers,
+//! tool contracts, MCP pre-binding, the CI gate). Everything public is re-exported here.
+//!
 //! ## What this crate must never do
 //! No I/O, no environment reads, no clock, no threads, no `unsafe`. Callers pass text and facts (the manifest text,
 //! an env map for `${VAR}`, the base and home directories) and get values back. Nothing here widens a grant on its
@@ -30,107 +36,85 @@
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 #![warn(missing_docs)]
 
-mod algebra;
-mod authority;
-mod bootable;
-mod ceiling;
-mod cmdline;
-mod cmdrule;
-mod contracts;
-mod decide;
-mod doom;
-mod gate;
-mod grant;
-mod hooks;
-mod inherit;
-mod install;
-mod judge;
-mod key_target;
-mod keys;
-mod laws;
+mod contrib;
+mod lattice;
 mod manifest;
-mod mcp;
-mod path;
-mod plan;
-mod rng;
-mod row_map;
-mod rules;
-mod sandbox_row;
-mod secrets;
-mod server_tools;
-mod shipped;
-mod skill;
-mod subagent;
-mod value;
+mod policy;
 
-pub use algebra::{
-    equivalent, paths_value_contains, union_merge, value_contains, Algebra, AlgebraKind,
-    BashAlgebra, DefaultAlgebra, FilesAlgebra, McpAlgebra, ServerToolAlgebra, ENV_TIER1, ENV_TIER2,
+pub use contrib::bootable::{
+    boot_refusals, nearest_name, BootRefusal, BootSlot, HARNESS_PROVIDERS,
 };
-pub use authority::{
-    authority_candidates, authority_denial, authority_exposure, command_words, protected_name_in,
-    Authority, AuthorityFile, AuthorityKind, Exposure, PROTECTED_NAMES,
-};
-pub use bootable::{boot_refusals, nearest_name, BootRefusal, BootSlot, HARNESS_PROVIDERS};
-pub use ceiling::{
+pub use contrib::ceiling::{
     ceiling_excess, default_ceiling, requested_grant, tool_grants, Ceiling, GrantSource, KeyExcess,
     ToolGrant,
 };
-pub use contracts::{builtin_contract, check_contract, Contract, BUILTIN_TOOLS};
-pub use decide::{
-    brokered_commands, caller_var_crosses, code_runners, decide, decide_brokered, is_general_row,
-    plain_argv, rowed_commands, terminal_plan, Access, Authorization, BrokerDenial, Brokered,
-    Decision, Denial, Exec, Request, TerminalFacts, TerminalPlan, BROKER_BASE_ENV, CODE_RUNNERS,
-};
-pub use doom::{DoomGuard, DOOM_LOOP_THRESHOLD};
-pub use gate::{
+pub use contrib::contracts::{builtin_contract, check_contract, Contract, BUILTIN_TOOLS};
+pub use contrib::gate::{
     ceiling_growth, describe_rule, env_references, manifest_changes, Change, EnvRef, Growth,
 };
-pub use grant::{Grant, GrantError, Kind, Row};
-pub use hooks::{
-    combine_hooks, interpret_hook, matcher_matches, Hook, HookAction, HookEvent, HookExit, HookRun,
-    HookVerdict, Hooks, DEFAULT_HOOK_TIMEOUT_SECS,
-};
-pub use inherit::{inherit_policy, inherited_counts};
-pub use install::{
+pub use contrib::install::{
     frozen_drift, install_handle_problem, install_writable, is_shipped_key, lock_state,
     path_source_drift, Lock, LockEntry, LockState, WritableInstall, INSTALL_DIR, LOCK_FILE,
     LOCK_VERSION, SHIPPED_KEY_MARK,
 };
-pub use judge::{judge_group, DeclJudgement, DeclVerdict, GroupJudgement, Remedy};
-pub use key_target::{key_target, target_change, KeyTarget};
-pub use keys::{contribution_for, group_skill, key_fits, key_for, shipped_digest, Consent, KeyFor};
-pub use laws::{
+pub use contrib::judge::{judge_group, DeclJudgement, DeclVerdict, GroupJudgement, Remedy};
+pub use contrib::key_target::{key_target, target_change, KeyTarget};
+pub use contrib::keys::{
+    contribution_for, group_skill, key_fits, key_for, shipped_digest, Consent, KeyFor,
+};
+pub use contrib::mcp::{bind_schema, ArgBinding, BindError, BoundTool, McpResolution};
+pub use contrib::server_tools::server_tool_limits;
+pub use contrib::shipped::{
+    root_handle_problem, shipped_key, shipped_path_problem, ShippedSource, ShippedState,
+};
+pub use contrib::skill::{
+    binding_problem, bound_grants, check_skill_name, compile_skill, group_clashes, parse_skill_md,
+    rescan_keeps, SkillDoc, SkillFacts, DEFAULT_SKILL_TOOLS, MAX_COMPATIBILITY, MAX_DESCRIPTION,
+    MAX_NAME, READ_SKILL,
+};
+pub use contrib::subagent::{check_subagents, Excess, ManifestLoader, SubagentVerdict, MAX_DEPTH};
+pub use lattice::algebra::{
+    equivalent, paths_value_contains, union_merge, value_contains, Algebra, AlgebraKind,
+    BashAlgebra, DefaultAlgebra, FilesAlgebra, McpAlgebra, ServerToolAlgebra, ENV_TIER1, ENV_TIER2,
+};
+pub use lattice::grant::{Grant, GrantError, Kind, Row};
+pub use lattice::laws::{
     check_laws, Law, LawCheck, LawReport, LawTally, LawViolation, Trial, DEFAULT_SEED,
     DEFAULT_TRIALS,
 };
+pub use lattice::path::{landing_warning, path_within, NormCache, PathCtx};
+pub use lattice::rng::Rng;
+pub use lattice::row_map::{RowIntoIter, RowIter, RowMap};
+pub use lattice::value::{position, toml_key, toml_string, Float, Value};
 pub use manifest::{
     is_safe_id, manifest_from_table, parse_manifest, parse_sidecar_group, parse_tool_group,
     AcceptedGap, Agent, Harness, LayerSpec, Manifest, ManifestError, ProviderRef, ProviderSpec,
     SandboxSection, Session, Shipped, Source, SubagentRef, SubagentSource, SystemPrompt, ToolEntry,
     ToolGroup, DEFAULT_TOOLS, MAX_ID_LEN, MAX_MANIFEST_BYTES, MAX_NESTING, META_FACTORIES,
 };
-pub use mcp::{bind_schema, ArgBinding, BindError, BoundTool, McpResolution};
-pub use path::{landing_warning, path_within, NormCache, PathCtx};
-pub use plan::{plan_mode_verdict, Effect};
-pub use rng::Rng;
-pub use row_map::{RowIntoIter, RowIter, RowMap};
-pub use rules::{
+pub use policy::authority::{
+    authority_candidates, authority_denial, authority_exposure, command_words, protected_name_in,
+    Authority, AuthorityFile, AuthorityKind, Exposure, PROTECTED_NAMES,
+};
+pub use policy::decide::{
+    brokered_commands, caller_var_crosses, code_runners, decide, decide_brokered, is_general_row,
+    plain_argv, rowed_commands, terminal_plan, Access, Authorization, BrokerDenial, Brokered,
+    Decision, Denial, Exec, Request, TerminalFacts, TerminalPlan, BROKER_BASE_ENV, CODE_RUNNERS,
+};
+pub use policy::doom::{DoomGuard, DOOM_LOOP_THRESHOLD};
+pub use policy::hooks::{
+    combine_hooks, interpret_hook, matcher_matches, Hook, HookAction, HookEvent, HookExit, HookRun,
+    HookVerdict, Hooks, DEFAULT_HOOK_TIMEOUT_SECS,
+};
+pub use policy::inherit::{inherit_policy, inherited_counts};
+pub use policy::plan::{plan_mode_verdict, Effect};
+pub use policy::rules::{
     combine, resolve_rule_prefixes, rule_prefixes, wildcard_match, Approval, CallFacts,
     Permissions, Rule, RuleKind, RulesVerdict, Subject, Verdict,
 };
-pub use sandbox_row::{
+pub use policy::sandbox_row::{
     sandbox_grant_problems, sandbox_network, sandbox_row_refusal, RowRefusal, SANDBOX_KINDS,
 };
-pub use secrets::{env_var_passes, grant_secrets, row_secrets, secret_env_names, EnvPolicy};
-pub use server_tools::server_tool_limits;
-pub use shipped::{
-    root_handle_problem, shipped_key, shipped_path_problem, ShippedSource, ShippedState,
+pub use policy::secrets::{
+    env_var_passes, grant_secrets, row_secrets, secret_env_names, EnvPolicy,
 };
-pub use skill::{
-    binding_problem, bound_grants, check_skill_name, compile_skill, group_clashes, parse_skill_md,
-    rescan_keeps, SkillDoc, SkillFacts, DEFAULT_SKILL_TOOLS, MAX_COMPATIBILITY, MAX_DESCRIPTION,
-    MAX_NAME, READ_SKILL,
-};
-pub use subagent::{check_subagents, Excess, ManifestLoader, SubagentVerdict, MAX_DEPTH};
-pub use value::{position, toml_key, toml_string, Float, Value};

@@ -11,7 +11,7 @@ use super::error::{join, Ctx, ManifestError};
 use super::suggest::check_keys;
 use super::tools::ToolEntry;
 use super::typed::{want_str, want_table};
-use crate::keys::Consent;
+use crate::contrib::keys::Consent;
 use crate::Grant;
 
 /// Parses `[consent]` found at `path`, against the manifest's `[capabilities]` and `[tools]`.
@@ -69,7 +69,7 @@ pub(crate) fn parse_consent(
                 )
                 .with_hint(format!("remove [consent].{key}, or rename the skill's instance")));
         }
-        if crate::contracts::BUILTIN_TOOLS.contains(&key.as_str()) {
+        if crate::contrib::contracts::BUILTIN_TOOLS.contains(&key.as_str()) {
             return Err(ctx
                 .err(
                     &p,
@@ -83,7 +83,7 @@ pub(crate) fn parse_consent(
                     &p,
                     format!("[capabilities] has no `{key}`: a consent needs the grant the instance runs under"),
                 )
-                .with_hint(format!("add `{} = {{}}` (or the grant it needs) to [capabilities]", crate::value::toml_key(key))));
+                .with_hint(format!("add `{} = {{}}` (or the grant it needs) to [capabilities]", crate::lattice::value::toml_key(key))));
         }
         out.insert(key.clone(), Consent { skill, sha256 });
     }

@@ -78,7 +78,7 @@ impl<'a> Ctx<'a> {
 
 /// Appends `key` to a dotted key path, quoting it when it is not a bare key.
 pub(crate) fn join(path: &str, key: &str) -> String {
-    let key = crate::value::toml_key(key);
+    let key = crate::lattice::value::toml_key(key);
     if path.is_empty() {
         key
     } else {
@@ -88,7 +88,7 @@ pub(crate) fn join(path: &str, key: &str) -> String {
 
 /// Appends an array position to a key path, counted from 1 ([`crate::position`]).
 pub(crate) fn index(path: &str, i: usize) -> String {
-    crate::value::position(path, i)
+    crate::lattice::value::position(path, i)
 }
 
 #[cfg(test)]

@@ -1,6 +1,6 @@
 //! `[hooks]`: `[[hooks.<Event>]]` tables with `matcher`, exactly one of `command` / `url`, and `timeout_secs`.
 
-use crate::hooks::{Hook, HookAction, HookEvent, Hooks, DEFAULT_HOOK_TIMEOUT_SECS};
+use crate::policy::hooks::{Hook, HookAction, HookEvent, Hooks, DEFAULT_HOOK_TIMEOUT_SECS};
 
 use super::error::{index, join, Ctx, ManifestError};
 use super::suggest::{check_keys, unknown_key_message};

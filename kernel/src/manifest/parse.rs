@@ -16,9 +16,9 @@ use super::suggest::unknown_key_message;
 use super::text::parse_toml;
 use super::tools::{default_tools, parse_grant, parse_tools, ProviderRef, Resolver, ToolEntry};
 use super::typed::{want_table, wrong_type};
-use crate::hooks::Hooks;
-use crate::keys::Consent;
-use crate::rules::Permissions;
+use crate::contrib::keys::Consent;
+use crate::policy::hooks::Hooks;
+use crate::policy::rules::Permissions;
 use crate::Grant;
 
 /// The top-level sections of a manifest.

@@ -1,6 +1,6 @@
 //! `[permissions]`: allow / ask / deny rules that can only narrow what the grants allow.
 
-use crate::rules::{Permissions, Rule};
+use crate::policy::rules::{Permissions, Rule};
 
 use super::error::{index, join, Ctx, ManifestError};
 use super::suggest::check_keys;

@@ -143,9 +143,12 @@ impl ProviderSpec {
                 format!("{} (config: {})", source.describe(), keys.join(", "))
             }
             ProviderSpec::Configured { factory, config } => {
-                let mut out = format!("{{ provider = {}", crate::value::toml_string(factory));
+                let mut out = format!(
+                    "{{ provider = {}",
+                    crate::lattice::value::toml_string(factory)
+                );
                 for (k, v) in config {
-                    out.push_str(&format!(", {} = {v}", crate::value::toml_key(k)));
+                    out.push_str(&format!(", {} = {v}", crate::lattice::value::toml_key(k)));
                 }
                 out.push_str(" }");
                 out

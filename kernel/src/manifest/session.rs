@@ -220,7 +220,7 @@ fn layered(
                 if items.iter().any(|v| !v.is_str() && !v.is_table()) {
                     format!(
                         "layer {first_odd} is {}; layers are names or {{ provider = \"...\" }} tables",
-                        crate::grant::type_name(&items[first_odd])
+                        crate::lattice::grant::type_name(&items[first_odd])
                     )
                 } else {
                     "mixes names and tables".to_string()

@@ -3,7 +3,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::*;
-use crate::rules::{Permissions, Rule};
+use crate::policy::rules::{Permissions, Rule};
 use crate::{Grant, Row, Value};
 
 fn env(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
@@ -1388,7 +1388,7 @@ fn never_panics_on_mangled_examples() {
 
 #[test]
 fn hooks_parse_by_event_with_defaults() {
-    use crate::hooks::{HookAction, HookEvent, DEFAULT_HOOK_TIMEOUT_SECS};
+    use crate::policy::hooks::{HookAction, HookEvent, DEFAULT_HOOK_TIMEOUT_SECS};
     let m = parses(
         r#"
 [agent]

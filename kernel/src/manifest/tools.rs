@@ -121,17 +121,17 @@ impl Resolver<'_> {
             path,
             format!(
                 "provider {s:?} is a bare handle: no [providers].{} is defined",
-                crate::value::toml_key(s)
+                crate::lattice::value::toml_key(s)
             ),
         );
         err = match nearest(s, &known) {
             Some(near) => err.with_hint(format!(
                 "did you mean {near:?}? otherwise define [providers].{} or write a path like \"./{s}\"",
-                crate::value::toml_key(s)
+                crate::lattice::value::toml_key(s)
             )),
             None => err.with_hint(format!(
                 "define [providers].{} = {{ path = \"…\" }} (or npm / git), or write a path like \"./{s}\"",
-                crate::value::toml_key(s)
+                crate::lattice::value::toml_key(s)
             )),
         };
         Err(err)
@@ -191,16 +191,16 @@ pub(crate) fn parse_entry(
     };
     let never = format!(
         "a [tools.{}] entry never configures: put construction config on its [providers] entry",
-        crate::value::toml_key(name)
+        crate::lattice::value::toml_key(name)
     );
     for key in table.keys() {
         if !ENTRY_KEYS.contains(&key.as_str()) {
             let p = join(path, key);
-            if crate::contracts::is_builtin_grant_kind(key) {
+            if crate::contrib::contracts::is_builtin_grant_kind(key) {
                 // a grant written inline, as in `read_file = { paths = ["./"] }`: the fix is `capabilities`, not
                 // [providers]
-                let name = crate::value::toml_key(name);
-                let key = crate::value::toml_key(key);
+                let name = crate::lattice::value::toml_key(name);
+                let key = crate::lattice::value::toml_key(key);
                 return Err(ctx
                     .err(
                         &p,
@@ -236,7 +236,7 @@ pub(crate) fn parse_entry(
         .map(|t| want_name(ctx, &join(path, "tool"), t).map(str::to_string))
         .transpose()?;
     if let ProviderRef::Shipped(s) = &mut provider {
-        s.digest = crate::keys::shipped_digest(&s.spec, tool.as_deref().unwrap_or(name));
+        s.digest = crate::contrib::keys::shipped_digest(&s.spec, tool.as_deref().unwrap_or(name));
     }
     let capabilities = table
         .get("capabilities")

@@ -2,7 +2,7 @@
 
 use super::error::{index, join, Ctx, ManifestError};
 use super::suggest::unknown_key_message;
-use crate::grant::type_name;
+use crate::lattice::grant::type_name;
 
 /// "expected X, found Y" at `path`.
 pub(crate) fn wrong_type(
