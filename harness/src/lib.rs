@@ -111,7 +111,7 @@ pub struct HarnessPlace {
 /// Builds the harness `[harness]` names, with its `maxTurnRequests`. API keys come only from `secrets` (the
 /// standard chain); a harness never reads the environment for them itself.
 pub fn build_harness(
-    harness: Option<&loom_kernel::Harness>,
+    harness: Option<&loom_kernel::HarnessSpec>,
     secrets: &dyn SecretLookup,
 ) -> Result<(std::sync::Arc<dyn Harness>, u32), HarnessConfigError> {
     build_harness_in(harness, secrets, &HarnessPlace::default())
@@ -119,7 +119,7 @@ pub fn build_harness(
 
 /// [`build_harness`] for a manifest at `place`.
 pub fn build_harness_in(
-    harness: Option<&loom_kernel::Harness>,
+    harness: Option<&loom_kernel::HarnessSpec>,
     secrets: &dyn SecretLookup,
     place: &HarnessPlace,
 ) -> Result<(std::sync::Arc<dyn Harness>, u32), HarnessConfigError> {
@@ -163,7 +163,7 @@ pub fn build_harness_in(
 
 /// `maxTurnRequests` of `[harness]` (the default when absent or when there is no `[harness]`).
 pub fn max_turn_requests_of(
-    harness: Option<&loom_kernel::Harness>,
+    harness: Option<&loom_kernel::HarnessSpec>,
 ) -> Result<u32, HarnessConfigError> {
     match harness.and_then(|h| h.config.get("maxTurnRequests")) {
         None => Ok(DEFAULT_MAX_TURN_REQUESTS),
@@ -202,7 +202,7 @@ pub fn server_tool_definition(
 /// A sub-agent's `small-model-of-parent` harness: the parent's provider with `model`, or the model the parent's
 /// provider recommends for small tasks. The secrets are the parent's (no separate secret slot).
 pub fn small_model_of_parent(
-    harness: &loom_kernel::Harness,
+    harness: &loom_kernel::HarnessSpec,
     parent: &dyn Harness,
 ) -> Result<std::sync::Arc<dyn Harness>, HarnessConfigError> {
     let model = match harness.config.get("model") {
@@ -271,7 +271,7 @@ mod tests {
 
     #[test]
     fn small_model_of_parent_is_refused_at_the_top_level_and_missing_harnesses_are_named() {
-        let h = loom_kernel::Harness {
+        let h = loom_kernel::HarnessSpec {
             provider: "small-model-of-parent".into(),
             config: toml::Table::new(),
         };
@@ -288,7 +288,7 @@ mod tests {
 
     #[test]
     fn small_model_of_parent_needs_a_parent_that_can_switch_models() {
-        let h = |config: &str| loom_kernel::Harness {
+        let h = |config: &str| loom_kernel::HarnessSpec {
             provider: "small-model-of-parent".into(),
             config: toml::from_str(config).unwrap(),
         };

@@ -88,9 +88,10 @@ pub use lattice::row_map::{RowIntoIter, RowIter, RowMap};
 pub use lattice::value::{position, toml_key, toml_string, Float, Value};
 pub use manifest::{
     is_safe_id, manifest_from_table, parse_manifest, parse_sidecar_group, parse_tool_group,
-    AcceptedGap, Agent, Harness, LayerSpec, Manifest, ManifestError, ProviderRef, ProviderSpec,
-    SandboxSection, Session, Shipped, Source, SubagentRef, SubagentSource, SystemPrompt, ToolEntry,
-    ToolGroup, DEFAULT_TOOLS, MAX_ID_LEN, MAX_MANIFEST_BYTES, MAX_NESTING, META_FACTORIES,
+    AcceptedGap, AgentSpec, HarnessSpec, LayerSpec, Manifest, ManifestError, ProviderRef,
+    ProviderSpec, SandboxSection, SessionSpec, Shipped, Source, SubagentRef, SubagentSource,
+    SystemPrompt, ToolEntry, ToolGroup, DEFAULT_TOOLS, MAX_ID_LEN, MAX_MANIFEST_BYTES, MAX_NESTING,
+    META_FACTORIES,
 };
 pub use policy::authority::{
     authority_candidates, authority_denial, authority_exposure, command_words, protected_name_in,
@@ -103,8 +104,8 @@ pub use policy::decide::{
 };
 pub use policy::doom::{DoomGuard, DOOM_LOOP_THRESHOLD};
 pub use policy::hooks::{
-    combine_hooks, interpret_hook, matcher_matches, Hook, HookAction, HookEvent, HookExit, HookRun,
-    HookVerdict, Hooks, DEFAULT_HOOK_TIMEOUT_SECS,
+    combine_hooks, interpret_hook, matcher_matches, HookAction, HookEvent, HookExit, HookRun,
+    HookSpec, HookVerdict, Hooks, DEFAULT_HOOK_TIMEOUT_SECS,
 };
 pub use policy::inherit::{inherit_policy, inherited_counts};
 pub use policy::plan::{plan_mode_verdict, Effect};

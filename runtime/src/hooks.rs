@@ -11,7 +11,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use loom_kernel::{
-    interpret_hook, Hook, HookAction, HookEvent, HookExit, HookRun, HookVerdict, Hooks,
+    interpret_hook, HookAction, HookEvent, HookExit, HookRun, HookSpec, HookVerdict, Hooks,
 };
 use loom_sandbox::{exit_code, ProcessGroup};
 use serde_json::{json, Map, Value};
@@ -129,7 +129,7 @@ impl HookRunner {
         out
     }
 
-    async fn run_one(&self, hook: &Hook, body: &str) -> HookRun {
+    async fn run_one(&self, hook: &HookSpec, body: &str) -> HookRun {
         let timeout = Duration::from_secs(hook.timeout_secs);
         match &hook.action {
             HookAction::Command(command) => run_command(command, &self.dir, body, timeout).await,
@@ -138,7 +138,7 @@ impl HookRunner {
     }
 }
 
-fn describe(hook: &Hook) -> String {
+fn describe(hook: &HookSpec) -> String {
     hook.action.to_string()
 }
 

@@ -238,7 +238,7 @@ fn config_defaults_follow_the_seed_and_bad_values_are_named() {
 
 #[test]
 fn a_missing_key_names_the_secret_and_how_to_set_it() {
-    let h = loom_kernel::Harness {
+    let h = loom_kernel::HarnessSpec {
         provider: "anthropic".into(),
         config: toml::Table::new(),
     };

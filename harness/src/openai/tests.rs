@@ -136,7 +136,7 @@ fn config_defaults_follow_the_seed_and_the_key_is_required() {
             context_window: None,
         }
     );
-    let h = loom_kernel::Harness {
+    let h = loom_kernel::HarnessSpec {
         provider: "openai".into(),
         config: toml::from_str("apiBase = \"http://127.0.0.1:9/v1\"").unwrap(),
     };

@@ -94,7 +94,7 @@ fn config_defaults_and_the_key_rule() {
             context_window: None,
         }
     );
-    let h = |cfg: &str| loom_kernel::Harness {
+    let h = |cfg: &str| loom_kernel::HarnessSpec {
         provider: "openai-chat".into(),
         config: toml::from_str(cfg).unwrap(),
     };

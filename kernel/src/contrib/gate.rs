@@ -331,7 +331,7 @@ pub fn manifest_changes(
         }
     }
     // hooks: each runs a program or calls a URL; a PreToolUse hook removed no longer refuses anything
-    let key = |e: &crate::policy::hooks::HookEvent, h: &crate::policy::hooks::Hook| {
+    let key = |e: &crate::policy::hooks::HookEvent, h: &crate::policy::hooks::HookSpec| {
         (e.name(), h.matcher.clone(), h.action.clone())
     };
     let old_hooks: Vec<_> = old.hooks.0.iter().map(|(e, h)| key(e, h)).collect();

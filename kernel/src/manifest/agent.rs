@@ -18,7 +18,7 @@ pub(crate) const AGENT_KEYS: &[&str] = &[
 
 /// `[agent]`: the agent's identity and prompt.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Agent {
+pub struct AgentSpec {
     /// Display name; also the per-agent storage id unless `storage_id` is set. Required, non-empty.
     pub name: String,
     /// A human description.
@@ -80,7 +80,7 @@ pub(crate) fn parse_agent(
     ctx: Ctx<'_>,
     path: &str,
     table: &toml::Table,
-) -> Result<Agent, ManifestError> {
+) -> Result<AgentSpec, ManifestError> {
     check_keys(ctx, path, table, AGENT_KEYS)?;
     let name = match table.get("name") {
         Some(v) => want_id(ctx, &join(path, "name"), v)?,
@@ -137,7 +137,7 @@ pub(crate) fn parse_agent(
             .collect(),
         None => BTreeMap::new(),
     };
-    Ok(Agent {
+    Ok(AgentSpec {
         name,
         description: opt_str("description")?,
         system_prompt,

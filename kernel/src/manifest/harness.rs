@@ -8,7 +8,7 @@ use super::typed::{check_schema, want_name, Ty};
 /// Specification: the builtin harnesses have closed config key sets with typed values; any other provider name is an
 /// external harness whose config stays open (its factory validates it).
 #[derive(Debug, Clone, PartialEq)]
-pub struct Harness {
+pub struct HarnessSpec {
     /// The harness factory (`anthropic`, `openai`, ... or an external provider).
     pub provider: String,
     /// Every key but `provider`.
@@ -74,7 +74,7 @@ pub(crate) fn parse_harness(
     ctx: Ctx<'_>,
     path: &str,
     table: &toml::Table,
-) -> Result<Harness, ManifestError> {
+) -> Result<HarnessSpec, ManifestError> {
     let provider = match table.get("provider") {
         Some(v) => want_name(ctx, &join(path, "provider"), v)?.to_string(),
         None => {
@@ -91,5 +91,5 @@ pub(crate) fn parse_harness(
     if let Some(schema) = builtin_harness_schema(&provider) {
         check_schema(ctx, path, &config, schema)?;
     }
-    Ok(Harness { provider, config })
+    Ok(HarnessSpec { provider, config })
 }

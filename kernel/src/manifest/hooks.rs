@@ -1,6 +1,6 @@
 //! `[hooks]`: `[[hooks.<Event>]]` tables with `matcher`, exactly one of `command` / `url`, and `timeout_secs`.
 
-use crate::policy::hooks::{Hook, HookAction, HookEvent, Hooks, DEFAULT_HOOK_TIMEOUT_SECS};
+use crate::policy::hooks::{HookAction, HookEvent, HookSpec, Hooks, DEFAULT_HOOK_TIMEOUT_SECS};
 
 use super::error::{index, join, Ctx, ManifestError};
 use super::suggest::{check_keys, unknown_key_message};
@@ -42,7 +42,7 @@ fn parse_hook(
     path: &str,
     event: HookEvent,
     v: &toml::Value,
-) -> Result<Hook, ManifestError> {
+) -> Result<HookSpec, ManifestError> {
     let t = want_table(ctx, path, v)?;
     check_keys(ctx, path, t, HOOK_KEYS)?;
     let text = |key: &str| -> Result<Option<String>, ManifestError> {
@@ -90,7 +90,7 @@ fn parse_hook(
             ))
         }
     };
-    Ok(Hook {
+    Ok(HookSpec {
         matcher,
         action,
         timeout_secs,

@@ -29,15 +29,15 @@ mod typed;
 #[cfg(test)]
 mod tests;
 
-pub use agent::{is_safe_id, Agent, SystemPrompt, MAX_ID_LEN};
+pub use agent::{is_safe_id, AgentSpec, SystemPrompt, MAX_ID_LEN};
 pub use error::ManifestError;
 pub use group::{parse_sidecar_group, parse_tool_group, ToolGroup};
 pub(crate) use harness::is_builtin_harness;
-pub use harness::Harness;
+pub use harness::HarnessSpec;
 pub use parse::{manifest_from_table, parse_manifest, Manifest};
 pub use parse::{SubagentRef, SubagentSource};
 pub use providers::{ProviderSpec, Source, META_FACTORIES};
 pub use sandbox::{AcceptedGap, SandboxSection};
-pub use session::{LayerSpec, Session};
+pub use session::{LayerSpec, SessionSpec};
 pub use text::{MAX_MANIFEST_BYTES, MAX_NESTING};
 pub use tools::{ProviderRef, Shipped, ToolEntry, DEFAULT_TOOLS};

@@ -2,15 +2,15 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::agent::{parse_agent, Agent, AGENT_KEYS};
+use super::agent::{parse_agent, AgentSpec, AGENT_KEYS};
 use super::consent::parse_consent;
 use super::error::{index, join, Ctx, ManifestError};
-use super::harness::{parse_harness, Harness};
+use super::harness::{parse_harness, HarnessSpec};
 use super::hooks::parse_hooks;
 use super::permissions::parse_permissions;
 use super::providers::{parse_providers, ProviderSpec};
 use super::sandbox::{parse_sandbox, SandboxSection};
-use super::session::{parse_session, Session};
+use super::session::{parse_session, SessionSpec};
 use super::subst::substitute_table;
 use super::suggest::unknown_key_message;
 use super::text::parse_toml;
@@ -46,11 +46,11 @@ pub(crate) const RESERVED_HANDLES: &[&str] = &["builtin", "session"];
 #[derive(Debug, Clone, PartialEq)]
 pub struct Manifest {
     /// `[agent]`.
-    pub agent: Agent,
+    pub agent: AgentSpec,
     /// `[harness]`, when present (a sub-agent may inherit its parent's).
-    pub harness: Option<Harness>,
+    pub harness: Option<HarnessSpec>,
     /// `[session]`, or the default chain.
-    pub session: Session,
+    pub session: SessionSpec,
     /// `[providers]`: handle -> spec.
     pub providers: BTreeMap<String, ProviderSpec>,
     /// `[tools]`: instance name -> entry, or the four defaults.
@@ -143,7 +143,7 @@ pub(crate) fn build_manifest(
             let p = join(prefix, "session");
             parse_session(ctx, &p, want_table(ctx, &p, v)?)?
         }
-        None => Session::default_chain(),
+        None => SessionSpec::default_chain(),
     };
     let providers = match table.get("providers") {
         Some(v) => parse_providers(ctx, &join(prefix, "providers"), v, RESERVED_HANDLES)?,
@@ -252,7 +252,7 @@ fn agent_section(
     table: &toml::Table,
     prefix: &str,
     flattened: bool,
-) -> Result<Agent, ManifestError> {
+) -> Result<AgentSpec, ManifestError> {
     let flat: toml::Table = if flattened {
         table
             .iter()

@@ -6,7 +6,7 @@ use super::typed::{check_schema, want_name, wrong_type, Ty};
 
 /// `[session]`: the chain of layers, top (sees the prompt) to bottom (storage).
 #[derive(Debug, Clone, PartialEq)]
-pub struct Session {
+pub struct SessionSpec {
     /// The layers, top first. Never empty; the last one is a storage layer.
     pub layers: Vec<LayerSpec>,
     /// True when `[session]` was absent and the default chain applied.
@@ -34,10 +34,10 @@ impl LayerSpec {
     }
 }
 
-impl Session {
+impl SessionSpec {
     /// The default chain: skills -> compacting -> in-memory.
-    pub fn default_chain() -> Session {
-        Session {
+    pub fn default_chain() -> SessionSpec {
+        SessionSpec {
             layers: ["skills", "compacting", "in-memory"]
                 .into_iter()
                 .map(LayerSpec::builtin)
@@ -131,7 +131,7 @@ pub(crate) fn parse_session(
     ctx: Ctx<'_>,
     path: &str,
     table: &toml::Table,
-) -> Result<Session, ManifestError> {
+) -> Result<SessionSpec, ManifestError> {
     let layers = match (table.get("provider"), table.get("layers")) {
         (Some(_), Some(_)) => {
             return Err(ctx.err(path, "has both provider and layers").with_hint(
@@ -186,7 +186,7 @@ pub(crate) fn parse_session(
         }
         Some(_) => {}
     }
-    Ok(Session {
+    Ok(SessionSpec {
         layers,
         defaulted: false,
     })

@@ -102,7 +102,7 @@ impl std::fmt::Display for HookAction {
 
 /// One declared hook.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Hook {
+pub struct HookSpec {
     /// Tool names it applies to (tool events only): exact names, `*`, or `|`-separated names; `None`: all.
     pub matcher: Option<String>,
     /// What runs.
@@ -116,13 +116,13 @@ pub const DEFAULT_HOOK_TIMEOUT_SECS: u64 = 15;
 
 /// The hooks of one agent, by event, in declaration order.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Hooks(pub Vec<(HookEvent, Hook)>);
+pub struct Hooks(pub Vec<(HookEvent, HookSpec)>);
 
 impl Hooks {
     /// The hooks to run at `event`, in declaration order. For a tool event, those whose matcher matches one of the
     /// names the tool answers to: its instance name and, for a renamed instance, its underlying tool (`run = {
     /// provider = "builtin", tool = "bash" }` answers to `run` and `bash`); `tool` is empty for other events.
-    pub fn at(&self, event: HookEvent, tool: &[&str]) -> Vec<&Hook> {
+    pub fn at(&self, event: HookEvent, tool: &[&str]) -> Vec<&HookSpec> {
         self.0
             .iter()
             .filter(|(e, h)| {
@@ -381,7 +381,7 @@ mod tests {
         }
         let hooks = Hooks(vec![(
             HookEvent::PreToolUse,
-            Hook {
+            HookSpec {
                 matcher: Some("bash".into()),
                 action: HookAction::Command("./check.sh".into()),
                 timeout_secs: DEFAULT_HOOK_TIMEOUT_SECS,

@@ -416,7 +416,7 @@ pub fn file_log_path(
 /// The log of the first `file` layer of `session`, when the chain has one: the history that outlives the process
 /// and can be resumed.
 pub fn resumable_log(
-    session: &loom_kernel::Session,
+    session: &loom_kernel::SessionSpec,
     manifest_dir: &Path,
     storage: &Path,
 ) -> Option<PathBuf> {
@@ -430,7 +430,7 @@ pub fn resumable_log(
 /// Builds the chain `[session]` declares (`[session]` absent: skills -> compacting -> in-memory). Layers not
 /// implemented are refused by name, never dropped.
 pub fn build_chain(
-    session: &loom_kernel::Session,
+    session: &loom_kernel::SessionSpec,
     place: &SessionPlace,
 ) -> Result<(Chain, Vec<String>), SessionError> {
     build_chain_with(session, place, Vec::new())
@@ -439,7 +439,7 @@ pub fn build_chain(
 /// [`build_chain`] where some layers are already built (the SDK's instances): `instances[i]`, when present, is
 /// used for layer `i` of `session` instead of building it from its spec.
 pub fn build_chain_with(
-    session: &loom_kernel::Session,
+    session: &loom_kernel::SessionSpec,
     place: &SessionPlace,
     mut instances: Vec<Option<Box<dyn Layer>>>,
 ) -> Result<(Chain, Vec<String>), SessionError> {
