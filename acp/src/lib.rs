@@ -7,7 +7,7 @@
 //! `session/load` resumes the one session a `file` session log holds (its ACP id is `file:<log path>`), replaying
 //! the stored history as `session/update` notifications before answering.
 //! When the client advertises `fs`, the file tools' I/O goes through `fs/read_text_file` / `fs/write_text_file`
-//! (see [`loom_runtime::ClientFs`]) once the kernel has allowed the call.
+//! (see [`loom_tools::ClientFs`]) once the kernel has allowed the call.
 //! When it advertises `terminal`, bash runs in a client terminal in the confined form the kernel decides
 //! ([`loom_kernel::terminal_plan`]: `loom sandbox run` with the chosen row), or in loom when that form cannot carry
 //! the call.

@@ -24,7 +24,7 @@ use loom_runtime::{boot_loaded, BootOptions};
 use loom_runtime::{env_map, Loaded};
 use loom_runtime::{resumable_log, FileLayer};
 use loom_runtime::{Agent, AskAnswer, Asker, PermissionAsk};
-use loom_runtime::{ClientFs, ClientTerminals};
+use loom_tools::{ClientFs, ClientTerminals};
 
 /// The longest line read; a longer one is answered with a parse error and skipped.
 pub const MAX_LINE: usize = 16 << 20;

@@ -347,13 +347,13 @@ mod asker {
     use loom_kernel::{AlgebraKind, Grant, PathCtx};
     use tokio_util::sync::CancellationToken;
 
+    use loom_harness::TestHarness;
     use loom_protocol::update::{SessionUpdate, ToolStatus};
     use loom_protocol::Capacity;
     use loom_runtime::ApprovalStore;
-    use loom_runtime::TestHarness;
-    use loom_runtime::{builtin_tool, SandboxEnv, ToolEnv};
     use loom_runtime::{Agent, AgentParts, AskAnswer, Asker, PermissionAsk, ToolSlot};
     use loom_runtime::{Chain, MemoryLayer};
+    use loom_tools::{builtin_tool, SandboxEnv, ToolEnv};
 
     /// Answers every ask with `answer` and records what it was asked.
     struct Recorder {

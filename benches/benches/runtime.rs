@@ -9,11 +9,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion};
+use loom_harness::{Harness, TestHarness};
 use loom_kernel::{AlgebraKind, Grant, PathCtx};
-use loom_runtime::{
-    builtin_tool, Agent, AgentParts, Capacity, Chain, Harness, MemoryLayer, SandboxEnv,
-    TestHarness, ToolEnv, ToolSlot,
-};
+use loom_protocol::Capacity;
+use loom_runtime::{Agent, AgentParts, Chain, MemoryLayer, ToolSlot};
+use loom_tools::{builtin_tool, SandboxEnv, ToolEnv};
 use tokio_util::sync::CancellationToken;
 
 /// How many turns one agent takes before a fresh one replaces it (untimed), so history stays session-sized.

@@ -9,9 +9,9 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use loom_harness::{Harness, TestHarness};
 use loom_runtime::{
-    run_agent, AgentDef, BootOptions, CompactingConfig, CompactingLayer, Harness, LayerSlot,
-    TestHarness,
+    run_agent, AgentDef, BootOptions, CompactingConfig, CompactingLayer, LayerSlot,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -96,7 +96,7 @@ fn run(
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
-    use loom_runtime::TestStep;
+    use loom_harness::TestStep;
 
     use super::*;
 

@@ -7,7 +7,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use loom_kernel::{bind_schema, Grant};
-use loom_runtime::{flatten_result, MAX_RESULT_CHARS};
+use loom_mcp::{flatten_result, MAX_RESULT_CHARS};
 use serde_json::Value;
 
 fuzz_target!(|data: &[u8]| {

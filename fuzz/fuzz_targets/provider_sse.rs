@@ -6,7 +6,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use loom_runtime::{AnthropicDecoder, ChatDecoder, ResponsesDecoder, SseLimits, SseParser};
+use loom_harness::{AnthropicDecoder, ChatDecoder, ResponsesDecoder, SseLimits, SseParser};
 
 fn limits() -> SseLimits {
     SseLimits {
@@ -16,7 +16,7 @@ fn limits() -> SseLimits {
     }
 }
 
-fn parse(chunks: &[&[u8]]) -> Result<Vec<loom_runtime::SseEvent>, String> {
+fn parse(chunks: &[&[u8]]) -> Result<Vec<loom_harness::SseEvent>, String> {
     let mut p = SseParser::with_limits(limits());
     let mut out = Vec::new();
     for c in chunks {

@@ -117,7 +117,8 @@ pub fn run_agent(def: AgentDef, opts: BootOptions) -> Result<Booted, BootError> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{CompactingConfig, CompactingLayer, TestHarness};
+    use crate::{CompactingConfig, CompactingLayer};
+    use loom_harness::TestHarness;
 
     fn table(text: &str) -> toml::Table {
         toml::from_str(text).unwrap()
@@ -201,7 +202,7 @@ mod tests {
         let result = history
             .iter()
             .find_map(|u| match u {
-                crate::SessionUpdate::ToolCallUpdate(t) => Some(t.text()),
+                loom_protocol::SessionUpdate::ToolCallUpdate(t) => Some(t.text()),
                 _ => None,
             })
             .unwrap();

@@ -5,7 +5,8 @@
 use std::path::PathBuf;
 
 use loom_kernel::{toml_key, toml_string};
-use loom_runtime::{inspect_server, load_manifest, Inspected, UpstreamTool};
+use loom_mcp::UpstreamTool;
+use loom_runtime::{inspect_server, load_manifest, Inspected};
 use serde_json::{json, Value as Json};
 
 use crate::exit;

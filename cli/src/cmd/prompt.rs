@@ -17,9 +17,9 @@
 
 use std::io::{IsTerminal, Read};
 
+use loom_protocol::{SessionUpdate, ToolStatus, TurnStop};
 use loom_runtime::{
-    prompt_blocking, terminal_safe, BootOptions, Preamble, PromptSink, SessionUpdate, ToolStatus,
-    TurnOutcome, TurnStop,
+    prompt_blocking, terminal_safe, BootOptions, Preamble, PromptSink, TurnOutcome,
 };
 
 use crate::exit;

@@ -12,9 +12,10 @@ use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::time::Duration;
 
+use loom_protocol::{SessionUpdate, ToolStatus, TurnStop};
 use loom_runtime::{
     answer_line, ask_question, run_repl, terminal_safe, AskAnswer, BootOptions, PermissionAsk,
-    ReplUi, SessionUpdate, ToolStatus, TurnOutcome, TurnStats, TurnStop,
+    ReplUi, TurnOutcome, TurnStats,
 };
 
 use crate::exit;

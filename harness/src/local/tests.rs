@@ -7,7 +7,7 @@ use serde_json::json;
 use super::config::DEFAULT_MAX_TOKENS;
 use super::*;
 use crate::model::{ContentBlock, Message, ModelRequest, Role, ToolSpec};
-use loom_runtime::{builtin_tool, SandboxEnv, ToolEnv, IMPLEMENTED};
+use loom_tools::{builtin_tool, SandboxEnv, ToolEnv, IMPLEMENTED};
 
 fn table(text: &str) -> toml::Table {
     toml::from_str(text).unwrap()
@@ -57,7 +57,7 @@ fn builtin_specs() -> Vec<ToolSpec> {
                 ctx: loom_kernel::PathCtx::new(dir.path().to_string_lossy().into_owned(), None),
                 cwd: dir.path().to_path_buf(),
             };
-            let tool: Arc<dyn loom_runtime::Tool> =
+            let tool: Arc<dyn loom_tools::Tool> =
                 builtin_tool(name, env, &SandboxEnv::default()).unwrap();
             tool.spec()
         })
@@ -69,9 +69,9 @@ fn builtin_specs() -> Vec<ToolSpec> {
         cwd: dir.path().to_path_buf(),
     };
     let web =
-        loom_runtime::WebSearchTool::new(env, loom_runtime::Secret::new("k"), "http://127.0.0.1:9")
+        loom_tools::WebSearchTool::new(env, loom_protocol::Secret::new("k"), "http://127.0.0.1:9")
             .unwrap();
-    specs.push(loom_runtime::Tool::spec(&web));
+    specs.push(loom_tools::Tool::spec(&web));
     specs
 }
 

@@ -17,9 +17,9 @@ use crate::SseParser;
 use loom_protocol::update::TurnStop;
 use loom_runtime::SecretChain;
 use loom_runtime::Sleeper;
-use loom_runtime::{builtin_tool, SandboxEnv, ToolEnv};
 use loom_runtime::{Agent, AgentParts, ToolSlot};
 use loom_runtime::{Chain, MemoryLayer};
+use loom_tools::{builtin_tool, SandboxEnv, ToolEnv};
 
 const KEY: &str = "sk-proj-test-secret-0123456789";
 

@@ -6,7 +6,7 @@
 mod options;
 mod subagent;
 
-pub use options::{BootError, BootFn, BootOptions, Booted, HarnessCell, Lineage, Prebuilt};
+pub use options::{BootError, BootOptions, Booted, HarnessCell, Prebuilt};
 pub use subagent::{SpawnEnv, SpawnSubagentTool};
 
 use std::collections::{BTreeMap, BTreeSet};

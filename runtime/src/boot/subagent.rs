@@ -25,7 +25,7 @@ use crate::tools::{
     check_fields, str_field, Prepared, Progress, Tool, ToolCtx, ToolEnv, ToolOutput,
 };
 use crate::update::{SessionUpdate, ToolKind};
-use crate::Capacity;
+use loom_protocol::Capacity;
 
 const UNDERLYING: &str = "spawn_subagent";
 
@@ -305,7 +305,7 @@ async fn run(
         "notes": booted.notes,
     });
     let mut result = match (&out.error, out.stop) {
-        (_, crate::TurnStop::Cancelled) => ToolOutput::interrupted(&out.final_text),
+        (_, loom_protocol::TurnStop::Cancelled) => ToolOutput::interrupted(&out.final_text),
         (Some(e), _) => ToolOutput::error(format!("{tool}: the sub-agent {name:?} failed: {e}")),
         (None, _) => ToolOutput::ok(out.final_text),
     };

@@ -29,24 +29,14 @@ use tokio_util::sync::CancellationToken;
 use crate::harness::Harness;
 use crate::update::SessionUpdate;
 
-pub use compacting::{
-    Clock, CompactingConfig, CompactingLayer, SystemClock, DEFAULT_KEEP, DEFAULT_THRESHOLD,
-    PAUSE_AFTER_FAILURE, STATE_FILE,
-};
-pub use compactor::{
-    Compactor, HeuristicCompactor, ModelCompactor, SummaryError, CHARS_PER_TOKEN,
-    COMPACTION_TURN_BIT, DEFAULT_COMPACTOR_SYSTEM, DEFAULT_INSTRUCTION, SUMMARY_HEADER,
-    SUMMARY_ID_PREFIX,
-};
+pub use compacting::{CompactingConfig, CompactingLayer, PAUSE_AFTER_FAILURE};
+pub use compactor::{Compactor, HeuristicCompactor, ModelCompactor, SummaryError};
 pub use file::FileLayer;
 pub use history::to_messages;
 pub use memory::MemoryLayer;
-pub use skills::bundled as bundled_skills;
 pub use skills::{
-    discover, discover_tagged, layer_roots, load_skill, manifest_skills, session_group,
-    skill_roots, tagged_skill_roots, Discovery, FoundSkill, Keeper, Override, SkillSource,
-    SkillsEnv, SkillsLayer, MAX_BUNDLED_READ, MAX_KEPT_CHARS, MAX_KEPT_SKILLS, MAX_LISTED,
-    MAX_SKILL_FILE, SKILLS_SESSION_GROUP,
+    discover, layer_roots, manifest_skills, session_group, skill_roots, Discovery, Keeper,
+    SkillSource, SkillsEnv, SkillsLayer,
 };
 
 /// What a compaction may use: the agent's harness (a model compactor summarises through it) and the turn's
@@ -635,7 +625,7 @@ mod tests {
         // the skills layer contributes the session's read_skill group, and no skill exists: no catalog
         let groups = chain.tool_groups();
         assert_eq!(groups.len(), 1);
-        assert_eq!(groups[0].1.label, SKILLS_SESSION_GROUP);
+        assert_eq!(groups[0].1.label, skills::SKILLS_SESSION_GROUP);
         assert!(chain.system_prompt_sections().is_empty());
     }
 

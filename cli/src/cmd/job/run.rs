@@ -15,7 +15,8 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use loom_runtime::{prompt_blocking, BootOptions, Preamble, PromptSink, SessionUpdate};
+use loom_protocol::SessionUpdate;
+use loom_runtime::{prompt_blocking, BootOptions, Preamble, PromptSink};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
@@ -504,7 +505,7 @@ fn copy_tree(from: &Path, to: &Path, depth: usize) {
 struct Sink {
     updates: std::io::BufWriter<std::fs::File>,
     requests: u64,
-    last_usage: Option<loom_runtime::UsageUpdate>,
+    last_usage: Option<loom_protocol::UsageUpdate>,
     notes: Vec<String>,
 }
 
