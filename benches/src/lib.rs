@@ -23,10 +23,10 @@ pub fn bash_row(i: usize) -> Row {
             ]),
         ),
     ];
-    if i % 3 == 0 {
+    if i.is_multiple_of(3) {
         pairs.push(("network", Value::Star));
     }
-    if i % 2 == 0 {
+    if i.is_multiple_of(2) {
         pairs.push(("env", Value::strs(["PATH", "AWS_*"])));
     }
     Row::from_pairs(pairs)
@@ -43,10 +43,10 @@ pub fn request_for(i: usize) -> Grant {
         ("commands", Value::strs([format!("cmd{i:05}")])),
         ("paths", Value::strs([format!("./data/{i:05}/out")])),
     ];
-    if i % 3 == 0 {
+    if i.is_multiple_of(3) {
         pairs.push(("network", Value::Star));
     }
-    if i % 2 == 0 {
+    if i.is_multiple_of(2) {
         pairs.push(("env", Value::strs(["AWS_KEY"])));
     }
     Grant::row(Row::from_pairs(pairs))

@@ -46,7 +46,6 @@
 mod call;
 mod dir;
 mod error;
-#[allow(dead_code)]
 mod frame;
 mod peer;
 mod server;

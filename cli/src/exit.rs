@@ -14,5 +14,4 @@ pub const TEMPFAIL: i32 = 75;
 /// A required sandbox tier is not available here (`--require-tier`; EX_UNAVAILABLE).
 pub const UNAVAILABLE: i32 = 69;
 /// The run was cancelled (Ctrl-C, SIGTERM, SIGHUP), the session flushed.
-#[allow(dead_code)]
 pub const CANCELLED: i32 = 130;

@@ -189,7 +189,7 @@ fn strip_ansi(s: &str) -> String {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
+#[expect(clippy::unwrap_used, reason = "a test panics on a failed set-up")]
 mod tests {
     use super::*;
 

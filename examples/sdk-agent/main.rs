@@ -94,7 +94,7 @@ fn run(
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
+#[expect(clippy::unwrap_used, reason = "a test panics on a failed set-up")]
 mod tests {
     use loom_harness::TestStep;
 

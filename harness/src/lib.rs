@@ -30,7 +30,10 @@ mod context_window;
 // test support for other crates' tests (the `testing` feature): a failed set-up panics the test, as it should
 #[cfg(any(test, feature = "testing"))]
 #[doc(hidden)]
-#[allow(clippy::unwrap_used, clippy::expect_used)]
+#[expect(
+    clippy::unwrap_used,
+    reason = "test support: a failed set-up panics the test"
+)]
 pub mod fake_server;
 mod http;
 pub mod local;

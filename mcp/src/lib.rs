@@ -28,7 +28,6 @@ mod wire;
 
 #[cfg(any(test, feature = "testing"))]
 #[doc(hidden)]
-#[allow(clippy::unwrap_used, clippy::expect_used)]
 pub mod testing;
 #[cfg(test)]
 mod tests;

@@ -12,7 +12,13 @@
 //! Standard library and libc only, so it stays small and starts fast.
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
-#[allow(dead_code)]
+#[cfg_attr(
+    not(test),
+    expect(
+        dead_code,
+        reason = "frame.rs is shared with the broker, which uses the other half"
+    )
+)]
 #[path = "../frame.rs"]
 mod frame;
 
