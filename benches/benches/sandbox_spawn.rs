@@ -29,7 +29,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use loom_broker::{run_row, BrokerLimits, RowRun};
-use loom_kernel::{decide, AlgebraKind, Authorization, Decision, Grant, PathCtx, Request, Row};
+use loom_kernel::{decide, AlgebraKind, Grant, PathCtx, Request, Row};
 use loom_sandbox::{
     build_bwrap_args, build_profile, build_seccomp_programs, host_support, open_roots, parse_grant,
     HostFs, Limits, PathFds, Place, SeccompPolicy, StageFds, Stream, Streams, Tier,
@@ -119,10 +119,7 @@ impl Case {
             argv: vec!["/bin/true".into()],
             cwd: ctx.base.clone(),
         };
-        let Decision::Allow(Authorization {
-            row: Some((_, row)),
-            ..
-        }) = decide("bash", AlgebraKind::Bash, &ctx, &grant, &request)
+        let Some((_, row)) = decide("bash", AlgebraKind::Bash, &ctx, &grant, &request).into_row()
         else {
             return Err("the kernel did not pick a row for /bin/true".into());
         };

@@ -623,7 +623,7 @@ mod tier_b {
     use crate::{
         build_profile, spawn_sandboxed_io, HostFs, Launch, Limits, Place, Stream, Streams, Tier,
     };
-    use loom_kernel::{decide, AlgebraKind, Authorization, Decision, Grant, PathCtx, Request};
+    use loom_kernel::{decide, AlgebraKind, Grant, PathCtx, Request};
     use std::io::Read;
 
     #[test]
@@ -646,10 +646,7 @@ mod tier_b {
             argv: argv.clone(),
             cwd: work.0.to_str().unwrap().into(),
         };
-        let Decision::Allow(Authorization {
-            row: Some((_, row)),
-            ..
-        }) = decide("bash", AlgebraKind::Bash, &ctx, &grant, &request)
+        let Some((_, row)) = decide("bash", AlgebraKind::Bash, &ctx, &grant, &request).into_row()
         else {
             panic!("not allowed")
         };

@@ -22,7 +22,7 @@
 //! ## Example
 //! ```
 //! use loom_kernel::{Grant, PathCtx};
-//! use loom_kernel::{decide, AlgebraKind, Authorization, Decision, Request};
+//! use loom_kernel::{decide, AlgebraKind, Request};
 //! use loom_sandbox::{build_profile, Limits, Place, HostFs};
 //!
 //! let t: toml::Table = toml::from_str(r#"g = { commands = ["ls"], read_paths = ["/usr"] }"#).unwrap();
@@ -30,8 +30,7 @@
 //! let ctx = PathCtx::new("/", None);
 //! let request = Request::BashArgv { argv: vec!["ls".into()], cwd: "/usr".into() };
 //! // the kernel picks the row; the sandbox only turns it into a profile
-//! let Decision::Allow(Authorization { row: Some((_, row)), .. }) =
-//!     decide("bash", AlgebraKind::Bash, &ctx, &grant, &request) else { unreachable!() };
+//! let Some((_, row)) = decide("bash", AlgebraKind::Bash, &ctx, &grant, &request).into_row() else { unreachable!() };
 //! let place = Place { cwd: "/usr".into(), home: None, ..Place::default() };
 //! let profile = build_profile(&row, &ctx, &place, Limits::default(), &HostFs).unwrap();
 //! assert_eq!(profile.readable, vec![std::path::PathBuf::from("/usr")]);

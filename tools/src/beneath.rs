@@ -45,7 +45,7 @@ impl Target {
         path: &Path,
         access: Access,
     ) -> Result<Target, String> {
-        let Some((_, row)) = &auth.row else {
+        let Some((_, row)) = auth.row() else {
             return Target::within(Path::new("/"), path);
         };
         let path_s = path.to_str().ok_or("the path is not UTF-8")?;
@@ -578,10 +578,18 @@ mod tests {
             ("paths", Value::strs(["./", "./sub"])),
             ("read_paths", Value::strs(["/ro"])),
         ]);
-        let auth = Authorization {
-            row: Some((0, row)),
-            exec: loom_kernel::Exec::InProcess,
+        let grant = loom_kernel::Grant::set(vec![row]);
+        let decided = |path: &str, access: Access, grant: &loom_kernel::Grant| {
+            let request = loom_kernel::Request::File {
+                path: path.into(),
+                access,
+            };
+            match loom_kernel::decide("t", loom_kernel::AlgebraKind::Files, &ctx, grant, &request) {
+                loom_kernel::Decision::Allow(a) => a,
+                loom_kernel::Decision::Deny(d) => panic!("{}", d.reason),
+            }
         };
+        let auth = decided("/w/sub/x/y", Access::Write, &grant);
         let t = Target::of(&auth, &ctx, Path::new("/w/sub/x/y"), Access::Write).unwrap();
         assert_eq!(
             (t.root.as_path(), t.rel.as_path()),
@@ -590,10 +598,11 @@ mod tests {
         let r = Target::of(&auth, &ctx, Path::new("/ro/f"), Access::Read).unwrap();
         assert_eq!(r.root, Path::new("/ro"));
         assert!(Target::of(&auth, &ctx, Path::new("/ro/f"), Access::Write).is_err());
-        let star = Authorization {
-            row: None,
-            exec: loom_kernel::Exec::InProcess,
-        };
+        let star = decided(
+            "/w/sub/x/y",
+            Access::Write,
+            &loom_kernel::Grant::Unrestricted,
+        );
         // a root that is the path itself is opened as a name beneath its parent
         let file = Target::within(Path::new("/w/a.txt"), Path::new("/w/a.txt")).unwrap();
         assert_eq!(

@@ -245,6 +245,20 @@ pub fn builtin_tool(underlying: &str, env: ToolEnv, sandbox: &SandboxEnv) -> Opt
 mod testutil {
     use super::*;
 
+    /// The kernel's authorisation of a prepared bash call (a test that runs it by hand); panics on a denial.
+    pub fn authorized(env: &ToolEnv, p: &Prepared) -> Authorization {
+        match decide(
+            &env.instance,
+            AlgebraKind::Bash,
+            &env.ctx,
+            &env.grant,
+            &p.request,
+        ) {
+            Decision::Allow(a) => a,
+            Decision::Deny(d) => panic!("{}", d.reason),
+        }
+    }
+
     /// Makes a FIFO at `path` (mode 0600).
     pub fn mkfifo(path: &std::path::Path) {
         use rustix::fs::{mknodat, FileType, Mode, CWD};

@@ -77,7 +77,7 @@ fn render(x: &Explanation) -> String {
     );
     match &x.decision {
         Decision::Allow(a) => {
-            let how = match &a.exec {
+            let how = match a.exec() {
                 Exec::Unconfined => "runs unconfined (the grant is \"*\")".to_string(),
                 Exec::Shell => {
                     "runs as `/bin/bash -c` in the sandbox built from that row".to_string()
@@ -87,7 +87,7 @@ fn render(x: &Explanation) -> String {
                 ),
                 Exec::InProcess => "runs in loom under that row".to_string(),
             };
-            match &a.row {
+            match a.row() {
                 Some((i, row)) => line(
                     "kernel",
                     format!(

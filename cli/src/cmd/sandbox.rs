@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use loom_broker::{run_row, BrokerLimits, RowRun};
-use loom_kernel::{decide, AlgebraKind, Authorization, Decision, PathCtx, Request};
+use loom_kernel::{decide, AlgebraKind, Decision, PathCtx, Request};
 use loom_sandbox::{kill_tree_on_signals, parse_grant, spawn_unconfined, Limits, Streams, Tier};
 
 use crate::exit;
@@ -170,7 +170,7 @@ fn run_one(a: RunArgs) -> i32 {
     };
     let row = match decide("bash", AlgebraKind::Bash, &ctx, &grant, &request) {
         Decision::Deny(d) => return fail(exit::FAILED, &d.reason),
-        Decision::Allow(Authorization { row: None, .. }) => {
+        Decision::Allow(auth) if auth.row().is_none() => {
             if a.verbose {
                 eprintln!("loom: sandbox: grant \"*\" is unrestricted: running without a sandbox");
             }
@@ -184,10 +184,10 @@ fn run_one(a: RunArgs) -> i32 {
                 Err(e) => fail(e.exit_code(), &e.to_string()),
             };
         }
-        Decision::Allow(Authorization {
-            row: Some((_, row)),
-            ..
-        }) => row,
+        Decision::Allow(auth) => match auth.into_parts() {
+            (Some((_, row)), _) => row,
+            (None, _) => unreachable!("the grant \"*\" was handled above"),
+        },
     };
     let defaults = Limits::default();
     let limits = Limits {

@@ -511,10 +511,7 @@ mod tests {
         };
         assert_eq!(combine_hooks(&[]), Verdict::Allow);
         assert_eq!(combine_hooks(&[allow.clone(), ask]), Verdict::Ask);
-        let granted = Decision::Allow(Authorization {
-            row: None,
-            exec: Exec::InProcess,
-        });
+        let granted = Decision::Allow(Authorization::new(None, Exec::InProcess));
         let denied = Decision::Deny(Denial {
             tool: "t".into(),
             reason: "no".into(),

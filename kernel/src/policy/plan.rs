@@ -32,10 +32,8 @@ mod tests {
     fn plan_mode_refuses_changes_and_never_widens() {
         assert_eq!(plan_mode_verdict(Effect::Changes), Verdict::Deny);
         assert_eq!(plan_mode_verdict(Effect::Reads), Verdict::Allow);
-        let allowed = crate::policy::decide::Decision::Allow(Authorization {
-            row: None,
-            exec: Exec::InProcess,
-        });
+        let allowed =
+            crate::policy::decide::Decision::Allow(Authorization::new(None, Exec::InProcess));
         // plan mode's allow cannot lift an ask or a deny from the rules
         assert_eq!(
             combine(&allowed, Verdict::Ask, &[plan_mode_verdict(Effect::Reads)]),

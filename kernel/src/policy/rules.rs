@@ -682,10 +682,7 @@ mod tests {
             reason: "no".into(),
         });
         assert_eq!(combine(&denied, Verdict::Allow, &[]), Verdict::Deny);
-        let allowed = Decision::Allow(Authorization {
-            row: None,
-            exec: Exec::Unconfined,
-        });
+        let allowed = Decision::Allow(Authorization::new(None, Exec::Unconfined));
         assert_eq!(
             combine(&allowed, Verdict::Allow, &[Verdict::Ask]),
             Verdict::Ask

@@ -276,7 +276,8 @@ impl Call {
             .argv
             .as_ref()
             .map(|a| a.iter().map(OsString::from).collect());
-        match (auth.exec, auth.row) {
+        let (row, exec) = auth.into_parts();
+        match (exec, row) {
             // defence in depth: only the grant "*" ever runs without a sandbox
             (Exec::Unconfined, _) if self.env.grant == loom_kernel::Grant::Unrestricted => {
                 Ok(Plan::Unconfined(given.unwrap_or_else(shell)))
@@ -480,7 +481,7 @@ impl Call {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testutil::{call, env};
+    use crate::testutil::{authorized, call, env};
     use loom_kernel::AlgebraKind;
     use std::sync::Mutex;
 
@@ -567,10 +568,7 @@ mod tests {
             client_fs: None,
             terminals: None,
         };
-        let auth = Authorization {
-            row: None,
-            exec: Exec::Unconfined,
-        };
+        let auth = authorized(&e, &p);
         let out = (p.run)(auth, ctx).await;
         assert!(out.interrupted && out.is_error, "{out:?}");
         assert!(seen.lock().unwrap()[0].contains("started"));
@@ -617,10 +615,7 @@ mod tests {
             client_fs: None,
             terminals: Some(terminals.clone()),
         };
-        let auth = Authorization {
-            row: None,
-            exec: Exec::Unconfined,
-        };
+        let auth = authorized(&e, &p);
         let out = (p.run)(auth, ctx).await;
         let seen = terminals.seen.lock().unwrap().clone();
         (out, seen)

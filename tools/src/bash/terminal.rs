@@ -12,7 +12,7 @@ impl Call {
         terminals: &dyn ClientTerminals,
     ) -> Result<(String, Vec<String>), String> {
         let cwd = self.cwd.display().to_string();
-        let argv: Vec<String> = match (&auth.exec, &self.argv) {
+        let argv: Vec<String> = match (auth.exec(), &self.argv) {
             (Exec::Argv(v), _) => v.clone(),
             (Exec::Unconfined, Some(a)) => a.clone(),
             _ => vec!["/bin/bash".into(), "-c".into(), self.command.clone()],

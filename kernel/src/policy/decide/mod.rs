@@ -71,13 +71,40 @@ pub enum Exec {
     InProcess,
 }
 
-/// A call the grant authorises.
+/// A call the grant authorises. Only [`decide`] makes one (the fields are private), so a tool's `run`, which takes an
+/// `Authorization`, can only be reached through the kernel's decision.
+///
+/// Code outside the kernel cannot forge one:
+/// ```compile_fail,E0451
+/// let forged = loom_kernel::Authorization { row: None, exec: loom_kernel::Exec::Unconfined };
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Authorization {
+    row: Option<(usize, Row)>,
+    exec: Exec,
+}
+
+impl Authorization {
+    /// For the kernel's own tests: an authorisation as `decide` would give it.
+    #[cfg(test)]
+    pub(crate) fn new(row: Option<(usize, Row)>, exec: Exec) -> Authorization {
+        Authorization { row, exec }
+    }
+
     /// The authorising row and its index in the grant; `None` when the grant is `"*"`.
-    pub row: Option<(usize, Row)>,
+    pub fn row(&self) -> Option<&(usize, Row)> {
+        self.row.as_ref()
+    }
+
     /// How the call runs.
-    pub exec: Exec,
+    pub fn exec(&self) -> &Exec {
+        &self.exec
+    }
+
+    /// The row (with its index) and how the call runs, taken apart.
+    pub fn into_parts(self) -> (Option<(usize, Row)>, Exec) {
+        (self.row, self.exec)
+    }
 }
 
 /// A call the grant refuses, with a reason written for the model.
@@ -99,6 +126,14 @@ pub enum Decision {
 }
 
 impl Decision {
+    /// The authorising row (with its index) of an allowed call; `None` for a denial or the grant `"*"`.
+    pub fn into_row(self) -> Option<(usize, Row)> {
+        match self {
+            Decision::Allow(a) => a.row,
+            Decision::Deny(_) => None,
+        }
+    }
+
     /// True when the call is authorised.
     pub fn is_allowed(&self) -> bool {
         matches!(self, Decision::Allow(_))
