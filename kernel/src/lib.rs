@@ -72,7 +72,10 @@ pub use contrib::skill::{
     rescan_keeps, SkillDoc, SkillFacts, DEFAULT_SKILL_TOOLS, MAX_COMPATIBILITY, MAX_DESCRIPTION,
     MAX_NAME, READ_SKILL,
 };
-pub use contrib::subagent::{check_subagents, Excess, ManifestLoader, SubagentVerdict, MAX_DEPTH};
+pub use contrib::subagent::{
+    check_subagents, subagent_choices, Excess, ManifestLoader, SubagentChoice, SubagentVerdict,
+    MAX_DEPTH,
+};
 pub use lattice::algebra::{
     equivalent, paths_value_contains, union_merge, value_contains, Algebra, AlgebraKind,
     BashAlgebra, DefaultAlgebra, FilesAlgebra, McpAlgebra, ServerToolAlgebra, ENV_TIER1, ENV_TIER2,
@@ -108,6 +111,7 @@ pub use policy::hooks::{
     HookSpec, HookVerdict, Hooks, DEFAULT_HOOK_TIMEOUT_SECS,
 };
 pub use policy::inherit::{inherit_policy, inherited_counts};
+pub use policy::narrow::{narrow, Narrowed, Narrowing};
 pub use policy::plan::{plan_mode_verdict, Effect};
 pub use policy::rules::{
     combine, resolve_rule_prefixes, rule_prefixes, wildcard_match, Approval, CallFacts,

@@ -8,6 +8,7 @@
 use crate::contrib::ceiling::ceiling_excess;
 use crate::lattice::grant::Grant;
 use crate::lattice::path::PathCtx;
+use crate::lattice::value::Value;
 use crate::manifest::{Manifest, SubagentSource};
 
 /// How deep the walk goes before it refuses (a guard against pathological trees, not a cycle check).
@@ -148,4 +149,79 @@ fn walk(
         out.push(v);
     }
     out
+}
+/// One sub-agent a `spawn_subagent` grant allows.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SubagentChoice {
+    /// The parent itself, stripped of its `spawn_subagent` instances (a row without `manifest`, or `"*"`).
+    SelfCopy,
+    /// A row's `manifest` value: an inline table or a path.
+    Explicit(Value),
+}
+
+/// The sub-agents `grant` (a `spawn_subagent` instance's) lets the model spawn, in row order, each with the name the
+/// model picks it by: the parent's name (`parent`) for a self-copy, else the sub-manifest's name (an inline table's
+/// `name` or `agent.name`, a path as written). A name offered twice keeps its first row.
+pub fn subagent_choices(grant: &Grant, parent: &str) -> Vec<(String, SubagentChoice)> {
+    let mut choices: Vec<(String, SubagentChoice)> = Vec::new();
+    match grant {
+        Grant::Unrestricted => choices.push((parent.to_string(), SubagentChoice::SelfCopy)),
+        Grant::Set(rows) => {
+            for row in rows.iter() {
+                let choice = match row.get("manifest") {
+                    Some(v) => SubagentChoice::Explicit(v.clone()),
+                    None => SubagentChoice::SelfCopy,
+                };
+                let name = match &choice {
+                    SubagentChoice::SelfCopy => parent.to_string(),
+                    SubagentChoice::Explicit(v) => explicit_name(v),
+                };
+                if !choices.iter().any(|(n, _)| *n == name) {
+                    choices.push((name, choice));
+                }
+            }
+        }
+    }
+    choices
+}
+
+/// The name the model picks an explicit sub-manifest by.
+fn explicit_name(v: &Value) -> String {
+    if let Some(path) = v.as_str() {
+        return path.to_string();
+    }
+    let json = v.to_json();
+    json.get("name")
+        .or_else(|| json.get("agent").and_then(|a| a.get("name")))
+        .and_then(serde_json::Value::as_str)
+        .map(str::to_string)
+        .unwrap_or_else(|| "sub-agent".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_grant_offers_self_copies_and_named_sub_manifests_once_each() {
+        let t: toml::Table = toml::from_str(
+            r#"g = [
+                { manifest = { name = "r" } },
+                { manifest = { agent = { name = "s" } } },
+                { manifest = "./x.toml" },
+                { manifest = { name = "r", description = "the same name again" } },
+            ]"#,
+        )
+        .unwrap();
+        let grant = Grant::from_toml(&t["g"]).unwrap();
+        // in the grant's (canonical) row order; the second "r" row is not offered again
+        let mut names: Vec<String> = subagent_choices(&grant, "lead")
+            .into_iter()
+            .map(|(n, _)| n)
+            .collect();
+        names.sort();
+        assert_eq!(names, ["./x.toml", "r", "s"]);
+        let star = subagent_choices(&Grant::Unrestricted, "lead");
+        assert_eq!(star, vec![("lead".to_string(), SubagentChoice::SelfCopy)]);
+    }
 }

@@ -9,6 +9,7 @@ pub(crate) mod decide;
 pub(crate) mod doom;
 pub(crate) mod hooks;
 pub(crate) mod inherit;
+pub(crate) mod narrow;
 pub(crate) mod plan;
 pub(crate) mod rules;
 pub(crate) mod sandbox_row;

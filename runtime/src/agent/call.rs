@@ -2,6 +2,7 @@
 //! (`[permissions]` rules, hooks, plan mode, the doom-loop guard) and its asks, and only then the run.
 
 use super::*;
+use loom_kernel::{narrow, Narrowed};
 
 impl Agent {
     /// Runs one call: parse, look up, gather facts, decide, then (only when allowed) run.
@@ -105,15 +106,16 @@ impl Agent {
         } else {
             Verdict::Allow
         };
-        let verdict = combine(&decision, judged.verdict, &[stuck, plan, hooked]);
+        let narrowing = narrow(&decision, &judged, stuck, plan, hooked);
         let mut remember_failed = None;
-        let auth = match (decision, verdict) {
+        let auth = match (decision, narrowing.why) {
             (Decision::Deny(d), _) => {
                 return self
                     .finish(session, &call.id, ToolOutput::error(d.reason))
                     .await
             }
-            (Decision::Allow(_), Verdict::Deny) if plan == Verdict::Deny => {
+            (Decision::Allow(a), Narrowed::Runs) => a,
+            (Decision::Allow(_), Narrowed::PlanMode) => {
                 let out = ToolOutput::error(format!(
                     "{}: refused in plan mode — it can change the workspace, and the user is planning; describe \
                      the change instead (only the user can leave plan mode)",
@@ -121,18 +123,17 @@ impl Agent {
                 ));
                 return self.finish(session, &call.id, out).await;
             }
-            (Decision::Allow(_), Verdict::Deny) => {
-                let which = match (judged.verdict, judged.rule) {
-                    (Verdict::Deny, Some((kind, index))) => format!(
+            (Decision::Allow(_), Narrowed::DenyRule { rule, matched }) => {
+                let which = match rule {
+                    Some((kind, index)) => format!(
                         " ({}{})",
                         loom_kernel::position(kind.key(), index),
-                        judged
-                            .matched
+                        matched
                             .as_ref()
                             .map(|m| format!(", which matched {m}"))
                             .unwrap_or_default()
                     ),
-                    _ => String::new(),
+                    None => String::new(),
                 };
                 let out = ToolOutput::error(format!(
                     "{}: refused by a [permissions] deny rule{which}",
@@ -140,34 +141,40 @@ impl Agent {
                 ));
                 return self.finish(session, &call.id, out).await;
             }
-            (Decision::Allow(a), Verdict::Ask) => {
-                let rememberable =
-                    judged.rememberable() && stuck != Verdict::Ask && hooked != Verdict::Ask;
-                let hook_asks = pre
-                    .iter()
-                    .find(|o| o.verdict.decision == Some(Verdict::Ask))
-                    .filter(|_| judged.verdict != Verdict::Ask);
-                let reason = if let Some(o) = hook_asks.filter(|_| stuck != Verdict::Ask) {
-                    format!(
-                        "{}: a PreToolUse hook ({}) asks for the user's approval: {}",
-                        call.name,
-                        o.what,
-                        o.verdict.reason.as_deref().unwrap_or("no reason given")
-                    )
-                } else if stuck == Verdict::Ask {
-                    format!(
+            (Decision::Allow(a), why) => {
+                let rememberable = narrowing.rememberable;
+                let reason = match why {
+                    Narrowed::HookAsks => {
+                        let o = pre
+                            .iter()
+                            .find(|o| o.verdict.decision == Some(Verdict::Ask));
+                        format!(
+                            "{}: a PreToolUse hook ({}) asks for the user's approval: {}",
+                            call.name,
+                            o.map_or("", |o| o.what.as_str()),
+                            o.and_then(|o| o.verdict.reason.as_deref())
+                                .unwrap_or("no reason given")
+                        )
+                    }
+                    Narrowed::Stuck => format!(
                         "{}: this is the same call with the same input {} times in a row — the model appears stuck \
                          repeating it; it needs the user's approval",
                         call.name,
                         loom_kernel::DOOM_LOOP_THRESHOLD
-                    )
-                } else {
-                    let (kind, index) = judged.rule.unwrap_or((RuleKind::Ask, 0));
-                    format!(
+                    ),
+                    Narrowed::AskRule { rule: (kind, index) } => format!(
                         "{}: a [permissions] ask rule ({}) needs the user's approval for this call",
                         call.name,
                         loom_kernel::position(kind.key(), index)
-                    )
+                    ),
+                    other => {
+                        // the arms above take every other narrowing; refuse rather than run on a surprise
+                        let out = ToolOutput::error(format!(
+                            "{}: refused: the kernel narrowed the call to {other:?}",
+                            call.name
+                        ));
+                        return self.finish(session, &call.id, out).await;
+                    }
                 };
                 let Some(asker) = &self.asker else {
                     let why = if stuck == Verdict::Ask {
@@ -217,7 +224,6 @@ impl Agent {
                     }
                 }
             }
-            (Decision::Allow(a), Verdict::Allow) => a,
         };
         let history = if slot.tool.wants_history() {
             Some(session.pull()?)

@@ -14,8 +14,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use loom_kernel::{
-    ceiling_excess, manifest_from_table, Authority, CallFacts, Grant, Manifest, PathCtx, Request,
-    Row, Value, MAX_DEPTH,
+    ceiling_excess, manifest_from_table, subagent_choices, Authority, CallFacts, Manifest, PathCtx,
+    Request, Row, SubagentChoice, MAX_DEPTH,
 };
 
 use super::options::{BootFn, BootOptions, HarnessCell, Lineage};
@@ -48,46 +48,18 @@ pub struct SpawnEnv {
     pub boot: BootFn,
 }
 
-/// One sub-agent the grant allows.
-#[derive(Debug, Clone)]
-enum Choice {
-    /// The parent, stripped of spawn_subagent.
-    SelfCopy,
-    /// A row's `manifest` value (inline table or path).
-    Explicit(Value),
-}
-
 /// The `spawn_subagent` tool.
 pub struct SpawnSubagentTool {
     env: ToolEnv,
     spawn: SpawnEnv,
     /// The choices the grant offers, with the name the model picks them by.
-    choices: Vec<(String, Choice)>,
+    choices: Vec<(String, SubagentChoice)>,
 }
 
 impl SpawnSubagentTool {
     /// The tool for one granted instance.
     pub fn new(env: ToolEnv, spawn: SpawnEnv) -> SpawnSubagentTool {
-        let parent_name = spawn.parent.manifest.agent.name.clone();
-        let mut choices = Vec::new();
-        match &env.grant {
-            Grant::Unrestricted => choices.push((parent_name.clone(), Choice::SelfCopy)),
-            Grant::Set(rows) => {
-                for row in rows.iter() {
-                    let choice = match row.get("manifest") {
-                        Some(v) => Choice::Explicit(v.clone()),
-                        None => Choice::SelfCopy,
-                    };
-                    let name = match &choice {
-                        Choice::SelfCopy => parent_name.clone(),
-                        Choice::Explicit(v) => explicit_name(v),
-                    };
-                    if !choices.iter().any(|(n, _)| *n == name) {
-                        choices.push((name, choice));
-                    }
-                }
-            }
-        }
+        let choices = subagent_choices(&env.grant, &spawn.parent.manifest.agent.name);
         SpawnSubagentTool {
             env,
             spawn,
@@ -95,7 +67,7 @@ impl SpawnSubagentTool {
         }
     }
 
-    fn pick(&self, input: &serde_json::Value) -> Result<&(String, Choice), String> {
+    fn pick(&self, input: &serde_json::Value) -> Result<&(String, SubagentChoice), String> {
         let tool = &self.env.instance;
         match input.get("agent") {
             None | Some(serde_json::Value::Null) if self.choices.len() == 1 => Ok(&self.choices[0]),
@@ -123,18 +95,6 @@ impl SpawnSubagentTool {
 }
 
 /// The name an explicit sub-agent is picked by: its agent name when written inline, else its path.
-fn explicit_name(v: &Value) -> String {
-    if let Some(path) = v.as_str() {
-        return path.to_string();
-    }
-    let json = v.to_json();
-    json.get("name")
-        .or_else(|| json.get("agent").and_then(|a| a.get("name")))
-        .and_then(serde_json::Value::as_str)
-        .map(str::to_string)
-        .unwrap_or_else(|| "sub-agent".into())
-}
-
 impl Tool for SpawnSubagentTool {
     fn name(&self) -> &str {
         &self.env.instance
@@ -188,7 +148,7 @@ impl Tool for SpawnSubagentTool {
         // the kernel picks the row that grants this sub-agent: the `manifest` kind for an explicit one, nothing for a
         // self-copy
         let mut want = Row::default();
-        if let Choice::Explicit(v) = &choice {
+        if let SubagentChoice::Explicit(v) = &choice {
             want.insert("manifest", v.clone());
         }
         let spawn = self.spawn.clone();
@@ -210,7 +170,7 @@ impl Tool for SpawnSubagentTool {
 async fn run(
     tool: &str,
     name: &str,
-    choice: &Choice,
+    choice: &SubagentChoice,
     prompt: &str,
     spawn: &SpawnEnv,
     ctx: ToolCtx,
@@ -227,7 +187,7 @@ async fn run(
         Err(e) => return ToolOutput::error(e),
     };
     // the parent's deny and ask rules and PreToolUse hooks bind the sub-agent too (a self-copy has them already)
-    if matches!(choice, Choice::Explicit(_)) {
+    if matches!(choice, SubagentChoice::Explicit(_)) {
         loom_kernel::inherit_policy(
             &spawn.parent.manifest,
             &spawn.parent.dir.display().to_string(),
@@ -329,15 +289,15 @@ fn tail(s: &str, max: usize) -> &str {
 }
 
 /// The sub-manifest for `choice`.
-fn resolve(tool: &str, choice: &Choice, spawn: &SpawnEnv) -> Result<Loaded, String> {
+fn resolve(tool: &str, choice: &SubagentChoice, spawn: &SpawnEnv) -> Result<Loaded, String> {
     let parent: &Loaded = &spawn.parent;
     match choice {
-        Choice::SelfCopy => Ok(Loaded {
+        SubagentChoice::SelfCopy => Ok(Loaded {
             path: parent.path.clone(),
             dir: parent.dir.clone(),
             manifest: self_copy(&parent.manifest),
         }),
-        Choice::Explicit(v) => match v.as_str() {
+        SubagentChoice::Explicit(v) => match v.as_str() {
             Some(path) => {
                 let target: PathBuf = crate::authority::resolved(&parent.dir.join(path));
                 let loaded = load_manifest(&target)
@@ -466,17 +426,6 @@ mod tests {
         let caps = copy.capabilities.unwrap();
         assert!(caps.contains_key("read_file") && !caps.contains_key("helper"));
         assert_eq!(copy.session.layers[0].provider, "in-memory");
-    }
-
-    #[test]
-    fn names_come_from_inline_manifests_and_paths() {
-        let v = |j: serde_json::Value| Value::from_json(&j).unwrap();
-        assert_eq!(explicit_name(&v(serde_json::json!({"name": "r"}))), "r");
-        assert_eq!(
-            explicit_name(&v(serde_json::json!({"agent": {"name": "s"}}))),
-            "s"
-        );
-        assert_eq!(explicit_name(&v(serde_json::json!("./x.toml"))), "./x.toml");
     }
 
     fn user(text: &str) -> SessionUpdate {
