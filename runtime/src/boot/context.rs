@@ -1,0 +1,199 @@
+//! One boot in progress ([`Boot`]): the manifest, where it runs (working directory, environment, storage), the
+//! secrets chain, the authority files, the servers started so far, and the tools built so far. Each step of boot is
+//! a method on it, in its own file: the session chain (`session.rs`), the tools (`tools.rs`), the harness
+//! (`harness.rs`). [`Boot::add_tool`] is the one place the lattice laws of an algebra are checked.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use loom_kernel::{
+    check_laws, AlgebraKind, Authority, AuthorityFile, AuthorityKind, PathCtx, SystemPrompt,
+    DEFAULT_SEED, DEFAULT_TRIALS,
+};
+
+use super::{BootError, BootOptions, HarnessCell, SECRET_SLOTS};
+use crate::agent::ToolSlot;
+use crate::authority::{resolve_authority, sandbox_paths, submanifest_hashes, AuthorityPlace};
+use crate::load::{env_map, path_ctx, Loaded};
+use crate::providers::McpServers;
+use crate::secrets::SecretChain;
+use crate::storage::{ensure_storage, storage_dir};
+use crate::tools::SandboxEnv;
+
+/// One boot in progress.
+pub(super) struct Boot {
+    pub(super) loaded: Arc<Loaded>,
+    pub(super) opts: BootOptions,
+    /// The manifest's path, for errors.
+    pub(super) file: String,
+    /// The working directory, canonical.
+    pub(super) cwd: PathBuf,
+    pub(super) ctx: PathCtx,
+    pub(super) env: BTreeMap<String, String>,
+    pub(super) chain: SecretChain,
+    /// The agent's storage directory.
+    pub(super) storage: PathBuf,
+    /// What boot wants the user to know.
+    pub(super) notes: Vec<String>,
+    /// The MCP servers and provider processes started so far, one per handle.
+    pub(super) servers: McpServers,
+    /// The authority files of this agent and every agent above it.
+    pub(super) authority: Arc<Authority>,
+    /// The sha-256 of each sub-manifest file at boot.
+    pub(super) submanifests: Arc<BTreeMap<PathBuf, [u8; 32]>>,
+    /// The sandbox machinery, with this agent's secrets and authority files.
+    pub(super) sandbox: SandboxEnv,
+    /// The harness, once built (spawn_subagent reaches it through this cell).
+    pub(super) harness_cell: HarnessCell,
+    /// The tools built so far, by instance.
+    pub(super) tools: BTreeMap<String, ToolSlot>,
+    /// The algebras whose laws were checked.
+    algebras: BTreeSet<AlgebraKind>,
+}
+
+impl Boot {
+    /// Starts a boot: the working directory, the secrets chain (the agent's own secrets must resolve), the
+    /// authority files, the sandbox's view of both, and the storage directory.
+    pub(super) fn new(loaded: Arc<Loaded>, opts: BootOptions) -> Result<Boot, BootError> {
+        let file = loaded.path.display().to_string();
+        let m = &loaded.manifest;
+        let cwd_raw = match &opts.cwd {
+            Some(c) => c.clone(),
+            None => std::env::current_dir().map_err(|source| BootError::Cwd {
+                path: ".".into(),
+                source,
+            })?,
+        };
+        let cwd = std::fs::canonicalize(&cwd_raw).map_err(|source| BootError::Cwd {
+            path: cwd_raw.display().to_string(),
+            source,
+        })?;
+        let ctx = path_ctx(&cwd);
+        let env = env_map();
+        let mut notes = Vec::new();
+        // secrets first: tools that call services (web_search) take their key at boot
+        let chain =
+            SecretChain::standard(opts.secrets.clone(), &loaded.dir, &cwd, &env).map_err(|e| {
+                BootError::Secrets {
+                    file: file.clone(),
+                    message: e.to_string(),
+                }
+            })?;
+        // a sub-agent shares its parent's working directory: the parent already said so
+        if opts.lineage.depth == 0 {
+            notes.extend(chain.notices());
+        }
+        chain
+            .resolve(&m.agent.secrets)
+            .map_err(|message| BootError::Secrets {
+                file: file.clone(),
+                message,
+            })?;
+        // per-tool secret filtering: a command sees only the secrets its row is granted
+        let mut sandbox = opts.sandbox.clone();
+        sandbox.secrets = chain.facts(SECRET_SLOTS, &m.agent.secrets);
+        // authority files: what loom runs or trusts stays out of the agent's reach (a sub-agent keeps its parent's too)
+        let authority = {
+            let stores = crate::authority::secret_stores(&loaded.dir, &cwd, &env);
+            let own = resolve_authority(
+                m,
+                &AuthorityPlace {
+                    manifest_path: &loaded.path,
+                    manifest_dir: &loaded.dir,
+                    env: &env,
+                    secret_stores: &stores,
+                    data_home: &crate::storage::data_home(&env),
+                },
+            );
+            let job = opts.job_results.iter().map(|d| {
+                AuthorityFile::new(
+                    crate::authority::resolved(d).to_string_lossy().into_owned(),
+                    AuthorityKind::JobResults,
+                    "loom job run --out",
+                )
+            });
+            Arc::new(
+                own.union(&opts.lineage.authority)
+                    .union(&loom_kernel::Authority::new(job)),
+            )
+        };
+        sandbox.authority = sandbox_paths(&authority);
+        sandbox.accept = m.sandbox.accept.clone();
+        let submanifests = Arc::new(submanifest_hashes(&authority));
+
+        // a run id that cannot name a directory stops boot (storage_dir never uses it)
+        crate::storage::run_id(&env).map_err(|e| BootError::Storage {
+            file: file.clone(),
+            message: format!("{e}; fix it, or unset it to share the agent's state across runs"),
+        })?;
+        let storage = storage_dir(m, &env);
+        match ensure_storage(&storage, &loaded.path) {
+            Ok(warning) => notes.extend(warning),
+            Err(e) => notes.push(format!(
+                "cannot create the agent's storage {}: {e}",
+                storage.display()
+            )),
+        }
+        Ok(Boot {
+            file,
+            cwd,
+            ctx,
+            env,
+            chain,
+            storage,
+            notes,
+            servers: McpServers::default(),
+            authority,
+            submanifests,
+            sandbox,
+            harness_cell: HarnessCell::default(),
+            tools: BTreeMap::new(),
+            algebras: BTreeSet::new(),
+            loaded,
+            opts,
+        })
+    }
+
+    /// A tool error naming the manifest, the instance and the fix.
+    pub(super) fn tool_err(&self, tool: &str, message: String) -> BootError {
+        BootError::Tool {
+            file: self.file.clone(),
+            tool: tool.to_string(),
+            message,
+        }
+    }
+
+    /// Adds a built tool. The first tool of each algebra checks that algebra's lattice laws; a violation refuses
+    /// to boot. This is the only place boot checks them.
+    pub(super) fn add_tool(&mut self, instance: String, slot: ToolSlot) -> Result<(), BootError> {
+        if self.algebras.insert(slot.algebra) {
+            check_laws(
+                &instance,
+                slot.algebra.build(&self.ctx).as_ref(),
+                DEFAULT_SEED,
+                DEFAULT_TRIALS,
+            )?;
+        }
+        self.tools.insert(instance, slot);
+        Ok(())
+    }
+
+    /// The system prompt: the manifest's text, or the file it names (relative to the manifest's directory).
+    pub(super) fn system_prompt(&self) -> Result<Vec<String>, BootError> {
+        let mut system = Vec::new();
+        match &self.loaded.manifest.agent.system_prompt {
+            None => {}
+            Some(SystemPrompt::Text(t)) => system.push(t.clone()),
+            Some(SystemPrompt::Path(p)) => {
+                let path = self.loaded.dir.join(p);
+                let text = crate::load::read_text(&path).map_err(|e| BootError::SystemPrompt {
+                    file: self.file.clone(),
+                    message: e.to_string(),
+                })?;
+                system.push(text);
+            }
+        }
+        Ok(system)
+    }
+}
