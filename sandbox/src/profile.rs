@@ -387,6 +387,9 @@ pub fn build_profile(
     }
     // nothing protected may hide below a masked file, and a protected path inside a masked one is moot
     protected.retain(|p| !masked.iter().any(|m| p.starts_with(m)));
+    // a protected directory is a read-only mount point already, which pins it too; binding it twice would hand bwrap
+    // its descriptor twice, and bwrap closes a descriptor once it has used it
+    pinned.retain(|p| !protected.contains(p));
     let system: Vec<SystemDir> = SYSTEM_DIRS
         .iter()
         .map(PathBuf::from)
@@ -705,6 +708,41 @@ pub(crate) mod tests {
         .unwrap();
         assert!(p.protected.contains(&PathBuf::from("/work/proj/sub/.git")));
         assert_eq!(p.pinned, vec![PathBuf::from("/work/proj/sub")]);
+    }
+
+    #[test]
+    fn a_protected_directory_holding_another_is_bound_once_not_pinned_too() {
+        // `.agents` and the skills root inside it are both protected: `.agents` lies between the root and a protected
+        // path, but it is a read-only mount point already; listing it as pinned too gave bwrap its descriptor twice
+        let f = with(&[
+            ("/work/proj/.agents", Entry::Dir),
+            ("/work/proj/.agents/skills", Entry::Dir),
+        ]);
+        let mut pl = place();
+        pl.authority = AuthorityPaths {
+            protect: vec![
+                "/work/proj/.agents".into(),
+                "/work/proj/.agents/skills".into(),
+            ],
+            mask: vec![],
+        };
+        let p = build_profile(
+            &row(r#"{ commands = "*", paths = ["./"] }"#),
+            &ctx(),
+            &pl,
+            Limits::default(),
+            &f,
+        )
+        .unwrap();
+        assert!(p.protected.contains(&PathBuf::from("/work/proj/.agents")));
+        assert!(p
+            .protected
+            .contains(&PathBuf::from("/work/proj/.agents/skills")));
+        assert!(
+            !p.pinned.contains(&PathBuf::from("/work/proj/.agents")),
+            "{:?}",
+            p.pinned
+        );
     }
 
     #[test]
