@@ -302,3 +302,57 @@ fn audit_warns_when_a_grant_covers_loom_s_own_executables() {
         .expect_code(0)
         .stdout_lacks("covers loom's own executable");
 }
+
+#[test]
+fn a_bash_tool_a_skill_contributes_sees_authority_files_read_only_too() {
+    if !sandbox_available() {
+        return;
+    }
+    let s = Scratch::new();
+    // the skill adds its own bash instance, within the manifest's bash ceiling (the kernel accepts it)
+    s.write(
+        ".agents/skills/shell/SKILL.md",
+        "---\nname: shell\ndescription: A second shell.\nmetadata:\n  loom.tools: |\n    sh2 = { provider = \"builtin\", tool = \"bash\", capabilities = { commands = \"*\", paths = [\"./\"] } }\n---\nUse sh2.\n",
+    );
+    s.write(".loom-secrets", &format!("GH_TOKEN={SECRET}\n"));
+    s.write("notes.txt", "ordinary notes\n");
+    let sh2 = |cmd: &str| {
+        format!(
+            "  {{ call = {{ tool = \"sh2\", input = {{ command = {} }} }} }},\n",
+            serde_json::Value::String(cmd.into())
+        )
+    };
+    let steps: String = [
+        "echo '[[hooks.Stop]]' >> agent.toml",
+        "cat .loom-secrets; echo end-of-secrets",
+        "echo fine > out.txt && cat notes.txt",
+    ]
+    .iter()
+    .map(|c| sh2(c))
+    .collect();
+    s.write(
+        "agent.toml",
+        &format!(
+            "[agent]\nname = \"contributed-bash\"\n\n[harness]\nprovider = \"test\"\nscript = [[\n{steps}  {{ say = \"done\" }},\n]]\n\n\
+             [tools]\nbash = \"builtin\"\n\n[capabilities]\nbash = {{ commands = \"*\", paths = [\"./\"] }}\n"
+        ),
+    );
+    let manifest_before = read(&s, "agent.toml");
+    let home = s.path().join("home").display().to_string();
+    let r = s.loom_env(
+        &["prompt", "agent.toml", "go", "--format", "jsonl"],
+        &[("HOME", &home)],
+    );
+    r.expect_code(0);
+    let r = results(&updates(&r));
+    assert_eq!(r.len(), 3, "the skill's tool ran three times: {r:#?}");
+    assert_eq!(r[0].0, "failed", "the manifest is read-only to it: {r:#?}");
+    assert_eq!(read(&s, "agent.toml"), manifest_before);
+    assert!(
+        r[1].1.contains("end-of-secrets") && !r[1].1.contains(SECRET),
+        "{r:#?}"
+    );
+    assert_eq!(r[2].0, "completed", "{r:#?}");
+    assert!(r[2].1.contains("ordinary notes"), "{r:#?}");
+    assert_eq!(read(&s, "out.txt"), "fine\n");
+}

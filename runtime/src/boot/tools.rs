@@ -186,7 +186,9 @@ impl Boot {
                         ctx: self.ctx.clone(),
                         cwd: self.cwd.clone(),
                     };
-                    let Some(tool) = builtin_tool(&underlying, tool_env, &self.opts.sandbox) else {
+                    // the agent's sandbox, with its secrets screened and its authority files read-only: a tool a
+                    // group adds is confined exactly like the manifest's own
+                    let Some(tool) = builtin_tool(&underlying, tool_env, &self.sandbox) else {
                         continue;
                     };
                     let algebra = AlgebraKind::for_builtin(&underlying);
