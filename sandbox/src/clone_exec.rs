@@ -509,12 +509,25 @@ mod tests {
         Confinement::prepare(None, policy, true, None, None).unwrap()
     }
 
-    /// Runs `argv` and returns its exit code and standard output.
+    /// Runs `argv` and returns its exit code and standard output. A script a test just wrote can be "busy"
+    /// (ETXTBSY) for a moment: another test of this binary forked while the file was open for writing, and its
+    /// child holds the descriptor until it execs; that is retried, anything else is a failure.
     fn run(argv: &[&str], vars: &[(&str, &str)], cwd: &Path) -> (i32, String) {
-        let (r, w) = std::io::pipe().unwrap();
-        let streams = [Stream::Null, Stream::from(w), Stream::Inherit];
-        let mut child = spawn(&os(argv), &env(vars), cwd, streams, &confinement())
-            .unwrap_or_else(|e| panic!("{argv:?}: {e:?}"));
+        let mut tries = 0;
+        let (r, mut child) = loop {
+            let (r, w) = std::io::pipe().unwrap();
+            let streams = [Stream::Null, Stream::from(w), Stream::Inherit];
+            match spawn(&os(argv), &env(vars), cwd, streams, &confinement()) {
+                Ok(child) => break (r, child),
+                Err(CloneError::Child(e))
+                    if e.error.raw_os_error() == Some(libc::ETXTBSY) && tries < 100 =>
+                {
+                    tries += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                }
+                Err(e) => panic!("{argv:?}: {e:?}"),
+            }
+        };
         let mut out = String::new();
         std::fs::File::from(OwnedFd::from(r))
             .read_to_string(&mut out)
