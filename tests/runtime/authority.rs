@@ -308,6 +308,13 @@ fn a_bash_tool_a_skill_contributes_sees_authority_files_read_only_too() {
     if !sandbox_available() {
         return;
     }
+    // in every tier: A and C re-bind authority files read-only in the mount view, B grants the root entry by entry
+    for tier in ["a", "b", "c"] {
+        contributed_bash_in(tier);
+    }
+}
+
+fn contributed_bash_in(tier: &str) {
     let s = Scratch::new();
     // the skill adds its own bash instance, within the manifest's bash ceiling (the kernel accepts it)
     s.write(
@@ -316,6 +323,8 @@ fn a_bash_tool_a_skill_contributes_sees_authority_files_read_only_too() {
     );
     s.write(".loom-secrets", &format!("GH_TOKEN={SECRET}\n"));
     s.write("notes.txt", "ordinary notes\n");
+    // an existing file: tier B cannot create a new entry directly in a split root (the documented cost)
+    s.write("out.txt", "old\n");
     let sh2 = |cmd: &str| {
         format!(
             "  {{ call = {{ tool = \"sh2\", input = {{ command = {} }} }} }},\n",
@@ -340,19 +349,38 @@ fn a_bash_tool_a_skill_contributes_sees_authority_files_read_only_too() {
     let manifest_before = read(&s, "agent.toml");
     let home = s.path().join("home").display().to_string();
     let r = s.loom_env(
-        &["prompt", "agent.toml", "go", "--format", "jsonl"],
+        &[
+            "prompt",
+            "agent.toml",
+            "go",
+            "--format",
+            "jsonl",
+            "--require-tier",
+            tier,
+        ],
         &[("HOME", &home)],
     );
+    if r.code() == 69 {
+        eprintln!("SKIPPED: tier {tier} is not available here: {}", r.stderr());
+        return;
+    }
     r.expect_code(0);
     let r = results(&updates(&r));
-    assert_eq!(r.len(), 3, "the skill's tool ran three times: {r:#?}");
-    assert_eq!(r[0].0, "failed", "the manifest is read-only to it: {r:#?}");
-    assert_eq!(read(&s, "agent.toml"), manifest_before);
+    assert_eq!(
+        r.len(),
+        3,
+        "tier {tier}: the skill's tool ran three times: {r:#?}"
+    );
+    assert_eq!(
+        r[0].0, "failed",
+        "tier {tier}: the manifest is read-only to it: {r:#?}"
+    );
+    assert_eq!(read(&s, "agent.toml"), manifest_before, "tier {tier}");
     assert!(
         r[1].1.contains("end-of-secrets") && !r[1].1.contains(SECRET),
-        "{r:#?}"
+        "tier {tier}: {r:#?}"
     );
-    assert_eq!(r[2].0, "completed", "{r:#?}");
-    assert!(r[2].1.contains("ordinary notes"), "{r:#?}");
-    assert_eq!(read(&s, "out.txt"), "fine\n");
+    assert_eq!(r[2].0, "completed", "tier {tier}: {r:#?}");
+    assert!(r[2].1.contains("ordinary notes"), "tier {tier}: {r:#?}");
+    assert_eq!(read(&s, "out.txt"), "fine\n", "tier {tier}");
 }
