@@ -13,7 +13,7 @@ use std::time::Duration;
 use loom_kernel::{
     interpret_hook, HookAction, HookEvent, HookExit, HookRun, HookSpec, HookVerdict, Hooks,
 };
-use loom_sandbox::{exit_code, ProcessGroup};
+use loom_sandbox::{exit_code, kill_group};
 use serde_json::{json, Map, Value};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 
@@ -187,7 +187,7 @@ async fn run_command(
                 Ok(s) => HookExit::Code(exit_code(s)),
                 Err(e) => HookExit::Failed(format!("waiting for it failed: {e}")),
             };
-            kill_group(pid);
+            kill_group(pid.unwrap_or(0));
             HookRun {
                 exit,
                 stdout,
@@ -195,7 +195,7 @@ async fn run_command(
             }
         }
         Err(_) => {
-            kill_group(pid);
+            kill_group(pid.unwrap_or(0));
             no_output(HookExit::TimedOut)
         }
     }
@@ -207,13 +207,6 @@ fn no_output(exit: HookExit) -> HookRun {
         exit,
         stdout: String::new(),
         stderr: String::new(),
-    }
-}
-
-/// Kills what is left of a hook's process group (a background child must not outlive its hook).
-fn kill_group(pid: Option<u32>) {
-    if let Some(group) = pid.and_then(ProcessGroup::led_by) {
-        group.kill();
     }
 }
 

@@ -37,10 +37,10 @@ impl ProcessGroup {
     }
 }
 
-/// Kills the group `pid` leads, when `pid` can be a child's (see [`ProcessGroup::led_by`]); for callers that keep
-/// the pid in an atomic (0: nothing started yet).
-pub fn kill_group(pid: i32) {
-    if let Some(group) = u32::try_from(pid).ok().and_then(ProcessGroup::led_by) {
+/// Kills the group `pid` leads, when `pid` can be a child's (see [`ProcessGroup::led_by`]): a `u32` from
+/// `Child::id`, or an `i32` a caller keeps in an atomic (0 or negative: nothing started, nothing killed).
+pub fn kill_group(pid: impl TryInto<u32>) {
+    if let Some(group) = pid.try_into().ok().and_then(ProcessGroup::led_by) {
         group.kill();
     }
 }

@@ -18,7 +18,7 @@ use crate::confine::{Confinement, EnforceError, Step};
 use crate::coverage::{tier_b_refusal, tier_b_status, view_status, SandboxStatus};
 use crate::error::pipe;
 use crate::error::SpawnError;
-use crate::group::{exit_code, ProcessGroup};
+use crate::group::{exit_code, kill_group};
 use crate::inner::InnerSpec;
 use crate::landlock::{build_landlock_rules, AccessClass, Enforcement, LandlockRule, View};
 use crate::probe::Tier;
@@ -274,7 +274,7 @@ fn spawn_tier_b(
         .map_err(|e| e.to_string())
         .and_then(|text| crate::inner::check_confined(&text));
     if let Err(why) = checked {
-        kill_tree(pid);
+        kill_group(pid);
         let mut child = child;
         let _ = child.wait();
         return Err(SpawnError::Setup(format!(
@@ -429,12 +429,6 @@ enum Event {
     Exited(std::io::Result<std::process::ExitStatus>, String),
 }
 
-fn kill_tree(pid: u32) {
-    if let Some(group) = ProcessGroup::led_by(pid) {
-        group.kill();
-    }
-}
-
 /// What the wait for a confined command saw: its exit status, the inner stage's status line and what followed it.
 struct Waited {
     status: std::process::ExitStatus,
@@ -504,7 +498,7 @@ fn wait_confined_poll(
                 let left = d.saturating_duration_since(Instant::now());
                 if left.is_zero() {
                     timed_out = true;
-                    kill_tree(pid);
+                    kill_group(pid);
                     continue;
                 }
                 // Round up, so the deadline has passed when poll times out.
@@ -531,7 +525,7 @@ fn wait_confined_poll(
             if e.kind() == std::io::ErrorKind::Interrupted {
                 continue;
             }
-            kill_tree(pid);
+            kill_group(pid);
             let _ = child.wait();
             return Err(SpawnError::Io(e));
         }
@@ -601,7 +595,7 @@ fn wait_confined_thread(
                 Ok(e) => Some(e),
                 Err(mpsc::RecvTimeoutError::Timeout) => {
                     timed_out = true;
-                    kill_tree(pid);
+                    kill_group(pid);
                     rx.recv().ok()
                 }
                 Err(mpsc::RecvTimeoutError::Disconnected) => None,
@@ -681,7 +675,7 @@ fn wait_tree<C: Reap + Send + 'static>(
                 Some(d) if !timed_out => {
                     let left = d.saturating_duration_since(Instant::now());
                     if left.is_zero() {
-                        kill_tree(pid);
+                        kill_group(pid);
                         timed_out = true;
                         continue;
                     }
@@ -704,7 +698,7 @@ fn wait_tree<C: Reap + Send + 'static>(
             if rc < 0 {
                 let e = std::io::Error::last_os_error();
                 if e.kind() != std::io::ErrorKind::Interrupted {
-                    kill_tree(pid);
+                    kill_group(pid);
                     before_reap(pid);
                     let _ = child.wait();
                     return Err(SpawnError::Io(e));
@@ -724,7 +718,7 @@ fn wait_tree<C: Reap + Send + 'static>(
     let (status, timed_out) = match rx.recv_timeout(t) {
         Ok(s) => (s, false),
         Err(_) => {
-            kill_tree(pid);
+            kill_group(pid);
             (
                 rx.recv()
                     .map_err(|_| std::io::Error::other("waiter thread failed"))?,

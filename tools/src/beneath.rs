@@ -584,10 +584,7 @@ mod tests {
                 path: path.into(),
                 access,
             };
-            match loom_kernel::decide("t", loom_kernel::AlgebraKind::Files, &ctx, grant, &request) {
-                loom_kernel::Decision::Allow(a) => a,
-                loom_kernel::Decision::Deny(d) => panic!("{}", d.reason),
-            }
+            crate::testutil::authorize(loom_kernel::AlgebraKind::Files, &ctx, grant, &request)
         };
         let auth = decided("/w/sub/x/y", Access::Write, &grant);
         let t = Target::of(&auth, &ctx, Path::new("/w/sub/x/y"), Access::Write).unwrap();

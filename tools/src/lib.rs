@@ -244,19 +244,24 @@ pub fn builtin_tool(underlying: &str, env: ToolEnv, sandbox: &SandboxEnv) -> Opt
 #[cfg(test)]
 mod testutil {
     use super::*;
+    use loom_kernel::{decide, AlgebraKind, Decision};
 
-    /// The kernel's authorisation of a prepared bash call (a test that runs it by hand); panics on a denial.
-    pub fn authorized(env: &ToolEnv, p: &Prepared) -> Authorization {
-        match decide(
-            &env.instance,
-            AlgebraKind::Bash,
-            &env.ctx,
-            &env.grant,
-            &p.request,
-        ) {
+    /// The kernel's authorisation of `request` (a test that runs a call by hand); panics on a denial.
+    pub fn authorize(
+        algebra: AlgebraKind,
+        ctx: &PathCtx,
+        grant: &Grant,
+        request: &Request,
+    ) -> Authorization {
+        match decide("t", algebra, ctx, grant, request) {
             Decision::Allow(a) => a,
             Decision::Deny(d) => panic!("{}", d.reason),
         }
+    }
+
+    /// [`authorize`] for a prepared bash call.
+    pub fn authorized(env: &ToolEnv, p: &Prepared) -> Authorization {
+        authorize(AlgebraKind::Bash, &env.ctx, &env.grant, &p.request)
     }
 
     /// Makes a FIFO at `path` (mode 0600).
@@ -264,7 +269,6 @@ mod testutil {
         use rustix::fs::{mknodat, FileType, Mode, CWD};
         mknodat(CWD, path, FileType::Fifo, Mode::from_raw_mode(0o600), 0).unwrap();
     }
-    use loom_kernel::{decide, AlgebraKind, Decision};
 
     /// Prepares, decides (under the Files or Bash algebra) and runs one call.
     pub async fn call(

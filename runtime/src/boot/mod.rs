@@ -84,8 +84,8 @@ pub fn boot_with(
     })?;
     let mut session = boot.session(prebuilt.layers)?;
     // contributed tool groups (skills, session layers): judged by the kernel, fail-soft, bound before tools are built
-    let bound = bind_groups(&loaded, &ceiling, &boot.ctx, &grants, &mut session);
-    boot.notes.extend(bound.notes.iter().cloned());
+    let mut bound = bind_groups(&loaded, &ceiling, &boot.ctx, &grants, &mut session);
+    boot.notes.append(&mut bound.notes);
     let server_tools = boot.manifest_tools(&grants, &bound)?;
     let underlying_of = underlying_names(&grants, &bound.new_tools);
     boot.contributed_tools(bound.new_tools, &bound.shipped, &session)?;
