@@ -45,7 +45,8 @@ pub use wire::ACP_PROTOCOL_VERSION;
 /// The ACP wire parsers, for the cargo-fuzz targets in `fuzz/` only: not a stable API.
 #[doc(hidden)]
 pub mod fuzzing {
-    pub use crate::wire::{classify as acp_classify, prompt_text as acp_prompt_text, Incoming};
+    pub use crate::wire::prompt_text as acp_prompt_text;
+    pub use loom_jsonrpc::{classify_line as acp_classify, Incoming};
 }
 
 use loom_runtime::{load_manifest, BootOptions, LoadError};

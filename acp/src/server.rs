@@ -1,7 +1,7 @@
 //! The server: reads JSON-RPC lines, keeps one [`Agent`] per ACP session, runs prompts as tasks so `session/cancel`
 //! and the client's answers to our `session/request_permission` requests are read while a turn runs.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex as StdMutex};
@@ -14,8 +14,11 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::wire::{
-    check_config_value, classify, config_options, initialize_result, prompt_text, replay_update,
-    reply, reply_error, request, session_update, stop_reason, str_param, Incoming, RpcError,
+    check_config_value, config_options, initialize_result, prompt_text, replay_update,
+    session_update, stop_reason, str_param,
+};
+use loom_jsonrpc::{
+    classify_line, reply, reply_error, request, Frame, Incoming, LineFramer, RpcError,
     INTERNAL_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR,
 };
 use loom_protocol::Capacity;
@@ -109,9 +112,7 @@ fn ask_client(
             Ok(Err(Value::String(why))) => Err(why),
             Ok(Err(e)) => Err(format!(
                 "the client answered {method} with an error: {}",
-                e.get("message")
-                    .and_then(Value::as_str)
-                    .map_or_else(|| e.to_string(), str::to_string)
+                RpcError::from_peer(&e).message
             )),
             Err(_) => Err("the client disconnected before answering".into()),
         }
@@ -321,46 +322,6 @@ pub(super) fn session_cwd<'a>(params: &'a Value, method: &str) -> Result<&'a str
     }
 }
 
-enum Line {
-    Eof,
-    Text(Vec<u8>),
-    TooLong,
-}
-
-async fn read_line<R: AsyncBufRead + Unpin>(r: &mut R) -> std::io::Result<Line> {
-    let mut buf = Vec::new();
-    let mut too_long = false;
-    loop {
-        let avail = r.fill_buf().await?;
-        if avail.is_empty() {
-            return Ok(match (too_long, buf.is_empty()) {
-                (true, _) => Line::TooLong,
-                (false, true) => Line::Eof,
-                (false, false) => Line::Text(buf),
-            });
-        }
-        let (take, done) = match avail.iter().position(|&b| b == b'\n') {
-            Some(i) => (i, Some(i + 1)),
-            None => (avail.len(), None),
-        };
-        if !too_long {
-            buf.extend_from_slice(&avail[..take]);
-            if buf.len() > MAX_LINE {
-                too_long = true;
-                buf = Vec::new();
-            }
-        }
-        r.consume(done.unwrap_or(take));
-        if done.is_some() {
-            return Ok(if too_long {
-                Line::TooLong
-            } else {
-                Line::Text(buf)
-            });
-        }
-    }
-}
-
 /// Serves ACP on `input` / `output` until the client closes `input`; then cancels running turns, closes every
 /// session (flushing file sessions) and returns.
 pub async fn serve<R, W>(
@@ -393,14 +354,34 @@ pub async fn serve<R, W>(
         next_session: AtomicU64::new(1),
         notes,
     });
+    // the shared framer cuts lines at MAX_LINE while they arrive: an endless line is never held
+    let mut framer = LineFramer::new(MAX_LINE);
+    let mut ready = VecDeque::new();
     loop {
-        let line = match read_line(&mut input).await {
-            Ok(Line::Eof) => break,
-            Err(e) => {
-                (server.notes)(&format!("acp: cannot read from the client ({e}); closing"));
-                break;
-            }
-            Ok(Line::TooLong) => {
+        let frame = match ready.pop_front() {
+            Some(frame) => frame,
+            None => match input.fill_buf().await {
+                Err(e) => {
+                    (server.notes)(&format!("acp: cannot read from the client ({e}); closing"));
+                    break;
+                }
+                Ok([]) => match framer.finish() {
+                    Some(last) => last,
+                    None => break,
+                },
+                Ok(bytes) => {
+                    let n = bytes.len();
+                    framer.push(bytes, &mut |frame| {
+                        ready.push_back(frame);
+                        true
+                    });
+                    input.consume(n);
+                    continue;
+                }
+            },
+        };
+        let line = match frame {
+            Frame::TooLarge(_) => {
                 let e = RpcError::new(
                     PARSE_ERROR,
                     format!("parse error: a line longer than {MAX_LINE} bytes was skipped"),
@@ -408,7 +389,7 @@ pub async fn serve<R, W>(
                 server.peer.send(&reply_error(&Value::Null, &e)).await;
                 continue;
             }
-            Ok(Line::Text(bytes)) => bytes,
+            Frame::Message(bytes) => bytes,
         };
         let Ok(text) = String::from_utf8(line) else {
             let e = RpcError::new(PARSE_ERROR, "parse error: the line is not UTF-8");
@@ -418,7 +399,7 @@ pub async fn serve<R, W>(
         if text.trim().is_empty() {
             continue;
         }
-        server.handle(classify(&text)).await;
+        server.handle(classify_line(&text)).await;
     }
     server.shutdown().await;
 }

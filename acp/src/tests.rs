@@ -4,18 +4,8 @@
 use serde_json::{json, Value};
 
 use crate::wire::*;
+use loom_jsonrpc::INVALID_PARAMS;
 use loom_protocol::update::{Chunk, Content, SessionUpdate, TurnStop};
-
-#[track_caller]
-fn invalid(line: &str, code: i64, id: Value, needle: &str) {
-    match classify(line) {
-        Incoming::Invalid { id: got, error } => {
-            assert_eq!((error.code, got), (code, id), "{line}: {}", error.message);
-            assert!(error.message.contains(needle), "{line}: {}", error.message);
-        }
-        other => panic!("{line}: expected an invalid message, got {other:?}"),
-    }
-}
 
 #[test]
 fn a_notice_reaches_the_client_as_a_thought() {
@@ -29,83 +19,7 @@ fn a_notice_reaches_the_client_as_a_thought() {
 }
 
 #[test]
-fn lines_are_classified() {
-    assert_eq!(
-        classify(
-            r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}"#
-        ),
-        Incoming::Request {
-            id: json!(1),
-            method: "initialize".into(),
-            params: json!({"protocolVersion": 1})
-        }
-    );
-    assert_eq!(
-        classify(r#"{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"s"}}"#),
-        Incoming::Notification {
-            method: "session/cancel".into(),
-            params: json!({"sessionId": "s"})
-        }
-    );
-    assert_eq!(
-        classify(r#"{"jsonrpc":"2.0","id":"a","result":{"x":1}}"#),
-        Incoming::Response {
-            id: json!("a"),
-            outcome: Ok(json!({"x": 1}))
-        }
-    );
-    assert_eq!(
-        classify(r#"{"jsonrpc":"2.0","id":3,"error":{"code":-1,"message":"no"}}"#),
-        Incoming::Response {
-            id: json!(3),
-            outcome: Err(json!({"code": -1, "message": "no"}))
-        }
-    );
-    invalid("{not json", PARSE_ERROR, Value::Null, "parse error");
-    invalid("", PARSE_ERROR, Value::Null, "parse error");
-    invalid("[1,2]", INVALID_REQUEST, Value::Null, "batches");
-    invalid(
-        r#"{"id":1,"method":"x"}"#,
-        INVALID_REQUEST,
-        json!(1),
-        "jsonrpc",
-    );
-    invalid(
-        r#"{"jsonrpc":"2.0","id":1,"method":7}"#,
-        INVALID_REQUEST,
-        json!(1),
-        "method",
-    );
-    invalid(
-        r#"{"jsonrpc":"2.0","id":{"a":1},"method":"x"}"#,
-        INVALID_REQUEST,
-        Value::Null,
-        "\"id\"",
-    );
-    invalid(
-        r#"{"jsonrpc":"2.0","id":1}"#,
-        INVALID_REQUEST,
-        json!(1),
-        "exactly one",
-    );
-    invalid(
-        r#"{"jsonrpc":"2.0"}"#,
-        INVALID_REQUEST,
-        Value::Null,
-        "no \"method\"",
-    );
-}
-
-#[test]
-fn replies_and_notifications_have_the_json_rpc_shape() {
-    assert_eq!(
-        reply(&json!(1), json!({"stopReason": "end_turn"})),
-        json!({"jsonrpc": "2.0", "id": 1, "result": {"stopReason": "end_turn"}})
-    );
-    assert_eq!(
-        reply_error(&Value::Null, &RpcError::new(PARSE_ERROR, "parse error: x")),
-        json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32700, "message": "parse error: x"}})
-    );
+fn session_updates_have_the_json_rpc_shape() {
     let chunk = SessionUpdate::AgentMessageChunk(Chunk {
         content: Content::text("hi"),
         message_id: None,

@@ -1,7 +1,8 @@
-//! The JSON-RPC 2.0 framing of ACP and the pure translations the server needs: classifying an incoming line,
-//! building replies and notifications, the `initialize` answer, a prompt's content blocks -> the turn's text, and a
-//! turn's stop -> ACP `stopReason`. No I/O here.
+//! The pure translations the ACP server needs on top of JSON-RPC (`loom-jsonrpc`): a session update -> a
+//! `session/update` notification, the `initialize` answer, the config options, a prompt's content blocks -> the
+//! turn's text, and a turn's stop -> ACP `stopReason`. No I/O here.
 
+use loom_jsonrpc::{notification, RpcError};
 use serde_json::{json, Map, Value};
 
 use loom_protocol::update::{SessionUpdate, TurnStop};
@@ -9,164 +10,15 @@ use loom_protocol::update::{SessionUpdate, TurnStop};
 /// The ACP protocol version this server speaks.
 pub const ACP_PROTOCOL_VERSION: u64 = 1;
 
-/// JSON-RPC: the line is not JSON.
-pub const PARSE_ERROR: i64 = -32700;
-/// JSON-RPC: JSON, but not a request, notification or response.
-pub const INVALID_REQUEST: i64 = -32600;
-/// JSON-RPC: no such method.
-pub const METHOD_NOT_FOUND: i64 = -32601;
-/// JSON-RPC: the params are wrong (a missing field, an unknown session).
-pub const INVALID_PARAMS: i64 = -32602;
-/// JSON-RPC: the agent failed (boot, the provider, the session store).
-pub const INTERNAL_ERROR: i64 = -32603;
-
-/// A JSON-RPC error: code and message.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RpcError {
-    /// The code.
-    pub code: i64,
-    /// What went wrong and how to fix it.
-    pub message: String,
-}
-
-impl RpcError {
-    /// An error with `code`.
-    pub fn new(code: i64, message: impl Into<String>) -> RpcError {
-        RpcError {
-            code,
-            message: message.into(),
-        }
-    }
-
-    /// `-32602`.
-    pub fn params(message: impl Into<String>) -> RpcError {
-        RpcError::new(INVALID_PARAMS, message)
-    }
-}
-
-/// One incoming line, classified.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Incoming {
-    /// A request: it must be answered.
-    Request {
-        /// Its id (a number or a string).
-        id: Value,
-        /// The method.
-        method: String,
-        /// The params (`null` when absent).
-        params: Value,
-    },
-    /// A notification: never answered.
-    Notification {
-        /// The method.
-        method: String,
-        /// The params (`null` when absent).
-        params: Value,
-    },
-    /// A response to one of our requests.
-    Response {
-        /// The id we sent.
-        id: Value,
-        /// The result, or the error object.
-        outcome: Result<Value, Value>,
-    },
-    /// Not a valid message: answer with this error (and this id, when one could be read).
-    Invalid {
-        /// The id, or `null`.
-        id: Value,
-        /// The error.
-        error: RpcError,
-    },
-}
-
-fn valid_id(id: &Value) -> bool {
-    id.is_string() || id.is_i64() || id.is_u64()
-}
-
-/// Classifies one line of input.
-pub fn classify(line: &str) -> Incoming {
-    let value: Value = match serde_json::from_str(line) {
-        Ok(v) => v,
-        Err(e) => {
-            return Incoming::Invalid {
-                id: Value::Null,
-                error: RpcError::new(
-                    PARSE_ERROR,
-                    format!("parse error: the line is not JSON ({e})"),
-                ),
-            }
-        }
-    };
-    let Value::Object(mut obj) = value else {
-        return Incoming::Invalid {
-            id: Value::Null,
-            error: RpcError::new(
-                INVALID_REQUEST,
-                "invalid request: a message is one JSON object per line (batches are not supported)",
-            ),
-        };
-    };
-    let id = obj.remove("id");
-    let invalid = |id: Option<Value>, message: &str| Incoming::Invalid {
-        id: id.filter(valid_id).unwrap_or(Value::Null),
-        error: RpcError::new(INVALID_REQUEST, format!("invalid request: {message}")),
-    };
-    if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
-        return invalid(id, "\"jsonrpc\" must be \"2.0\"");
-    }
-    let params = obj.remove("params").unwrap_or(Value::Null);
-    match (obj.remove("method"), id) {
-        (Some(Value::String(method)), None) => Incoming::Notification { method, params },
-        (Some(Value::String(method)), Some(id)) if valid_id(&id) => {
-            Incoming::Request { id, method, params }
-        }
-        (Some(Value::String(_)), Some(id)) => {
-            invalid(Some(id), "\"id\" must be a string or an integer")
-        }
-        (Some(_), id) => invalid(id, "\"method\" must be a string"),
-        (None, Some(id)) if valid_id(&id) => match (obj.remove("result"), obj.remove("error")) {
-            (Some(result), None) => Incoming::Response {
-                id,
-                outcome: Ok(result),
-            },
-            (None, Some(error)) => Incoming::Response {
-                id,
-                outcome: Err(error),
-            },
-            _ => invalid(
-                Some(id),
-                "a response carries exactly one of \"result\" and \"error\"",
-            ),
-        },
-        (None, id) => invalid(id, "no \"method\", and not a response to a request of ours"),
-    }
-}
-
-/// A successful reply.
-pub fn reply(id: &Value, result: Value) -> Value {
-    json!({"jsonrpc": "2.0", "id": id, "result": result})
-}
-
-/// An error reply.
-pub fn reply_error(id: &Value, error: &RpcError) -> Value {
-    json!({"jsonrpc": "2.0", "id": id, "error": {"code": error.code, "message": error.message}})
-}
-
-/// A request of ours to the client.
-pub fn request(id: u64, method: &str, params: Value) -> Value {
-    json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
-}
-
 /// A `session/update` notification, or `None` for what is not on the ACP wire: lifecycle frames, the user's own
 /// prompt echoed back (the client sent it), and a `usage_update` without the context window's `size` (ACP requires
 /// it, and loom does not invent one when the harness does not know its window).
 pub fn session_update(session_id: &str, update: &SessionUpdate) -> Option<Value> {
     // a notice (an automatic compaction that failed) reaches the client as a thought, which clients show aside
     if let Some(text) = update.notice_text() {
-        return Some(json!({"jsonrpc": "2.0", "method": "session/update",
-            "params": {"sessionId": session_id, "update": {
-                "sessionUpdate": "agent_thought_chunk",
-                "content": {"type": "text", "text": format!("loom: {text}")}}}}));
+        let thought = json!({"sessionUpdate": "agent_thought_chunk",
+            "content": {"type": "text", "text": format!("loom: {text}")}});
+        return Some(update_notification(session_id, thought));
     }
     if matches!(
         update,
@@ -178,8 +30,14 @@ pub fn session_update(session_id: &str, update: &SessionUpdate) -> Option<Value>
     if update["sessionUpdate"] == "usage_update" && update["size"].is_null() {
         return None;
     }
-    Some(json!({"jsonrpc": "2.0", "method": "session/update",
-        "params": {"sessionId": session_id, "update": update}}))
+    Some(update_notification(session_id, update))
+}
+
+fn update_notification(session_id: &str, update: Value) -> Value {
+    notification(
+        "session/update",
+        json!({"sessionId": session_id, "update": update}),
+    )
 }
 
 /// A stored history event replayed by `session/load`: as [`session_update`], and the user's own messages too (the
@@ -189,8 +47,7 @@ pub fn replay_update(session_id: &str, update: &SessionUpdate) -> Option<Value> 
     match update {
         SessionUpdate::UserMessageChunk(_) => {
             let update = serde_json::to_value(update).ok()?;
-            Some(json!({"jsonrpc": "2.0", "method": "session/update",
-                "params": {"sessionId": session_id, "update": update}}))
+            Some(update_notification(session_id, update))
         }
         SessionUpdate::ToolCallUpdate(u) => {
             let mut u = u.clone();

@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value as Json;
 
-use super::wire::{parse_message, Frame, SseFramer};
-use super::{Incoming, McpError, Transport, Wait, MAX_MESSAGE_BYTES};
+use super::{McpError, Received, Transport, Wait, MAX_MESSAGE_BYTES};
+use loom_jsonrpc::{parse_message, Frame, SseFramer};
 
 /// Messages read ahead of the client; when they are not taken, the HTTP thread stops reading (the server's stream
 /// waits on TCP).
@@ -417,11 +417,11 @@ impl Transport for HttpTransport {
             let left = deadline.saturating_duration_since(Instant::now());
             match self.events.recv_timeout(left) {
                 Ok((_, Event::Closed)) => continue,
-                Ok((_, Event::Got(Frame::TooLarge(n)))) => return Wait::Got(Incoming::TooLarge(n)),
+                Ok((_, Event::Got(Frame::TooLarge(n)))) => return Wait::Got(Received::TooLarge(n)),
                 Ok((_, Event::Got(Frame::Message(bytes)))) => {
                     return Wait::Got(match parse_message(&bytes) {
-                        Some(m) => Incoming::Message(m),
-                        None => Incoming::Noise,
+                        Some(m) => Received::Message(m),
+                        None => Received::Noise,
                     })
                 }
                 Ok((id, Event::Fail(e))) if Some(&id) == self.current.as_ref() => {

@@ -24,7 +24,6 @@ mod config;
 mod http;
 mod restart;
 mod stdio;
-mod wire;
 
 #[cfg(any(test, feature = "testing"))]
 #[doc(hidden)]
@@ -37,6 +36,7 @@ mod tests_hostile;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use loom_jsonrpc::{self as jsonrpc, Incoming, RpcError, METHOD_NOT_FOUND};
 use serde_json::{json, Value as Json};
 
 pub use loom_protocol::{Secret, SecretLookup};
@@ -46,7 +46,6 @@ pub use config::{
     DEFAULT_STARTUP_TIMEOUT_MS,
 };
 pub use stdio::{StdioSpawn, STDERR_TAIL_BYTES};
-pub use wire::{parse_message, Frame, LineFramer, SseFramer};
 
 /// The protocol versions this client speaks, newest first; `initialize` offers the first.
 pub const PROTOCOL_VERSIONS: &[&str] = &["2025-06-18", "2025-03-26", "2024-11-05"];
@@ -71,7 +70,7 @@ const MAX_PAGES: usize = 100;
 
 /// What a transport read.
 #[derive(Debug)]
-pub(crate) enum Incoming {
+pub(crate) enum Received {
     /// A JSON-RPC message.
     Message(Json),
     /// A message over [`MAX_MESSAGE_BYTES`], dropped unread; the bytes seen when it crossed the limit.
@@ -83,7 +82,7 @@ pub(crate) enum Incoming {
 /// The outcome of waiting for the next message.
 pub(crate) enum Wait {
     /// A message arrived.
-    Got(Incoming),
+    Got(Received),
     /// The deadline passed.
     TimedOut,
     /// The server is gone; why.
@@ -192,10 +191,9 @@ impl Conn {
                 timeout.as_millis()
             ))
         };
-        let sent = self.transport.send(
-            &json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params }),
-            deadline,
-        );
+        let sent = self
+            .transport
+            .send(&jsonrpc::request(id, method, params), deadline);
         match sent {
             Err(McpError::Timeout(why)) => {
                 return Err(McpError::Timeout(format!("{}: {why}", timed_out())))
@@ -204,27 +202,20 @@ impl Conn {
         }
         loop {
             if stop() {
-                self.transport.post(&json!({
-                    "jsonrpc": "2.0",
-                    "method": "notifications/cancelled",
-                    "params": { "requestId": id, "reason": "the turn was cancelled" }
-                }));
+                self.transport
+                    .post(&cancelled(id, "the turn was cancelled"));
                 return Err(McpError::Failed(format!("{method} was cancelled")));
             }
             // checked on every message too: a server that keeps talking cannot push the deadline back
             if Instant::now() >= deadline {
-                self.transport.post(&json!({
-                    "jsonrpc": "2.0",
-                    "method": "notifications/cancelled",
-                    "params": { "requestId": id, "reason": "timed out" }
-                }));
+                self.transport.post(&cancelled(id, "timed out"));
                 return Err(timed_out());
             }
             let slice = deadline.min(Instant::now() + STOP_POLL);
             let msg = match self.transport.next(slice) {
-                Wait::Got(Incoming::Message(m)) => m,
-                Wait::Got(Incoming::Noise) => continue,
-                Wait::Got(Incoming::TooLarge(seen)) => {
+                Wait::Got(Received::Message(m)) => m,
+                Wait::Got(Received::Noise) => continue,
+                Wait::Got(Received::TooLarge(seen)) => {
                     return Err(McpError::Failed(format!(
                         "the server's answer to {method} is over loom's limit of {MAX_MESSAGE_BYTES} bytes; loom \
                          stopped reading it at {seen} bytes (ask for less, e.g. narrower arguments)"
@@ -251,43 +242,43 @@ impl Conn {
             }
             return Ok(answer);
         }
-        let method = msg.get("method").and_then(Json::as_str).map(str::to_string);
-        match (method, msg.get("id")) {
-            (Some(m), Some(req_id)) => {
+        match jsonrpc::classify(msg) {
+            Incoming::Request {
+                id: req_id, method, ..
+            } => {
                 // the server's own request: loom offers no client features (sampling, roots, elicitation)
-                let reply = if m == "ping" {
-                    json!({ "jsonrpc": "2.0", "id": req_id, "result": {} })
+                let reply = if method == "ping" {
+                    jsonrpc::reply(&req_id, json!({}))
                 } else {
-                    json!({ "jsonrpc": "2.0", "id": req_id,
-                            "error": { "code": -32601, "message": format!("loom does not offer {m}") } })
+                    let e =
+                        RpcError::new(METHOD_NOT_FOUND, format!("loom does not offer {method}"));
+                    jsonrpc::reply_error(&req_id, &e)
                 };
                 // never waited for: a server that asks and stops reading cannot hold the call (or the lock)
                 self.transport.post(&reply);
                 Ok(None)
             }
-            (Some(m), None) => {
-                if m == "notifications/tools/list_changed" {
+            Incoming::Notification { method, .. } => {
+                if method == "notifications/tools/list_changed" {
                     self.list_changed = true;
                 }
                 Ok(None)
             }
-            (None, Some(got)) if got.as_u64() == Some(id) => {
-                if let Some(err) = msg.get("error") {
-                    let code = err.get("code").and_then(Json::as_i64).unwrap_or(0);
-                    let text = err
-                        .get("message")
-                        .and_then(Json::as_str)
-                        .unwrap_or("(no message)");
-                    return Err(McpError::Failed(format!(
-                        "the server answered with error {code}: {text}"
-                    )));
+            Incoming::Response { id: got, outcome } if got.as_u64() == Some(id) => match outcome {
+                Ok(result) => Ok(Some(result)),
+                Err(error) => {
+                    let RpcError { code, message } = RpcError::from_peer(&error);
+                    Err(McpError::Failed(format!(
+                        "the server answered with error {code}: {message}"
+                    )))
                 }
-                match msg.get("result") {
-                    Some(r) => Ok(Some(r.clone())),
-                    None => Err(McpError::Failed(
-                        "the server's answer has neither result nor error".into(),
-                    )),
-                }
+            },
+            Incoming::Invalid { id: got, error } if got.as_u64() == Some(id) => {
+                // an answer to our request, malformed (both or neither of result and error, no "jsonrpc")
+                Err(McpError::Failed(format!(
+                    "the server's answer is not valid JSON-RPC: {}",
+                    error.message
+                )))
             }
             // a late answer to a request that timed out, or junk
             _ => Ok(None),
@@ -299,12 +290,12 @@ impl Conn {
     fn drain(&mut self) {
         for _ in 0..DRAIN_MAX {
             match self.transport.next(Instant::now()) {
-                Wait::Got(Incoming::Message(m)) => {
+                Wait::Got(Received::Message(m)) => {
                     if self.handle(m, 0).is_err() {
                         return;
                     }
                 }
-                Wait::Got(Incoming::Noise) => {}
+                Wait::Got(Received::Noise) => {}
                 _ => return,
             }
         }
@@ -312,8 +303,16 @@ impl Conn {
 
     fn notify(&mut self, method: &str, deadline: Instant) -> Result<(), McpError> {
         self.transport
-            .send(&json!({ "jsonrpc": "2.0", "method": method }), deadline)
+            .send(&jsonrpc::notification(method, Json::Null), deadline)
     }
+}
+
+/// The `notifications/cancelled` loom sends for request `id`.
+fn cancelled(id: u64, reason: &str) -> Json {
+    jsonrpc::notification(
+        "notifications/cancelled",
+        json!({ "requestId": id, "reason": reason }),
+    )
 }
 
 /// The protocol version of loom's own provider protocol (runtime/PROVIDERS.md).

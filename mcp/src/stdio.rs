@@ -12,8 +12,8 @@ use std::time::Instant;
 use loom_sandbox::ProcessGroup;
 use serde_json::Value as Json;
 
-use super::wire::{parse_message, Frame, LineFramer};
-use super::{Incoming, McpError, Transport, Wait, MAX_MESSAGE_BYTES};
+use super::{McpError, Received, Transport, Wait, MAX_MESSAGE_BYTES};
+use loom_jsonrpc::{parse_message, Frame, LineFramer};
 
 /// How much of the server's stderr is kept for error messages.
 pub const STDERR_TAIL_BYTES: usize = 4096;
@@ -255,11 +255,11 @@ impl Transport for StdioTransport {
             Ok(FromServer::Closed) | Err(RecvTimeoutError::Disconnected) => {
                 Wait::Closed(self.exit_status())
             }
-            Ok(FromServer::Frame(Frame::TooLarge(n))) => Wait::Got(Incoming::TooLarge(n)),
+            Ok(FromServer::Frame(Frame::TooLarge(n))) => Wait::Got(Received::TooLarge(n)),
             Ok(FromServer::Frame(Frame::Message(bytes))) => {
                 Wait::Got(match parse_message(&bytes) {
-                    Some(m) => Incoming::Message(m),
-                    None => Incoming::Noise,
+                    Some(m) => Received::Message(m),
+                    None => Received::Noise,
                 })
             }
             Err(RecvTimeoutError::Timeout) => Wait::TimedOut,

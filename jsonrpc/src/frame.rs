@@ -1,9 +1,8 @@
-//! MCP framing without I/O: the stdio transport's newline-delimited lines and the HTTP transport's SSE events, each
-//! cut at a byte cap *before* it is held (a longer message is reported as soon as it crosses the cap and the rest of
-//! it is skipped unread), and the JSON-RPC message a frame holds. Public so a fuzz target can drive it with arbitrary
-//! bytes.
+//! Framing: the newline-delimited lines of a stdio peer (MCP's stdio transport, ACP's stdin) and the events of a
+//! `text/event-stream` body (MCP's Streamable HTTP), each cut at a byte cap *before* it is held — a longer message
+//! is reported as soon as it crosses the cap and the rest of it is skipped unread — and the JSON a frame holds.
 
-use serde_json::Value as Json;
+use serde_json::Value;
 
 /// One frame the framers cut.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -65,6 +64,13 @@ impl LineFramer {
             }
         }
         true
+    }
+
+    /// The input ended: the last line, when it had no newline (and was not already reported as too large).
+    pub fn finish(&mut self) -> Option<Frame> {
+        let line = std::mem::take(&mut self.line);
+        let skipping = std::mem::replace(&mut self.skipping, false);
+        (!skipping && !line.iter().all(u8::is_ascii_whitespace)).then_some(Frame::Message(line))
     }
 }
 
@@ -165,7 +171,7 @@ impl SseFramer {
 }
 
 /// The JSON-RPC message (or batch) a frame holds; `None` for anything that is not JSON (a server logging on stdout).
-pub fn parse_message(frame: &[u8]) -> Option<Json> {
+pub fn parse_message(frame: &[u8]) -> Option<Value> {
     serde_json::from_slice(frame).ok()
 }
 
@@ -207,6 +213,19 @@ mod tests {
         assert_eq!(got, [Frame::TooLarge(13), Frame::Message(b"next".to_vec())]);
         // exactly the cap is fine
         assert_eq!(lines(4, &[b"abcd\n"]), [Frame::Message(b"abcd".to_vec())]);
+    }
+
+    #[test]
+    fn finish_hands_over_an_unterminated_last_line_once() {
+        let mut f = LineFramer::new(8);
+        f.push(b"a\nlast", &mut |_| true);
+        assert_eq!(f.finish(), Some(Frame::Message(b"last".to_vec())));
+        assert_eq!(f.finish(), None);
+        // blank, or already reported as too large: nothing
+        f.push(b"  ", &mut |_| true);
+        assert_eq!(f.finish(), None);
+        f.push(b"0123456789", &mut |_| true);
+        assert_eq!(f.finish(), None);
     }
 
     #[test]
