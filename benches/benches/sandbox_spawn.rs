@@ -8,7 +8,7 @@
 //!   `sched_autogroup_enabled`, a new session is also a new scheduling group, which shows under load);
 //! - bwrap alone: user + pid + net namespaces, `/` read-only, fresh `/dev` and `/proc`;
 //! - bwrap, tier A's view: the exact bwrap argv tier A builds for the grant, running `/bin/true` with no inner stage;
-//! - tier A, B, C: `loom_broker::run_row`, the function the bash tool and `loom sandbox run` call.
+//! - tier A, B, C: `loom_broker::run_bash`, the function the bash tool and `loom sandbox run` call.
 //!
 //! The grant is `{ commands = "*", paths = ["<a temp dir>"] }` (network off), the limits those of the bash tool (a
 //! timeout). Prints a markdown table (mean, median, 90th percentile, min, and the mean and median over bare's) and the
@@ -28,7 +28,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use loom_broker::{run_row, BrokerLimits, RowRun};
+use loom_broker::{run_bash, BashPlan, BashRun, BrokerLimits};
 use loom_kernel::{decide, AlgebraKind, Grant, PathCtx, Request, Row};
 use loom_sandbox::{
     build_bwrap_args, build_profile, build_seccomp_programs, host_support, open_roots, parse_grant,
@@ -134,14 +134,16 @@ impl Case {
     }
 
     fn run(&self, tier: Tier, inner: &Path) -> Result<(), String> {
-        let run = RowRun {
+        let plan = BashPlan::Confined {
+            row: self.row.clone(),
+            argv: self.argv.clone(),
+        };
+        let run = BashRun {
             tool: "bash",
             grant: &self.grant,
-            row: &self.row,
             ctx: &self.ctx,
             cwd: &self.cwd,
             home: self.home.clone(),
-            argv: &self.argv,
             limits: Limits {
                 timeout: Some(Duration::from_secs(120)),
                 ..Limits::default()
@@ -158,7 +160,7 @@ impl Case {
             stdout: Stream::Null,
             stderr: Stream::Null,
         };
-        match run_row(run, streams, &mut |_| {}) {
+        match run_bash(plan, run, streams, &mut |_| {}) {
             Ok(o) if o.code == 0 => Ok(()),
             Ok(o) => Err(format!("tier {}: exit {}", tier.name(), o.code)),
             Err(e) => Err(format!("tier {}: {e}", tier.name())),
@@ -369,7 +371,7 @@ fn main() -> Result<(), String> {
         let c = case.clone();
         let inner = inner.clone();
         cases.push((
-            format!("tier {} (`run_row`)", tier.name()),
+            format!("tier {} (`run_bash`)", tier.name()),
             Box::new(move || c.run(tier, &inner)),
         ));
     }

@@ -7,19 +7,19 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use loom_kernel::{caller_var_crosses, decide_brokered};
 use loom_sandbox::{
-    build_env, build_profile, spawn_sandboxed_io, HostFs, Launch, Place, Profile, SpawnError,
-    Stream, Streams,
+    build_env, build_profile, spawn_sandboxed_io, GroupSlot, HostFs, Launch, Place, Profile,
+    SpawnError, Stream, Streams,
 };
 
 use crate::frame::{self, read_frame, write_frame, Request};
 use crate::peer::{descends_from, peer_cred, NoFdReader};
-use crate::shared::{kill_group, set_var, Shared};
+use crate::shared::{set_var, Shared};
 
 /// Exit code for a refused or failed call.
 const REFUSED: u8 = 126;
@@ -347,12 +347,9 @@ fn visible_exe(profile: &mut Profile, found: &Path) -> PathBuf {
 
 /// Per-call state shared by the relay threads.
 struct CallState {
-    /// The process-group leader, once spawned.
-    pgid: AtomicI32,
-    /// The call ended (or was cancelled): further kills are moot.
-    done: AtomicBool,
-    /// The shim went away or misbehaved: kill as soon as the pgid is known.
-    cancelled: AtomicBool,
+    /// The command's process group: a kill (the shim went away or misbehaved) before it exists is done when it
+    /// starts; once the call ended, kills are moot.
+    group: GroupSlot,
     /// Bytes of output relayed.
     output: AtomicU64,
     /// Why the broker killed the call, for the caller's stderr.
@@ -366,10 +363,7 @@ impl CallState {
                 k.get_or_insert(why);
             }
         }
-        self.cancelled.store(true, Ordering::SeqCst);
-        if !self.done.load(Ordering::SeqCst) {
-            kill_group(self.pgid.load(Ordering::SeqCst));
-        }
+        self.group.kill();
     }
 }
 
@@ -438,9 +432,7 @@ fn run(shared: &Arc<Shared>, stream: UnixStream, call: Prepared) {
     };
     let down = Arc::new(Mutex::new(down));
     let state = Arc::new(CallState {
-        pgid: AtomicI32::new(0),
-        done: AtomicBool::new(false),
-        cancelled: AtomicBool::new(false),
+        group: GroupSlot::new(),
         output: AtomicU64::new(0),
         killed: Mutex::new(None),
     });
@@ -532,19 +524,18 @@ fn run(shared: &Arc<Shared>, stream: UnixStream, call: Prepared) {
         Err(SpawnError::Setup("the broker is shutting down".into()))
     } else {
         spawn_sandboxed_io(&launch, streams, &mut |pid| {
-            let pid = i32::try_from(pid).unwrap_or(0);
-            state.pgid.store(pid, Ordering::SeqCst);
             if let Ok(mut c) = shared.calls.lock() {
-                c.insert(call_id, pid);
+                c.insert(call_id, i32::try_from(pid).unwrap_or(0));
             }
-            if state.cancelled.load(Ordering::SeqCst) || shared.shutdown.load(Ordering::SeqCst) {
-                kill_group(pid);
+            state.group.started(pid);
+            if shared.shutdown.load(Ordering::SeqCst) {
+                state.group.kill();
             }
         })
     };
     // Whatever the command left behind in its group dies with the call.
-    kill_group(state.pgid.load(Ordering::SeqCst));
-    state.done.store(true, Ordering::SeqCst);
+    state.group.kill();
+    state.group.finish();
     if let Ok(mut c) = shared.calls.lock() {
         c.remove(&call_id);
     }

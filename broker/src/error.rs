@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-/// Why [`crate::Broker::start`] (or [`crate::run_row`]) refused.
+/// Why [`crate::Broker::start`] (or [`crate::run_bash`]) refused.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum BrokerError {

@@ -62,4 +62,4 @@ pub use frame::{
 pub use peer::{descends_from, peer_cred, PeerCred};
 pub use server::{Broker, BrokerHandle};
 pub use shared::{Backend, BrokerConfig, BrokerLimits};
-pub use shell::{run_row, RowRun, RunError};
+pub use shell::{run_bash, BashPlan, BashRun, RunError};

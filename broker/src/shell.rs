@@ -1,18 +1,21 @@
-//! The one path from a decided bash call to a running, confined process: the bash tool and `loom sandbox run` both
-//! come here, so a command runs the same way from the model and from the command line.
+//! The one path from a decided bash call to a running process: the bash tool and `loom sandbox run` both come here
+//! ([`run_bash`]), so a command runs the same way from the model and from the command line.
 //!
-//! The kernel has already picked the row (`loom_kernel::decide`); this builds the row's profile, picks the backend,
-//! and — when the row is a general (`commands = "*"`) row of a capability set that also has per-command rows —
-//! starts the broker beside the shell so those commands keep their own grants inside pipelines.
+//! The kernel has already decided the call (`loom_kernel::decide`); [`BashPlan::from_authorization`] reads its
+//! answer: the grant `"*"` runs unconfined (still in its own process group, killed on timeout), any other grant
+//! under the row the kernel picked. For a row this builds the profile, picks the backend, and — when the row is a
+//! general (`commands = "*"`) row of a capability set that also has per-command rows — starts the broker beside the
+//! shell so those commands keep their own grants inside pipelines.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use loom_kernel::{brokered_commands, is_general_row, Grant, PathCtx, Row};
+use loom_kernel::{brokered_commands, is_general_row, Authorization, Exec, Grant, PathCtx, Row};
 use loom_sandbox::{
     build_env, build_profile, chosen_tier, host_support, inner_exe_next_to_current_exe,
-    spawn_sandboxed_io, AuthorityPaths, BackendError, HostFs, InnerExeError, Launch, Limits,
-    Outcome, Place, ProfileError, SecretFacts, SpawnError, Streams, Tier,
+    spawn_sandboxed_io, spawn_unconfined, unconfined_env, AuthorityPaths, BackendError, HostFs,
+    InnerExeError, Launch, Limits, Outcome, Place, ProfileError, SecretFacts, SpawnError, Streams,
+    Tier,
 };
 
 use crate::dir::shim_next_to_current_exe;
@@ -20,7 +23,7 @@ use crate::error::BrokerError;
 use crate::server::Broker;
 use crate::shared::{Backend, BrokerConfig, BrokerLimits};
 
-/// Why [`run_row`] ran nothing (or could not finish starting the command).
+/// Why [`run_bash`] ran nothing, could not finish starting the command, or discarded what it did.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum RunError {
@@ -39,6 +42,21 @@ pub enum RunError {
     /// The sandbox's inner stage (`loom-sandbox-exec`) is not installed next to the running executable.
     #[error(transparent)]
     NoInnerExe(#[from] InnerExeError),
+    /// The kernel's authorisation names no row for a grant other than `"*"` (nothing ran).
+    #[error("{tool}: the kernel's authorisation ({exec}) names no sandbox row")]
+    NoRow {
+        /// The tool instance.
+        tool: String,
+        /// How the kernel said to run it.
+        exec: String,
+    },
+    /// The sandbox reported that it withheld less than the row requires: the command ran, and its result must be
+    /// discarded.
+    #[error("the sandbox did not withhold {}; the result is discarded (`loom doctor`)", .missing.join(", "))]
+    Weaker {
+        /// What was not withheld.
+        missing: Vec<&'static str>,
+    },
 }
 
 impl RunError {
@@ -51,23 +69,61 @@ impl RunError {
     }
 }
 
-/// One bash call the kernel authorised under `row`.
-pub struct RowRun<'a> {
+/// How the kernel's authorisation of a bash call runs.
+#[derive(Debug, Clone, PartialEq)]
+pub enum BashPlan {
+    /// The grant `"*"`: no sandbox.
+    Unconfined(Vec<OsString>),
+    /// Confined under the row the kernel picked.
+    Confined {
+        /// The row.
+        row: Row,
+        /// What runs (`/bin/bash -c LINE`, or the argv the kernel checked).
+        argv: Vec<OsString>,
+    },
+}
+
+impl BashPlan {
+    /// Reads the kernel's answer for `tool` holding `grant`; `given` is what the call asked to run (`/bin/bash -c
+    /// LINE` for a command line, else its argv). Only the grant `"*"` ever runs without a sandbox (checked here
+    /// again, as defence in depth).
+    pub fn from_authorization(
+        tool: &str,
+        auth: Authorization,
+        grant: &Grant,
+        given: Vec<OsString>,
+    ) -> Result<BashPlan, RunError> {
+        let (row, exec) = auth.into_parts();
+        match (exec, row) {
+            (Exec::Unconfined, _) if *grant == Grant::Unrestricted => {
+                Ok(BashPlan::Unconfined(given))
+            }
+            (Exec::Shell, Some((_, row))) => Ok(BashPlan::Confined { row, argv: given }),
+            (Exec::Argv(v), Some((_, row))) => Ok(BashPlan::Confined {
+                row,
+                argv: v.into_iter().map(OsString::from).collect(),
+            }),
+            (exec, _) => Err(RunError::NoRow {
+                tool: tool.to_string(),
+                exec: format!("{exec:?}"),
+            }),
+        }
+    }
+}
+
+/// Where and how a bash call runs; what runs is its [`BashPlan`].
+pub struct BashRun<'a> {
     /// The tool instance (`bash`), for messages.
     pub tool: &'a str,
-    /// The whole grant: its per-command rows are brokered when `row` is a general row.
+    /// The whole grant: its per-command rows are brokered when the row is a general row.
     pub grant: &'a Grant,
-    /// The row the kernel chose.
-    pub row: &'a Row,
     /// How the grant's relative and `~` paths resolve.
     pub ctx: &'a PathCtx,
     /// The working directory (canonical).
     pub cwd: &'a Path,
     /// The home directory, if absolute.
     pub home: Option<PathBuf>,
-    /// What to run.
-    pub argv: &'a [OsString],
-    /// Resource limits and timeout.
+    /// Resource limits and timeout (an unconfined command honours the timeout only).
     pub limits: Limits,
     /// A specific tier, or `None` for the strongest the host has.
     pub tier: Option<Tier>,
@@ -85,11 +141,52 @@ pub struct RowRun<'a> {
     pub authority: &'a AuthorityPaths,
 }
 
-/// Runs `run` confined under its row, with the broker when the row is a general row of a set that also names
-/// commands. `on_spawn` receives the pid of the sandbox's root process (a process-group leader) as soon as it
-/// exists. Returns what ran, or why nothing did; it never runs a command unconfined.
-pub fn run_row(
-    run: RowRun<'_>,
+/// Runs a decided bash call: unconfined for the grant `"*"` (the parent's environment minus every secret, plus the
+/// shared ones), else confined under its row, with the broker when the row is a general row of a set that also
+/// names commands. `on_spawn` receives the pid of the root process (a process-group leader: `kill(-pid)` ends the
+/// tree) as soon as it exists. Returns what ran, or why nothing did; a confined command whose sandbox reports that
+/// it withheld less than the row requires is an error ([`RunError::Weaker`]), its result discarded.
+pub fn run_bash(
+    plan: BashPlan,
+    run: BashRun<'_>,
+    streams: Streams,
+    on_spawn: &mut dyn FnMut(u32),
+) -> Result<Outcome, RunError> {
+    let (row, argv) = match plan {
+        BashPlan::Unconfined(argv) => {
+            let env = unconfined_env(std::env::vars_os(), run.secrets);
+            return Ok(spawn_unconfined(
+                &argv,
+                run.cwd,
+                env,
+                run.limits.timeout,
+                streams,
+                on_spawn,
+            )?);
+        }
+        BashPlan::Confined { row, argv } => (row, argv),
+    };
+    let outcome = run_row(run, &row, &argv, streams, on_spawn)?;
+    // The sandbox refuses before running when it would withhold less than the row requires; a status that says
+    // otherwise (a command confined less than the manifest accepts) fails the call all the same.
+    if let Some(missing) = outcome
+        .status
+        .as_ref()
+        .map(|s| s.missing())
+        .filter(|m| !m.is_empty())
+    {
+        return Err(RunError::Weaker {
+            missing: missing.iter().map(|r| r.name()).collect(),
+        });
+    }
+    Ok(outcome)
+}
+
+/// [`run_bash`] of a confined plan; it never runs a command unconfined.
+fn run_row(
+    run: BashRun<'_>,
+    row: &Row,
+    argv: &[OsString],
     streams: Streams,
     on_spawn: &mut dyn FnMut(u32),
 ) -> Result<Outcome, RunError> {
@@ -98,7 +195,7 @@ pub fn run_row(
         home: run.home.clone(),
         authority: run.authority.clone(),
     };
-    let mut profile = build_profile(run.row, run.ctx, &place, run.limits.clone(), &HostFs)?;
+    let mut profile = build_profile(row, run.ctx, &place, run.limits.clone(), &HostFs)?;
     let support = host_support();
     // the tier whose trial run passed on this host (once per process): what doctor reports is what runs
     let (tier, _) = chosen_tier(run.tier, run.inner_exe.as_deref())?;
@@ -113,7 +210,7 @@ pub fn run_row(
             *v = profile.cwd.clone().into_os_string();
         }
     }
-    let brokered = is_general_row(run.row) && !brokered_commands(run.grant).is_empty();
+    let brokered = is_general_row(row) && !brokered_commands(run.grant).is_empty();
     if brokered && tier == Tier::B {
         // Tier B denies every unix socket (Landlock below ABI 9 cannot tell the broker's from D-Bus's), so the shims
         // could not reach the broker: refuse rather than run a shell whose brokered commands all fail.
@@ -134,7 +231,7 @@ pub fn run_row(
             bwrap: support.bwrap.as_deref(),
             bwrap_features: support.bwrap_features,
             inner_exe: &inner_exe,
-            argv: run.argv,
+            argv,
             env,
         };
         return Ok(spawn_sandboxed_io(&launch, streams, on_spawn)?);
@@ -178,7 +275,7 @@ pub fn run_row(
         bwrap: support.bwrap.as_deref(),
         bwrap_features: support.bwrap_features,
         inner_exe: &inner_exe,
-        argv: run.argv,
+        argv,
         env,
     };
     let outcome = spawn_sandboxed_io(&launch, streams, &mut |pid| {

@@ -8,12 +8,13 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::Stdio;
+use std::sync::Arc;
 use std::time::Duration;
 
 use loom_kernel::{
     interpret_hook, HookAction, HookEvent, HookExit, HookRun, HookSpec, HookVerdict, Hooks,
 };
-use loom_sandbox::{exit_code, kill_group};
+use loom_sandbox::{exit_code, GroupSlot, KillOnDrop};
 use serde_json::{json, Map, Value};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 
@@ -167,7 +168,10 @@ async fn run_command(
             }
         }
     };
-    let pid = child.id();
+    // the hook's whole group dies when this run ends, however it ends (finished, timed out, or this future dropped)
+    let group = Arc::new(GroupSlot::new());
+    group.started(child.id().unwrap_or(0));
+    let _kill_on_drop = KillOnDrop(group);
     let (stdin, stdout, stderr) = (child.stdin.take(), child.stdout.take(), child.stderr.take());
     let input = body.as_bytes().to_vec();
     let work = async {
@@ -187,17 +191,13 @@ async fn run_command(
                 Ok(s) => HookExit::Code(exit_code(s)),
                 Err(e) => HookExit::Failed(format!("waiting for it failed: {e}")),
             };
-            kill_group(pid.unwrap_or(0));
             HookRun {
                 exit,
                 stdout,
                 stderr,
             }
         }
-        Err(_) => {
-            kill_group(pid.unwrap_or(0));
-            no_output(HookExit::TimedOut)
-        }
+        Err(_) => no_output(HookExit::TimedOut),
     }
 }
 

@@ -1,7 +1,8 @@
 //! Process groups. Every process loom starts — a bash command, a hook, an MCP server or provider, a brokered command —
 //! leads a group of its own (`process_group(0)` at spawn), so stopping it stops everything it started, background
-//! children included. [`ProcessGroup`] is the one place that group is killed, and [`exit_code`] the one place an
-//! exit status becomes a shell-style code.
+//! children included. [`ProcessGroup`] is the one place that group is killed, [`GroupSlot`] the one way to kill a
+//! group that may not have started yet (with [`KillOnDrop`] for callers that may go away), and [`exit_code`] the one
+//! place an exit status becomes a shell-style code.
 //!
 //! No parent-death signal here: `PR_SET_PDEATHSIG` fires when the *thread* that spawned the child exits, and loom
 //! starts servers and hooks from pooled threads that come and go, so it would kill a healthy server. The confined
@@ -9,6 +10,8 @@
 
 use std::os::unix::process::ExitStatusExt;
 use std::process::ExitStatus;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::Arc;
 
 use rustix::process::{kill_process, kill_process_group, Pid, Signal};
 
@@ -34,6 +37,65 @@ impl ProcessGroup {
     pub fn kill(&self) {
         let _ = kill_process_group(self.0, Signal::KILL);
         let _ = kill_process(self.0, Signal::KILL);
+    }
+}
+
+/// A process group that may not have started yet, shared between the thread that starts and waits for its leader
+/// and whoever may have to stop it (a cancel, a timeout, a peer that hung up). Whichever comes second — the start or
+/// the kill — does the kill, so a kill requested while the command is still being set up is never lost. Once the
+/// waiter marks the slot [finished](GroupSlot::finish) (its leader reaped), kills do nothing: the pid may be reused.
+#[derive(Debug, Default)]
+pub struct GroupSlot {
+    pid: AtomicU32,
+    kill_requested: AtomicBool,
+    finished: AtomicBool,
+}
+
+impl GroupSlot {
+    /// An empty slot.
+    pub fn new() -> GroupSlot {
+        GroupSlot::default()
+    }
+
+    /// The leader `pid` exists (it leads its own group); killed at once when a kill was already requested.
+    pub fn started(&self, pid: u32) {
+        self.pid.store(pid, Ordering::SeqCst);
+        if self.kill_requested.load(Ordering::SeqCst) {
+            self.kill_now();
+        }
+    }
+
+    /// Kills the whole group now if it has started (and is not finished), else as soon as it starts.
+    pub fn kill(&self) {
+        self.kill_requested.store(true, Ordering::SeqCst);
+        self.kill_now();
+    }
+
+    /// True once [`GroupSlot::kill`] was called.
+    pub fn kill_requested(&self) -> bool {
+        self.kill_requested.load(Ordering::SeqCst)
+    }
+
+    /// The leader was reaped: from now on kills do nothing.
+    pub fn finish(&self) {
+        self.finished.store(true, Ordering::SeqCst);
+    }
+
+    fn kill_now(&self) {
+        if !self.finished.load(Ordering::SeqCst) {
+            kill_group(self.pid.load(Ordering::SeqCst));
+        }
+    }
+}
+
+/// Kills its slot's group when dropped (unless the slot is finished): a caller that goes away — a tool call's future
+/// dropped mid-run — takes its command's whole tree with it instead of leaving it running.
+#[derive(Debug)]
+pub struct KillOnDrop(pub Arc<GroupSlot>);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        self.0.kill();
     }
 }
 
@@ -95,6 +157,43 @@ mod tests {
             !alive(),
             "the background child {grandchild} outlived its group"
         );
+    }
+
+    fn sleeper() -> std::process::Child {
+        Command::new("/bin/sleep")
+            .arg("30")
+            .process_group(0)
+            .spawn()
+            .unwrap()
+    }
+
+    #[test]
+    fn a_kill_requested_before_the_start_is_done_by_the_start() {
+        let slot = GroupSlot::new();
+        slot.kill();
+        assert!(slot.kill_requested());
+        let mut child = sleeper();
+        slot.started(child.id());
+        assert_eq!(exit_code(child.wait().unwrap()), 128 + 9);
+    }
+
+    #[test]
+    fn dropping_the_guard_kills_a_running_group_but_not_a_finished_one() {
+        let slot = Arc::new(GroupSlot::new());
+        let mut child = sleeper();
+        slot.started(child.id());
+        drop(KillOnDrop(slot.clone()));
+        assert_eq!(exit_code(child.wait().unwrap()), 128 + 9);
+
+        // finished: the pid is not signalled again (here: a live process standing in for a reused pid)
+        let slot = Arc::new(GroupSlot::new());
+        let mut child = sleeper();
+        slot.started(child.id());
+        slot.finish();
+        drop(KillOnDrop(slot));
+        assert_eq!(child.try_wait().unwrap(), None);
+        ProcessGroup::led_by(child.id()).unwrap().kill();
+        child.wait().unwrap();
     }
 
     #[test]

@@ -623,17 +623,28 @@ fn wait_confined_thread(
     })
 }
 
-/// Runs the command with no sandbox: only for the grant `"*"`. The tree is still killed on timeout.
+/// Runs the command with no sandbox: only for the grant `"*"`. It gets exactly `env`, leads its own process group
+/// (its pid goes to `started` as soon as it exists), is killed when the spawning thread ends, and the whole tree is
+/// killed once `timeout` passes. Blocks until the command ends.
 pub fn spawn_unconfined(
     argv: &[OsString],
     cwd: &Path,
+    env: Vec<(OsString, OsString)>,
     timeout: Option<Duration>,
+    streams: Streams,
+    started: &mut dyn FnMut(u32),
 ) -> Result<Outcome, SpawnError> {
     let Some((prog, args)) = argv.split_first() else {
         return Err(SpawnError::Setup("no command".into()));
     };
     let mut cmd = Command::new(prog);
-    cmd.args(args).current_dir(cwd);
+    cmd.args(args)
+        .current_dir(cwd)
+        .env_clear()
+        .envs(env)
+        .stdin(streams.stdin.into_stdio())
+        .stdout(streams.stdout.into_stdio())
+        .stderr(streams.stderr.into_stdio());
     // SAFETY: only async-signal-safe calls.
     unsafe {
         cmd.pre_exec(|| {
@@ -646,7 +657,10 @@ pub fn spawn_unconfined(
         std::io::ErrorKind::NotFound => SpawnError::NotFound(prog.to_string_lossy().into_owned()),
         _ => SpawnError::Io(e),
     })?;
+    // the parent's copies of the stream ends close now, so a reader sees the end when the tree exits
+    drop(cmd);
     let pid = child.id();
+    started(pid);
     let _cancel_target = CancelTarget::claim(pid);
     let (status, timed_out) = wait_tree(child, timeout, &mut |_| {})?;
     Ok(Outcome {

@@ -12,9 +12,9 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use loom_broker::{run_row, BrokerLimits, RowRun};
+use loom_broker::{run_bash, BashPlan, BashRun, BrokerLimits};
 use loom_kernel::{decide, AlgebraKind, Decision, PathCtx, Request};
-use loom_sandbox::{kill_tree_on_signals, parse_grant, spawn_unconfined, Limits, Streams, Tier};
+use loom_sandbox::{kill_tree_on_signals, parse_grant, Limits, Streams, Tier};
 
 use crate::exit;
 
@@ -168,27 +168,18 @@ fn run_one(a: RunArgs) -> i32 {
         argv,
         cwd: ctx.base.clone(),
     };
-    let row = match decide("bash", AlgebraKind::Bash, &ctx, &grant, &request) {
+    let plan = match decide("bash", AlgebraKind::Bash, &ctx, &grant, &request) {
         Decision::Deny(d) => return fail(exit::FAILED, &d.reason),
-        Decision::Allow(auth) if auth.row().is_none() => {
-            if a.verbose {
-                eprintln!("loom: sandbox: grant \"*\" is unrestricted: running without a sandbox");
+        Decision::Allow(auth) => {
+            match BashPlan::from_authorization("bash", auth, &grant, a.command.clone()) {
+                Ok(plan) => plan,
+                Err(e) => return fail(e.exit_code(), &e.to_string()),
             }
-            return match spawn_unconfined(&a.command, &cwd, timeout) {
-                Ok(o) => {
-                    if o.timed_out {
-                        eprintln!("loom: timed out; the process tree was killed");
-                    }
-                    o.code
-                }
-                Err(e) => fail(e.exit_code(), &e.to_string()),
-            };
         }
-        Decision::Allow(auth) => match auth.into_parts() {
-            (Some((_, row)), _) => row,
-            (None, _) => unreachable!("the grant \"*\" was handled above"),
-        },
     };
+    if a.verbose && matches!(plan, BashPlan::Unconfined(_)) {
+        eprintln!("loom: sandbox: grant \"*\" is unrestricted: running without a sandbox");
+    }
     let defaults = Limits::default();
     let limits = Limits {
         max_procs: a.max_procs.or(defaults.max_procs),
@@ -212,14 +203,12 @@ fn run_one(a: RunArgs) -> i32 {
         (Err(e), _) => return fail(exit::FAILED, &format!("--protect {e}")),
         (_, Err(e)) => return fail(exit::FAILED, &format!("--mask {e}")),
     };
-    let run = RowRun {
+    let run = BashRun {
         tool: "bash",
         grant: &grant,
-        row: &row,
         ctx: &ctx,
         cwd: &cwd,
         home,
-        argv: &a.command,
         limits,
         tier: requested,
         inner_exe: None,
@@ -228,9 +217,9 @@ fn run_one(a: RunArgs) -> i32 {
         secrets: &loom_sandbox::SecretFacts::default(),
         authority: &authority,
     };
-    match run_row(run, Streams::inherit(), &mut |_| {}) {
+    match run_bash(plan, run, Streams::inherit(), &mut |_| {}) {
         Ok(o) => {
-            if a.verbose {
+            if a.verbose && !o.enforced.is_empty() {
                 eprintln!("loom: sandbox: {}; exit {}", o.enforced, o.code);
                 if let Some(status) = &o.status {
                     eprintln!("loom: sandbox status: {}", status.describe());

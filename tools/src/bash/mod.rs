@@ -5,20 +5,16 @@
 
 use std::ffi::OsString;
 use std::io::Read;
-use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
-use std::process::Stdio;
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use loom_broker::{run_row, BrokerLimits, RowRun};
+use loom_broker::{run_bash, BashPlan, BashRun, BrokerLimits};
 use loom_kernel::{
-    terminal_plan, Authorization, CallFacts, Exec, Request, Row, TerminalFacts, TerminalPlan,
+    terminal_plan, Authorization, CallFacts, Exec, Request, TerminalFacts, TerminalPlan,
 };
-use loom_sandbox::{
-    exit_code, kill_group, unconfined_env, AuthorityPaths, Limits, SecretFacts, Stream, Streams,
-};
+use loom_sandbox::{AuthorityPaths, GroupSlot, KillOnDrop, Limits, SecretFacts, Stream, Streams};
 use serde_json::{json, Value};
 
 use super::output::{OutputBuffer, DEFAULT_TAIL_BYTES, MAX_SPILL_BYTES};
@@ -247,7 +243,7 @@ mod local;
 mod report;
 mod terminal;
 
-use local::{start, Slot};
+use local::start;
 use report::sandbox_json;
 
 struct Call {
@@ -259,38 +255,17 @@ struct Call {
     timeout: Duration,
 }
 
-/// How the process will be started.
-enum Plan {
-    Unconfined(Vec<OsString>),
-    Sandboxed { row: Row, argv: Vec<OsString> },
-}
-
 static SPILL_SEQ: AtomicU64 = AtomicU64::new(0);
 
 impl Call {
-    fn plan(&self, auth: Authorization) -> Result<Plan, String> {
-        let shell = || -> Vec<OsString> {
-            vec!["/bin/bash".into(), "-c".into(), self.command.clone().into()]
+    /// What the call asked to run: its argv, or `/bin/bash -c LINE`; the kernel's answer says how it runs.
+    fn plan(&self, auth: Authorization) -> Result<BashPlan, String> {
+        let given: Vec<OsString> = match &self.argv {
+            Some(a) => a.iter().map(OsString::from).collect(),
+            None => vec!["/bin/bash".into(), "-c".into(), self.command.clone().into()],
         };
-        let given: Option<Vec<OsString>> = self
-            .argv
-            .as_ref()
-            .map(|a| a.iter().map(OsString::from).collect());
-        let (row, exec) = auth.into_parts();
-        match (exec, row) {
-            // defence in depth: only the grant "*" ever runs without a sandbox
-            (Exec::Unconfined, _) if self.env.grant == loom_kernel::Grant::Unrestricted => {
-                Ok(Plan::Unconfined(given.unwrap_or_else(shell)))
-            }
-            (Exec::Shell, Some((_, row))) => Ok(Plan::Sandboxed { row, argv: shell() }),
-            (Exec::Argv(v), Some((_, row))) => Ok(Plan::Sandboxed {
-                row,
-                argv: v.into_iter().map(OsString::from).collect(),
-            }),
-            (exec, _) => Err(format!(
-                "bash: the kernel's authorisation ({exec:?}) names no sandbox row"
-            )),
-        }
+        BashPlan::from_authorization(&self.env.instance, auth, &self.env.grant, given)
+            .map_err(|e| e.to_string())
     }
 
     async fn run(self, auth: Authorization, ctx: ToolCtx) -> ToolOutput {
@@ -344,20 +319,14 @@ impl Call {
                 }
             }
         });
-        // The kill may be requested before the process exists: whichever side comes second (storing the pid, or
-        // requesting the kill) does the kill.
-        let pid = Arc::new(AtomicI32::new(0));
-        let kill_req = Arc::new(AtomicBool::new(false));
-        let kill = || {
-            kill_req.store(true, Ordering::SeqCst);
-            kill_group(pid.load(Ordering::SeqCst));
-        };
+        // The kill may be requested before the process exists: the slot makes whichever side comes second (the
+        // start, or the kill) do it. Dropping this future mid-run (its turn abandoned) kills the tree too.
+        let slot = Arc::new(GroupSlot::new());
+        let _kill_on_drop = KillOnDrop(slot.clone());
+        let kill = || slot.kill();
         let started = Instant::now();
         let job = {
-            let slot = Slot {
-                pid: pid.clone(),
-                kill_req: kill_req.clone(),
-            };
+            let slot = slot.clone();
             let timeout = self.timeout;
             let cwd = self.cwd.clone();
             let env = self.env.clone();
@@ -572,6 +541,51 @@ mod tests {
         let out = (p.run)(auth, ctx).await;
         assert!(out.interrupted && out.is_error, "{out:?}");
         assert!(seen.lock().unwrap()[0].contains("started"));
+    }
+
+    #[tokio::test]
+    async fn dropping_the_call_mid_run_kills_the_whole_tree() {
+        // a turn abandoned without its cancel token (its future dropped) must not leave the command running
+        let work = tempfile::tempdir().unwrap();
+        let e = env("bash", work.path(), "\"*\"");
+        let t = BashTool::new(e.clone(), SandboxEnv::default());
+        let p = t
+            .prepare(&json!({"command": "sleep 60 & echo bg=$!; wait"}))
+            .unwrap();
+        let (tx, rx) = tokio::sync::oneshot::channel::<String>();
+        let tx = Mutex::new(Some(tx));
+        let ctx = ToolCtx {
+            cancel: tokio_util::sync::CancellationToken::new(),
+            progress: Arc::new(move |p: Progress| {
+                if p.content.contains("bg=") {
+                    if let Some(tx) = tx.lock().unwrap().take() {
+                        let _ = tx.send(p.content);
+                    }
+                }
+            }),
+            history: None,
+            client_fs: None,
+            terminals: None,
+        };
+        let auth = authorized(&e, &p);
+        let text = tokio::select! {
+            out = (p.run)(auth, ctx) => panic!("the call ended on its own: {out:?}"),
+            text = rx => text.unwrap(),
+        };
+        // the call's future is gone now; so must the background sleep be
+        let pid: u32 = text.trim().trim_start_matches("bg=").parse().unwrap();
+        let alive = || {
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .map(|s| !s.contains(") Z "))
+                .unwrap_or(false)
+        };
+        for _ in 0..500 {
+            if !alive() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("the background child {pid} outlived its dropped call");
     }
 
     /// A client's terminals that records each request and answers from `answer`.
