@@ -103,7 +103,8 @@ pub use policy::authority::{
 pub use policy::decide::{
     brokered_commands, caller_var_crosses, code_runners, decide, decide_brokered, is_general_row,
     plain_argv, rowed_commands, terminal_plan, Access, Authorization, BrokerDenial, Brokered,
-    Decision, Denial, Exec, Request, TerminalFacts, TerminalPlan, BROKER_BASE_ENV, CODE_RUNNERS,
+    Decision, Denial, DenialKind, Exec, Request, TerminalFacts, TerminalPlan, BROKER_BASE_ENV,
+    CODE_RUNNERS,
 };
 pub use policy::doom::{DoomGuard, DOOM_LOOP_THRESHOLD};
 pub use policy::hooks::{

@@ -255,7 +255,7 @@ mod testutil {
     ) -> Authorization {
         match decide("t", algebra, ctx, grant, request) {
             Decision::Allow(a) => a,
-            Decision::Deny(d) => panic!("{}", d.reason),
+            Decision::Deny(d) => panic!("{d}"),
         }
     }
 
@@ -305,7 +305,7 @@ mod testutil {
                 };
                 (p.run)(a, ctx).await
             }
-            Decision::Deny(d) => ToolOutput::error(d.reason),
+            Decision::Deny(d) => ToolOutput::error(d.to_string()),
         }
     }
 

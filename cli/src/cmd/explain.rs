@@ -99,7 +99,7 @@ fn render(x: &Explanation) -> String {
                 None => line("kernel", format!("allowed: {how}")),
             }
         }
-        Decision::Deny(d) => line("kernel", format!("DENIED: {}", d.reason)),
+        Decision::Deny(d) => line("kernel", format!("DENIED: {d}")),
     }
     match &x.rule {
         _ if matches!(x.decision, Decision::Deny(_)) => {

@@ -169,7 +169,7 @@ fn run_one(a: RunArgs) -> i32 {
         cwd: ctx.base.clone(),
     };
     let plan = match decide("bash", AlgebraKind::Bash, &ctx, &grant, &request) {
-        Decision::Deny(d) => return fail(exit::FAILED, &d.reason),
+        Decision::Deny(d) => return fail(exit::FAILED, &d.to_string()),
         Decision::Allow(auth) => {
             match BashPlan::from_authorization("bash", auth, &grant, a.command.clone()) {
                 Ok(plan) => plan,

@@ -21,7 +21,7 @@ use crate::lattice::grant::{Grant, Row};
 use crate::lattice::path::{path_within, PathCtx};
 use crate::lattice::value::Value;
 use crate::manifest::{Manifest, ProviderSpec, Source, SubagentSource};
-use crate::policy::decide::{Access, Decision, Denial, Request};
+use crate::policy::decide::{Access, Decision, Denial, DenialKind, Request};
 use crate::policy::hooks::HookAction;
 
 /// Names that stay read-only even inside a writable root (and inside the home directory when a writable root holds
@@ -325,34 +325,21 @@ pub fn authority_denial(tool: &str, request: &Request, authority: &Authority) ->
     let Request::File { path, access } = request else {
         return None;
     };
+    let deny = |kind| Some(Decision::Deny(Denial::new(tool, request, None, kind)));
     let Some(file) = authority.covering(path) else {
         let name = protected_name_in(path).filter(|_| *access == Access::Write)?;
-        return Some(Decision::Deny(Denial {
-            tool: tool.to_string(),
-            reason: format!(
-                "{tool} may not write {path}: `{name}` is protected — code that git, shells, editors or agents run \
-                 or trust on their own lives there; ask the user to change it"
-            ),
-        }));
+        return deny(DenialKind::ProtectedName { name });
     };
-    let reason = match access {
-        Access::Write => format!(
-            "{tool} may not write {path}: it is an authority file ({kind}: {origin}) — loom runs or trusts what it \
-             holds, so no tool may change it; ask the user to edit it",
-            kind = file.kind,
-            origin = file.origin,
-        ),
-        Access::Read if file.kind.is_secret() => format!(
-            "{tool} may not read {path}: it is a secret store ({origin}); secrets reach a tool only through the \
-             environment its grant names",
-            origin = file.origin,
-        ),
-        Access::Read => return None,
-    };
-    Some(Decision::Deny(Denial {
-        tool: tool.to_string(),
-        reason,
-    }))
+    match access {
+        Access::Write => deny(DenialKind::AuthorityFile {
+            kind: file.kind,
+            origin: file.origin.clone(),
+        }),
+        Access::Read if file.kind.is_secret() => deny(DenialKind::SecretStore {
+            origin: file.origin.clone(),
+        }),
+        Access::Read => None,
+    }
 }
 
 /// How one authority file stands against an agent's grants, for `loom audit`.
@@ -503,9 +490,9 @@ mod tests {
             panic!("manifest write allowed")
         };
         assert!(
-            d.reason.contains("authority file (manifest"),
+            d.to_string().contains("authority file (manifest"),
             "{}",
-            d.reason
+            d.to_string()
         );
         assert!(deny(&file("/p/.loom/lock.toml", Access::Write)).is_some());
         assert!(deny(&file("/p/.loom-secrets", Access::Read)).is_some());

@@ -340,8 +340,9 @@ fn stderr_tail(stderr: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::decide::{Authorization, Decision, Denial, Exec};
+    use crate::policy::decide::{Authorization, Decision, Denial, DenialKind, Exec, Request};
     use crate::policy::rules::combine;
+    use crate::Row;
 
     fn ran(code: i32, stdout: &str, stderr: &str) -> HookRun {
         HookRun {
@@ -512,10 +513,12 @@ mod tests {
         assert_eq!(combine_hooks(&[]), Verdict::Allow);
         assert_eq!(combine_hooks(&[allow.clone(), ask]), Verdict::Ask);
         let granted = Decision::Allow(Authorization::new(None, Exec::InProcess));
-        let denied = Decision::Deny(Denial {
-            tool: "t".into(),
-            reason: "no".into(),
-        });
+        let denied = Decision::Deny(Denial::new(
+            "t",
+            &Request::Args(Row::default()),
+            None,
+            DenialKind::ArgsOutsideGrant,
+        ));
         let hooks = combine_hooks(&[allow]);
         assert_eq!(combine(&denied, Verdict::Allow, &[hooks]), Verdict::Deny);
         assert_eq!(combine(&granted, Verdict::Ask, &[hooks]), Verdict::Ask);

@@ -88,7 +88,8 @@ pub fn narrow(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::decide::{Authorization, Denial, Exec};
+    use crate::policy::decide::{Authorization, Denial, DenialKind, Exec, Request};
+    use crate::Row;
 
     fn allowed() -> Decision {
         Decision::Allow(Authorization::new(None, Exec::InProcess))
@@ -109,10 +110,12 @@ mod tests {
 
     #[test]
     fn a_denial_stays_a_denial_whatever_narrows() {
-        let denied = Decision::Deny(Denial {
-            tool: "t".into(),
-            reason: "no".into(),
-        });
+        let denied = Decision::Deny(Denial::new(
+            "t",
+            &Request::Args(Row::default()),
+            None,
+            DenialKind::ArgsOutsideGrant,
+        ));
         let n = narrow(&denied, &rules(A, None), A, A, A);
         assert_eq!((n.verdict, n.why), (D, Narrowed::Denied));
     }

@@ -499,7 +499,8 @@ pub fn combine(grant: &Decision, rules: Verdict, narrowing: &[Verdict]) -> Verdi
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::decide::{Authorization, Denial, Exec};
+    use crate::policy::decide::{Authorization, Denial, DenialKind, Exec, Request};
+    use crate::Row;
 
     fn facts(tool: &str, command: Option<&str>, path: Option<&str>) -> CallFacts {
         CallFacts {
@@ -677,10 +678,12 @@ mod tests {
 
     #[test]
     fn rules_never_widen_a_grant_denial() {
-        let denied = Decision::Deny(Denial {
-            tool: "bash".into(),
-            reason: "no".into(),
-        });
+        let denied = Decision::Deny(Denial::new(
+            "bash",
+            &Request::Args(Row::default()),
+            None,
+            DenialKind::ArgsOutsideGrant,
+        ));
         assert_eq!(combine(&denied, Verdict::Allow, &[]), Verdict::Deny);
         let allowed = Decision::Allow(Authorization::new(None, Exec::Unconfined));
         assert_eq!(

@@ -111,7 +111,7 @@ impl Agent {
         let auth = match (decision, narrowing.why) {
             (Decision::Deny(d), _) => {
                 return self
-                    .finish(session, &call.id, ToolOutput::error(d.reason))
+                    .finish(session, &call.id, ToolOutput::error(d.to_string()))
                     .await
             }
             (Decision::Allow(a), Narrowed::Runs) => a,

@@ -6,12 +6,14 @@
 //! Containment is always asked of the tool's own algebra, so a decision can never disagree with `loom audit`.
 
 mod broker;
+mod denial;
 mod shell;
 mod terminal;
 
 pub use broker::{
     brokered_commands, caller_var_crosses, decide_brokered, BrokerDenial, Brokered, BROKER_BASE_ENV,
 };
+pub use denial::{Denial, DenialKind};
 pub use shell::plain_argv;
 pub use terminal::{terminal_plan, TerminalFacts, TerminalPlan};
 
@@ -107,17 +109,8 @@ impl Authorization {
     }
 }
 
-/// A call the grant refuses, with a reason written for the model.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Denial {
-    /// The tool instance.
-    pub tool: String,
-    /// What to tell the model (and the user): what was refused and what is possible instead.
-    pub reason: String,
-}
-
 /// The kernel's answer for one call.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Decision {
     /// Authorised by a row (or by `"*"`).
     Allow(Authorization),
@@ -150,15 +143,16 @@ pub fn decide(
     request: &Request,
 ) -> Decision {
     let alg = kind.build(ctx);
+    let deny = |kind| Decision::Deny(Denial::new(tool, request, Some(grant), kind));
     match request {
         Request::Bash { command, cwd } => {
-            decide_bash(tool, ctx, grant, plain_argv(command), Fallback::Shell, cwd)
+            decide_bash(ctx, grant, plain_argv(command), Fallback::Shell, cwd).unwrap_or_else(deny)
         }
         Request::BashArgv { argv, cwd } => {
             if argv.is_empty() {
-                return deny(tool, format!("{tool}: an empty command line runs nothing"));
+                return deny(DenialKind::EmptyCommand);
             }
-            decide_bash(tool, ctx, grant, Some(argv.clone()), Fallback::Argv, cwd)
+            decide_bash(ctx, grant, Some(argv.clone()), Fallback::Argv, cwd).unwrap_or_else(deny)
         }
         Request::File { path, access } => {
             let kind_name = match access {
@@ -166,30 +160,12 @@ pub fn decide(
                 Access::Write => "paths",
             };
             let want = Row::from_pairs([(kind_name, Value::strs([path.as_str()]))]);
-            first_row(alg.as_ref(), grant, &want).unwrap_or_else(|| {
-                let verb = if *access == Access::Read { "read" } else { "write" };
-                deny(tool, format!(
-                    "{tool} may not {verb} {path}: it is outside this tool's grant ({}); work inside the granted \
-                     paths, or ask the user to widen [capabilities].{tool}",
-                    grant
-                ))
-            })
+            first_row(alg.as_ref(), grant, &want)
+                .unwrap_or_else(|| deny(DenialKind::PathOutsideGrant))
         }
-        Request::Args(row) => first_row(alg.as_ref(), grant, row).unwrap_or_else(|| {
-            deny(tool, format!(
-                "{tool}: the arguments {} are not covered by this tool's grant ({grant}); ask the user to widen \
-                 [capabilities].{tool}",
-                row.to_toml()
-            ))
-        }),
+        Request::Args(row) => first_row(alg.as_ref(), grant, row)
+            .unwrap_or_else(|| deny(DenialKind::ArgsOutsideGrant)),
     }
-}
-
-fn deny(tool: &str, reason: String) -> Decision {
-    Decision::Deny(Denial {
-        tool: tool.to_string(),
-        reason,
-    })
 }
 
 fn first_row(alg: &dyn Algebra, grant: &Grant, want: &Row) -> Option<Decision> {
@@ -273,19 +249,18 @@ enum Fallback {
 }
 
 fn decide_bash(
-    tool: &str,
     ctx: &PathCtx,
     grant: &Grant,
     argv: Option<Vec<String>>,
     fallback: Fallback,
     cwd: &str,
-) -> Decision {
+) -> Result<Decision, DenialKind> {
     let rows = match grant {
         Grant::Unrestricted => {
-            return Decision::Allow(Authorization {
+            return Ok(Decision::Allow(Authorization {
                 row: None,
                 exec: Exec::Unconfined,
-            })
+            }))
         }
         Grant::Set(rows) => rows,
     };
@@ -299,15 +274,16 @@ fn decide_bash(
                 .find(|(_, r)| rowed_commands(r).is_some_and(|cmds| cmds.contains(&name)));
             if let Some((i, row)) = rowed {
                 if !cwd_fits(ctx, row, &cwd) {
-                    return deny(tool, format!(
-                        "{tool}: `{name}` may run only inside its own paths ({}), not in {cwd}; pass a cwd inside them",
-                        row.to_toml()
-                    ));
+                    return Err(DenialKind::CommandOutsideItsPaths {
+                        command: name.to_string(),
+                        row: row.clone(),
+                        cwd,
+                    });
                 }
-                return Decision::Allow(Authorization {
+                return Ok(Decision::Allow(Authorization {
                     row: Some((i, row.clone())),
                     exec: Exec::Argv(argv.clone()),
-                });
+                }));
             }
         }
     }
@@ -321,42 +297,36 @@ fn decide_bash(
             (Fallback::Argv, Some(argv)) => Exec::Argv(argv.clone()),
             _ => Exec::Shell,
         };
-        return Decision::Allow(Authorization {
+        return Ok(Decision::Allow(Authorization {
             row: Some((*i, (*row).clone())),
             exec,
-        });
+        }));
     }
     if !general.is_empty() {
-        return deny(tool, format!(
-            "{tool}: the working directory {cwd} is outside every path this shell may use; run the command from \
-             inside one of them"
-        ));
+        return Err(DenialKind::CwdOutsideShell { cwd });
     }
-    let mut allowed: Vec<&str> = rows.iter().filter_map(rowed_commands).flatten().collect();
+    let mut allowed: Vec<String> = rows
+        .iter()
+        .filter_map(rowed_commands)
+        .flatten()
+        .map(str::to_string)
+        .collect();
     allowed.sort_unstable();
     allowed.dedup();
     if allowed.is_empty() {
-        return deny(
-            tool,
-            format!(
-                "{tool}: the grant {grant} grants nothing, so no command may run; grant a row such as \
-                 {{ commands = [\"ls\"], paths = [\"./\"] }}"
-            ),
-        );
+        return Err(DenialKind::NothingGranted);
     }
-    let list = allowed.join(", ");
-    let why = match &argv {
-        Some(argv) if argv[0].contains('/') => format!(
-            "`{}` is a path; name the command instead (one of: {list})", argv[0]
-        ),
-        Some(argv) => format!("`{}` is not a command this tool may run", argv[0]),
-        None => "the command uses shell syntax (pipes, redirects, $, globs, quoting tricks or VAR=value prefixes), and \
-                 this grant has no general shell row"
-            .to_string(),
-    };
-    deny(tool, format!(
-        "{tool}: {why}. It runs only these commands, as plain `command arg …` invocations with no shell: {list}"
-    ))
+    Err(match argv {
+        Some(mut argv) if argv[0].contains('/') => DenialKind::CommandIsPath {
+            command: argv.swap_remove(0),
+            allowed,
+        },
+        Some(mut argv) => DenialKind::CommandNotGranted {
+            command: argv.swap_remove(0),
+            allowed,
+        },
+        None => DenialKind::ShellSyntax { allowed },
+    })
 }
 
 #[cfg(test)]
@@ -438,14 +408,14 @@ mod tests {
         let Decision::Deny(d) = bash(GCAL, "ls", "/etc") else {
             panic!()
         };
-        assert!(d.reason.contains("/etc"), "{}", d.reason);
+        assert!(d.to_string().contains("/etc"), "{}", d.to_string());
         let Decision::Deny(d) = bash(GCAL, "gcalcli agenda", "/w") else {
             panic!()
         };
         assert!(
-            d.reason.contains("only inside its own paths"),
+            d.to_string().contains("only inside its own paths"),
             "{}",
-            d.reason
+            d.to_string()
         );
     }
 
@@ -456,18 +426,22 @@ mod tests {
             panic!()
         };
         assert!(
-            d.reason.contains("shell syntax") && d.reason.contains("cat, ls"),
+            d.to_string().contains("shell syntax") && d.to_string().contains("cat, ls"),
             "{}",
-            d.reason
+            d.to_string()
         );
         let Decision::Deny(d) = bash(grant, "rm -rf x", "/w") else {
             panic!()
         };
-        assert!(d.reason.contains("`rm` is not a command"), "{}", d.reason);
+        assert!(
+            d.to_string().contains("`rm` is not a command"),
+            "{}",
+            d.to_string()
+        );
         let Decision::Deny(d) = bash(grant, "/bin/ls", "/w") else {
             panic!()
         };
-        assert!(d.reason.contains("is a path"), "{}", d.reason);
+        assert!(d.to_string().contains("is a path"), "{}", d.to_string());
         assert!(bash(grant, "ls -la", "/w").is_allowed());
     }
 
@@ -509,7 +483,7 @@ mod tests {
         ) else {
             panic!()
         };
-        assert!(d.reason.contains("is a path"), "{}", d.reason);
+        assert!(d.to_string().contains("is a path"), "{}", d.to_string());
         assert!(!decide("bash", AlgebraKind::Bash, &ctx(), &only, &req(&[], "/w")).is_allowed());
     }
 
@@ -522,7 +496,11 @@ mod tests {
         let Decision::Deny(d) = bash("{}", "ls", "/w") else {
             panic!()
         };
-        assert!(d.reason.contains("grants nothing"), "{}", d.reason);
+        assert!(
+            d.to_string().contains("grants nothing"),
+            "{}",
+            d.to_string()
+        );
     }
 
     #[test]
@@ -555,9 +533,9 @@ mod tests {
             panic!()
         };
         assert!(
-            d.reason.contains("outside this tool's grant"),
+            d.to_string().contains("outside this tool's grant"),
             "{}",
-            d.reason
+            d.to_string()
         );
     }
 

@@ -139,7 +139,7 @@ fn confined(f: &TerminalFacts<'_>, row: &Row) -> TerminalPlan {
         Decision::Allow(_) => local("the row alone would run unconfined".into()),
         Decision::Deny(d) => local(format!(
             "the row alone does not allow the terminal form: {}",
-            d.reason
+            d
         )),
     }
 }

@@ -50,7 +50,7 @@ async fn call(l: &SkillsLayer, input: serde_json::Value) -> ToolOutput {
             };
             (p.run)(a, tctx).await
         }
-        Decision::Deny(d) => ToolOutput::error(d.reason),
+        Decision::Deny(d) => ToolOutput::error(d.to_string()),
     }
 }
 
