@@ -20,7 +20,7 @@ const INHERITED: &[&str] = &[
     "TMPDIR",
 ];
 
-/// The part of loom's environment every spawned server or provider inherits ([`INHERITED`]).
+/// The part of loom's environment every spawned server or provider inherits (`INHERITED`).
 pub fn inherited_env(env: &std::collections::BTreeMap<String, String>) -> Vec<(String, String)> {
     INHERITED
         .iter()

@@ -100,6 +100,8 @@ pub enum McpError {
     Timeout(String),
     /// The HTTP session expired (404): re-initialise and retry.
     SessionExpired,
+    /// The caller stopped waiting (its turn was cancelled).
+    Cancelled(String),
     /// Anything else: a JSON-RPC error, a malformed or oversized answer.
     Failed(String),
 }
@@ -107,10 +109,79 @@ pub enum McpError {
 impl std::fmt::Display for McpError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            McpError::Dead(m) | McpError::Timeout(m) | McpError::Failed(m) => f.write_str(m),
+            McpError::Dead(m)
+            | McpError::Timeout(m)
+            | McpError::Failed(m)
+            | McpError::Cancelled(m) => f.write_str(m),
             McpError::SessionExpired => {
                 f.write_str("the server no longer knows this session (HTTP 404)")
             }
+        }
+    }
+}
+
+/// Why [`McpServer::start`] failed. Each message names the server, how it is launched, what failed, and the fix.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum StartError {
+    /// It could not be launched, or exited (or closed its pipes, or refused the connection) while starting.
+    #[error("{0}")]
+    Unavailable(String),
+    /// It did not finish `initialize` and `tools/list` within its startup timeout.
+    #[error("{0}")]
+    TimedOut(String),
+    /// It answered, but wrongly: a protocol version loom does not speak, a malformed or oversized answer, an error.
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// Why a call ([`McpServer::call`]) or a request ([`McpServer::request`]) failed. Each message names the server
+/// and says whether loom restarts it on the next call.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum CallError {
+    /// The server is gone (and could not be restarted, or crash-looped and is given up).
+    #[error("{0}")]
+    Unavailable(String),
+    /// No answer within the call timeout: the hung server was stopped.
+    #[error("{0}")]
+    TimedOut(String),
+    /// Its previous call still held it when this call's deadline passed.
+    #[error("{0}")]
+    Busy(String),
+    /// The turn was cancelled while the call waited.
+    #[error("{0}")]
+    Cancelled(String),
+    /// The server no longer lists the tool.
+    #[error("{0}")]
+    ToolGone(String),
+    /// The tool's new listing no longer fits its grant (the caller's re-check refused it).
+    #[error("{0}")]
+    Refused(String),
+    /// The server answered with an error, or a malformed or oversized answer.
+    #[error("{0}")]
+    Failed(String),
+}
+
+impl StartError {
+    fn new(e: &McpError, message: String) -> StartError {
+        match e {
+            McpError::Dead(_) => StartError::Unavailable(message),
+            McpError::Timeout(_) => StartError::TimedOut(message),
+            McpError::SessionExpired | McpError::Failed(_) | McpError::Cancelled(_) => {
+                StartError::Failed(message)
+            }
+        }
+    }
+}
+
+impl CallError {
+    fn new(e: &McpError, message: String) -> CallError {
+        match e {
+            McpError::Dead(_) => CallError::Unavailable(message),
+            McpError::Timeout(_) => CallError::TimedOut(message),
+            McpError::Cancelled(_) => CallError::Cancelled(message),
+            McpError::SessionExpired | McpError::Failed(_) => CallError::Failed(message),
         }
     }
 }
@@ -204,7 +275,7 @@ impl Conn {
             if stop() {
                 self.transport
                     .post(&cancelled(id, "the turn was cancelled"));
-                return Err(McpError::Failed(format!("{method} was cancelled")));
+                return Err(McpError::Cancelled(format!("{method} was cancelled")));
             }
             // checked on every message too: a server that keeps talking cannot push the deadline back
             if Instant::now() >= deadline {
@@ -367,7 +438,7 @@ impl std::fmt::Debug for McpServer {
 impl McpServer {
     /// Starts the server, initialises it and lists its tools. The error names the handle, what failed, the
     /// server's stderr tail and a fix.
-    pub fn start(handle: &str, cfg: ServerConfig) -> Result<Arc<McpServer>, String> {
+    pub fn start(handle: &str, cfg: ServerConfig) -> Result<Arc<McpServer>, StartError> {
         McpServer::start_as(handle, cfg, Dialect::Mcp)
     }
 
@@ -376,7 +447,7 @@ impl McpServer {
         handle: &str,
         cfg: ServerConfig,
         dialect: Dialect,
-    ) -> Result<Arc<McpServer>, String> {
+    ) -> Result<Arc<McpServer>, StartError> {
         McpServer::start_named(handle, None, cfg, dialect)
     }
 
@@ -387,7 +458,7 @@ impl McpServer {
         named: Option<&str>,
         cfg: ServerConfig,
         dialect: Dialect,
-    ) -> Result<Arc<McpServer>, String> {
+    ) -> Result<Arc<McpServer>, StartError> {
         let server = McpServer {
             handle: handle.to_string(),
             subject: named.map_or_else(|| format!("[providers].{handle}"), |n| format!("{n:?}")),
@@ -404,7 +475,7 @@ impl McpServer {
         };
         let (conn, tools, info) = server
             .connect()
-            .map_err(|e| server.explain("cannot start", &e))?;
+            .map_err(|e| StartError::new(&e, server.explain("cannot start", &e)))?;
         if let Ok(mut inner) = server.inner.lock() {
             inner.conn = Some(conn);
             inner.tools = tools;
@@ -571,7 +642,7 @@ impl McpServer {
         tool: &str,
         arguments: Json,
         still_ok: &dyn Fn(&UpstreamTool) -> Result<(), String>,
-    ) -> Result<CallResult, String> {
+    ) -> Result<CallResult, CallError> {
         self.call_until(tool, arguments, still_ok, &|| false)
     }
 
@@ -583,11 +654,11 @@ impl McpServer {
         arguments: Json,
         still_ok: &dyn Fn(&UpstreamTool) -> Result<(), String>,
         stop: &dyn Fn() -> bool,
-    ) -> Result<CallResult, String> {
+    ) -> Result<CallResult, CallError> {
         let timeout = self.cfg.call_timeout;
         let (mut inner, deadline) = self.connected(timeout, stop)?;
         let Some(conn) = inner.conn.as_mut() else {
-            return Err(format!("{} {}: not connected", self.noun(), self.subject));
+            return Err(self.not_connected());
         };
         conn.drain();
         if conn.list_changed && matches!(self.dialect, Dialect::Mcp) {
@@ -599,16 +670,16 @@ impl McpServer {
             }
         }
         let Some(current) = inner.tools.iter().find(|t| t.name == tool).cloned() else {
-            return Err(format!(
+            return Err(CallError::ToolGone(format!(
                 "{} {} no longer offers the tool `{tool}` (it changed its tool list); the call \
                  is refused — restart loom after checking [tools] against `loom mcp inspect`",
                 self.noun(),
                 self.subject
-            ));
+            )));
         };
-        still_ok(&current)?;
+        still_ok(&current).map_err(CallError::Refused)?;
         let Some(conn) = inner.conn.as_mut() else {
-            return Err(format!("{} {}: not connected", self.noun(), self.subject));
+            return Err(self.not_connected());
         };
         let params = json!({ "name": tool, "arguments": arguments });
         let mut answer = conn.request_until("tools/call", params.clone(), deadline, timeout, stop);
@@ -617,7 +688,7 @@ impl McpServer {
             inner.conn = None;
             let (mut conn, tools, _) = self
                 .connect()
-                .map_err(|e| self.explain("cannot re-initialise", &e))?;
+                .map_err(|e| CallError::new(&e, self.explain("cannot re-initialise", &e)))?;
             inner.tools = tools;
             let deadline = Instant::now() + timeout;
             answer = conn.request_until("tools/call", params, deadline, timeout, stop);
@@ -636,12 +707,12 @@ impl McpServer {
         &self,
         timeout: Duration,
         stop: &dyn Fn() -> bool,
-    ) -> Result<(std::sync::MutexGuard<'_, Inner>, Instant), String> {
+    ) -> Result<(std::sync::MutexGuard<'_, Inner>, Instant), CallError> {
         let mut deadline = Instant::now() + timeout;
         let mut inner = self.lock_until(deadline, timeout, stop)?;
         if inner.conn.is_none() {
             if inner.restarts.given_up() {
-                return Err(format!(
+                return Err(CallError::Unavailable(format!(
                     "{} {} ({}) {} (last: {}); loom will not restart it again in this session — \
                      fix it, then restart loom",
                     self.noun(),
@@ -649,7 +720,7 @@ impl McpServer {
                     self.launch(),
                     restart::RestartGuard::why(),
                     inner.death.clone().unwrap_or_default()
-                ));
+                )));
             }
             // a restart that fails is one more death: a server that cannot come back is given up like a crash loop
             let (conn, tools, info) = match self.connect() {
@@ -657,7 +728,7 @@ impl McpServer {
                 Err(e) => {
                     let mut msg = self.explain("cannot restart", &e);
                     self.died(&mut inner, e.to_string(), &mut msg);
-                    return Err(msg);
+                    return Err(CallError::new(&e, msg));
                 }
             };
             inner.conn = Some(conn);
@@ -675,28 +746,28 @@ impl McpServer {
         deadline: Instant,
         timeout: Duration,
         stop: &dyn Fn() -> bool,
-    ) -> Result<std::sync::MutexGuard<'_, Inner>, String> {
+    ) -> Result<std::sync::MutexGuard<'_, Inner>, CallError> {
         loop {
             match self.inner.try_lock() {
                 Ok(inner) => return Ok(inner),
                 Err(std::sync::TryLockError::Poisoned(_)) => {
-                    return Err(format!(
+                    return Err(CallError::Unavailable(format!(
                         "{} {}: its state is poisoned",
                         self.noun(),
                         self.subject
-                    ))
+                    )))
                 }
                 Err(std::sync::TryLockError::WouldBlock) => {}
             }
             if stop() {
-                return Err(format!(
+                return Err(CallError::Cancelled(format!(
                     "{} {}: cancelled while its previous call was still running",
                     self.noun(),
                     self.subject
-                ));
+                )));
             }
             if Instant::now() >= deadline {
-                return Err(format!(
+                return Err(CallError::Busy(format!(
                     "{} {} ({}): busy: its previous call still ran after {} ms; raise \
                      call_timeout_ms on {} if its calls are just slow",
                     self.noun(),
@@ -704,7 +775,7 @@ impl McpServer {
                     self.launch(),
                     timeout.as_millis(),
                     self.subject
-                ));
+                )));
             }
             std::thread::sleep(LOCK_POLL);
         }
@@ -712,7 +783,7 @@ impl McpServer {
 
     /// Sends one request of the provider protocol other than `tools/call` (`session/load`, `session/append`) and
     /// returns its result. A dead provider is reported, and restarted on the next request, as for calls.
-    pub fn request(&self, method: &str, params: Json) -> Result<Json, String> {
+    pub fn request(&self, method: &str, params: Json) -> Result<Json, CallError> {
         self.request_until(method, params, &|| false)
     }
 
@@ -722,7 +793,7 @@ impl McpServer {
         method: &str,
         params: Json,
         stop: &dyn Fn() -> bool,
-    ) -> Result<Json, String> {
+    ) -> Result<Json, CallError> {
         let timeout = self.cfg.call_timeout;
         let (mut inner, deadline) = self.connected(timeout, stop)?;
         let answer = match inner.conn.as_mut() {
@@ -735,7 +806,7 @@ impl McpServer {
     /// Reports a failed exchange. A dead server's connection is dropped so the next call restarts it; so is a hung
     /// one's (no answer, or its input not read, within the deadline): its process is stopped, and the hang counts as
     /// a death for the crash-loop rule.
-    fn fail(&self, inner: &mut Inner, e: McpError, what: &str) -> String {
+    fn fail(&self, inner: &mut Inner, e: McpError, what: &str) -> CallError {
         let tail = inner
             .conn
             .as_ref()
@@ -756,7 +827,11 @@ impl McpServer {
             }
             _ => {}
         }
-        msg
+        CallError::new(&e, msg)
+    }
+
+    fn not_connected(&self) -> CallError {
+        CallError::Unavailable(format!("{} {}: not connected", self.noun(), self.subject))
     }
 
     /// Records a death (`why`, with the stderr tail) and says in `msg` whether the next call restarts the server.

@@ -21,6 +21,8 @@ fn a_server_that_never_answers_initialize_fails_start_naming_the_handle_and_the_
     };
     cfg.startup_timeout = Duration::from_millis(300);
     let err = McpServer::start("slow", cfg).unwrap_err();
+    assert!(matches!(err, StartError::TimedOut(_)), "{err:?}");
+    let err = err.to_string();
     assert!(err.contains("[providers].slow"), "{err}");
     assert!(err.contains("did not answer initialize"), "{err}");
     assert!(err.contains("startup_timeout_ms"), "{err}");
@@ -33,6 +35,8 @@ fn a_call_that_never_returns_times_out_and_the_hung_server_is_restarted() {
     };
     let s = McpServer::start("hang", cfg).unwrap();
     let err = s.call("a", json!({}), &ok).unwrap_err();
+    assert!(matches!(err, CallError::TimedOut(_)), "{err:?}");
+    let err = err.to_string();
     assert!(
         err.contains("[providers].hang") && err.contains("did not answer tools/call"),
         "{err}"
@@ -43,7 +47,7 @@ fn a_call_that_never_returns_times_out_and_the_hung_server_is_restarted() {
         "{err}"
     );
     // the next call restarts it (its listing is fresh) and times out the same way
-    let err = s.call("a", json!({}), &ok).unwrap_err();
+    let err = s.call("a", json!({}), &ok).unwrap_err().to_string();
     assert!(err.contains("did not answer tools/call"), "{err}");
     assert_eq!(s.tools().len(), 2);
 }
@@ -58,6 +62,8 @@ fn a_cancelled_call_stops_waiting_and_frees_the_server() {
     let polls = std::sync::atomic::AtomicUsize::new(0);
     let stop = || polls.fetch_add(1, std::sync::atomic::Ordering::SeqCst) >= 3;
     let err = s.call_until("a", json!({}), &ok, &stop).unwrap_err();
+    assert!(matches!(err, CallError::Cancelled(_)), "{err:?}");
+    let err = err.to_string();
     assert!(err.contains("tools/call was cancelled"), "{err}");
     assert!(
         polls.load(std::sync::atomic::Ordering::SeqCst) > 3,
@@ -77,6 +83,8 @@ fn a_crash_mid_call_is_reported_with_stderr_and_the_server_restarts() {
     };
     let s = McpServer::start("crashy", cfg).unwrap();
     let err = s.call("a", json!({ "text": "hi" }), &ok).unwrap_err();
+    assert!(matches!(err, CallError::Unavailable(_)), "{err:?}");
+    let err = err.to_string();
     assert!(err.contains("[providers].crashy"), "{err}");
     assert!(
         err.contains("simulated crash"),
@@ -107,10 +115,10 @@ fn a_crash_loop_is_not_restarted() {
         return;
     };
     for _ in 1..restart::CRASH_LOOP_DEATHS {
-        let err = s.call("a", json!({}), &ok).unwrap_err();
+        let err = s.call("a", json!({}), &ok).unwrap_err().to_string();
         assert!(err.contains("loom restarts it on the next call"), "{err}");
     }
-    let err = s.call("a", json!({}), &ok).unwrap_err();
+    let err = s.call("a", json!({}), &ok).unwrap_err().to_string();
     assert!(
         err.contains("exit status")
             && err.contains("the server's stderr ends with")
@@ -118,7 +126,7 @@ fn a_crash_loop_is_not_restarted() {
         "{err}"
     );
     // refused without a restart, naming the last death (with its stderr) and the fix
-    let err = s.call("a", json!({}), &ok).unwrap_err();
+    let err = s.call("a", json!({}), &ok).unwrap_err().to_string();
     assert!(
         err.contains("[providers].crashy")
             && err.contains("died 3 times within 60 s (last: ")
@@ -141,7 +149,7 @@ fn deaths_spread_out_are_restarted_every_time() {
         return;
     };
     for _ in 0..restart::CRASH_LOOP_DEATHS + 2 {
-        let err = s.call("a", json!({}), &ok).unwrap_err();
+        let err = s.call("a", json!({}), &ok).unwrap_err().to_string();
         // a restarted process died in the call (its stderr is quoted), not a refusal
         assert!(
             err.contains("calling `a` failed")
@@ -158,7 +166,7 @@ fn a_ten_megabyte_result_is_refused_without_buffering_it() {
         return;
     };
     let s = McpServer::start("huge", cfg).unwrap();
-    let err = s.call("a", json!({}), &ok).unwrap_err();
+    let err = s.call("a", json!({}), &ok).unwrap_err().to_string();
     assert!(err.contains("over loom's limit"), "{err}");
     assert!(err.contains("[providers].huge"), "{err}");
     // the connection survives: the next message is read normally
@@ -183,14 +191,15 @@ fn a_tool_that_disappears_after_list_changed_is_refused() {
     let s = McpServer::start("moving", cfg).unwrap();
     assert_eq!(s.tools().len(), 2);
     assert_eq!(s.call("a", json!({}), &ok).unwrap().text, "called a");
-    let err = s.call("b", json!({}), &ok).unwrap_err();
+    let err = s.call("b", json!({}), &ok).unwrap_err().to_string();
     assert!(err.contains("no longer offers the tool `b`"), "{err}");
     assert_eq!(s.tools().len(), 1);
     let err = s
         .call("a", json!({}), &|_| {
             Err("the grant no longer fits".to_string())
         })
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
     assert_eq!(err, "the grant no longer fits");
 }
 
@@ -255,7 +264,9 @@ fn the_servers_get_stream_delivers_list_changed() {
             }
         }
     }
-    let err = refused.unwrap_or_default();
+    let Some(CallError::ToolGone(err)) = refused else {
+        panic!("expected the tool to be gone: {refused:?}");
+    };
     assert!(err.contains("no longer offers the tool `b`"), "{err}");
     assert_eq!(s.call("a", json!({}), &ok).unwrap().text, "a got {}");
     drop(s);
@@ -267,7 +278,9 @@ fn an_expired_http_session_is_re_initialised() {
         return;
     };
     let cfg = |path: &str| http_config(&port, path);
-    let err = McpServer::start("moved", cfg("/redirect")).unwrap_err();
+    let err = McpServer::start("moved", cfg("/redirect"))
+        .unwrap_err()
+        .to_string();
     assert!(
         err.contains("307") && err.contains("does not follow redirects"),
         "{err}"

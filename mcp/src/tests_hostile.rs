@@ -55,7 +55,7 @@ fn a_server_flooding_at_start_fails_it_at_the_startup_deadline_and_a_chatty_one_
         return;
     };
     cfg.startup_timeout = Duration::from_millis(1500);
-    let err = McpServer::start("flood", cfg).unwrap_err();
+    let err = McpServer::start("flood", cfg).unwrap_err().to_string();
     assert!(
         err.contains("[providers].flood")
             && err.contains("did not answer initialize within 1500 ms"),
@@ -79,7 +79,7 @@ fn a_server_flooding_during_a_call_fails_it_at_the_deadline_and_is_restarted() {
     };
     let s = McpServer::start("flood", cfg).unwrap();
     assert_eq!(starts(&pids), 1);
-    let err = s.call("a", json!({}), &ok).unwrap_err();
+    let err = s.call("a", json!({}), &ok).unwrap_err().to_string();
     assert!(
         err.contains("[providers].flood")
             && err.contains("did not answer tools/call within 1000 ms")
@@ -88,7 +88,7 @@ fn a_server_flooding_during_a_call_fails_it_at_the_deadline_and_is_restarted() {
         "{err}"
     );
     // the next call runs on a fresh process, and hangs the same way
-    let err = s.call("a", json!({}), &ok).unwrap_err();
+    let err = s.call("a", json!({}), &ok).unwrap_err().to_string();
     assert!(err.contains("did not answer tools/call"), "{err}");
     assert_eq!(starts(&pids), 2, "restarted once");
 }
@@ -108,7 +108,10 @@ fn a_server_that_stops_reading_fails_a_large_call_at_its_deadline_and_frees_the_
         return;
     };
     let s = McpServer::start("deaf", cfg).unwrap();
-    let err = s.call("a", json!({ "text": big }), &ok).unwrap_err();
+    let err = s
+        .call("a", json!({ "text": big }), &ok)
+        .unwrap_err()
+        .to_string();
     assert!(
         err.contains("[providers].deaf")
             && err.contains("stopped reading its stdin")
@@ -125,7 +128,7 @@ fn an_endless_line_fails_the_call_at_the_size_limit_not_at_the_deadline() {
         return;
     };
     let s = McpServer::start("giant", cfg).unwrap();
-    let err = s.call("a", json!({}), &ok).unwrap_err();
+    let err = s.call("a", json!({}), &ok).unwrap_err().to_string();
     assert!(
         err.contains("[providers].giant") && err.contains("over loom's limit"),
         "{err}"
@@ -147,7 +150,7 @@ fn the_servers_own_requests_are_answered_and_a_flood_of_them_cannot_hold_the_ser
         return;
     };
     let s = Arc::new(McpServer::start("pinger", cfg).unwrap());
-    let err = s.call("a", json!({}), &ok).unwrap_err();
+    let err = s.call("a", json!({}), &ok).unwrap_err().to_string();
     assert!(
         err.contains("[providers].pinger") && err.contains("did not answer tools/call"),
         "{err}"
@@ -162,7 +165,10 @@ fn a_call_waiting_for_the_servers_previous_call_gives_up_at_its_own_deadline_or_
     };
     let s = McpServer::start("busy", cfg).unwrap();
     let held = s.inner.lock().unwrap();
-    let err = s.call_until("a", json!({}), &ok, &|| true).unwrap_err();
+    let err = s
+        .call_until("a", json!({}), &ok, &|| true)
+        .unwrap_err()
+        .to_string();
     assert!(
         err.contains("cancelled while its previous call was still running"),
         "{err}"
@@ -173,7 +179,7 @@ fn a_call_waiting_for_the_servers_previous_call_gives_up_at_its_own_deadline_or_
     };
     let s = McpServer::start("busy", cfg).unwrap();
     let held = s.inner.lock().unwrap();
-    let err = s.call("a", json!({}), &ok).unwrap_err();
+    let err = s.call("a", json!({}), &ok).unwrap_err().to_string();
     assert!(
         err.contains("busy: its previous call still ran after 3000 ms"),
         "{err}"
@@ -220,14 +226,14 @@ fn over_http_an_endless_event_fails_at_the_size_limit_and_a_flood_at_the_deadlin
         call_timeout: Duration::from_millis(call_ms),
     };
     let s = McpServer::start("web", cfg(600_000)).unwrap();
-    let err = s.call("a", json!({}), &ok).unwrap_err();
+    let err = s.call("a", json!({}), &ok).unwrap_err().to_string();
     assert!(
         err.contains("[providers].web") && err.contains("over loom's limit"),
         "{err}"
     );
     assert_eq!(s.call("c", json!({}), &ok).unwrap().text, "c answered");
     let s = McpServer::start("web", cfg(1000)).unwrap();
-    let err = s.call("b", json!({}), &ok).unwrap_err();
+    let err = s.call("b", json!({}), &ok).unwrap_err().to_string();
     assert!(
         err.contains("[providers].web") && err.contains("did not answer tools/call within 1000 ms"),
         "{err}"

@@ -59,21 +59,63 @@ struct File {
     approvals: Vec<FileEntry>,
 }
 
+/// Why the remembered answers could not be read, written or revoked. Each message names the file and the fix.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ApprovalError {
+    /// The file exists but cannot be read.
+    #[error("{}: cannot read it: {why}", .path.display())]
+    Unreadable {
+        /// The file.
+        path: PathBuf,
+        /// The operating system's reason.
+        why: std::io::Error,
+    },
+    /// The file is not a remembered-answers file this loom reads.
+    #[error(
+        "{}: {why}; fix the file, or revoke every remembered answer with `loom permissions revoke <agent.toml> --all` \
+         after moving it away",
+        .path.display()
+    )]
+    Malformed {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        why: String,
+    },
+    /// The file could not be written (nothing changed in it).
+    #[error("{}: cannot write it: {why}", .path.display())]
+    Unwritable {
+        /// The file.
+        path: PathBuf,
+        /// The operating system's reason.
+        why: std::io::Error,
+    },
+    /// A number to revoke that names no remembered answer (nothing was revoked).
+    #[error(
+        "there is no remembered answer number {number} ({}); `loom permissions list` numbers them",
+        if *.count == 1 { "there is 1".to_string() } else { format!("there are {count}") }
+    )]
+    NoSuchAnswer {
+        /// The number asked for (1-based).
+        number: usize,
+        /// How many there are.
+        count: usize,
+    },
+}
+
 impl ApprovalStore {
     /// The store of the agent whose storage directory is `dir`; the file need not exist yet (nothing remembered).
     /// A file that exists but cannot be read or parsed is an error naming it and the fix.
-    pub fn open(dir: &Path) -> Result<ApprovalStore, String> {
+    pub fn open(dir: &Path) -> Result<ApprovalStore, ApprovalError> {
         let path = dir.join(APPROVALS_FILE);
         let entries = match std::fs::read_to_string(&path) {
-            Ok(text) => parse(&text).map_err(|e| {
-                format!(
-                    "{}: {e}; fix the file, or revoke every remembered answer with `loom permissions revoke \
-                     <agent.toml> --all` after moving it away",
-                    path.display()
-                )
+            Ok(text) => parse(&text).map_err(|why| ApprovalError::Malformed {
+                path: path.clone(),
+                why,
             })?,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
-            Err(e) => return Err(format!("{}: cannot read it: {e}", path.display())),
+            Err(why) => return Err(ApprovalError::Unreadable { path, why }),
         };
         Ok(ApprovalStore {
             path,
@@ -97,7 +139,7 @@ impl ApprovalStore {
     }
 
     /// Remembers `approval` (given at `at`) and writes the file; remembering one already kept changes nothing.
-    pub fn remember(&self, approval: Approval, at: u64) -> Result<(), String> {
+    pub fn remember(&self, approval: Approval, at: u64) -> Result<(), ApprovalError> {
         let mut entries = self.lock();
         if entries.iter().any(|r| r.approval == approval) {
             return Ok(());
@@ -111,14 +153,13 @@ impl ApprovalStore {
 
     /// Forgets the answers at `indices` (0-based, as [`entries`](Self::entries) lists them) and writes the file.
     /// An index out of range is an error and nothing is forgotten.
-    pub fn revoke(&self, indices: &[usize]) -> Result<Vec<Remembered>, String> {
+    pub fn revoke(&self, indices: &[usize]) -> Result<Vec<Remembered>, ApprovalError> {
         let mut entries = self.lock();
         if let Some(bad) = indices.iter().find(|&&i| i >= entries.len()) {
-            return Err(format!(
-                "there is no remembered answer number {} (there are {}); `loom permissions list` numbers them",
-                bad + 1,
-                entries.len()
-            ));
+            return Err(ApprovalError::NoSuchAnswer {
+                number: bad + 1,
+                count: entries.len(),
+            });
         }
         let (gone, kept): (Vec<_>, Vec<_>) = entries
             .iter()
@@ -136,14 +177,16 @@ impl ApprovalStore {
         self.entries.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn write(&self, entries: &[Remembered]) -> Result<(), String> {
+    fn write(&self, entries: &[Remembered]) -> Result<(), ApprovalError> {
         let file = File {
             version: FILE_VERSION,
             approvals: entries.iter().map(to_file).collect(),
         };
-        let text = serde_json::to_string_pretty(&file)
-            .map_err(|e| format!("cannot encode the remembered answers: {e}"))?;
-        let fail = |e: std::io::Error| format!("{}: cannot write it: {e}", self.path.display());
+        let fail = |why: std::io::Error| ApprovalError::Unwritable {
+            path: self.path.clone(),
+            why,
+        };
+        let text = serde_json::to_string_pretty(&file).map_err(|e| fail(e.into()))?;
         let dir = self.path.parent().unwrap_or(Path::new("."));
         std::fs::create_dir_all(dir).map_err(fail)?;
         let tmp = dir.join(format!(".{APPROVALS_FILE}.{}.tmp", std::process::id()));
@@ -280,8 +323,18 @@ mod tests {
         assert_eq!(ApprovalStore::open(&dir).unwrap().approvals(), vec![host]);
         let err = again.revoke(&[5]).unwrap_err();
         assert!(
-            err.contains("number 6") && err.contains("loom permissions list"),
+            matches!(
+                err,
+                ApprovalError::NoSuchAnswer {
+                    number: 6,
+                    count: 1
+                }
+            ),
             "{err}"
+        );
+        assert_eq!(
+            err.to_string(),
+            "there is no remembered answer number 6 (there is 1); `loom permissions list` numbers them"
         );
         assert_eq!(
             ApprovalStore::open(&dir).unwrap().entries().len(),
@@ -337,7 +390,8 @@ mod tests {
         ] {
             std::fs::write(&path, bad).unwrap();
             let err = ApprovalStore::open(d.path()).unwrap_err();
-            assert!(err.contains(APPROVALS_FILE), "{err}");
+            assert!(matches!(err, ApprovalError::Malformed { .. }), "{err}");
+            assert!(err.to_string().contains(APPROVALS_FILE), "{err}");
             assert_eq!(std::fs::read_to_string(&path).unwrap(), bad);
         }
     }

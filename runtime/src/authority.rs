@@ -195,7 +195,7 @@ pub fn resolved(p: &Path) -> PathBuf {
 }
 
 /// The secret stores kept from the agent: every file the chain reads
-/// ([`crate::secrets::secret_store_paths`]), and a `.loom-secrets` in the working directory — never read any more,
+/// (`secret_store_paths`), and a `.loom-secrets` in the working directory — never read any more,
 /// but one written by following older advice holds real keys.
 pub fn secret_stores(
     manifest_dir: &Path,

@@ -28,11 +28,6 @@ impl BaselineSpec {
     }
 }
 
-/// The text of `manifest` (a path to an existing file inside a git work tree) at revision `rev`.
-pub fn git_show(manifest: &Path, rev: &str) -> Result<String, LoadError> {
-    git_baseline(manifest, rev)?.text()
-}
-
 /// A manifest at a git revision: the work tree's top, the revision and the manifest's path inside the tree.
 #[derive(Debug, Clone)]
 pub struct GitBaseline {

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
-use crate::agent::Explanation;
+use crate::agent::{ExplainRefusal, Explanation};
 use crate::boot::{boot_with, BootError, BootOptions, Prebuilt};
 use crate::harness::{EventStream, Harness, HarnessError};
 use crate::load::load_manifest;
@@ -19,8 +19,8 @@ pub enum ExplainError {
     #[error(transparent)]
     Boot(#[from] BootError),
     /// The tool is unknown or refuses the input before any decision.
-    #[error("{0}")]
-    Call(String),
+    #[error(transparent)]
+    Call(#[from] ExplainRefusal),
     /// No async runtime could be started.
     #[error("cannot start the async runtime: {0}")]
     Runtime(std::io::Error),
@@ -68,10 +68,7 @@ pub fn explain_call(
             layers: Vec::new(),
         };
         let booted = boot_with(loaded, opts, prebuilt)?;
-        let explanation = booted
-            .agent
-            .explain(tool, input)
-            .map_err(ExplainError::Call)?;
+        let explanation = booted.agent.explain(tool, input)?;
         Ok((explanation, booted.notes))
     })
 }

@@ -18,6 +18,22 @@ pub struct Inspected {
     pub server: Arc<McpServer>,
 }
 
+/// Why `loom mcp inspect` could not start a server. Each message names what was asked and the fix.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum InspectError {
+    /// The secrets chain could not be built (a damaged secrets file).
+    #[error("{0}")]
+    Secrets(String),
+    /// `spec` names nothing loom can start as an MCP server (a git source, a provider of another kind, a handle the
+    /// manifest does not have).
+    #[error("{0}")]
+    NotAServer(String),
+    /// The server could not be configured or started.
+    #[error("{0}")]
+    Start(String),
+}
+
 /// Starts the server `spec` names for `loom mcp inspect`: a `[providers]` handle of `manifest`, a path (`./x.mjs`,
 /// `/abs/server` — `.js`/`.mjs`/`.cjs` run with node, `.py` with python3, anything else as the program), or an npm
 /// package (`@scope/pkg`, `npm:pkg`, or a bare name not a handle), run with `npx -y`.
@@ -25,12 +41,12 @@ pub fn inspect_server(
     spec: &str,
     manifest: Option<&crate::load::Loaded>,
     cwd: &std::path::Path,
-) -> Result<Inspected, String> {
+) -> Result<Inspected, InspectError> {
     use loom_kernel::{toml_key, toml_string, Source};
     let env = crate::load::env_map();
     let dir = manifest.map_or(cwd, |l| l.dir.as_path());
     let chain = crate::secrets::SecretChain::standard(Default::default(), dir, cwd, &env)
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| InspectError::Secrets(e.to_string()))?;
     // servers start in loom's directory: the agent's storage, or a data-home directory of its own without a manifest
     let run_base = match manifest {
         Some(l) => server_run_base(&crate::storage::storage_dir(&l.manifest, &env)),
@@ -45,18 +61,20 @@ pub fn inspect_server(
     if let Some(l) = manifest {
         if let Some(p) = l.manifest.providers.get(spec) {
             let loom_kernel::ProviderSpec::Configured { factory, config } = p else {
-                return Err(format!(
+                return Err(InspectError::NotAServer(format!(
                     "[providers].{spec} in {} is not an mcp-server",
                     l.path.display()
-                ));
+                )));
             };
             if factory != "mcp-server" {
-                return Err(format!(
+                return Err(InspectError::NotAServer(format!(
                     "[providers].{spec} in {} is a `{factory}` provider, not an mcp-server",
                     l.path.display()
-                ));
+                )));
             }
-            let server = McpServers::default().get_or_start(spec, config, &place)?;
+            let server = McpServers::default()
+                .get_or_start(spec, config, &place)
+                .map_err(InspectError::Start)?;
             return Ok(Inspected {
                 handle: spec.to_string(),
                 provider_line: None,
@@ -101,7 +119,7 @@ pub fn inspect_server(
             (handle_of(&stem), line)
         }
         Some(Source::Git { .. }) => {
-            return Err(format!("{spec:?} is a git source; loom mcp inspect takes an npm package, a path or a [providers] handle"))
+            return Err(InspectError::NotAServer(format!("{spec:?} is a git source; loom mcp inspect takes an npm package, a path or a [providers] handle")))
         }
         other => {
             let name = match other {
@@ -111,11 +129,11 @@ pub fn inspect_server(
             };
             if manifest.is_some() && !spec.starts_with('@') && !spec.starts_with("npm:") {
                 let handles: Vec<&String> = manifest.map(|l| l.manifest.providers.keys().collect()).unwrap_or_default();
-                return Err(format!(
+                return Err(InspectError::NotAServer(format!(
                     "{spec:?} is not a [providers] handle of the manifest (it has: {}); for an npm package write \
                      npm:{spec}",
                     if handles.is_empty() { "none".to_string() } else { handles.iter().map(|h| h.as_str()).collect::<Vec<_>>().join(", ") }
-                ));
+                )));
             }
             table.insert("npm".into(), toml::Value::String(name.clone()));
             let base = name.trim_start_matches('@').rsplit('/').next().unwrap_or(&name).split('@').next().unwrap_or("server");
@@ -123,7 +141,9 @@ pub fn inspect_server(
         }
     };
     // named on the command line, not in a manifest: its messages name what was typed
-    let server = McpServers::default().get_or_start_named(&handle, Some(spec), &table, &place)?;
+    let server = McpServers::default()
+        .get_or_start_named(&handle, Some(spec), &table, &place)
+        .map_err(InspectError::Start)?;
     let provider_line = Some(format!("{} = {{ {line} }}", toml_key(&handle)));
     Ok(Inspected {
         handle,

@@ -11,17 +11,24 @@
 //! ## Layout (one concept per module) and the seams later work plugs into
 //! - `agent`: [`Agent`] and the turn loop; `retry` (policy + injectable [`Sleeper`]); the doom-loop guard is
 //!   `loom_kernel::DoomGuard`.
-//! - `boot`: manifest -> [`Agent`] ([`boot_with`]), what it takes and gives (`boot/options.rs`), and the sub-agent
+//! - `boot`: manifest -> [`Agent`] ([`boot`], [`boot_loaded`]), what it takes and gives (`boot/options.rs`), and the sub-agent
 //!   tool, which boots a child through the entry point boot hands it.
 //! - `session`: the [`Layer`] trait, the [`Chain`], `to_messages` (stored events -> conversation), and the
 //!   `in-memory` / `file` / `compacting` / `skills` layers; `compactor` holds the [`Compactor`] trait with the
 //!   [`HeuristicCompactor`] and the [`ModelCompactor`]. The turn loop runs [`Chain::compact`] before each request
 //!   and once more, forced, on a context overflow (then retries the request once). New layers implement [`Layer`]
-//!   and register in [`build_chain`].
+//!   and register in `build_chain_with` (`session/mod.rs`).
 //! - `providers`: external provider processes and MCP servers — install, lock, start, and their three adapters (a
 //!   tool, a session layer, a harness), so nothing else in the crate knows a provider process exists.
 //! - `secrets`: the [`SecretChain`]; `hooks`, `approvals`, `storage`, `load`, `baseline`; `sdk`, `repl`, `prompt`:
 //!   the front ends' entry points.
+//!
+//! ## Public surface
+//! The crate root is the SDK: load a manifest, boot it (or build an [`Agent`] from parts), run turns, answer asks,
+//! and build or extend its session. [`repl`] is the interactive loop of `loom run`; [`frontend`] what loom's other
+//! commands gather from disk (authority files, baselines, installs, the MCP tools audit renders). Errors are typed
+//! per operation ([`BootError`], [`LoadError`], [`SessionError`], [`ApprovalError`], [`MissingSecrets`],
+//! [`ExplainError`], …) and render the message a user reads.
 //!
 //! ## What this crate must never do
 //! Run a tool the kernel did not authorise; run a bash command outside the sandbox unless its grant is `"*"`; let a
@@ -61,7 +68,6 @@ mod inspect;
 mod load;
 mod prompt;
 mod providers;
-mod repl;
 mod retry;
 mod sdk;
 mod secrets;
@@ -76,38 +82,40 @@ use loom_tools as tools;
 #[cfg(test)]
 mod tests;
 
+// The SDK: what an embedder needs to load, boot and run an agent, answer its asks, and build its session.
 pub use agent::{
-    Agent, AgentParts, AskAnswer, Asker, Explanation, PermissionAsk, Preamble, ToolSlot,
-    TurnOutcome,
+    Agent, AgentParts, AskAnswer, Asker, ExplainRefusal, Explanation, PermissionAsk, Preamble,
+    ToolSlot, TurnOutcome,
 };
-pub use approvals::{ApprovalStore, Remembered};
-pub use authority::{resolve_authority, secret_stores, AuthorityPlace};
-pub use baseline::git_show;
-pub use baseline::{git_baseline, BaselineSpec};
-pub use boot::{boot, boot_loaded, boot_with, BootError, BootOptions, Booted, Prebuilt};
+pub use approvals::{ApprovalError, ApprovalStore, Remembered};
+pub use boot::{boot, boot_loaded, BootError, BootOptions, Booted};
 pub use display::terminal_safe;
-pub use explain::explain_call;
-pub use inspect::{inspect_server, Inspected};
-pub use load::{
-    env_map, load_manifest, load_manifest_with_env, path_ctx, read_text, FsLoader, LoadError,
-    Loaded,
-};
+pub use explain::{explain_call, ExplainError};
+pub use load::{env_map, load_manifest, path_ctx, LoadError, Loaded};
 pub use prompt::{prompt_blocking, PromptSink};
-pub use providers::resolve_mcp_tools;
-pub use providers::Resolved;
-pub use providers::{
-    install, provider_infos, shipped_sources, shipped_states, sources as provider_sources,
-    InstallOptions, ProviderInfo,
-};
-pub use repl::{answer_line, ask_question, run_repl, Command, ReplUi, TurnStats};
 pub use retry::{Sleeper, MAX_RETRY_AFTER};
 pub use sdk::{run_agent, AgentDef, LayerSlot};
-pub use secrets::SecretChain;
-pub use session::{build_chain, discover, SkillsLayer};
-pub use session::{manifest_skills, session_group, Discovery, SkillSource, SkillsEnv};
+pub use secrets::{MissingSecrets, SecretChain};
 pub use session::{
     resumable_log, Chain, CompactCtx, CompactMode, CompactingConfig, CompactingLayer, Compaction,
     Compactor, FileLayer, HeuristicCompactor, Layer, MemoryLayer, ModelCompactor, SessionError,
     SummaryError,
 };
 pub use storage::{data_home, models_dir, run_id, storage_dir};
+
+pub mod repl;
+
+/// What loom's own commands gather from disk beyond running an agent: the authority files, git baselines,
+/// provider installs and the MCP tools `loom audit` renders, the skills catalog, `loom mcp inspect`. For the `loom`
+/// binary; embedders need none of it.
+pub mod frontend {
+    pub use crate::authority::{resolve_authority, secret_stores, AuthorityPlace};
+    pub use crate::baseline::{git_baseline, BaselineSpec};
+    pub use crate::inspect::{inspect_server, InspectError, Inspected};
+    pub use crate::load::{load_manifest_with_env, read_text, FsLoader};
+    pub use crate::providers::{
+        install, provider_infos, resolve_mcp_tools, shipped_sources, shipped_states,
+        sources as provider_sources, InstallError, InstallOptions, ProviderInfo, Resolved,
+    };
+    pub use crate::session::{manifest_skills, session_group, Discovery, SkillSource, SkillsEnv};
+}

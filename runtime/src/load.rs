@@ -34,7 +34,7 @@ pub enum LoadError {
         /// The OS error.
         source: std::io::Error,
     },
-    /// The file is larger than [`MAX_MANIFEST_BYTES`].
+    /// The file is larger than `MAX_MANIFEST_BYTES` (1 MiB).
     #[error("{path}: the manifest is {size} bytes; the limit is 1 MiB (1048576 bytes) — is this the right file?")]
     TooLarge {
         /// The path as given.

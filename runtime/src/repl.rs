@@ -25,7 +25,7 @@ use crate::prompt::PromptError;
 use crate::update::SessionUpdate;
 
 /// How often [`ReplUi::tick`] is called while a turn runs (spinner frames, the live rate).
-pub const TICK: Duration = Duration::from_millis(100);
+pub(crate) const TICK: Duration = Duration::from_millis(100);
 
 /// What the REPL shows. Implemented by the CLI (a terminal) and by tests (a recorder).
 pub trait ReplUi: Send {
@@ -79,7 +79,7 @@ pub fn answer_line(ask: &PermissionAsk, answer: &AskAnswer) -> String {
 }
 
 /// The answer a typed line gives to `ask`, or `None` when it is not one of the choices offered.
-pub fn parse_answer(line: &str, ask: &PermissionAsk) -> Option<AskAnswer> {
+pub(crate) fn parse_answer(line: &str, ask: &PermissionAsk) -> Option<AskAnswer> {
     match line.trim().to_ascii_lowercase().as_str() {
         "o" | "once" | "y" | "yes" => Some(AskAnswer::AllowOnce),
         "a" | "always" if ask.rememberable => Some(AskAnswer::AllowAlways),
@@ -170,7 +170,7 @@ pub enum Command {
 }
 
 /// The commands with their one-line help, in `/help` order.
-pub const COMMANDS: &[(&str, Command, &str)] = &[
+pub(crate) const COMMANDS: &[(&str, Command, &str)] = &[
     ("/help", Command::Help, "this list"),
     (
         "/audit",
@@ -203,7 +203,7 @@ pub const COMMANDS: &[(&str, Command, &str)] = &[
 ];
 
 /// What `/compact` says about one layer's compaction: "nothing to compact" when the history did not get shorter.
-pub fn compact_report(c: &crate::session::Compaction) -> String {
+pub(crate) fn compact_report(c: &crate::session::Compaction) -> String {
     use crate::session::Compaction;
     match c {
         Compaction::Compacted { before, after, .. } if after >= before => format!(
@@ -219,7 +219,7 @@ pub fn compact_report(c: &crate::session::Compaction) -> String {
 }
 
 /// Parses a line: `None` when it is not a command (a prompt), else the command or why it is not one.
-pub fn parse_command(line: &str) -> Option<Result<Command, String>> {
+pub(crate) fn parse_command(line: &str) -> Option<Result<Command, String>> {
     let word = line.split_whitespace().collect::<Vec<_>>().join(" ");
     let word = word.as_str();
     if !word.starts_with('/') {

@@ -114,7 +114,7 @@ pub enum By {
     View,
     /// Landlock.
     Landlock,
-    /// The seccomp filter (tier B makes up for what Landlock lacks; the cost is listed by [`By::cost`]).
+    /// The seccomp filter (tier B makes up for what Landlock lacks; the cost is listed by [`RightStatus::cost`]).
     Seccomp,
     /// Nobody: the manifest accepts the gap by name (`[sandbox] accept`).
     Accepted,

@@ -1,4 +1,4 @@
-//! Why a confined spawn failed ([`SpawnError`]), and the one raw helper every stage of a spawn shares: a pipe whose
+//! Why a confined spawn failed ([`SpawnError`]) or a tier's trial run did ([`TrialError`]), and the one raw helper every stage of a spawn shares: a pipe whose
 //! ends close on exec.
 
 use std::os::fd::{FromRawFd, OwnedFd};
@@ -52,6 +52,27 @@ impl SpawnError {
             _ => 1,
         }
     }
+}
+
+/// Why a tier's trial run failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum TrialError {
+    /// The host lacks what the tier needs; each entry says what, and the fix.
+    #[error("{}", .0.join("; "))]
+    HostLacks(Vec<String>),
+    /// The sandbox's inner stage is not installed next to the running executable.
+    #[error("{0}")]
+    NoInnerExe(String),
+    /// The sandbox refused or failed to start `true`.
+    #[error("{0}")]
+    Refused(String),
+    /// `true` ran, and exited with this code.
+    #[error("`true` exited {0} inside the sandbox")]
+    Exited(i32),
+    /// The tier was not tried.
+    #[error("not tried")]
+    NotTried,
 }
 
 /// A pipe, both ends close-on-exec.

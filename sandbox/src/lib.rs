@@ -72,7 +72,7 @@ pub use coverage::{
     SandboxStatus,
 };
 pub use env::{build_env, unconfined_env, EnvPolicy, SecretFacts};
-pub use error::SpawnError;
+pub use error::{SpawnError, TrialError};
 pub use facts::HostFs;
 pub use group::{exit_code, kill_group, GroupSlot, KillOnDrop, ProcessGroup};
 pub use inner::{inner_main, InnerSpec, INNER_ARG, SETUP_FAILED};

@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use crate::bwrap::BwrapFeatures;
+use crate::error::TrialError;
 
 /// A sandbox backend, strongest first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -213,7 +214,7 @@ pub fn probe_bwrap_works(bwrap: &Path) -> Result<String, String> {
 }
 
 /// Why each tier is or is not available.
-pub fn tier_status(h: &HostSupport, tier: Tier) -> Result<(), String> {
+pub fn tier_status(h: &HostSupport, tier: Tier) -> Result<(), TrialError> {
     let mut missing = Vec::new();
     if !h.seccomp {
         missing.push("seccomp is not available (CONFIG_SECCOMP_FILTER)".to_string());
@@ -234,7 +235,7 @@ pub fn tier_status(h: &HostSupport, tier: Tier) -> Result<(), String> {
     if missing.is_empty() {
         Ok(())
     } else {
-        Err(missing.join("; "))
+        Err(TrialError::HostLacks(missing))
     }
 }
 

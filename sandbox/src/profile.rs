@@ -145,7 +145,7 @@ pub trait Facts {
     fn entry(&self, path: &Path) -> Option<Entry>;
     /// The canonical form of `path` (every symlink resolved); `None` when it does not exist.
     fn canonical(&self, path: &Path) -> Option<PathBuf>;
-    /// The names of the directories directly inside `dir` (not following symlinks), at most [`LIST_LIMIT`].
+    /// The names of the directories directly inside `dir` (not following symlinks), at most `LIST_LIMIT`.
     fn subdirs(&self, dir: &Path) -> Vec<PathBuf>;
 }
 

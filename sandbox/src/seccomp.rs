@@ -121,7 +121,7 @@ pub struct SeccompPolicy {
     /// namespace and a view of their own, where both stay allowed.
     ///
     /// Tier B also closes here what Landlock does not mediate on the host's filesystem (see
-    /// [`crate::coverage`]): `socket(AF_UNIX)` (so no `connect(2)` to the host's pathname or abstract unix
+    /// `coverage.rs`): `socket(AF_UNIX)` (so no `connect(2)` to the host's pathname or abstract unix
     /// sockets: D-Bus, ssh-agent, X11, docker; `socketpair` stays allowed), the metadata calls (`chmod`, `chown`,
     /// `utime*`, `*setxattr`, `*removexattr` and their fd/at variants, which Landlock does not check at all), and
     /// `setsid` (so every descendant stays in the command's session, which loom kills when the call ends).

@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use crate::env::EnvPolicy;
+use crate::error::TrialError;
 use crate::probe::{host_support, tier_status, BackendError, HostSupport, Tier};
 use crate::profile::{Entry, Facts, Limits, Profile, SystemDir, SYSTEM_DIRS};
 use crate::spawn::{spawn_sandboxed, Launch};
@@ -60,11 +61,16 @@ pub fn trial_profile() -> Profile {
 
 /// Runs `true` under `tier` (the inner stage `inner_exe`, else the one next to this executable) and returns what was
 /// enforced, or why it could not run. Spawns every time.
-pub fn try_tier(h: &HostSupport, tier: Tier, inner_exe: Option<&Path>) -> Result<String, String> {
+pub fn try_tier(
+    h: &HostSupport,
+    tier: Tier,
+    inner_exe: Option<&Path>,
+) -> Result<String, TrialError> {
     tier_status(h, tier)?;
     let exe = match inner_exe {
         Some(p) => p.to_path_buf(),
-        None => crate::locate::inner_exe_next_to_current_exe().map_err(|e| e.to_string())?,
+        None => crate::locate::inner_exe_next_to_current_exe()
+            .map_err(|e| TrialError::NoInnerExe(e.to_string()))?,
     };
     let profile = trial_profile();
     let argv: Vec<OsString> = vec!["true".into()];
@@ -79,14 +85,14 @@ pub fn try_tier(h: &HostSupport, tier: Tier, inner_exe: Option<&Path>) -> Result
     };
     match spawn_sandboxed(&launch) {
         Ok(o) if o.code == 0 => Ok(o.enforced),
-        Ok(o) => Err(format!("`true` exited {} inside the sandbox", o.code)),
-        Err(e) => Err(e.to_string()),
+        Ok(o) => Err(TrialError::Exited(o.code)),
+        Err(e) => Err(TrialError::Refused(e.to_string())),
     }
 }
 
 /// [`try_tier`] on this host, once per process per tier and inner stage.
-pub fn tried(tier: Tier, inner_exe: Option<&Path>) -> Result<String, String> {
-    type Trials = BTreeMap<(Tier, Option<PathBuf>), Result<String, String>>;
+pub fn tried(tier: Tier, inner_exe: Option<&Path>) -> Result<String, TrialError> {
+    type Trials = BTreeMap<(Tier, Option<PathBuf>), Result<String, TrialError>>;
     static TRIED: Mutex<Trials> = Mutex::new(BTreeMap::new());
     let key = (tier, inner_exe.map(Path::to_path_buf));
     if let Some(r) = TRIED.lock().ok().and_then(|m| m.get(&key).cloned()) {
@@ -135,7 +141,7 @@ pub fn requested_tier(env: &BTreeMap<String, String>) -> Result<Option<Tier>, Ba
 pub fn choose_by_trial(
     requested: Option<Tier>,
     env: &BTreeMap<String, String>,
-    trial: &mut dyn FnMut(Tier) -> Result<String, String>,
+    trial: &mut dyn FnMut(Tier) -> Result<String, TrialError>,
 ) -> Result<(Tier, String), BackendError> {
     let off = disabled(env)?;
     let requested = match requested {
@@ -200,7 +206,9 @@ mod tests {
         let mut trial = |t: Tier| {
             calls.push(t);
             match t {
-                Tier::A => Err("bwrap: setting up uid map: Permission denied".to_string()),
+                Tier::A => Err(TrialError::Refused(
+                    "bwrap: setting up uid map: Permission denied".to_string(),
+                )),
                 _ => Ok(format!("tier={}", t.name())),
             }
         };
@@ -210,12 +218,12 @@ mod tests {
         // asked for by name: its trial decides, nothing else is tried
         let mut only_a = |t: Tier| {
             assert_eq!(t, Tier::A);
-            Err("no".to_string())
+            Err(TrialError::Refused("no".to_string()))
         };
         let e = choose_by_trial(Some(Tier::A), &env(&[]), &mut only_a).unwrap_err();
         assert!(e.to_string().contains("its trial run failed: no"), "{e}");
         // the variable names it the same way; a bad value is an error
-        let mut ok = |t: Tier| Ok::<_, String>(t.name().to_string());
+        let mut ok = |t: Tier| Ok::<_, TrialError>(t.name().to_string());
         assert_eq!(
             choose_by_trial(None, &env(&[(TIER_VAR, "c")]), &mut ok)
                 .unwrap()

@@ -26,6 +26,70 @@ use rustix::fs::{FileType, Mode, OFlags, ResolveFlags, Stat};
 use rustix::io::Errno;
 use tokio_util::sync::CancellationToken;
 
+/// Why a file tool's I/O beneath a grant root refused or failed. Nothing was changed when this is returned (a write
+/// replaces the file whole or not at all).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BeneathError {
+    /// A component of the path is a symlink now, or leads outside the root: the path changed after the kernel
+    /// checked it.
+    #[error(
+        "a component of the path is a symlink now, or leads elsewhere — it changed after loom checked it; loom opens \
+         the checked path without following symlinks, so nothing was done (call again to check the new path)"
+    )]
+    Changed,
+    /// The path is not below the root it was split at.
+    #[error("not below {}; nothing was done", .root.display())]
+    NotBelow {
+        /// The root.
+        root: PathBuf,
+    },
+    /// The path below the root has `.`, `..` or other non-name components.
+    #[error("not a canonical path below {}; nothing was done", .root.display())]
+    NotCanonical {
+        /// The root.
+        root: PathBuf,
+    },
+    /// The path is not UTF-8, so it cannot be matched against the grant.
+    #[error("the path is not UTF-8")]
+    NotUtf8,
+    /// No root of the authorising row holds the path: the decision and the call disagree (a bug).
+    #[error(
+        "no root of the row that allowed this call holds the path; nothing was done (please report this)"
+    )]
+    NoRoot,
+    /// A write named the granted root itself, a directory.
+    #[error("is the granted root itself, a directory")]
+    IsRoot,
+    /// The parent directory does not exist and the call did not ask to create it.
+    #[error("the parent directory does not exist; pass create_dirs = true to create it")]
+    NoParent,
+    /// A directory where a file was expected; `hint` says what to use instead.
+    #[error("is a directory; {hint}")]
+    Directory {
+        /// What to do instead.
+        hint: String,
+    },
+    /// Not a regular file (a FIFO, a socket, a device, a symlink).
+    #[error("is {kind}; the file tools read and write regular files only")]
+    NotRegular {
+        /// What it is.
+        kind: &'static str,
+    },
+    /// The call was cancelled before the file was written.
+    #[error("cancelled before the file was written; nothing was changed")]
+    Cancelled,
+    /// Any other I/O error.
+    #[error(transparent)]
+    Io(io::Error),
+}
+
+impl From<BeneathError> for String {
+    fn from(e: BeneathError) -> String {
+        e.to_string()
+    }
+}
+
 /// A decided path split at the grant root it falls under.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Target {
@@ -44,11 +108,11 @@ impl Target {
         ctx: &PathCtx,
         path: &Path,
         access: Access,
-    ) -> Result<Target, String> {
+    ) -> Result<Target, BeneathError> {
         let Some((_, row)) = auth.row() else {
             return Target::within(Path::new("/"), path);
         };
-        let path_s = path.to_str().ok_or("the path is not UTF-8")?;
+        let path_s = path.to_str().ok_or(BeneathError::NotUtf8)?;
         let kinds: &[&str] = match access {
             Access::Write => &["paths"],
             Access::Read => &["paths", "read_paths"],
@@ -71,22 +135,21 @@ impl Target {
                 }
             }
         }
-        let root = best.ok_or(
-            "no root of the row that allowed this call holds the path; nothing was done (please report this)",
-        )?;
+        let root = best.ok_or(BeneathError::NoRoot)?;
         Target::within(Path::new(&root), path)
     }
 
     /// Splits `path` at `root`, which must hold it; both canonical.
-    pub fn within(root: &Path, path: &Path) -> Result<Target, String> {
+    pub fn within(root: &Path, path: &Path) -> Result<Target, BeneathError> {
         let rel = path
             .strip_prefix(root)
-            .map_err(|_| format!("not below {}; nothing was done", root.display()))?;
+            .map_err(|_| BeneathError::NotBelow {
+                root: root.to_path_buf(),
+            })?;
         if !rel.components().all(|c| matches!(c, Component::Normal(_))) {
-            return Err(format!(
-                "not a canonical path below {}; nothing was done",
-                root.display()
-            ));
+            return Err(BeneathError::NotCanonical {
+                root: root.to_path_buf(),
+            });
         }
         // a root that is the path itself (a grant of one file, or `find` at a granted directory): open it as a name
         // beneath its parent, which is a prefix of the same canonical path
@@ -112,7 +175,7 @@ impl Target {
 
     /// Opens the grant root as a directory descriptor (`O_PATH`), following no symlink on the way: the root is a
     /// prefix of a canonical path, so a symlink in it appeared after the decision.
-    pub fn open_root(&self) -> Result<OwnedFd, String> {
+    pub fn open_root(&self) -> Result<OwnedFd, BeneathError> {
         open_root(&self.root).map_err(explain)
     }
 }
@@ -248,15 +311,12 @@ pub(crate) fn open_dir(dir: BorrowedFd<'_>, rel: &Path, create: bool) -> io::Res
 
 /// What an I/O error means for the model. A symlink or an escape met beneath the root means the path changed after
 /// it was checked.
-pub(crate) fn explain(e: io::Error) -> String {
+pub(crate) fn explain(e: io::Error) -> BeneathError {
     let raw = e.raw_os_error();
     if raw == Some(libc::ELOOP) || raw == Some(libc::EXDEV) {
-        return "a component of the path is a symlink now, or leads elsewhere — it changed after loom checked it; \
-                loom opens the checked path without following symlinks, so nothing was done (call again to check \
-                the new path)"
-            .into();
+        return BeneathError::Changed;
     }
-    e.to_string()
+    BeneathError::Io(e)
 }
 
 /// A name for what a non-regular file is.
@@ -273,20 +333,19 @@ fn kind_name(t: FileType) -> &'static str {
 }
 
 /// Checks on the opened descriptor that it is a regular file; `dir_hint` is what to say for a directory.
-pub(crate) fn check_regular(fd: &OwnedFd, dir_hint: &str) -> Result<Stat, String> {
+pub(crate) fn check_regular(fd: &OwnedFd, dir_hint: &str) -> Result<Stat, BeneathError> {
     let st = rustix::fs::fstat(fd).map_err(|e| explain(e.into()))?;
     match FileType::from_raw_mode(st.st_mode) {
         FileType::RegularFile => Ok(st),
-        FileType::Directory => Err(format!("is a directory; {dir_hint}")),
+        FileType::Directory => Err(BeneathError::Directory {
+            hint: dir_hint.to_string(),
+        }),
         t => Err(not_regular(t)),
     }
 }
 
-fn not_regular(t: FileType) -> String {
-    format!(
-        "is {}; the file tools read and write regular files only",
-        kind_name(t)
-    )
+fn not_regular(t: FileType) -> BeneathError {
+    BeneathError::NotRegular { kind: kind_name(t) }
 }
 
 /// The size in bytes `fstat` gave.
@@ -295,7 +354,7 @@ pub fn size_of(st: &Stat) -> u64 {
 }
 
 /// Opens the existing regular file `target` for reading, beneath its root, non-blocking.
-pub fn open_read(target: &Target, dir_hint: &str) -> Result<(File, Stat), String> {
+pub fn open_read(target: &Target, dir_hint: &str) -> Result<(File, Stat), BeneathError> {
     let root = target.open_root()?;
     let fd = open_beneath(
         root.as_fd(),
@@ -309,7 +368,7 @@ pub fn open_read(target: &Target, dir_hint: &str) -> Result<(File, Stat), String
 }
 
 /// Reads at most `cap` bytes of `f` (one more, to tell that there is more).
-pub fn read_capped(f: &mut File, cap: u64) -> Result<Vec<u8>, String> {
+pub fn read_capped(f: &mut File, cap: u64) -> Result<Vec<u8>, BeneathError> {
     let mut bytes = Vec::new();
     Read::take(&mut *f, cap.saturating_add(1))
         .read_to_end(&mut bytes)
@@ -328,37 +387,32 @@ pub(crate) struct Place {
 impl Place {
     /// Opens the parent of `target` beneath its root; `create` makes missing directories (else a missing parent is
     /// refused with the fix).
-    pub fn open(target: &Target, create: bool) -> Result<Place, String> {
-        let (parent, name) = target
-            .split()
-            .ok_or("is the granted root itself, a directory")?;
+    pub fn open(target: &Target, create: bool) -> Result<Place, BeneathError> {
+        let (parent, name) = target.split().ok_or(BeneathError::IsRoot)?;
         // a granted root that does not exist yet is made like any missing parent: from its deepest existing
         // ancestor (a prefix of the same canonical path), never through a symlink
         let mut base = target.root.as_path();
         let mut below = PathBuf::new();
-        let root =
-            loop {
-                match open_root(base) {
-                    Ok(fd) => break fd,
-                    Err(e) if create && e.kind() == io::ErrorKind::NotFound => {
-                        let (Some(up), Some(name)) = (base.parent(), base.file_name()) else {
-                            return Err(explain(e));
-                        };
-                        below = Path::new(name).join(&below).components().collect();
-                        base = up;
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(
-                        "the parent directory does not exist; pass create_dirs = true to create it"
-                            .into(),
-                    ),
-                    Err(e) => return Err(explain(e)),
+        let root = loop {
+            match open_root(base) {
+                Ok(fd) => break fd,
+                Err(e) if create && e.kind() == io::ErrorKind::NotFound => {
+                    let (Some(up), Some(name)) = (base.parent(), base.file_name()) else {
+                        return Err(explain(e));
+                    };
+                    below = Path::new(name).join(&below).components().collect();
+                    base = up;
                 }
-            };
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                    return Err(BeneathError::NoParent)
+                }
+                Err(e) => return Err(explain(e)),
+            }
+        };
         let parent: PathBuf = below.join(parent).components().collect();
         let dir = open_dir(root.as_fd(), &parent, create).map_err(|e| {
             if e.kind() == io::ErrorKind::NotFound {
-                "the parent directory does not exist; pass create_dirs = true to create it"
-                    .to_string()
+                BeneathError::NoParent
             } else {
                 explain(e)
             }
@@ -371,7 +425,7 @@ impl Place {
 
     /// The existing file, opened with `flags` (non-blocking, never through a symlink) and checked to be a regular
     /// file; `None` when there is none.
-    pub fn existing(&self, flags: OFlags) -> Result<Option<(File, Stat)>, String> {
+    pub fn existing(&self, flags: OFlags) -> Result<Option<(File, Stat)>, BeneathError> {
         match rustix::fs::openat(
             &self.dir,
             self.name.as_os_str(),
@@ -406,7 +460,12 @@ impl Place {
     /// Replaces the file with `content` as one step: a temporary file beside it (`O_EXCL`, never a symlink) takes
     /// the text and the mode of `old` (the file being replaced), is synced, and is renamed over the name — only if
     /// `gate` still lets it commit. On any failure the temporary file is removed and the old file is untouched.
-    pub fn replace(&self, content: &[u8], old: Option<&Stat>, gate: &Gate) -> Result<(), String> {
+    pub fn replace(
+        &self,
+        content: &[u8],
+        old: Option<&Stat>,
+        gate: &Gate,
+    ) -> Result<(), BeneathError> {
         static NEXT: AtomicU64 = AtomicU64::new(0);
         let tmp = format!(
             ".loom-write-{}-{}.tmp",
@@ -421,7 +480,7 @@ impl Place {
             Mode::from_raw_mode(mode),
         )
         .map_err(|e| explain(e.into()))?;
-        let done = (|| -> Result<(), String> {
+        let done = (|| -> Result<(), BeneathError> {
             if let Some(st) = old {
                 // the same mode, and (where allowed) the same owner, as the file it replaces
                 rustix::fs::fchmod(&fd, Mode::from_raw_mode(mode))
@@ -436,7 +495,7 @@ impl Place {
             f.write_all(content).map_err(explain)?;
             f.sync_all().map_err(explain)?;
             if !gate.commit() {
-                return Err("cancelled before the file was written; nothing was changed".into());
+                return Err(BeneathError::Cancelled);
             }
             rustix::fs::renameat(&self.dir, tmp.as_str(), &self.dir, self.name.as_os_str())
                 .map_err(|e| explain(e.into()))
@@ -568,7 +627,7 @@ mod tests {
         // a root with a symlink in it is refused too
         let e = open_root(&root.join("a/inside")).unwrap_err();
         assert_eq!(e.raw_os_error(), Some(libc::ELOOP), "{e}");
-        assert!(explain(e).contains("changed after loom checked it"));
+        assert!(matches!(explain(e), BeneathError::Changed));
     }
 
     #[test]
@@ -621,14 +680,22 @@ mod tests {
         crate::testutil::mkfifo(&fifo);
         let t = Target::within(&root, &fifo).unwrap();
         // no writer: a blocking open would hang here
+        let fifo_kind = |e: BeneathError| match e {
+            BeneathError::NotRegular { kind } => kind,
+            other => panic!("{other}"),
+        };
         let e = open_read(&t, "").unwrap_err();
-        assert!(e.contains("is a FIFO"), "{e}");
+        assert_eq!(
+            e.to_string(),
+            "is a FIFO (named pipe); the file tools read and write regular files only"
+        );
+        assert_eq!(fifo_kind(e), "a FIFO (named pipe)");
         let place = Place::open(&t, false).unwrap();
         let e = place.existing(OFlags::WRONLY).unwrap_err();
-        assert!(e.contains("is a FIFO"), "{e}");
+        assert_eq!(fifo_kind(e), "a FIFO (named pipe)");
         let dev = Target::within(Path::new("/"), Path::new("/dev/null")).unwrap();
         let e = open_read(&dev, "").unwrap_err();
-        assert!(e.contains("character device"), "{e}");
+        assert_eq!(fifo_kind(e), "a character device");
     }
 
     #[test]
@@ -652,7 +719,11 @@ mod tests {
         let g = Gate::default();
         assert!(g.abandon());
         let e = place.replace(b"newer", Some(&st), &g).unwrap_err();
-        assert!(e.contains("nothing was changed"), "{e}");
+        assert!(matches!(e, BeneathError::Cancelled), "{e}");
+        assert_eq!(
+            e.to_string(),
+            "cancelled before the file was written; nothing was changed"
+        );
         assert_eq!(std::fs::read_to_string(root.join("f")).unwrap(), "new");
         assert_eq!(std::fs::read_dir(&root).unwrap().count(), 1);
         // a committing gate cannot be abandoned

@@ -337,7 +337,7 @@ fn write_local(target: &Target, new: &str, gate: &Gate) -> Result<(), String> {
         .existing(OFlags::WRONLY)?
         .map(|(_, st)| st)
         .ok_or("the file is gone; nothing was written (edit_file does not create files)")?;
-    place.replace(new.as_bytes(), Some(&old), gate)
+    Ok(place.replace(new.as_bytes(), Some(&old), gate)?)
 }
 
 #[cfg(test)]

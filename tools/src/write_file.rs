@@ -6,7 +6,9 @@ use loom_kernel::{Access, CallFacts, Request};
 use rustix::fs::OFlags;
 use serde_json::{json, Value};
 
-use super::beneath::{explain, read_capped, run_blocking, size_of, Gate, Place, Target};
+use super::beneath::{
+    explain, read_capped, run_blocking, size_of, BeneathError, Gate, Place, Target,
+};
 use super::client::{read_text, writer};
 use super::{
     bool_field, check_fields, resolve_path, str_field, PathMode, Prepared, Tool, ToolEnv,
@@ -93,7 +95,9 @@ impl Tool for WriteFileTool {
                         Some(client) => {
                             let t = target.clone();
                             let ready = run_blocking(&ctx.cancel, None, move || {
-                                Place::open(&t, create_dirs).map(|_| ())
+                                Place::open(&t, create_dirs)
+                                    .map(|_| ())
+                                    .map_err(String::from)
                             })
                             .await;
                             match ready {
@@ -178,19 +182,19 @@ fn write(
     if append {
         if let Some((mut f, st)) = place.existing(OFlags::WRONLY | OFlags::APPEND)? {
             if !gate.commit() {
-                return Err("cancelled before the file was written; nothing was changed".into());
+                return Err(BeneathError::Cancelled.into());
             }
             if let Err(e) = f.write_all(content.as_bytes()).and_then(|()| f.sync_all()) {
                 let _ = rustix::fs::ftruncate(&f, size_of(&st));
-                return Err(explain(e));
+                return Err(explain(e).into());
             }
             return Ok(());
         }
-        return place.replace(content.as_bytes(), None, gate);
+        return Ok(place.replace(content.as_bytes(), None, gate)?);
     }
     // the file being replaced must be a regular file loom may write (opened for writing, never truncated here)
     let old = place.existing(OFlags::WRONLY)?.map(|(_, st)| st);
-    place.replace(content.as_bytes(), old.as_ref(), gate)
+    Ok(place.replace(content.as_bytes(), old.as_ref(), gate)?)
 }
 
 #[cfg(test)]

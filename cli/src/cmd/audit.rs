@@ -11,12 +11,12 @@ use loom_kernel::{
     binding_problem, check_subagents, env_references, install_writable, parse_manifest,
     ManifestLoader, INSTALL_DIR, LOCK_FILE,
 };
-use loom_runtime::{
-    data_home, env_map, git_baseline, load_manifest, load_manifest_with_env, manifest_skills,
-    path_ctx, provider_infos, provider_sources, read_text, resolve_authority, resolve_mcp_tools,
-    secret_stores, session_group, shipped_states, storage_dir, AuthorityPlace, BaselineSpec,
-    Discovery, FsLoader, Loaded, SkillsEnv,
+use loom_runtime::frontend::{
+    git_baseline, load_manifest_with_env, manifest_skills, provider_infos, provider_sources,
+    read_text, resolve_authority, resolve_mcp_tools, secret_stores, session_group, shipped_states,
+    AuthorityPlace, BaselineSpec, Discovery, FsLoader, SkillsEnv,
 };
+use loom_runtime::{data_home, env_map, load_manifest, path_ctx, storage_dir, Loaded};
 
 use crate::exit;
 use crate::output::{current_dir, emit, fail};
@@ -183,7 +183,7 @@ fn report_of(
                 .by_source
                 .entry(k.source.name().to_string())
                 .or_default() += 1;
-            if k.source == loom_runtime::SkillSource::Bundled {
+            if k.source == loom_runtime::frontend::SkillSource::Bundled {
                 summary.bundled.insert(k.group.label.clone());
             }
         }
@@ -239,7 +239,7 @@ fn providers_json(loaded: &Loaded, cwd: &Path) -> serde_json::Value {
 
 /// One provider source as JSON: handle, source, lock state and its problem, pinned resolution and hash, config key
 /// names (never values). Shared with `loom providers --json`.
-pub(crate) fn provider_json(i: &loom_runtime::ProviderInfo) -> serde_json::Value {
+pub(crate) fn provider_json(i: &loom_runtime::frontend::ProviderInfo) -> serde_json::Value {
     serde_json::json!({
         "handle": i.handle,
         "source": i.source,

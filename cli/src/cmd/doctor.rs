@@ -5,8 +5,8 @@
 use std::path::PathBuf;
 
 use loom_sandbox::{
-    choose_by_trial, loom_install_dir, probe_bwrap_works, probe_host, try_tier, Tier, Userns,
-    TARGET_ABI,
+    choose_by_trial, loom_install_dir, probe_bwrap_works, probe_host, try_tier, Tier, TrialError,
+    Userns, TARGET_ABI,
 };
 
 use crate::exit;
@@ -101,7 +101,7 @@ pub fn run(args: Args) -> i32 {
     } else {
         Err("not available; fix: a kernel with CONFIG_SECCOMP_FILTER".to_string())
     };
-    let tiers: Vec<(Tier, Result<String, String>)> = [Tier::A, Tier::B, Tier::C]
+    let tiers: Vec<(Tier, Result<String, TrialError>)> = [Tier::A, Tier::B, Tier::C]
         .into_iter()
         .map(|t| (t, try_tier(&h, t, None)))
         .collect();
@@ -111,7 +111,7 @@ pub fn run(args: Args) -> i32 {
         tiers
             .iter()
             .find(|(u, _)| *u == t)
-            .map_or_else(|| Err("not tried".to_string()), |(_, r)| r.clone())
+            .map_or_else(|| Err(TrialError::NotTried), |(_, r)| r.clone())
     })
     .ok()
     .map(|(t, _)| t);
@@ -206,7 +206,7 @@ pub fn run(args: Args) -> i32 {
                     "{}:{{\"ok\":{},\"detail\":{}}}",
                     json_str(t.name()),
                     r.is_ok(),
-                    json_str(r.as_ref().unwrap_or_else(|e| e))
+                    json_str(&r.as_ref().map_or_else(ToString::to_string, String::clone))
                 )
             })
             .collect();
@@ -286,7 +286,7 @@ pub fn run(args: Args) -> i32 {
             "  {} {:<36} {}\n",
             t.name(),
             t.describe(),
-            mark(r)
+            mark(&r.clone().map_err(|e| e.to_string()))
         ));
     }
     text.push_str("\nwho enforces each bash grant kind here:\n");

@@ -5,7 +5,8 @@
 
 use std::path::PathBuf;
 
-use loom_runtime::{env_map, install, load_manifest, path_ctx, shipped_sources, InstallOptions};
+use loom_runtime::frontend::{install, shipped_sources, InstallOptions};
+use loom_runtime::{env_map, load_manifest, path_ctx};
 
 use crate::exit;
 use crate::output::{current_dir, emit, fail};

@@ -6,7 +6,8 @@ use std::path::PathBuf;
 
 use loom_kernel::{toml_key, toml_string};
 use loom_mcp::UpstreamTool;
-use loom_runtime::{inspect_server, load_manifest, Inspected};
+use loom_runtime::frontend::{inspect_server, Inspected};
+use loom_runtime::load_manifest;
 use serde_json::{json, Value as Json};
 
 use crate::exit;
@@ -51,7 +52,7 @@ pub fn run(args: Args) -> i32 {
     };
     let inspected = match inspect_server(&spec, loaded.as_ref(), &cwd) {
         Ok(i) => i,
-        Err(e) => return fail(exit::FAILED, &e),
+        Err(e) => return fail(exit::FAILED, &e.to_string()),
     };
     let text = if json {
         let mut out = serde_json::to_string_pretty(&inspect_json(&inspected)).unwrap_or_default();

@@ -8,7 +8,7 @@
 
 use std::path::PathBuf;
 
-use loom_runtime::{env_map, storage_dir, terminal_safe, ApprovalStore, Remembered};
+use loom_runtime::{env_map, storage_dir, terminal_safe, ApprovalError, ApprovalStore, Remembered};
 
 use crate::exit;
 use crate::output::{emit, fail};
@@ -85,7 +85,7 @@ pub fn run(args: Args) -> i32 {
     let dir = storage_dir(&loaded.manifest, &env_map());
     let store = match ApprovalStore::open(&dir) {
         Ok(s) => s,
-        Err(e) => return fail(exit::FAILED, &e),
+        Err(e) => return fail(exit::FAILED, &e.to_string()),
     };
     match args.action {
         Action::List { .. } => {
@@ -134,8 +134,8 @@ pub fn run(args: Args) -> i32 {
                     emit(&out);
                     exit::OK
                 }
-                Err(e) if e.contains("there is no remembered answer") => fail(exit::USAGE, &e),
-                Err(e) => fail(exit::FAILED, &e),
+                Err(e @ ApprovalError::NoSuchAnswer { .. }) => fail(exit::USAGE, &e.to_string()),
+                Err(e) => fail(exit::FAILED, &e.to_string()),
             }
         }
     }

@@ -4,7 +4,8 @@
 
 use std::path::PathBuf;
 
-use loom_runtime::{load_manifest, provider_infos, ProviderInfo};
+use loom_runtime::frontend::{provider_infos, ProviderInfo};
+use loom_runtime::load_manifest;
 use serde_json::Value as Json;
 
 use crate::exit;

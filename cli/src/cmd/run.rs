@@ -13,10 +13,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use loom_protocol::{SessionUpdate, ToolStatus, TurnStop};
-use loom_runtime::{
-    answer_line, ask_question, run_repl, terminal_safe, AskAnswer, BootOptions, PermissionAsk,
-    ReplUi, TurnOutcome, TurnStats,
-};
+use loom_runtime::repl::{answer_line, ask_question, run_repl, ReplUi, TurnStats};
+use loom_runtime::{terminal_safe, AskAnswer, BootOptions, PermissionAsk, TurnOutcome};
 
 use crate::exit;
 use crate::markdown::Markdown;

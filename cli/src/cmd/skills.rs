@@ -6,7 +6,8 @@
 use std::path::PathBuf;
 
 use loom_kernel::{binding_problem, judge_group, DeclVerdict};
-use loom_runtime::{env_map, manifest_skills, path_ctx, SkillsEnv};
+use loom_runtime::frontend::{manifest_skills, SkillsEnv};
+use loom_runtime::{env_map, path_ctx};
 use serde_json::json;
 
 use crate::exit;

@@ -2,26 +2,45 @@
 
 use super::*;
 
+/// Why a call cannot be explained: there is nothing for the kernel to decide yet.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ExplainRefusal {
+    /// The agent has no tool of that name.
+    #[error(
+        "there is no tool named {tool:?} in this agent; the tools are: {}",
+        if .tools.is_empty() { "(none)".to_string() } else { .tools.join(", ") }
+    )]
+    UnknownTool {
+        /// The name asked for.
+        tool: String,
+        /// The agent's tools.
+        tools: Vec<String>,
+    },
+    /// The tool refuses the input before any decision (a missing field, a path that cannot be resolved).
+    #[error("the tool refuses this input before any decision: {0}")]
+    InputRefused(String),
+}
+
 impl Agent {
     /// What the turn loop would decide about a call of `tool` with `input`, without running it (`loom explain`):
     /// the grant, the kernel's decision with the authorising row, the `[permissions]` rule and remembered answer
     /// that applied, and the final verdict. The doom-loop guard is not part of it (it depends on the calls before).
-    pub fn explain(&self, tool: &str, input: &serde_json::Value) -> Result<Explanation, String> {
+    pub fn explain(
+        &self,
+        tool: &str,
+        input: &serde_json::Value,
+    ) -> Result<Explanation, ExplainRefusal> {
         let Some(slot) = self.tools.get(tool) else {
-            let names: Vec<&str> = self.tools.keys().map(String::as_str).collect();
-            return Err(format!(
-                "there is no tool named {tool:?} in this agent; the tools are: {}",
-                if names.is_empty() {
-                    "(none)".to_string()
-                } else {
-                    names.join(", ")
-                }
-            ));
+            return Err(ExplainRefusal::UnknownTool {
+                tool: tool.to_string(),
+                tools: self.tools.keys().cloned().collect(),
+            });
         };
         let prepared = slot
             .tool
             .prepare(input)
-            .map_err(|e| format!("the tool refuses this input before any decision: {e}"))?;
+            .map_err(ExplainRefusal::InputRefused)?;
         let (decision, rules) = self.judge(tool, slot, &prepared);
         let verdict = combine(&decision, rules.verdict, &[]);
         let approval = rules

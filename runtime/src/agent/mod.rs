@@ -46,7 +46,7 @@ mod stream;
 mod turn;
 
 pub use ask::{AskAnswer, Asker, PermissionAsk};
-pub use explain::Explanation;
+pub use explain::{ExplainRefusal, Explanation};
 
 use call::{effect_of, rule_facts};
 

@@ -86,9 +86,9 @@ impl Boot {
         }
         chain
             .resolve(&m.agent.secrets)
-            .map_err(|message| BootError::Secrets {
+            .map_err(|e| BootError::Secrets {
                 file: file.clone(),
-                message,
+                message: e.to_string(),
             })?;
         // per-tool secret filtering: a command sees only the secrets its row is granted
         let mut sandbox = opts.sandbox.clone();

@@ -78,9 +78,9 @@ pub fn boot_with(
     let grants = tool_grants(m, &ceiling);
     // remembered "always" answers live with the agent's other state; a damaged file stops boot rather than being
     // overwritten
-    let approvals = ApprovalStore::open(&boot.storage).map_err(|message| BootError::Storage {
+    let approvals = ApprovalStore::open(&boot.storage).map_err(|e| BootError::Storage {
         file: file.clone(),
-        message,
+        message: e.to_string(),
     })?;
     let mut session = boot.session(prebuilt.layers)?;
     // contributed tool groups (skills, session layers): judged by the kernel, fail-soft, bound before tools are built

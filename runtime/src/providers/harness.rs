@@ -69,7 +69,12 @@ impl Harness for ProviderHarness {
             if cancel.is_cancelled() {
                 return Err(HarnessError::Cancelled);
             }
-            let result = answer.map_err(|message| HarnessError::Protocol { message })?;
+            let result = answer.map_err(|e| match e {
+                loom_mcp::CallError::Cancelled(_) => HarnessError::Cancelled,
+                other => HarnessError::Protocol {
+                    message: other.to_string(),
+                },
+            })?;
             let events =
                 events_of(&result).map_err(|message| HarnessError::Protocol { message })?;
             Ok(Box::pin(futures::stream::iter(events.into_iter().map(Ok))) as EventStream)

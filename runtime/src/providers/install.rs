@@ -45,12 +45,42 @@ pub struct Installed {
     pub changed: bool,
 }
 
+/// Why `loom install` installed nothing (it never leaves a partial install behind).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum InstallError {
+    /// `--frozen`, and the lock file cannot be read.
+    #[error("{0}")]
+    Lock(String),
+    /// A `[providers]` handle cannot name an install directory.
+    #[error("{0}")]
+    Handle(String),
+    /// A source could not be fetched, built or hashed.
+    #[error("{subject}: {why}; nothing was changed")]
+    Source {
+        /// The provider (`[providers].fs (npm @x/fs)`, or the group that ships it).
+        subject: String,
+        /// What failed.
+        why: String,
+    },
+    /// `--frozen`, and the fresh trees differ from the lock.
+    #[error(
+        "--frozen: the providers drifted from {LOCK_FILE}, so nothing was written:\n  {}\nrun `loom install` \
+         without --frozen to re-pin them, review the change, and commit {LOCK_FILE}",
+        .0.join("\n  ")
+    )]
+    Drift(Vec<String>),
+    /// The installs or the lock could not be written.
+    #[error("{0}")]
+    Write(String),
+}
+
 /// Installs every source provider of `m` (the manifest in `manifest_dir`).
 pub fn install(
     manifest_dir: &Path,
     m: &Manifest,
     opts: &InstallOptions,
-) -> Result<Vec<Installed>, String> {
+) -> Result<Vec<Installed>, InstallError> {
     let dot = manifest_dir.join(".loom");
     let created_dot = !dot.exists();
     let staging = dot.join(format!(".staging-{}", std::process::id()));
@@ -62,13 +92,13 @@ pub fn install(
     };
     let old_lock = match read_lock(manifest_dir) {
         Ok(l) => l,
-        Err(e) if opts.frozen => return Err(e),
+        Err(e) if opts.frozen => return Err(InstallError::Lock(e)),
         // a damaged lock is rewritten by a normal install
         Err(_) => None,
     };
     let roots = sources(m);
     if let Some(why) = roots.keys().find_map(|h| root_handle_problem(h)) {
-        return Err(why);
+        return Err(InstallError::Handle(why));
     }
     // what to materialise: key -> (source, where it comes from, the folder it must stay inside, who ships it)
     let mut srcs: BTreeMap<String, Target<'_>> = roots
@@ -111,9 +141,12 @@ pub fn install(
                     sha256,
                 },
             )),
-            Err(e) => {
+            Err(why) => {
                 cleanup();
-                return Err(format!("{}: {e}; nothing was changed", t.subject));
+                return Err(InstallError::Source {
+                    subject: t.subject.clone(),
+                    why,
+                });
             }
         }
     }
@@ -125,18 +158,14 @@ pub fn install(
         let drift = frozen_drift(old_lock.as_ref(), &fresh);
         if !drift.is_empty() {
             cleanup();
-            return Err(format!(
-                "--frozen: the providers drifted from {LOCK_FILE}, so nothing was written:\n  {}\nrun `loom install` \
-                 without --frozen to re-pin them, review the change, and commit {LOCK_FILE}",
-                drift.join("\n  ")
-            ));
+            return Err(InstallError::Drift(drift));
         }
     }
     // commit: swap each staged tree in, then the lock
     let root = manifest_dir.join(INSTALL_DIR);
     std::fs::create_dir_all(&root).map_err(|e| {
         cleanup();
-        format!("cannot create {}: {e}", root.display())
+        InstallError::Write(format!("cannot create {}: {e}", root.display()))
     })?;
     let mut out = Vec::new();
     for (handle, entry) in staged {
@@ -146,7 +175,10 @@ pub fn install(
             &dst,
             &staging.join(format!(".old-{handle}")),
         )
-        .inspect_err(|_| cleanup())?;
+        .map_err(|e| {
+            cleanup();
+            InstallError::Write(e)
+        })?;
         let before = old_lock.as_ref().and_then(|l| l.providers.get(&handle));
         out.push(Installed {
             changed: before.map(|b| b.sha256 != entry.sha256) != Some(false),
@@ -172,7 +204,7 @@ pub fn install(
                 .map(|i| (i.handle.clone(), i.entry.clone()))
                 .collect(),
         };
-        write_atomic(&manifest_dir.join(LOCK_FILE), &lock.render())?;
+        write_atomic(&manifest_dir.join(LOCK_FILE), &lock.render()).map_err(InstallError::Write)?;
     }
     Ok(out)
 }

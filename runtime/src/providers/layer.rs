@@ -91,7 +91,7 @@ impl Layer for ProviderLayer {
                     "session/append",
                     json!({ "layer": self.layer, "session": self.session, "messages": kept }),
                 )
-                .map_err(|e| self.fail(e))?;
+                .map_err(|e| self.fail(e.to_string()))?;
         }
         Ok(events)
     }
@@ -103,7 +103,7 @@ impl Layer for ProviderLayer {
                 "session/load",
                 json!({ "layer": self.layer, "session": self.session }),
             )
-            .map_err(|e| self.fail(e))?;
+            .map_err(|e| self.fail(e.to_string()))?;
         let Some(list) = got.get("messages").and_then(Json::as_array) else {
             return Err(self.fail("session/load answered without a `messages` array".into()));
         };

@@ -20,7 +20,7 @@ use loom_kernel::{lock_state, path_source_drift, Lock, LockState, Manifest, Prov
 use serde_json::{json, Value as Json};
 
 pub use harness::ProviderHarness;
-pub use install::{install, InstallOptions};
+pub use install::{install, InstallError, InstallOptions};
 pub use layer::ProviderLayers;
 pub use servers::{mcp_provider, resolve_mcp_tools, server_run_base, McpPlace, McpServers};
 pub use shipped::{group_sources, resolve_shipped, shipped_sources, shipped_states};
@@ -296,6 +296,7 @@ pub fn start(r: &Resolved, place: &ProviderPlace<'_>) -> Result<Arc<McpServer>, 
             origin: r.origin.clone(),
         },
     )
+    .map_err(|e| e.to_string())
 }
 
 /// Resolves and starts `[providers].<handle>`.

@@ -121,7 +121,8 @@ impl McpServers {
                 ));
             }
         }
-        let server = McpServer::start_named(key, named, cfg, Dialect::Mcp)?;
+        let server =
+            McpServer::start_named(key, named, cfg, Dialect::Mcp).map_err(|e| e.to_string())?;
         self.started.insert(key.to_string(), server.clone());
         Ok(server)
     }

@@ -153,7 +153,7 @@ impl Tool for McpTool {
                                 raw_output: r.raw,
                                 ..ToolOutput::default()
                             },
-                            Ok(Err(e)) => ToolOutput::error(e),
+                            Ok(Err(e)) => ToolOutput::error(e.to_string()),
                             Err(e) => ToolOutput::error(format!("the MCP call stopped: {e}")),
                         },
                     }

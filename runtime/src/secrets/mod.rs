@@ -287,7 +287,7 @@ impl SecretChain {
     }
 
     /// Resolves every name in `names`; the error lists the missing names and where to put them (never a value).
-    pub fn resolve(&self, names: &[String]) -> Result<BTreeMap<String, Secret>, String> {
+    pub fn resolve(&self, names: &[String]) -> Result<BTreeMap<String, Secret>, MissingSecrets> {
         let mut out = BTreeMap::new();
         let mut missing = Vec::new();
         for n in names {
@@ -305,14 +305,26 @@ impl SecretChain {
     }
 
     /// The error for secrets found in no store: their names and where to put them (never a value).
-    pub fn missing(&self, names: &[String]) -> String {
-        format!(
-            "secret{} {} not set: {}",
-            if names.len() > 1 { "s" } else { "" },
-            names.join(", "),
-            self.missing_hint(names),
-        )
+    fn missing(&self, names: &[String]) -> MissingSecrets {
+        MissingSecrets {
+            names: names.to_vec(),
+            hint: self.missing_hint(names),
+        }
     }
+}
+
+/// Secrets found in no store: their names and where to put them. Never holds a value.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "secret{} {} not set: {hint}",
+    if .names.len() > 1 { "s" } else { "" },
+    .names.join(", ")
+)]
+pub struct MissingSecrets {
+    /// The names.
+    pub names: Vec<String>,
+    /// Where each could be put (the stores the chain reads, in order).
+    pub hint: String,
 }
 
 /// Whether two directories are the same (canonical paths compared; the raw paths when one cannot be resolved).
@@ -384,6 +396,8 @@ mod tests {
         ]);
         let chain = SecretChain::standard(BTreeMap::new(), m.path(), m.path(), &env).unwrap();
         let err = chain.resolve(&["NOPE".into()]).unwrap_err();
+        assert_eq!(err.names, ["NOPE"]);
+        let err = err.to_string();
         assert!(
             err.contains("NOPE")
                 && err.contains("LOOM_NOPE")
@@ -546,7 +560,7 @@ mod keychain_tests {
         assert_eq!(v("BOTH"), Some(("keychain".into(), SecretSource::Keychain)));
         assert_eq!(v("XDG_ONLY").unwrap().0, "xdg");
         assert!(v("NOWHERE").is_none());
-        let err = chain.resolve(&["NOWHERE".into()]).unwrap_err();
+        let err = chain.resolve(&["NOWHERE".into()]).unwrap_err().to_string();
         assert!(
             !err.contains("keychain cannot be asked")
                 && err.contains(
@@ -559,7 +573,7 @@ mod keychain_tests {
         // was not asked
         let env = BTreeMap::from([("PATH".to_string(), "/nonexistent".to_string())]);
         let chain = SecretChain::standard(BTreeMap::new(), m.path(), m.path(), &env).unwrap();
-        let err = chain.resolve(&["NOWHERE".into()]).unwrap_err();
+        let err = chain.resolve(&["NOWHERE".into()]).unwrap_err().to_string();
         assert!(
             err.contains("the OS keychain cannot be asked")
                 && err.contains("`secret-tool` is not installed"),

@@ -35,8 +35,8 @@ pub use file::FileLayer;
 pub use history::to_messages;
 pub use memory::MemoryLayer;
 pub use skills::{
-    discover, layer_roots, manifest_skills, session_group, skill_roots, Discovery, Keeper,
-    SkillSource, SkillsEnv, SkillsLayer,
+    layer_roots, manifest_skills, session_group, skill_roots, Discovery, Keeper, SkillSource,
+    SkillsEnv, SkillsLayer,
 };
 
 /// What a compaction may use: the agent's harness (a model compactor summarises through it) and the turn's
@@ -419,6 +419,7 @@ pub fn resumable_log(
 
 /// Builds the chain `[session]` declares (`[session]` absent: skills -> compacting -> in-memory). Layers not
 /// implemented are refused by name, never dropped.
+#[cfg(test)]
 pub fn build_chain(
     session: &loom_kernel::SessionSpec,
     place: &SessionPlace,

@@ -22,7 +22,7 @@ use serde_json::json;
 
 use super::{Layer, SessionError};
 use crate::model::ToolSpec;
-use crate::tools::beneath::{open_read, read_capped, run_blocking, size_of, Target};
+use crate::tools::beneath::{open_read, read_capped, run_blocking, size_of, BeneathError, Target};
 use crate::tools::{check_fields, Prepared, Tool, ToolOutput};
 use crate::update::{Location, SessionUpdate, ToolKind};
 
@@ -220,6 +220,7 @@ pub fn manifest_skills(
     Some(found)
 }
 
+#[cfg(test)]
 /// Scans `roots` for skill folders and compiles each (see the module docs).
 pub fn discover(roots: &[PathBuf], env: &SkillsEnv) -> Discovery {
     let tagged: Vec<(PathBuf, SkillSource)> = roots
@@ -416,6 +417,7 @@ fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
 }
 
 impl SkillsLayer {
+    #[cfg(test)]
     /// Scans `roots` once. No skill is active until [`Layer::bind`] says which groups boot accepted.
     pub fn new(roots: Vec<PathBuf>, env: SkillsEnv) -> SkillsLayer {
         let tagged: Vec<(PathBuf, SkillSource)> =
@@ -475,6 +477,7 @@ impl SkillsLayer {
         self
     }
 
+    #[cfg(test)]
     /// The skills loaded this session, oldest first.
     pub fn loaded(&self) -> Vec<String> {
         lock(&self.state)
@@ -484,11 +487,13 @@ impl SkillsLayer {
             .collect()
     }
 
+    #[cfg(test)]
     /// The active skills' names.
     pub fn active(&self) -> Vec<String> {
         lock(&self.state).active.iter().cloned().collect()
     }
 
+    #[cfg(test)]
     /// Why skills were dropped by rescans.
     pub fn dropped(&self) -> Vec<String> {
         lock(&self.state).dropped.clone()
@@ -903,7 +908,7 @@ fn run_read(skill: &FoundSkill, path: Option<&str>, target: &Path) -> Result<Str
                 Target::within(&skill.dir, target).map_err(|e| format!("read_skill: {p}: {e}"))?;
             let (mut f, meta) = match open_read(&t, "") {
                 Ok(opened) => opened,
-                Err(e) if e.starts_with("is a directory") => {
+                Err(BeneathError::Directory { .. }) => {
                     let (files, _) = bundled_files(&skill.dir);
                     return Err(format!(
                         "read_skill: {p} is a folder; pass one of the skill's files: {}",
