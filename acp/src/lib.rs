@@ -34,6 +34,8 @@ mod server;
 mod wire;
 
 #[cfg(test)]
+mod conformance;
+#[cfg(test)]
 mod tests;
 
 use std::path::Path;

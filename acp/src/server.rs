@@ -14,8 +14,9 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::wire::{
-    check_config_value, config_options, initialize_result, prompt_text, replay_update,
-    session_update, stop_reason, str_param,
+    check_config_value, config_options, initialize_result, modes, permission_request, prompt_text,
+    replay_update, session_update, stop_reason, str_param, ALLOW_ALWAYS, ALLOW_ONCE, MODE_DEFAULT,
+    MODE_PLAN, REJECT_ONCE,
 };
 use loom_jsonrpc::{
     classify_line, reply, reply_error, request, Frame, Incoming, LineFramer, RpcError,
@@ -162,11 +163,6 @@ impl ClientFs for AcpFs {
     }
 }
 
-/// `session/request_permission`: the client's user answers a `[permissions]` ask or a doom-loop ask. "Allow once"
-/// and "reject once" are always offered; "allow always" only when the agent can remember the answer (an ask rule
-/// asked — the doom-loop guard's asks are about this run), and an option that was not offered is never accepted.
-/// The question goes through the turn's task, which sends every update published before it first, so the
-/// client has seen the `tool_call` it is asked about.
 /// The client's terminals (`terminal/*`), offered when it advertised `terminal`.
 struct AcpTerminals {
     requests: mpsc::UnboundedSender<ClientRequest>,
@@ -191,50 +187,19 @@ impl ClientTerminals for AcpTerminals {
     }
 }
 
+/// `session/request_permission`: the client's user answers a `[permissions]` ask or a doom-loop ask (the question
+/// is [`permission_request`]); an option that was not offered is never accepted. The question goes through the
+/// turn's task, which sends every update published before it first, so the client has seen the `tool_call` it is
+/// asked about.
 struct ClientAsker {
     requests: mpsc::UnboundedSender<ClientRequest>,
     session_id: String,
 }
 
-const ALLOW_ONCE: &str = "allow_once";
-const REJECT_ONCE: &str = "reject_once";
-const ALLOW_ALWAYS: &str = "allow_always";
-
-const MODE_DEFAULT: &str = "default";
-const MODE_PLAN: &str = "plan";
-
-/// The session modes loom offers (ACP `SessionModeState`), with plan mode current or not.
-fn modes(plan: bool) -> Value {
-    json!({
-        "currentModeId": if plan { MODE_PLAN } else { MODE_DEFAULT },
-        "availableModes": [
-            {"id": MODE_DEFAULT, "name": "Default", "description": "every granted tool, decided by the grant and the rules"},
-            {"id": MODE_PLAN, "name": "Plan", "description": "tools that change anything are neither offered nor run"},
-        ],
-    })
-}
-
 impl Asker for ClientAsker {
     fn ask(&self, ask: PermissionAsk) -> BoxFuture<'static, AskAnswer> {
-        let mut tool_call = serde_json::to_value(&ask.call).unwrap_or(Value::Null);
-        if let Some(obj) = tool_call.as_object_mut() {
-            obj.insert(
-                "content".into(),
-                json!([{"type": "content", "content": {"type": "text", "text": ask.reason}}]),
-            );
-        }
         let always = ask.rememberable;
-        let mut options =
-            vec![json!({"optionId": ALLOW_ONCE, "name": "Allow once", "kind": "allow_once"})];
-        if always {
-            options.push(json!({"optionId": ALLOW_ALWAYS, "name": "Always allow this call", "kind": "allow_always"}));
-        }
-        options.push(json!({"optionId": REJECT_ONCE, "name": "Reject", "kind": "reject_once"}));
-        let params = json!({
-            "sessionId": self.session_id,
-            "toolCall": tool_call,
-            "options": options,
-        });
+        let params = permission_request(&self.session_id, &ask.call, &ask.reason, always);
         let answer = ask_client(&self.requests, "session/request_permission", params);
         Box::pin(async move {
             match answer.await {

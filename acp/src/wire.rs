@@ -5,7 +5,7 @@
 use loom_jsonrpc::{notification, RpcError};
 use serde_json::{json, Map, Value};
 
-use loom_protocol::update::{SessionUpdate, TurnStop};
+use loom_protocol::update::{SessionUpdate, ToolCall, TurnStop};
 
 /// The ACP protocol version this server speaks.
 pub const ACP_PROTOCOL_VERSION: u64 = 1;
@@ -58,6 +58,55 @@ pub fn replay_update(session_id: &str, update: &SessionUpdate) -> Option<Value> 
         }
         other => session_update(session_id, other),
     }
+}
+
+/// The option id of "allow once".
+pub const ALLOW_ONCE: &str = "allow_once";
+/// The option id of "reject once".
+pub const REJECT_ONCE: &str = "reject_once";
+/// The option id of "allow always".
+pub const ALLOW_ALWAYS: &str = "allow_always";
+
+/// The `session/request_permission` params for `call`, asked because of `reason`: "allow once" and "reject once"
+/// are always offered, "allow always" only when the answer can be remembered (an ask rule asked — the doom-loop
+/// guard's asks are about this run).
+pub fn permission_request(session_id: &str, call: &ToolCall, reason: &str, always: bool) -> Value {
+    let mut tool_call = serde_json::to_value(call).unwrap_or(Value::Null);
+    if let Some(obj) = tool_call.as_object_mut() {
+        obj.insert(
+            "content".into(),
+            json!([{"type": "content", "content": {"type": "text", "text": reason}}]),
+        );
+    }
+    let mut options =
+        vec![json!({"optionId": ALLOW_ONCE, "name": "Allow once", "kind": "allow_once"})];
+    if always {
+        options.push(
+            json!({"optionId": ALLOW_ALWAYS, "name": "Always allow this call", "kind": "allow_always"}),
+        );
+    }
+    options.push(json!({"optionId": REJECT_ONCE, "name": "Reject", "kind": "reject_once"}));
+    json!({
+        "sessionId": session_id,
+        "toolCall": tool_call,
+        "options": options,
+    })
+}
+
+/// The id of the default session mode.
+pub const MODE_DEFAULT: &str = "default";
+/// The id of plan mode.
+pub const MODE_PLAN: &str = "plan";
+
+/// The session modes loom offers (ACP `SessionModeState`), with plan mode current or not.
+pub fn modes(plan: bool) -> Value {
+    json!({
+        "currentModeId": if plan { MODE_PLAN } else { MODE_DEFAULT },
+        "availableModes": [
+            {"id": MODE_DEFAULT, "name": "Default", "description": "every granted tool, decided by the grant and the rules"},
+            {"id": MODE_PLAN, "name": "Plan", "description": "tools that change anything are neither offered nor run"},
+        ],
+    })
 }
 
 /// What the agent can take in a prompt, by harness provider. Every harness gets text and embedded context (loom
