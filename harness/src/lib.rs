@@ -180,20 +180,40 @@ pub fn max_turn_requests_of(
     }
 }
 
+/// Why a harness server tool has no wire definition.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ServerToolError {
+    /// The harness runs no such tool.
+    #[error(
+        "the harness {harness:?} has no server tool {tool:?} (anthropic has web_search and web_fetch)"
+    )]
+    NoSuchTool {
+        /// The harness provider.
+        harness: String,
+        /// The tool asked for.
+        tool: String,
+    },
+    /// Its grant cannot be sent as the provider's limits.
+    #[error(transparent)]
+    Limits(#[from] loom_kernel::ServerToolLimitError),
+}
+
 /// The wire definition of harness server tool `underlying` (`web_search`, `web_fetch`) of harness `harness`, with the
 /// limits the kernel derives from its grant.
 pub fn server_tool_definition(
     harness: &str,
     underlying: &str,
     grant: &loom_kernel::Grant,
-) -> Result<serde_json::Value, String> {
+) -> Result<serde_json::Value, ServerToolError> {
     let ty = match (harness, underlying) {
         ("anthropic", "web_search") => "web_search_20250305",
         ("anthropic", "web_fetch") => "web_fetch_20250910",
         _ => {
-            return Err(format!(
-                "the harness {harness:?} has no server tool {underlying:?} (anthropic has web_search and web_fetch)"
-            ))
+            return Err(ServerToolError::NoSuchTool {
+                harness: harness.to_string(),
+                tool: underlying.to_string(),
+            })
         }
     };
     let mut def = loom_kernel::server_tool_limits(underlying, grant)?;

@@ -54,23 +54,25 @@ pub use contrib::gate::{
 };
 pub use contrib::install::{
     frozen_drift, install_handle_problem, install_writable, is_shipped_key, lock_state,
-    path_source_drift, Lock, LockEntry, LockState, WritableInstall, INSTALL_DIR, LOCK_FILE,
-    LOCK_VERSION, SHIPPED_KEY_MARK,
+    path_source_drift, Lock, LockEntry, LockError, LockState, WritableInstall, INSTALL_DIR,
+    LOCK_FILE, LOCK_VERSION, SHIPPED_KEY_MARK,
 };
 pub use contrib::judge::{judge_group, DeclJudgement, DeclVerdict, GroupJudgement, Remedy};
 pub use contrib::key_target::{key_target, target_change, KeyTarget};
 pub use contrib::keys::{
     contribution_for, group_skill, key_fits, key_for, shipped_digest, Consent, KeyFor,
 };
-pub use contrib::mcp::{bind_schema, ArgBinding, BindError, BoundTool, McpResolution};
-pub use contrib::server_tools::server_tool_limits;
+pub use contrib::mcp::{
+    bind_schema, ArgBinding, ArgumentError, BindError, BoundTool, McpResolution,
+};
+pub use contrib::server_tools::{server_tool_limits, ServerToolLimitError};
 pub use contrib::shipped::{
     root_handle_problem, shipped_key, shipped_path_problem, ShippedSource, ShippedState,
 };
 pub use contrib::skill::{
     binding_problem, bound_grants, check_skill_name, compile_skill, group_clashes, parse_skill_md,
-    rescan_keeps, SkillDoc, SkillFacts, DEFAULT_SKILL_TOOLS, MAX_COMPATIBILITY, MAX_DESCRIPTION,
-    MAX_NAME, READ_SKILL,
+    rescan_keeps, RescanDrop, SkillDoc, SkillFacts, DEFAULT_SKILL_TOOLS, MAX_COMPATIBILITY,
+    MAX_DESCRIPTION, MAX_NAME, READ_SKILL,
 };
 pub use contrib::subagent::{
     check_subagents, subagent_choices, Excess, ManifestLoader, SubagentChoice, SubagentVerdict,
@@ -88,7 +90,7 @@ pub use lattice::laws::{
 pub use lattice::path::{landing_warning, path_within, NormCache, PathCtx};
 pub use lattice::rng::Rng;
 pub use lattice::row_map::{RowIntoIter, RowIter, RowMap};
-pub use lattice::value::{position, toml_key, toml_string, Float, Value};
+pub use lattice::value::{position, toml_key, toml_string, Float, Value, ValueError};
 pub use manifest::{
     is_safe_id, manifest_from_table, parse_manifest, parse_sidecar_group, parse_tool_group,
     AcceptedGap, AgentSpec, HarnessSpec, LayerSpec, Manifest, ManifestError, ProviderRef,

@@ -60,6 +60,31 @@ pub struct ServerConfig {
     pub call_timeout: Duration,
 }
 
+/// Why a `[providers]` table does not make a server to start. Each message names the key and the fix, never a
+/// secret's value.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// A key with a value loom cannot use.
+    #[error("{key}: {why}")]
+    Key {
+        /// The key path (`[providers].fs.url`).
+        key: String,
+        /// What is wrong, and the fix.
+        why: String,
+    },
+    /// A secret the table names is in no store.
+    #[error("{key} names the secret {name}, which is not set: {hint}")]
+    MissingSecret {
+        /// The key that names it.
+        key: String,
+        /// The secret's name.
+        name: String,
+        /// Where it could be put.
+        hint: String,
+    },
+}
+
 /// Builds the config of server `handle` from its provider table. `manifest_dir` resolves relative paths: a
 /// `command` with a `/` in it, an argument starting with `./` or `../`, an argument naming a file next to the manifest,
 /// and `cwd`. `run_dir` is the loom-owned directory the server starts in unless the table sets `cwd` (the caller creates
@@ -74,8 +99,9 @@ pub fn server_config(
     run_dir: &Path,
     chain: &dyn SecretLookup,
     env: &std::collections::BTreeMap<String, String>,
-) -> Result<ServerConfig, String> {
+) -> Result<ServerConfig, ConfigError> {
     let at = |key: &str| format!("[providers].{handle}.{key}");
+    let bad = |key: &str, why: String| ConfigError::Key { key: at(key), why };
     let s = |key: &str| {
         table
             .get(key)
@@ -101,33 +127,29 @@ pub fn server_config(
             .unwrap_or(default);
         Duration::from_millis(n.max(1))
     };
-    let secret = |name: &str, key: &str| -> Result<String, String> {
+    let secret = |name: &str, key: &str| -> Result<String, ConfigError> {
         chain
             .lookup(name)
             .map(|v| v.expose().to_string())
-            .ok_or_else(|| {
-                format!(
-                    "{} names the secret {name}, which is not set: {}",
-                    at(key),
-                    chain.missing_hint(&[name.to_string()])
-                )
+            .ok_or_else(|| ConfigError::MissingSecret {
+                key: at(key),
+                name: name.to_string(),
+                hint: chain.missing_hint(&[name.to_string()]),
             })
     };
     let launch = if let Some(url) = s("url") {
         if table.contains_key("env") || table.contains_key("secrets") {
-            return Err(format!(
-                "{}: env and secrets only go with a spawned server (command or npm); for a url server put \
-                 `{{secret:NAME}}` in a header value",
-                at("url")
+            return Err(bad(
+                "url",
+                "env and secrets only go with a spawned server (command or npm); for a url server put \
+                 `{secret:NAME}` in a header value"
+                    .into(),
             ));
         }
         let parsed = reqwest::Url::parse(&url)
-            .map_err(|e| format!("{}: {url:?} is not a URL: {e}", at("url")))?;
+            .map_err(|e| bad("url", format!("{url:?} is not a URL: {e}")))?;
         if !matches!(parsed.scheme(), "http" | "https") {
-            return Err(format!(
-                "{}: the URL must be http:// or https://",
-                at("url")
-            ));
+            return Err(bad("url", "the URL must be http:// or https://".into()));
         }
         let mut headers = Vec::new();
         for (name, value) in map("headers") {
@@ -181,9 +203,10 @@ pub fn server_config(
                 ("npx".to_string(), args)
             }
             (None, None) => {
-                return Err(format!(
-                    "[providers].{handle}: names no command, npm or url"
-                ))
+                return Err(ConfigError::Key {
+                    key: format!("[providers].{handle}"),
+                    why: "names no command, npm or url".into(),
+                })
             }
         };
         let mut vars = inherited_env(env);
@@ -241,8 +264,8 @@ fn resolve_arg(manifest_dir: &Path, a: &str, bare_files: bool) -> String {
 /// Replaces each `{secret:NAME}` in `value` with the secret.
 fn fill_secrets(
     value: &str,
-    get: &dyn Fn(&str) -> Result<String, String>,
-) -> Result<String, String> {
+    get: &dyn Fn(&str) -> Result<String, ConfigError>,
+) -> Result<String, ConfigError> {
     let mut out = String::new();
     let mut rest = value;
     while let Some(start) = rest.find("{secret:") {
@@ -351,7 +374,8 @@ mod tests {
         )
         .unwrap_err();
         assert!(
-            err.contains("[providers].lin.secrets") && err.contains("LINEAR_API_KEY"),
+            matches!(&err, ConfigError::MissingSecret { key, name, .. }
+                if key == "[providers].lin.secrets" && name == "LINEAR_API_KEY"),
             "{err}"
         );
         let cfg = server_config(

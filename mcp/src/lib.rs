@@ -42,7 +42,7 @@ use serde_json::{json, Value as Json};
 pub use loom_protocol::{Secret, SecretLookup};
 
 pub use config::{
-    inherited_env, server_config, Launch, ServerConfig, DEFAULT_CALL_TIMEOUT_MS,
+    inherited_env, server_config, ConfigError, Launch, ServerConfig, DEFAULT_CALL_TIMEOUT_MS,
     DEFAULT_STARTUP_TIMEOUT_MS,
 };
 pub use stdio::{StdioSpawn, STDERR_TAIL_BYTES};

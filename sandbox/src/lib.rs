@@ -84,8 +84,8 @@ pub use locate::{
     inner_exe_next_to_current_exe, loom_install_dir, roots_covering, InnerExeError, INNER_EXE_NAME,
 };
 pub use probe::{
-    host_support, probe_bwrap_works, probe_host, tier_status, BackendError, HostSupport, Tier,
-    Userns,
+    host_support, probe_bwrap_works, probe_host, tier_status, BackendError, BwrapProbeError,
+    HostSupport, Tier, Userns,
 };
 pub use profile::{
     build_profile, private_dirs, AuthorityPaths, Entry, Facts, Limits, Place, Profile,

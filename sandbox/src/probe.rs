@@ -183,8 +183,34 @@ pub fn host_support() -> &'static HostSupport {
     ONCE.get_or_init(probe_host)
 }
 
-/// Runs bwrap once with a minimal view to check that it works here (for `loom doctor`).
-pub fn probe_bwrap_works(bwrap: &Path) -> Result<String, String> {
+/// Why bubblewrap does not work on this host.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BwrapProbeError {
+    /// It could not be started.
+    #[error("cannot run {}: {why}", .bwrap.display())]
+    CannotRun {
+        /// The executable.
+        bwrap: PathBuf,
+        /// The operating system's reason.
+        why: std::io::Error,
+    },
+    /// It ran and refused a minimal view (user namespaces denied, a seccomp policy of the container).
+    #[error("{} failed: {stderr}", .bwrap.display())]
+    Refused {
+        /// The executable.
+        bwrap: PathBuf,
+        /// What it printed.
+        stderr: String,
+    },
+}
+
+/// Runs bwrap once with a minimal view to check that it works here (for `loom doctor`); its version when it does.
+pub fn probe_bwrap_works(bwrap: &Path) -> Result<String, BwrapProbeError> {
+    let cannot_run = |why| BwrapProbeError::CannotRun {
+        bwrap: bwrap.to_path_buf(),
+        why,
+    };
     let out = std::process::Command::new(bwrap)
         .args([
             "--unshare-user",
@@ -198,18 +224,17 @@ pub fn probe_bwrap_works(bwrap: &Path) -> Result<String, String> {
             "/bin/true",
         ])
         .output()
-        .map_err(|e| format!("cannot run {}: {e}", bwrap.display()))?;
+        .map_err(cannot_run)?;
     if !out.status.success() {
-        return Err(format!(
-            "{} failed: {}",
-            bwrap.display(),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
+        return Err(BwrapProbeError::Refused {
+            bwrap: bwrap.to_path_buf(),
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        });
     }
     let v = std::process::Command::new(bwrap)
         .arg("--version")
         .output()
-        .map_err(|e| e.to_string())?;
+        .map_err(cannot_run)?;
     Ok(String::from_utf8_lossy(&v.stdout).trim().to_string())
 }
 

@@ -287,7 +287,7 @@ pub fn build_profile(
     let env = EnvPolicy::from_value(row.get("env")).map_err(|reason| ProfileError::BadValue {
         grant: grant.clone(),
         kind: "env".into(),
-        reason,
+        reason: reason.to_string(),
     })?;
     let explicit_git = explicit_git_roots(row, "paths", ctx);
     let mut protected = BTreeSet::new();
@@ -533,7 +533,7 @@ fn network(v: Option<&Value>, grant: &str) -> Result<bool, ProfileError> {
     loom_kernel::sandbox_network(v).map_err(|reason| ProfileError::BadValue {
         grant: grant.into(),
         kind: "network".into(),
-        reason,
+        reason: reason.to_string(),
     })
 }
 

@@ -193,40 +193,107 @@ pub fn str_field<'a>(
     input: &'a serde_json::Value,
     tool: &str,
     key: &str,
-) -> Result<&'a str, String> {
+) -> Result<&'a str, InputError> {
     match input.get(key) {
         Some(serde_json::Value::String(s)) => Ok(s),
-        Some(_) => Err(format!("{tool}: {key} must be a string")),
-        None => Err(format!("{tool}: missing required field {key:?}")),
+        Some(_) => Err(InputError::WrongType {
+            tool: tool.to_string(),
+            field: key.to_string(),
+            want: "a string",
+        }),
+        None => Err(InputError::Missing {
+            tool: tool.to_string(),
+            field: key.to_string(),
+        }),
     }
 }
 
 /// Reads an optional boolean field.
-pub(crate) fn bool_field(input: &serde_json::Value, tool: &str, key: &str) -> Result<bool, String> {
+pub(crate) fn bool_field(
+    input: &serde_json::Value,
+    tool: &str,
+    key: &str,
+) -> Result<bool, InputError> {
     match input.get(key) {
         None | Some(serde_json::Value::Null) => Ok(false),
         Some(serde_json::Value::Bool(b)) => Ok(*b),
-        Some(_) => Err(format!("{tool}: {key} must be true or false")),
+        Some(_) => Err(InputError::WrongType {
+            tool: tool.to_string(),
+            field: key.to_string(),
+            want: "true or false",
+        }),
     }
 }
 
 /// Refuses an input that is not an object or has unknown fields.
-pub fn check_fields(input: &serde_json::Value, tool: &str, known: &[&str]) -> Result<(), String> {
-    let obj = input.as_object().ok_or_else(|| {
-        format!(
-            "{tool}: the input must be a JSON object with fields {}",
-            known.join(", ")
-        )
+pub fn check_fields(
+    input: &serde_json::Value,
+    tool: &str,
+    known: &[&str],
+) -> Result<(), InputError> {
+    let known_list = || known.iter().map(|k| k.to_string()).collect();
+    let obj = input.as_object().ok_or_else(|| InputError::NotAnObject {
+        tool: tool.to_string(),
+        known: known_list(),
     })?;
     for k in obj.keys() {
         if !known.contains(&k.as_str()) {
-            return Err(format!(
-                "{tool}: unknown field {k:?} (expected {})",
-                known.join(", ")
-            ));
+            return Err(InputError::UnknownField {
+                tool: tool.to_string(),
+                field: k.clone(),
+                known: known_list(),
+            });
         }
     }
     Ok(())
+}
+
+/// Why a tool refuses its input before any decision is asked for. Each message names the tool and the field.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum InputError {
+    /// The input is not a JSON object.
+    #[error("{tool}: the input must be a JSON object with fields {}", .known.join(", "))]
+    NotAnObject {
+        /// The tool instance.
+        tool: String,
+        /// Its fields.
+        known: Vec<String>,
+    },
+    /// A field the tool does not have.
+    #[error("{tool}: unknown field {field:?} (expected {})", .known.join(", "))]
+    UnknownField {
+        /// The tool instance.
+        tool: String,
+        /// The field given.
+        field: String,
+        /// Its fields.
+        known: Vec<String>,
+    },
+    /// A required field is missing.
+    #[error("{tool}: missing required field {field:?}")]
+    Missing {
+        /// The tool instance.
+        tool: String,
+        /// The field.
+        field: String,
+    },
+    /// A field of the wrong type.
+    #[error("{tool}: {field} must be {want}")]
+    WrongType {
+        /// The tool instance.
+        tool: String,
+        /// The field.
+        field: String,
+        /// What it must be.
+        want: &'static str,
+    },
+}
+
+impl From<InputError> for String {
+    fn from(e: InputError) -> String {
+        e.to_string()
+    }
 }
 
 /// Builds the tool for one granted built-in instance.

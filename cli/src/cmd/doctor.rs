@@ -74,7 +74,9 @@ pub fn run(args: Args) -> i32 {
         .map(|abi| loom_sandbox::tier_b_status(*abi, &[]));
     let bwrap = match &h.bwrap {
         None => Err("not installed; fix: apt-get install bubblewrap (or your distribution's bubblewrap package)".to_string()),
-        Some(b) => probe_bwrap_works(b).map(|v| format!("{} ({v})", b.display())),
+        Some(b) => probe_bwrap_works(b)
+            .map(|v| format!("{} ({v})", b.display()))
+            .map_err(|e| e.to_string()),
     };
     let userns = match &h.userns {
         Userns::Available => Ok("available".to_string()),

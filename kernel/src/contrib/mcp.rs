@@ -208,14 +208,42 @@ pub fn bind_schema(tool: &str, schema: &Json, grant: &Grant) -> Result<BoundTool
     })
 }
 
+/// Why the model's arguments to a bound MCP tool cannot be sent.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ArgumentError {
+    /// The arguments are not a JSON object.
+    #[error("{tool}: arguments must be a JSON object")]
+    NotAnObject {
+        /// The tool instance.
+        tool: String,
+    },
+    /// An argument bound to a list of choices got another value.
+    #[error("{tool}: `{arg}` must be one of {}; got {got}", .choices.join(", "))]
+    NotAChoice {
+        /// The tool instance.
+        tool: String,
+        /// The argument.
+        arg: String,
+        /// The choices, as JSON.
+        choices: Vec<String>,
+        /// What the model passed, as JSON.
+        got: String,
+    },
+}
+
 impl BoundTool {
     /// Builds the arguments actually sent upstream from what the model passed: unnamed arguments are stripped, enum
     /// choices checked, and bound literals supplied (a bound argument the model passes anyway is overridden).
-    pub fn apply(&self, tool: &str, model_input: &Json) -> Result<Json, String> {
+    pub fn apply(&self, tool: &str, model_input: &Json) -> Result<Json, ArgumentError> {
         let input = match model_input {
             Json::Object(m) => m,
             Json::Null => &Map::new(),
-            _ => return Err(format!("{tool}: arguments must be a JSON object")),
+            _ => {
+                return Err(ArgumentError::NotAnObject {
+                    tool: tool.to_string(),
+                })
+            }
         };
         let Some(bindings) = &self.bindings else {
             return Ok(Json::Object(input.clone()));
@@ -234,11 +262,12 @@ impl BoundTool {
                 ArgBinding::OneOf(choices) => {
                     if let Some(v) = input.get(arg) {
                         if !choices.contains(v) {
-                            let list: Vec<String> = choices.iter().map(Json::to_string).collect();
-                            return Err(format!(
-                                "{tool}: `{arg}` must be one of {}; got {v}",
-                                list.join(", ")
-                            ));
+                            return Err(ArgumentError::NotAChoice {
+                                tool: tool.to_string(),
+                                arg: arg.clone(),
+                                choices: choices.iter().map(Json::to_string).collect(),
+                                got: v.to_string(),
+                            });
                         }
                         out.insert(arg.clone(), v.clone());
                     }

@@ -9,9 +9,57 @@ use serde_json::{json, Map, Value as Json};
 
 use crate::{Grant, Value};
 
+/// Why a server tool's grant cannot be sent as the provider's limits. Each message says how to fix the grant.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ServerToolLimitError {
+    /// The grant has no row: no use at all, which the provider cannot be told.
+    #[error(
+        "the grant is {{}}, which allows no use of {tool}; grant it \"*\" or one row of limits"
+    )]
+    NoRow {
+        /// The server tool.
+        tool: String,
+    },
+    /// Several rows: the provider takes one set of limits.
+    #[error(
+        "{tool} runs at the provider with one set of limits, but the grant has {rows} rows; merge them into one row"
+    )]
+    SeveralRows {
+        /// The server tool.
+        tool: String,
+        /// How many rows the grant has.
+        rows: usize,
+    },
+    /// A limit of the wrong shape.
+    #[error("`{kind}` must be {want}, not {value}")]
+    BadValue {
+        /// The limit.
+        kind: String,
+        /// What it must be.
+        want: &'static str,
+        /// What the grant holds (TOML).
+        value: String,
+    },
+    /// A limit the tool does not have.
+    #[error("{tool} has no limit `{kind}` (see `loom audit` for the kinds it knows)")]
+    UnknownLimit {
+        /// The server tool.
+        tool: String,
+        /// The kind.
+        kind: String,
+    },
+    /// Both domain lists.
+    #[error("`allowed_domains` and `blocked_domains` cannot both be set; keep one of them")]
+    BothDomainLists,
+}
+
 /// The wire limits for server tool `underlying` (`web_search` or `web_fetch`) under `grant`, as the JSON fields of
 /// the provider's tool definition (empty for the grant `"*"`). The error says what is wrong and how to fix it.
-pub fn server_tool_limits(underlying: &str, grant: &Grant) -> Result<Map<String, Json>, String> {
+pub fn server_tool_limits(
+    underlying: &str,
+    grant: &Grant,
+) -> Result<Map<String, Json>, ServerToolLimitError> {
     let rows = match grant {
         Grant::Unrestricted => return Ok(Map::new()),
         Grant::Set(rows) => rows,
@@ -19,22 +67,25 @@ pub fn server_tool_limits(underlying: &str, grant: &Grant) -> Result<Map<String,
     let row = match rows.as_slice() {
         [row] => row,
         [] => {
-            return Err(format!(
-                "the grant is {{}}, which allows no use of {underlying}; grant it \"*\" or one row of limits"
-            ))
+            return Err(ServerToolLimitError::NoRow {
+                tool: underlying.to_string(),
+            })
         }
         _ => {
-            return Err(format!(
-                "{underlying} runs at the provider with one set of limits, but the grant has {} rows; merge them \
-                 into one row",
-                rows.len()
-            ))
+            return Err(ServerToolLimitError::SeveralRows {
+                tool: underlying.to_string(),
+                rows: rows.len(),
+            })
         }
     };
     let mut out = Map::new();
     for (kind, v) in row.0.iter() {
         let kind = kind.as_str();
-        let bad = |want: &str| format!("`{kind}` must be {want}, not {}", v.to_toml());
+        let bad = |want: &'static str| ServerToolLimitError::BadValue {
+            kind: kind.to_string(),
+            want,
+            value: v.to_toml(),
+        };
         let field = match (underlying, kind, v) {
             (_, "max_uses" | "max_content_tokens", Value::Int(n)) if *n > 0 => json!(n),
             (_, "max_uses" | "max_content_tokens", _) => return Err(bad("a positive integer")),
@@ -56,18 +107,16 @@ pub fn server_tool_limits(underlying: &str, grant: &Grant) -> Result<Map<String,
             ("web_fetch", "citations", Value::Object(_)) => v.to_json(),
             ("web_fetch", "citations", _) => return Err(bad("true, false or { enabled = true }")),
             _ => {
-                return Err(format!(
-                    "{underlying} has no limit `{kind}` (see `loom audit` for the kinds it knows)"
-                ))
+                return Err(ServerToolLimitError::UnknownLimit {
+                    tool: underlying.to_string(),
+                    kind: kind.to_string(),
+                })
             }
         };
         out.insert(kind.to_string(), field);
     }
     if out.contains_key("allowed_domains") && out.contains_key("blocked_domains") {
-        return Err(
-            "`allowed_domains` and `blocked_domains` cannot both be set; keep one of them"
-                .to_string(),
-        );
+        return Err(ServerToolLimitError::BothDomainLists);
     }
     Ok(out)
 }
@@ -127,7 +176,7 @@ mod tests {
             ),
             ("web_fetch", "{ citations = 3 }", "true, false"),
         ] {
-            let e = server_tool_limits(tool, &g(grant)).unwrap_err();
+            let e = server_tool_limits(tool, &g(grant)).unwrap_err().to_string();
             assert!(e.contains(says), "{grant}: {e}");
         }
     }

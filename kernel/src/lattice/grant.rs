@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 pub use crate::lattice::row_map::Kind;
 use crate::lattice::row_map::RowMap;
-use crate::lattice::value::{write_inline_table, Float, Value, STAR_IN_LIST};
+use crate::lattice::value::{write_inline_table, Float, Value, ValueError};
 
 /// One grant row: an independent box of authority, kind -> value. A kind absent from a row is not granted.
 ///
@@ -296,15 +296,15 @@ fn row_from_json(map: &serde_json::Map<String, serde_json::Value>) -> Result<Row
 /// A row from a parsed table, each value read by `read`; the first value it cannot read names its kind.
 fn row_from_entries<'a, V: 'a>(
     entries: impl IntoIterator<Item = (&'a String, &'a V)>,
-    read: impl Fn(&V) -> Result<Value, String>,
+    read: impl Fn(&V) -> Result<Value, ValueError>,
 ) -> Result<Row, GrantError> {
     let row = entries
         .into_iter()
         .map(|(kind, v)| {
-            let value = read(v).map_err(|reason| GrantError::BadKind {
+            let value = read(v).map_err(|e| GrantError::BadKind {
                 where_: String::new(),
                 kind: kind.clone(),
-                reason,
+                reason: e.to_string(),
             })?;
             Ok((kind.clone(), value))
         })
@@ -313,14 +313,14 @@ fn row_from_entries<'a, V: 'a>(
 }
 
 /// Converts a TOML value into a grant value. `"*"` is `Star` only where `top` is true.
-pub(crate) fn value_from_toml(v: &toml::Value, top: bool) -> Result<Value, String> {
+pub(crate) fn value_from_toml(v: &toml::Value, top: bool) -> Result<Value, ValueError> {
     Ok(match v {
         toml::Value::String(s) if s == "*" && top => Value::Star,
-        toml::Value::String(s) if s == "*" => return Err(STAR_IN_LIST.into()),
+        toml::Value::String(s) if s == "*" => return Err(ValueError::StarInList),
         toml::Value::String(s) => Value::Str(s.clone()),
         toml::Value::Integer(i) => Value::Int(*i),
         toml::Value::Float(f) if !f.is_finite() => {
-            return Err(format!("{f} is not a grant value: write a finite number"))
+            return Err(ValueError::NotFinite(f.to_string()))
         }
         toml::Value::Float(f) => Value::Float(Float(*f)),
         toml::Value::Boolean(b) => Value::Bool(*b),
@@ -334,7 +334,7 @@ pub(crate) fn value_from_toml(v: &toml::Value, top: bool) -> Result<Value, Strin
         toml::Value::Table(t) => Value::Object(
             t.iter()
                 .map(|(k, v)| Ok((k.clone(), value_from_toml(v, true)?)))
-                .collect::<Result<_, String>>()?,
+                .collect::<Result<_, ValueError>>()?,
         ),
     })
 }

@@ -114,21 +114,21 @@ impl Value {
     }
 
     /// Converts from JSON. The string `"*"` becomes `Star` at the top level only; inside a list it is refused.
-    pub fn from_json(json: &serde_json::Value) -> Result<Value, String> {
+    pub fn from_json(json: &serde_json::Value) -> Result<Value, ValueError> {
         Self::from_json_at(json, true)
     }
 
-    fn from_json_at(json: &serde_json::Value, top: bool) -> Result<Value, String> {
+    fn from_json_at(json: &serde_json::Value, top: bool) -> Result<Value, ValueError> {
         Ok(match json {
-            serde_json::Value::Null => return Err("null is not a grant value".into()),
+            serde_json::Value::Null => return Err(ValueError::Null),
             serde_json::Value::Bool(b) => Value::Bool(*b),
             serde_json::Value::Number(n) => match (n.as_i64(), n.as_f64()) {
                 (Some(i), _) => Value::Int(i),
                 (None, Some(f)) if f.is_finite() => Value::Float(Float(f)),
-                _ => return Err(format!("{n} is not a grant value: write a finite number")),
+                _ => return Err(ValueError::NotFinite(n.to_string())),
             },
             serde_json::Value::String(s) if s == "*" && top => Value::Star,
-            serde_json::Value::String(s) if s == "*" => return Err(STAR_IN_LIST.into()),
+            serde_json::Value::String(s) if s == "*" => return Err(ValueError::StarInList),
             serde_json::Value::String(s) => Value::Str(s.clone()),
             serde_json::Value::Array(items) => Value::list(
                 items
@@ -139,7 +139,7 @@ impl Value {
             serde_json::Value::Object(map) => Value::Object(
                 map.iter()
                     .map(|(k, v)| Ok((k.clone(), Self::from_json_at(v, true)?)))
-                    .collect::<Result<_, String>>()?,
+                    .collect::<Result<_, ValueError>>()?,
             ),
         })
     }
@@ -185,6 +185,32 @@ impl Value {
 }
 
 /// Message for a `"*"` found inside a list.
+/// Why a value cannot be a grant value, or cannot be enforced as written. The message follows the kind's name
+/// (`` `env` holds 3; write … ``).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ValueError {
+    /// JSON `null`.
+    #[error("null is not a grant value")]
+    Null,
+    /// A number that is not finite (as written).
+    #[error("{0} is not a grant value: write a finite number")]
+    NotFinite(String),
+    /// `"*"` inside a list.
+    #[error("{STAR_IN_LIST}")]
+    StarInList,
+    /// A value of a shape the kind cannot take (a per-host `network` list, a number among `env` names).
+    #[error("{verb} {value}; {fix}")]
+    Shape {
+        /// "is" or "holds".
+        verb: &'static str,
+        /// The value, as TOML.
+        value: String,
+        /// How to write it instead.
+        fix: &'static str,
+    },
+}
+
 pub(crate) const STAR_IN_LIST: &str =
     "\"*\" inside a list is ambiguous: write the kind as \"*\" (unrestricted) or list the values you mean";
 
@@ -272,7 +298,8 @@ mod tests {
     #[test]
     fn star_inside_list_is_refused() {
         let err = Value::from_json(&serde_json::json!(["*", "a"])).unwrap_err();
-        assert!(err.contains("ambiguous"), "{err}");
+        assert_eq!(err, ValueError::StarInList);
+        assert!(err.to_string().contains("ambiguous"), "{err}");
     }
 
     #[test]

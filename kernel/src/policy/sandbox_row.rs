@@ -7,7 +7,7 @@
 //! every call never audits clean or boots (and audit never renders such a row as something else).
 
 use crate::lattice::grant::{Grant, Row};
-use crate::lattice::value::Value;
+use crate::lattice::value::{Value, ValueError};
 use crate::policy::secrets::EnvPolicy;
 
 /// The kinds the OS sandbox enforces in a bash row.
@@ -26,27 +26,29 @@ pub struct RowRefusal {
 
 /// Reads a row's `network`: absent, `false` or `[]` is off; `"*"` or `true` is on. Anything else (a list of hosts)
 /// is refused: the OS sandboxes cannot filter per host.
-pub fn sandbox_network(v: Option<&Value>) -> Result<bool, String> {
+pub fn sandbox_network(v: Option<&Value>) -> Result<bool, ValueError> {
     match v {
         None | Some(Value::Bool(false)) => Ok(false),
         Some(Value::List(items)) if items.is_empty() => Ok(false),
         Some(Value::Star) | Some(Value::Bool(true)) => Ok(true),
-        Some(other) => Err(format!(
-            "is {}; the OS sandboxes cannot filter per host, so write network = \"*\" (on) or leave it out (off)",
-            other.to_toml()
-        )),
+        Some(other) => Err(ValueError::Shape {
+            verb: "is",
+            value: other.to_toml(),
+            fix: "the OS sandboxes cannot filter per host, so write network = \"*\" (on) or leave it out (off)",
+        }),
     }
 }
 
-fn path_shape(v: Option<&Value>) -> Result<(), String> {
+fn path_shape(v: Option<&Value>) -> Result<(), ValueError> {
     match v.map(Value::as_set) {
         None | Some(None) => Ok(()),
         Some(Some(items)) => match items.iter().find(|i| i.as_str().is_none()) {
             None => Ok(()),
-            Some(other) => Err(format!(
-                "holds {}; write a list of path strings such as [\"./\"] or \"*\"",
-                other.to_toml()
-            )),
+            Some(other) => Err(ValueError::Shape {
+                verb: "holds",
+                value: other.to_toml(),
+                fix: "write a list of path strings such as [\"./\"] or \"*\"",
+            }),
         },
     }
 }
@@ -61,11 +63,11 @@ pub fn sandbox_row_refusal(row: &Row) -> Option<RowRefusal> {
             reason: String::new(),
         });
     }
-    let bad = |kind: &str, reason: String| {
+    let bad = |kind: &str, reason: ValueError| {
         Some(RowRefusal {
             kind: kind.into(),
             unknown: false,
-            reason,
+            reason: reason.to_string(),
         })
     };
     for kind in ["paths", "read_paths"] {

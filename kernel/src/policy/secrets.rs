@@ -11,7 +11,7 @@
 
 use std::collections::BTreeSet;
 
-use crate::{Grant, Row, Value, ENV_TIER1, ENV_TIER2};
+use crate::{Grant, Row, Value, ValueError, ENV_TIER1, ENV_TIER2};
 
 /// Which variables of the parent's environment reach a command, before secrets are considered.
 ///
@@ -32,7 +32,7 @@ pub enum EnvPolicy {
 
 impl EnvPolicy {
     /// Reads a row's `env` value.
-    pub fn from_value(v: Option<&Value>) -> Result<EnvPolicy, String> {
+    pub fn from_value(v: Option<&Value>) -> Result<EnvPolicy, ValueError> {
         let patterns: Vec<String> = match v {
             None => ENV_TIER2.iter().map(|s| s.to_string()).collect(),
             Some(Value::Star) => return Ok(EnvPolicy::All),
@@ -42,10 +42,11 @@ impl EnvPolicy {
                 .into_iter()
                 .map(|e| match e {
                     Value::Str(s) if !s.is_empty() => Ok(s.clone()),
-                    other => Err(format!(
-                        "holds {}; write a list of variable names or PREFIX_* patterns such as [\"AWS_*\"], or \"*\"",
-                        other.to_toml()
-                    )),
+                    other => Err(ValueError::Shape {
+                        verb: "holds",
+                        value: other.to_toml(),
+                        fix: "write a list of variable names or PREFIX_* patterns such as [\"AWS_*\"], or \"*\"",
+                    }),
                 })
                 .collect::<Result<_, _>>()?,
         };

@@ -43,7 +43,7 @@ impl Boot {
             // and the harness offers it with every request
             if let ProviderRef::Harness(h) = &g.provider {
                 let def = server_tool_definition(h, &g.underlying, &g.grant)
-                    .map_err(|e| self.tool_err(&g.instance, e))?;
+                    .map_err(|e| self.tool_err(&g.instance, e.to_string()))?;
                 server_tools.push(def);
                 continue;
             }

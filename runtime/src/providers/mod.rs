@@ -96,7 +96,9 @@ pub fn install_dir(manifest_dir: &Path, handle: &str) -> PathBuf {
 pub fn read_lock(manifest_dir: &Path) -> Result<Option<Lock>, String> {
     let path = manifest_dir.join(loom_kernel::LOCK_FILE);
     match std::fs::read_to_string(&path) {
-        Ok(text) => Lock::parse(&text, &path.display().to_string()).map(Some),
+        Ok(text) => Lock::parse(&text, &path.display().to_string())
+            .map(Some)
+            .map_err(|e| e.to_string()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(format!("cannot read {}: {e}", path.display())),
     }

@@ -105,7 +105,8 @@ impl McpServers {
             &run_dir,
             place.chain,
             place.env,
-        )?;
+        )
+        .map_err(|e| e.to_string())?;
         if let Launch::Stdio(spawn) = &cfg.launch {
             if spawn.cwd == run_dir {
                 private_dir(&run_dir).map_err(|e| {

@@ -113,7 +113,10 @@ impl Tool for McpTool {
     }
 
     fn prepare(&self, input: &Json) -> Result<Prepared, String> {
-        let sent = self.bound.apply(&self.instance, input)?;
+        let sent = self
+            .bound
+            .apply(&self.instance, input)
+            .map_err(|e| e.to_string())?;
         let row = request_row(&self.bound, &sent).map_err(|e| format!("{}: {e}", self.instance))?;
         let (server, underlying, instance, grant) = (
             self.server.clone(),

@@ -405,7 +405,8 @@ struct State {
 }
 
 /// The kernel's subtractive rule with the manifest and path facts bound: `(boot group, rescanned group)`.
-pub type Keeper = Arc<dyn Fn(&ToolGroup, &ToolGroup) -> Result<(), String> + Send + Sync>;
+pub type Keeper =
+    Arc<dyn Fn(&ToolGroup, &ToolGroup) -> Result<(), loom_kernel::RescanDrop> + Send + Sync>;
 
 /// The `skills` layer.
 pub struct SkillsLayer {

@@ -338,6 +338,33 @@ pub fn group_clashes(claims: &[(String, Vec<String>)]) -> BTreeMap<String, (Stri
     out
 }
 
+/// Why a skill rescanned mid-session is dropped: it would need more than what was bound at boot.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RescanDrop {
+    /// It declares an instance boot did not bind.
+    #[error("it now declares `{0}`, which was not bound at boot; restart to bind it")]
+    NewInstance(String),
+    /// An instance names another implementation.
+    #[error("`{0}` now names another implementation; restart to judge it")]
+    OtherImplementation(String),
+    /// An instance requests more than boot judged.
+    #[error(
+        "`{name}` now requests {now}, more than the {was} judged at boot; restart to judge it"
+    )]
+    Wider {
+        /// The instance.
+        name: String,
+        /// What it requests now.
+        now: Grant,
+        /// What boot judged.
+        was: Grant,
+    },
+    /// Its providers changed.
+    #[error("its providers changed; restart to judge them")]
+    Providers,
+}
+
 /// The subtractive-only rule for a skill rescanned mid-session: the skill stays only when what it declares now
 /// needs no more than what was bound at boot — the same instances with the same providers, each request contained
 /// in the one judged at boot. `Err` says why it is dropped.
@@ -346,29 +373,27 @@ pub fn rescan_keeps(
     ctx: &PathCtx,
     boot: &ToolGroup,
     now: &ToolGroup,
-) -> Result<(), String> {
+) -> Result<(), RescanDrop> {
     for (name, entry) in &now.tools {
         let Some(was) = boot.tools.get(name) else {
-            return Err(format!(
-                "it now declares `{name}`, which was not bound at boot; restart to bind it"
-            ));
+            return Err(RescanDrop::NewInstance(name.clone()));
         };
         if was.provider != entry.provider || was.tool != entry.tool {
-            return Err(format!(
-                "`{name}` now names another implementation; restart to judge it"
-            ));
+            return Err(RescanDrop::OtherImplementation(name.clone()));
         }
         let now_req = entry.capabilities.clone().unwrap_or_else(Grant::none);
         let was_req = was.capabilities.clone().unwrap_or_else(Grant::none);
         let alg = algebra_for(manifest, name, entry).build(ctx);
         if !alg.contains(&was_req, &now_req) {
-            return Err(format!(
-                "`{name}` now requests {now_req}, more than the {was_req} judged at boot; restart to judge it"
-            ));
+            return Err(RescanDrop::Wider {
+                name: name.clone(),
+                now: now_req,
+                was: was_req,
+            });
         }
     }
     if now.providers != boot.providers {
-        return Err("its providers changed; restart to judge them".into());
+        return Err(RescanDrop::Providers);
     }
     Ok(())
 }

@@ -235,7 +235,11 @@ fn a_rescan_may_only_shrink() {
         &g("bash = { capabilities = { commands = [\"curl\"], network = \"*\" } }"),
     )
     .unwrap_err();
-    assert!(e.contains("more than"), "{e}");
+    assert!(
+        matches!(e, RescanDrop::Wider { ref name, .. } if name == "bash"),
+        "{e}"
+    );
+    assert!(e.to_string().contains("more than"), "{e}");
     let e = rescan_keeps(
         &m,
         &ctx,
@@ -243,7 +247,10 @@ fn a_rescan_may_only_shrink() {
         &g("jq = { provider = \"builtin\", tool = \"bash\" }"),
     )
     .unwrap_err();
-    assert!(e.contains("not bound at boot"), "{e}");
+    assert_eq!(
+        e.to_string(),
+        "it now declares `jq`, which was not bound at boot; restart to bind it"
+    );
     let free = g("read_skill = {}");
     assert!(rescan_keeps(&m, &ctx, &free, &free).is_ok());
     assert!(rescan_keeps(&m, &ctx, &free, &boot).is_err());
