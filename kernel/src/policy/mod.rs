@@ -3,6 +3,7 @@
 //! files, and what a sub-agent inherits.
 
 pub(crate) mod authority;
+pub(crate) mod authority_kind;
 pub(crate) mod cmdline;
 pub(crate) mod cmdrule;
 pub(crate) mod decide;

@@ -6,7 +6,7 @@ use std::fmt;
 
 use super::{Access, Request};
 use crate::lattice::grant::{Grant, Row};
-use crate::policy::authority::AuthorityKind;
+use crate::policy::authority_kind::AuthorityKind;
 
 /// A call the kernel refuses.
 #[derive(Debug, Clone, PartialEq)]
