@@ -323,6 +323,7 @@ mod asker {
             grant: grant.clone(),
             ctx: ctx.clone(),
             cwd,
+            authority: Default::default(),
         };
         let mut parts = AgentParts::new(
             harness,

@@ -38,6 +38,7 @@ fn read_file_slot(dir: &std::path::Path, ctx: &PathCtx) -> BTreeMap<String, Tool
         grant: grant.clone(),
         ctx: ctx.clone(),
         cwd: dir.to_path_buf(),
+        authority: Default::default(),
     };
     let tool = builtin_tool("read_file", env, &SandboxEnv::default()).unwrap();
     BTreeMap::from([(

@@ -51,6 +51,7 @@ fn fixture(harness: Arc<dyn Harness>, tools: &[(&str, &str, &str)], max: u32) ->
             grant: grant(g),
             ctx: ctx.clone(),
             cwd: cwd.clone(),
+            authority: Default::default(),
         };
         slots.insert(
             instance.to_string(),
@@ -503,6 +504,7 @@ async fn an_ask_rule_is_a_refusal_when_headless() {
         grant: grant(r#"{ paths = ["./"] }"#),
         ctx: ctx.clone(),
         cwd,
+        authority: Default::default(),
     };
     let mut parts = AgentParts::new(
         h,

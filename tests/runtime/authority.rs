@@ -384,3 +384,67 @@ fn contributed_bash_in(tier: &str) {
     assert!(r[2].1.contains("ordinary notes"), "tier {tier}: {r:#?}");
     assert_eq!(read(&s, "out.txt"), "fine\n", "tier {tier}");
 }
+
+/// The search tools read many files the call does not name one by one: each file's path goes through the kernel's
+/// authority check, so a grant over `./` searches the project and never the secret store in it.
+#[test]
+fn grep_searches_the_project_but_never_the_secret_store() {
+    let s = Scratch::new();
+    s.write(
+        "agent.toml",
+        r#"[agent]
+name = "search-e2e"
+
+[harness]
+provider = "test"
+script = [[
+  { call = { tool = "grep", input = { pattern = "gh-secret|ordinary", hidden = true } } },
+  { call = { tool = "grep", input = { pattern = "GH_TOKEN", path = ".loom-secrets" } } },
+  { call = { tool = "list_directory", input = {} } },
+  { call = { tool = "read_file", input = { path = "notes.txt", offset = 1, limit = 1 } } },
+  { say = "done" },
+]]
+
+[session]
+provider = "in-memory"
+
+[tools]
+grep = "builtin"
+list_directory = "builtin"
+read_file = "builtin"
+
+[capabilities]
+grep = { paths = ["./"] }
+list_directory = { read_paths = ["./"] }
+read_file = { read_paths = ["./"] }
+"#,
+    );
+    s.write(".loom-secrets", &format!("GH_TOKEN={SECRET}\n"));
+    s.write("notes.txt", "ordinary notes\nsecond line\n");
+    let r = run(&s);
+    assert_eq!(r.len(), 4, "{r:#?}");
+    // the walk found the project's file; the secret store below the same root was left out and named
+    assert_eq!(r[0].0, "completed", "{r:#?}");
+    assert!(r[0].1.contains("notes.txt:1:ordinary notes"), "{r:#?}");
+    assert!(
+        r[0].1
+            .contains("not searched: .loom-secrets (secret stores"),
+        "{r:#?}"
+    );
+    // named directly, the kernel refuses it before anything is read
+    assert_eq!(r[1].0, "failed", "{r:#?}");
+    assert!(r[1].1.contains("secret store"), "{r:#?}");
+    // a name is no secret: the listing shows the store exists, never what it holds
+    assert!(r[2].1.contains(".loom-secrets  ("), "{r:#?}");
+    assert_eq!(
+        r[3],
+        (
+            "completed".into(),
+            "     1\tordinary notes\n(lines 1-1 of 2; pass offset 2 to read on)\n".into()
+        ),
+        "{r:#?}"
+    );
+    for (_, text) in &r {
+        assert!(!text.contains(SECRET), "{r:#?}");
+    }
+}

@@ -1,16 +1,13 @@
 //! `find`: glob-walk a directory tree. Symlinks are listed by name and never followed, so the walk stays below the
 //! (canonical, granted) root.
 
-use std::ffi::OsStr;
-use std::os::fd::AsFd;
-use std::os::unix::ffi::OsStrExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use loom_kernel::{wildcard_match, Access, CallFacts, Request};
-use rustix::fs::{FileType, Mode, OFlags};
 use serde_json::{json, Value};
 
-use super::beneath::{explain, open_beneath, run_blocking, Target};
+use super::beneath::{run_blocking, Target};
+use super::walk::{open_top, walk as walk_tree, Visit, Walked};
 use super::{check_fields, resolve_path, str_field, PathMode, Prepared, Tool, ToolEnv, ToolOutput};
 use loom_protocol::model::ToolSpec;
 use loom_protocol::update::{Location, ToolKind};
@@ -168,9 +165,8 @@ impl Tool for FindTool {
     }
 }
 
-/// Walks the tree below `target` (the `find` root, `shown` for messages) beneath its grant root: every directory is
-/// opened beneath the find root without following a symlink, so a directory swapped for a link mid-walk is skipped,
-/// never entered.
+/// Walks the tree below `target` (the `find` root, `shown` for messages) beneath its grant root (see
+/// [`super::walk`]): a directory swapped for a link mid-walk is skipped, never entered.
 fn walk(
     target: &Target,
     shown: &Path,
@@ -178,70 +174,21 @@ fn walk(
     limit: usize,
     cancel: &tokio_util::sync::CancellationToken,
 ) -> Result<ToolOutput, String> {
-    let grant_root = target.open_root()?;
-    let dir_flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NONBLOCK;
-    let top =
-        open_beneath(grant_root.as_fd(), &target.rel, dir_flags, Mode::empty()).map_err(|e| {
-            if e.raw_os_error() == Some(libc::ENOTDIR) {
-                format!("{}: not a directory", shown.display())
-            } else {
-                format!("{}: {}", shown.display(), explain(e))
-            }
-        })?;
+    let top = open_top(target, shown)?;
     let mut found = Vec::new();
     let mut more = 0usize;
-    let mut visited = 0usize;
-    let mut stack: Vec<PathBuf> = vec![PathBuf::new()];
-    'dirs: while let Some(rel) = stack.pop() {
-        if cancel.is_cancelled() {
-            return Ok(ToolOutput::interrupted(""));
-        }
-        let fd = if rel.as_os_str().is_empty() {
-            match rustix::fs::openat(&top, ".", dir_flags | OFlags::CLOEXEC, Mode::empty()) {
-                Ok(fd) => fd,
-                Err(_) => continue,
-            }
-        } else {
-            match open_beneath(top.as_fd(), &rel, dir_flags, Mode::empty()) {
-                Ok(fd) => fd,
-                Err(_) => continue,
-            }
-        };
-        let Ok(entries) = rustix::fs::Dir::read_from(&fd) else {
-            continue;
-        };
-        for entry in entries.flatten() {
-            let name = OsStr::from_bytes(entry.file_name().to_bytes());
-            if name == "." || name == ".." {
-                continue;
-            }
-            visited += 1;
-            if visited > MAX_VISITED || cancel.is_cancelled() {
-                break 'dirs;
-            }
-            let r = rel.join(name);
-            let text = r.to_string_lossy().into_owned();
-            if glob_match(pattern, &text) {
-                if found.len() < limit {
-                    found.push(text);
-                } else {
-                    more += 1;
-                }
-            }
-            // the entry's own type (lstat when the directory does not say): linked directories are never entered
-            let is_dir = match entry.file_type() {
-                FileType::Unknown => {
-                    rustix::fs::statat(&fd, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)
-                        .is_ok_and(|st| FileType::from_raw_mode(st.st_mode) == FileType::Directory)
-                }
-                t => t == FileType::Directory,
-            };
-            if is_dir {
-                stack.push(r);
+    let walked = walk_tree(&top, MAX_VISITED, cancel, &mut |e| {
+        let text = e.rel.to_string_lossy().into_owned();
+        if glob_match(pattern, &text) {
+            if found.len() < limit {
+                found.push(text);
+            } else {
+                more += 1;
             }
         }
-    }
-    if cancel.is_cancelled() {
+        Visit::Continue
+    });
+    if walked == Walked::Cancelled {
         return Ok(ToolOutput::interrupted(""));
     }
     found.sort();
@@ -268,7 +215,7 @@ fn walk(
     if more > 0 {
         text.push_str(&format!("\n(limit {limit} reached; {more} more not shown)"));
     }
-    if visited > MAX_VISITED {
+    if walked == Walked::TooMany {
         text.push_str(&format!(
             "\n(stopped after visiting {MAX_VISITED} entries; narrow the root)"
         ));

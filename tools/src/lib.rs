@@ -23,9 +23,12 @@ pub mod beneath;
 mod client;
 mod edit_file;
 mod find;
+mod grep;
+mod list_directory;
 mod output;
 mod paths;
 mod read_file;
+mod walk;
 mod web_search;
 mod write_file;
 
@@ -43,6 +46,8 @@ pub use bash::{BashTool, SandboxEnv};
 pub use client::{ClientFs, ClientTerminals};
 pub use edit_file::{apply_edits, EditError, EditFileTool};
 pub use find::{glob_match, FindTool};
+pub use grep::GrepTool;
+pub use list_directory::ListDirectoryTool;
 pub use output::{OutputBuffer, Snapshot};
 pub use paths::{resolve_path, PathMode};
 pub use read_file::ReadFileTool;
@@ -56,6 +61,8 @@ pub const IMPLEMENTED: &[&str] = &[
     "write_file",
     "edit_file",
     "find",
+    "grep",
+    "list_directory",
     "spawn_subagent",
     "web_search",
 ];
@@ -165,6 +172,10 @@ pub struct ToolEnv {
     pub ctx: PathCtx,
     /// The agent's working directory (canonical).
     pub cwd: PathBuf,
+    /// The agent's authority files. A tool that reads files the call did not name one by one (a content search
+    /// below a directory) asks the kernel about each ([`loom_kernel::authority_denial`]) and leaves out what it
+    /// refuses (a secret store).
+    pub authority: Arc<loom_kernel::Authority>,
 }
 
 /// A tool the model may call.
@@ -303,6 +314,8 @@ pub fn builtin_tool(underlying: &str, env: ToolEnv, sandbox: &SandboxEnv) -> Opt
         "write_file" => Arc::new(WriteFileTool { env }),
         "edit_file" => Arc::new(EditFileTool { env }),
         "find" => Arc::new(FindTool { env }),
+        "grep" => Arc::new(GrepTool { env }),
+        "list_directory" => Arc::new(ListDirectoryTool { env }),
         "bash" => Arc::new(BashTool::new(env, sandbox.clone())),
         _ => return None,
     })
@@ -385,6 +398,7 @@ mod testutil {
             grant: Grant::from_toml(&t["g"]).unwrap(),
             ctx: PathCtx::new(cwd.to_string_lossy().into_owned(), None),
             cwd,
+            authority: Arc::default(),
         }
     }
 }

@@ -1,4 +1,4 @@
-//! `read_file`: read a UTF-8 file.
+//! `read_file`: read a UTF-8 file, whole or a range of its lines (numbered).
 
 use loom_kernel::{Access, CallFacts, Request};
 use serde_json::{json, Value};
@@ -9,8 +9,19 @@ use super::{check_fields, resolve_path, str_field, PathMode, Prepared, Tool, Too
 use loom_protocol::model::ToolSpec;
 use loom_protocol::update::{Location, ToolKind};
 
-/// The largest file `read_file` returns (1 MiB).
+/// The largest file `read_file` returns whole, and the most text a ranged read returns (1 MiB).
 pub const MAX_READ_BYTES: u64 = 1024 * 1024;
+/// The largest file a ranged read (`offset` / `limit`) reads from (16 MiB).
+pub const MAX_RANGED_READ_BYTES: u64 = 16 * 1024 * 1024;
+/// The most lines one ranged read may ask for.
+pub const MAX_LINES: u64 = 10_000;
+
+/// A range of lines: the first (counted from 1) and how many.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Range {
+    offset: usize,
+    limit: usize,
+}
 
 /// The `read_file` tool.
 #[derive(Debug)]
@@ -37,13 +48,18 @@ impl Tool for ReadFileTool {
             name: self.env.instance.clone(),
             description: format!(
                 "Read a UTF-8 text file. `path` is resolved against {} unless absolute and must be inside this \
-                 tool's grant ({}).",
+                 tool's grant ({}). With `offset` and/or `limit`, only those lines are returned, each prefixed \
+                 with its number — use it for large files and to read on where a previous read stopped.",
                 self.env.cwd.display(),
                 self.env.grant
             ),
             input_schema: json!({
                 "type": "object",
-                "properties": { "path": { "type": "string", "description": "The file to read." } },
+                "properties": {
+                    "path": { "type": "string", "description": "The file to read." },
+                    "offset": { "type": "integer", "minimum": 1, "description": "First line to return, counted from 1." },
+                    "limit": { "type": "integer", "minimum": 1, "maximum": MAX_LINES, "description": "How many lines to return (default: to the end, within the size bound)." },
+                },
                 "required": ["path"],
             }),
         }
@@ -51,8 +67,29 @@ impl Tool for ReadFileTool {
 
     fn prepare(&self, input: &Value) -> Result<Prepared, String> {
         let name = &self.env.instance;
-        check_fields(input, name, &["path"])?;
+        check_fields(input, name, &["path", "offset", "limit"])?;
         let raw = str_field(input, name, "path")?;
+        let line_arg = |key: &str, max: u64| match input.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(v) => v
+                .as_u64()
+                .filter(|n| (1..=max).contains(n))
+                .and_then(|n| usize::try_from(n).ok())
+                .map(Some)
+                .ok_or_else(|| format!("{name}: {key} must be an integer from 1 to {max}")),
+        };
+        let range = match (line_arg("offset", u64::MAX)?, line_arg("limit", MAX_LINES)?) {
+            (None, None) => None,
+            (offset, limit) => Some(Range {
+                offset: offset.unwrap_or(1),
+                limit: limit.unwrap_or(usize::MAX),
+            }),
+        };
+        let cap = if range.is_some() {
+            MAX_RANGED_READ_BYTES
+        } else {
+            MAX_READ_BYTES
+        };
         let path = resolve_path(&self.env.cwd, raw, PathMode::Existing)
             .map_err(|e| format!("{name}: {e}"))?;
         let shown = path.display().to_string();
@@ -76,13 +113,15 @@ impl Tool for ReadFileTool {
                         Ok(t) => t,
                         Err(e) => return ToolOutput::error(e),
                     };
-                    match read_text(&ctx, &path, move || read(&target)).await {
-                        Ok(text) if text.len() as u64 > MAX_READ_BYTES => ToolOutput::error(format!(
-                            "{shown}: the text is {} bytes; read_file returns at most {MAX_READ_BYTES} — use bash \
-                             (head, sed -n) for a part",
-                            text.len()
+                    match read_text(&ctx, &path, move || read(&target, cap)).await {
+                        Ok(text) if text.len() as u64 > cap => ToolOutput::error(format!(
+                            "{shown}: {}",
+                            too_big(text.len() as u64, cap)
                         )),
-                        Ok(text) => ToolOutput::ok(text),
+                        Ok(text) => match range {
+                            None => ToolOutput::ok(text),
+                            Some(r) => lines_of(&text, r, &shown),
+                        },
                         Err(e) => ToolOutput::error(format!("{shown}: {e}")),
                     }
                 })
@@ -91,17 +130,56 @@ impl Tool for ReadFileTool {
     }
 }
 
-/// Reads the regular file `target` beneath its grant root (see [`super::beneath`]).
-fn read(target: &Target) -> Result<String, String> {
+/// Reads the regular file `target` beneath its grant root (see [`super::beneath`]), at most `cap` bytes.
+fn read(target: &Target, cap: u64) -> Result<String, String> {
     let (mut f, st) = open_read(target, "use find to list it")?;
-    if size_of(&st) > MAX_READ_BYTES {
-        return Err(format!(
-            "the file is {} bytes; read_file returns at most {MAX_READ_BYTES} — use bash (head, sed -n) for a part",
-            size_of(&st)
+    if size_of(&st) > cap {
+        return Err(too_big(size_of(&st), cap));
+    }
+    let bytes = read_capped(&mut f, cap)?;
+    String::from_utf8(bytes).map_err(|_| "not UTF-8 text".to_string())
+}
+
+fn too_big(size: u64, cap: u64) -> String {
+    if cap == MAX_READ_BYTES {
+        format!(
+            "the file is {size} bytes; read_file returns at most {MAX_READ_BYTES} whole — pass offset and limit to \
+             read it a range of lines at a time"
+        )
+    } else {
+        format!(
+            "the file is {size} bytes; read_file reads ranges from files of at most {cap} bytes"
+        )
+    }
+}
+
+/// The lines `r` asks for, numbered, within [`MAX_READ_BYTES`], with a note saying where to read on.
+fn lines_of(text: &str, r: Range, shown: &str) -> ToolOutput {
+    let total = text.lines().count();
+    if r.offset > total.max(1) {
+        return ToolOutput::error(format!(
+            "{shown}: offset {} is past the end: the file has {total} lines",
+            r.offset
         ));
     }
-    let bytes = read_capped(&mut f, MAX_READ_BYTES)?;
-    String::from_utf8(bytes).map_err(|_| "not UTF-8 text".to_string())
+    let mut out = String::new();
+    let mut last = r.offset - 1;
+    for (i, line) in text.lines().enumerate().skip(r.offset - 1).take(r.limit) {
+        let numbered = format!("{:>6}\t{line}\n", i + 1);
+        if (out.len() + numbered.len()) as u64 > MAX_READ_BYTES {
+            break;
+        }
+        out.push_str(&numbered);
+        last = i + 1;
+    }
+    if last < total {
+        out.push_str(&format!(
+            "(lines {}-{last} of {total}; pass offset {} to read on)\n",
+            r.offset,
+            last + 1
+        ));
+    }
+    ToolOutput::ok(out)
 }
 
 #[cfg(test)]
@@ -182,6 +260,79 @@ mod tests {
             out.is_error && out.text.contains("character device"),
             "{}",
             out.text
+        );
+    }
+
+    #[tokio::test]
+    async fn a_range_of_lines_is_numbered_and_says_where_to_read_on() {
+        let work = tempfile::tempdir().unwrap();
+        let text: String = (1..=30).map(|i| format!("line {i}\n")).collect();
+        std::fs::write(work.path().join("f.txt"), &text).unwrap();
+        let e = env("read_file", work.path(), r#"{ paths = ["./"] }"#);
+        let t = ReadFileTool { env: e.clone() };
+        let read = |input: Value| {
+            let (t, e) = (&t, &e);
+            async move { call(t, AlgebraKind::Files, e, input).await }
+        };
+        let out = read(json!({"path": "f.txt", "offset": 10, "limit": 2})).await;
+        assert_eq!(
+            out.text,
+            "    10\tline 10\n    11\tline 11\n(lines 10-11 of 30; pass offset 12 to read on)\n"
+        );
+        // to the end: no note
+        let out = read(json!({"path": "f.txt", "offset": 29})).await;
+        assert_eq!(out.text, "    29\tline 29\n    30\tline 30\n");
+        // a limit alone starts at line 1; no range: the text as it is
+        let out = read(json!({"path": "f.txt", "limit": 1})).await;
+        assert!(
+            out.text.starts_with("     1\tline 1\n(lines 1-1 of 30"),
+            "{}",
+            out.text
+        );
+        assert_eq!(read(json!({"path": "f.txt"})).await.text, text);
+        // past the end, and bad numbers
+        let out = read(json!({"path": "f.txt", "offset": 31})).await;
+        assert!(
+            out.is_error
+                && out
+                    .text
+                    .contains("offset 31 is past the end: the file has 30 lines")
+        );
+        for bad in [
+            json!({"path": "f.txt", "offset": 0}),
+            json!({"path": "f.txt", "limit": 10_001}),
+        ] {
+            let err = t.prepare(&bad).err().unwrap_or_default();
+            assert!(err.contains("must be an integer from 1 to"), "{bad}: {err}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_file_too_big_to_read_whole_can_be_read_by_ranges() {
+        let work = tempfile::tempdir().unwrap();
+        let line = "x".repeat(99) + "\n";
+        let big = line.repeat(11_000); // 1.1 MB
+        std::fs::write(work.path().join("big.txt"), &big).unwrap();
+        let e = env("read_file", work.path(), r#"{ paths = ["./"] }"#);
+        let t = ReadFileTool { env: e.clone() };
+        let whole = call(&t, AlgebraKind::Files, &e, json!({"path": "big.txt"})).await;
+        assert!(
+            whole.is_error && whole.text.contains("pass offset and limit"),
+            "{}",
+            whole.text
+        );
+        let part = call(
+            &t,
+            AlgebraKind::Files,
+            &e,
+            json!({"path": "big.txt", "offset": 10_999, "limit": 5}),
+        )
+        .await;
+        assert!(!part.is_error, "{}", part.text);
+        assert!(
+            part.text.starts_with(" 10999\t") && part.text.lines().count() == 2,
+            "{}",
+            part.text
         );
     }
 }

@@ -776,6 +776,7 @@ fn agent(dir: &std::path::Path, h: Arc<dyn Harness>) -> (Agent, Arc<Mutex<Vec<Du
         grant: g.clone(),
         ctx: ctx.clone(),
         cwd,
+        authority: Default::default(),
     };
     let mut parts = AgentParts::new(
         h,

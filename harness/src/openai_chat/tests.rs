@@ -339,6 +339,7 @@ async fn a_tool_call_round_trips_through_the_loop_after_a_429() {
         grant: g.clone(),
         ctx: ctx.clone(),
         cwd,
+        authority: Default::default(),
     };
     let mut parts = AgentParts::new(
         harness(&server.base, Some(KEY)),

@@ -21,10 +21,12 @@ pub fn builtin_contract(underlying: &str, harness: Option<&str>) -> Option<Contr
             requires: &["commands"],
             optional: &["paths", "read_paths", "network", "env"],
         },
-        ("read_file" | "write_file" | "edit_file" | "find", None) => Contract {
-            requires: &[],
-            optional: PATH_KINDS,
-        },
+        ("read_file" | "write_file" | "edit_file" | "find" | "grep" | "list_directory", None) => {
+            Contract {
+                requires: &[],
+                optional: PATH_KINDS,
+            }
+        }
         ("spawn_subagent", None) => Contract {
             requires: &[],
             optional: &["manifest"],
@@ -71,12 +73,14 @@ pub fn is_builtin_grant_kind(kind: &str) -> bool {
 }
 
 /// The names of the native built-in tools.
-pub const BUILTIN_TOOLS: [&str; 7] = [
+pub const BUILTIN_TOOLS: [&str; 9] = [
     "bash",
     "read_file",
     "write_file",
     "edit_file",
     "find",
+    "grep",
+    "list_directory",
     "spawn_subagent",
     "web_search",
 ];

@@ -755,11 +755,11 @@ mod tests {
 
     #[test]
     fn a_root_handle_tool_takes_only_a_key_written_for_it() {
-        let m = man(&format!("[providers]\nfs_mcp = {{ provider = \"mcp-server\", command = \"node\" }}\n[tools]\nread_file = \"builtin\"\nreader = {{ provider = \"fs_mcp\", tool = \"read_text_file\" }}\n[capabilities]\nread_file = {{ paths = [\"./\"] }}\nreader = {{ path = \"/docs/a.md\" }}\nlist_directory = {{ path = \"*\" }}\necho_note = \"*\"\n[consent]\necho_note = {{ skill = \"echo-notes\", sha256 = \"{}\" }}\n", "d".repeat(64)));
+        let m = man(&format!("[providers]\nfs_mcp = {{ provider = \"mcp-server\", command = \"node\" }}\n[tools]\nread_file = \"builtin\"\nreader = {{ provider = \"fs_mcp\", tool = \"read_text_file\" }}\n[capabilities]\nread_file = {{ paths = [\"./\"] }}\nreader = {{ path = \"/docs/a.md\" }}\nlist_allowed_directories = {{ path = \"*\" }}\necho_note = \"*\"\n[consent]\necho_note = {{ skill = \"echo-notes\", sha256 = \"{}\" }}\n", "d".repeat(64)));
         let cases: Vec<(&str, Result<Option<&str>, &str>)> = vec![
             // an unrecorded key covers a root provider's tool of its own name
-            ("list_directory = { provider = \"fs_mcp\" }", Ok(Some("list_directory"))),
-            ("list_directory = { provider = \"fs_mcp\", tool = \"write_file\" }", Err("the ceiling key `list_directory` is written for a root provider's tool named `list_directory`, and `list_directory` is the tool `write_file` of [providers].fs_mcp")),
+            ("list_allowed_directories = { provider = \"fs_mcp\" }", Ok(Some("list_allowed_directories"))),
+            ("list_allowed_directories = { provider = \"fs_mcp\", tool = \"write_file\" }", Err("the ceiling key `list_allowed_directories` is written for a root provider's tool named `list_allowed_directories`, and `list_allowed_directories` is the tool `write_file` of [providers].fs_mcp")),
             // a consent key never covers a root handle's tool (K3)
             ("echo_note = { provider = \"fs_mcp\", tool = \"write_file\" }", Err("the ceiling key `echo_note` is written for consent to the implementation skill echo-notes ships (sha256 dddddddddddd), and `echo_note` is the tool `write_file` of [providers].fs_mcp")),
             // a built-in's key never covers a server tool
@@ -853,7 +853,7 @@ mod tests {
             (&reader, "bash = { provider = \"builtin\", tool = \"read_file\", capabilities = { paths = [\"./\"] } }", written_for("bash", "the built-in `bash`", "the built-in `read_file`", "bash")),
             (&consent, "wr = { provider = \"builtin\", tool = \"read_file\", capabilities = \"*\" }", refused("read_file", "it requests \"*\", which the ceiling for `read_file` ({ paths = [\"./\"] }) does not cover", Remedy::Capabilities("read_file = \"*\"".into()))),
             (&misnamed, "run = { provider = \"builtin\", tool = \"bash\", capabilities = { commands = [\"ls\"] } }", unlisted("bash")),
-            (&consent, "jq = { provider = \"builtin\", capabilities = { commands = [\"jq\"] } }", refused("jq", "there is no built-in tool `jq` (built-ins: bash, read_file, write_file, edit_file, find, spawn_subagent, web_search)", Remedy::Declaration("name a built-in in `tool = \"…\"` of `jq`, or another provider".into()))),
+            (&consent, "jq = { provider = \"builtin\", capabilities = { commands = [\"jq\"] } }", refused("jq", "there is no built-in tool `jq` (built-ins: bash, read_file, write_file, edit_file, find, grep, list_directory, spawn_subagent, web_search)", Remedy::Declaration("name a built-in in `tool = \"…\"` of `jq`, or another provider".into()))),
         ];
         for (host, tools, want) in cases {
             assert_eq!(one(host, tools), want, "{tools}");

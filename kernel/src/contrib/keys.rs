@@ -269,7 +269,7 @@ mod tests {
     fn every_key_says_what_it_is_written_for() {
         let digest = "a".repeat(64);
         let m = man(&format!(
-            "[providers]\nfs = {{ provider = \"mcp-server\", command = \"node\" }}\n[tools]\nread_file = \"builtin\"\nsh = {{ provider = \"builtin\", tool = \"bash\" }}\nread_one = {{ provider = \"fs\", tool = \"read_text_file\" }}\nweb_search = \"anthropic\"\n[capabilities]\nbash = {{ commands = [\"ls\"] }}\necho_note = \"*\"\nlist_directory = {{ path = \"*\" }}\n[consent]\necho_note = {{ skill = \"echo-notes\", sha256 = \"{digest}\" }}\n"
+            "[providers]\nfs = {{ provider = \"mcp-server\", command = \"node\" }}\n[tools]\nread_file = \"builtin\"\nsh = {{ provider = \"builtin\", tool = \"bash\" }}\nread_one = {{ provider = \"fs\", tool = \"read_text_file\" }}\nweb_search = \"anthropic\"\n[capabilities]\nbash = {{ commands = [\"ls\"] }}\necho_note = \"*\"\nlist_allowed_directories = {{ path = \"*\" }}\n[consent]\necho_note = {{ skill = \"echo-notes\", sha256 = \"{digest}\" }}\n"
         ));
         let cases = [
             (
@@ -312,9 +312,9 @@ mod tests {
                 }),
             ),
             (
-                "list_directory",
+                "list_allowed_directories",
                 KeyFor::Unrecorded {
-                    tool: "list_directory".into(),
+                    tool: "list_allowed_directories".into(),
                 },
             ),
         ];
@@ -353,9 +353,17 @@ mod tests {
             (p("fs", "read"), p("fs", "read"), true),
             (p("fs", "read"), p("fs", "write"), false),
             (p("fs", "read"), p("other", "read"), false),
-            (u("list_directory"), p("fs", "list_directory"), true),
-            (u("list_directory"), p("fs", "write_file"), false),
-            (u("list_directory"), b("list_directory"), false),
+            (
+                u("list_allowed_directories"),
+                p("fs", "list_allowed_directories"),
+                true,
+            ),
+            (u("list_allowed_directories"), p("fs", "write_file"), false),
+            (
+                u("list_allowed_directories"),
+                b("list_allowed_directories"),
+                false,
+            ),
             (u("x"), c("x", "d1"), false),
         ];
         for (key, want, fits) in cases {

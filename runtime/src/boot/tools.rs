@@ -82,6 +82,7 @@ impl Boot {
                 grant: grant.clone(),
                 ctx: self.ctx.clone(),
                 cwd: self.cwd.clone(),
+                authority: self.authority.clone(),
             };
             let built = if let Some((key, table)) = mcp {
                 let place = McpPlace {
@@ -185,6 +186,7 @@ impl Boot {
                         grant: grant.clone(),
                         ctx: self.ctx.clone(),
                         cwd: self.cwd.clone(),
+                        authority: self.authority.clone(),
                     };
                     // the agent's sandbox, with its secrets screened and its authority files read-only: a tool a
                     // group adds is confined exactly like the manifest's own

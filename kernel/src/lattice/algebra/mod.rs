@@ -102,7 +102,9 @@ impl AlgebraKind {
     pub fn for_builtin(underlying: &str) -> AlgebraKind {
         match underlying {
             "bash" => AlgebraKind::Bash,
-            "read_file" | "write_file" | "edit_file" | "find" => AlgebraKind::Files,
+            "read_file" | "write_file" | "edit_file" | "find" | "grep" | "list_directory" => {
+                AlgebraKind::Files
+            }
             _ => AlgebraKind::Default,
         }
     }
