@@ -402,6 +402,8 @@ script = [[
   { call = { tool = "grep", input = { pattern = "GH_TOKEN", path = ".loom-secrets" } } },
   { call = { tool = "list_directory", input = {} } },
   { call = { tool = "read_file", input = { path = "notes.txt", offset = 1, limit = 1 } } },
+  { call = { tool = "file_info", input = { path = ".loom-secrets" } } },
+  { call = { tool = "glob", input = { pattern = "*.txt" } } },
   { say = "done" },
 ]]
 
@@ -412,17 +414,21 @@ provider = "in-memory"
 grep = "builtin"
 list_directory = "builtin"
 read_file = "builtin"
+file_info = "builtin"
+glob = "builtin"
 
 [capabilities]
 grep = { paths = ["./"] }
 list_directory = { read_paths = ["./"] }
 read_file = { read_paths = ["./"] }
+file_info = { read_paths = ["./"] }
+glob = { read_paths = ["./"] }
 "#,
     );
     s.write(".loom-secrets", &format!("GH_TOKEN={SECRET}\n"));
     s.write("notes.txt", "ordinary notes\nsecond line\n");
     let r = run(&s);
-    assert_eq!(r.len(), 4, "{r:#?}");
+    assert_eq!(r.len(), 6, "{r:#?}");
     // the walk found the project's file; the secret store below the same root was left out and named
     assert_eq!(r[0].0, "completed", "{r:#?}");
     assert!(r[0].1.contains("notes.txt:1:ordinary notes"), "{r:#?}");
@@ -444,6 +450,10 @@ read_file = { read_paths = ["./"] }
         ),
         "{r:#?}"
     );
+    // even the metadata of a secret store is refused; a glob lists the project's files
+    assert_eq!(r[4].0, "failed", "{r:#?}");
+    assert!(r[4].1.contains("secret store"), "{r:#?}");
+    assert_eq!(r[5], ("completed".into(), "notes.txt".into()), "{r:#?}");
     for (_, text) in &r {
         assert!(!text.contains(SECRET), "{r:#?}");
     }

@@ -9,20 +9,18 @@
 //! ignore, binary files and files over [`MAX_FILE_BYTES`] are skipped as ripgrep skips them; the output is bounded
 //! by a match limit and [`MAX_OUTPUT_BYTES`].
 
-use std::collections::HashMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use grep_regex::RegexMatcherBuilder;
 use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContext, SinkMatch};
-use ignore::gitignore::{Gitignore, GitignoreBuilder};
-use ignore::Match;
 use loom_kernel::{authority_denial, Access, Authority, CallFacts, Request};
 use serde_json::{json, Value};
 
 use super::beneath::{run_blocking, Target};
 use super::find::glob_match;
-use super::walk::{open_dir, open_file, open_top, walk, EntryKind, Visit, Walked};
+use super::ignores::Ignores;
+use super::walk::{open_file, open_top, walk, EntryKind, Visit, Walked};
 use super::{
     bool_field, check_fields, resolve_path, str_field, PathMode, Prepared, Tool, ToolEnv,
     ToolOutput,
@@ -44,8 +42,6 @@ pub const MAX_VISITED: usize = 200_000;
 pub const MAX_OUTPUT_BYTES: usize = 64 * 1024;
 /// A longer line is cut to this many characters in the output.
 pub const MAX_LINE_CHARS: usize = 400;
-/// The largest `.gitignore` read.
-const MAX_GITIGNORE_BYTES: u64 = 256 * 1024;
 /// The compiled pattern's size bound (a pathological pattern is refused, not built).
 const REGEX_SIZE_LIMIT: usize = 8 * 1024 * 1024;
 
@@ -501,96 +497,6 @@ impl Sink for FileSink {
         self.binary = true;
         Ok(false)
     }
-}
-
-/// The `.gitignore` rules in force: those of the directories from the grant root down to the search root, then
-/// each directory's own as the walk meets it. Each file is read beneath the root it belongs to (never through a
-/// symlink) and at most [`MAX_GITIGNORE_BYTES`] of it.
-struct Ignores {
-    /// The rules above the search root (from the grant root down), outermost first.
-    above: Vec<Gitignore>,
-    /// Each directory below the search root (relative), its rules once read.
-    below: HashMap<PathBuf, Option<Gitignore>>,
-    root: PathBuf,
-}
-
-impl Ignores {
-    fn new(target: &Target, root: &Path) -> Ignores {
-        let mut above = Vec::new();
-        if let Ok(grant_root) = target.open_root() {
-            let mut dir = PathBuf::new();
-            let mut abs = target.root.clone();
-            let mut comps = target.rel.components().peekable();
-            loop {
-                if let Some(g) = read_gitignore(&grant_root, &dir, &abs) {
-                    above.push(g);
-                }
-                // the search root's own .gitignore is read with the directories below it
-                match comps.next() {
-                    Some(c) if comps.peek().is_some() => {
-                        dir.push(c);
-                        abs.push(c);
-                    }
-                    _ => break,
-                }
-            }
-        }
-        // the grant root's own rules were read above only when it is not the search root itself
-        if target.rel.as_os_str().is_empty() {
-            above.clear();
-        }
-        Ignores {
-            above,
-            below: HashMap::new(),
-            root: root.to_path_buf(),
-        }
-    }
-
-    /// True when the rules in force ignore `rel` (below the search root, opened as `top`).
-    fn ignored(&mut self, top: &std::os::fd::OwnedFd, rel: &Path, is_dir: bool) -> bool {
-        let abs = self.root.join(rel);
-        // the directories holding `rel`, deepest first: the deepest rule that matches decides
-        let mut dirs: Vec<PathBuf> = rel.ancestors().skip(1).map(Path::to_path_buf).collect();
-        for d in &dirs {
-            if !self.below.contains_key(d) {
-                let g = read_gitignore(top, d, &self.root.join(d));
-                self.below.insert(d.clone(), g);
-            }
-        }
-        dirs.retain(|d| self.below.get(d).is_some_and(Option::is_some));
-        for d in &dirs {
-            if let Some(Some(g)) = self.below.get(d) {
-                match g.matched(&abs, is_dir) {
-                    Match::Ignore(_) => return true,
-                    Match::Whitelist(_) => return false,
-                    Match::None => {}
-                }
-            }
-        }
-        for g in self.above.iter().rev() {
-            match g.matched(&abs, is_dir) {
-                Match::Ignore(_) => return true,
-                Match::Whitelist(_) => return false,
-                Match::None => {}
-            }
-        }
-        false
-    }
-}
-
-/// The `.gitignore` of directory `dir` (relative to `base`, an open directory), rooted at `abs`.
-fn read_gitignore(base: &std::os::fd::OwnedFd, dir: &Path, abs: &Path) -> Option<Gitignore> {
-    let fd = open_dir(base, dir).ok()?;
-    let file = open_file(&fd, Path::new(".gitignore")).ok()?;
-    let mut text = String::new();
-    Read::take(file, MAX_GITIGNORE_BYTES)
-        .read_to_string(&mut text)
-        .ok()?;
-    let mut b = GitignoreBuilder::new(abs);
-    for line in text.lines() {
-        let _ = b.add_line(None, line);
-    }
-    b.build().ok()
 }
 
 #[cfg(test)]

@@ -22,12 +22,16 @@ mod bash;
 pub mod beneath;
 mod client;
 mod edit_file;
+mod file_info;
 mod find;
+mod glob;
 mod grep;
+mod ignores;
 mod list_directory;
 mod output;
 mod paths;
 mod read_file;
+mod tree;
 mod walk;
 mod web_search;
 mod write_file;
@@ -45,12 +49,15 @@ use loom_protocol::update::{Location, ToolCallContent, ToolKind};
 pub use bash::{BashTool, SandboxEnv};
 pub use client::{ClientFs, ClientTerminals};
 pub use edit_file::{apply_edits, EditError, EditFileTool};
+pub use file_info::FileInfoTool;
 pub use find::{glob_match, FindTool};
+pub use glob::GlobTool;
 pub use grep::GrepTool;
 pub use list_directory::ListDirectoryTool;
 pub use output::{OutputBuffer, Snapshot};
 pub use paths::{resolve_path, PathMode};
 pub use read_file::ReadFileTool;
+pub use tree::TreeTool;
 pub use web_search::{WebSearchTool, BRAVE_ENDPOINT, BRAVE_SEARCH_API_KEY};
 pub use write_file::WriteFileTool;
 
@@ -62,7 +69,10 @@ pub const IMPLEMENTED: &[&str] = &[
     "edit_file",
     "find",
     "grep",
+    "glob",
     "list_directory",
+    "tree",
+    "file_info",
     "spawn_subagent",
     "web_search",
 ];
@@ -316,6 +326,9 @@ pub fn builtin_tool(underlying: &str, env: ToolEnv, sandbox: &SandboxEnv) -> Opt
         "find" => Arc::new(FindTool { env }),
         "grep" => Arc::new(GrepTool { env }),
         "list_directory" => Arc::new(ListDirectoryTool { env }),
+        "glob" => Arc::new(GlobTool { env }),
+        "tree" => Arc::new(TreeTool { env }),
+        "file_info" => Arc::new(FileInfoTool { env }),
         "bash" => Arc::new(BashTool::new(env, sandbox.clone())),
         _ => return None,
     })

@@ -21,12 +21,14 @@ pub fn builtin_contract(underlying: &str, harness: Option<&str>) -> Option<Contr
             requires: &["commands"],
             optional: &["paths", "read_paths", "network", "env"],
         },
-        ("read_file" | "write_file" | "edit_file" | "find" | "grep" | "list_directory", None) => {
-            Contract {
-                requires: &[],
-                optional: PATH_KINDS,
-            }
-        }
+        (
+            "read_file" | "write_file" | "edit_file" | "find" | "grep" | "glob" | "list_directory"
+            | "tree" | "file_info",
+            None,
+        ) => Contract {
+            requires: &[],
+            optional: PATH_KINDS,
+        },
         ("spawn_subagent", None) => Contract {
             requires: &[],
             optional: &["manifest"],
@@ -73,14 +75,17 @@ pub fn is_builtin_grant_kind(kind: &str) -> bool {
 }
 
 /// The names of the native built-in tools.
-pub const BUILTIN_TOOLS: [&str; 9] = [
+pub const BUILTIN_TOOLS: [&str; 12] = [
     "bash",
     "read_file",
     "write_file",
     "edit_file",
     "find",
     "grep",
+    "glob",
     "list_directory",
+    "tree",
+    "file_info",
     "spawn_subagent",
     "web_search",
 ];

@@ -102,9 +102,8 @@ impl AlgebraKind {
     pub fn for_builtin(underlying: &str) -> AlgebraKind {
         match underlying {
             "bash" => AlgebraKind::Bash,
-            "read_file" | "write_file" | "edit_file" | "find" | "grep" | "list_directory" => {
-                AlgebraKind::Files
-            }
+            "read_file" | "write_file" | "edit_file" | "find" | "grep" | "glob"
+            | "list_directory" | "tree" | "file_info" => AlgebraKind::Files,
             _ => AlgebraKind::Default,
         }
     }
