@@ -99,8 +99,9 @@ pub use manifest::{
     META_FACTORIES,
 };
 pub use policy::authority::{
-    authority_candidates, authority_denial, authority_exposure, command_words, protected_name_in,
-    Authority, AuthorityFile, AuthorityKind, Exposure, PROTECTED_NAMES,
+    authority_candidates, authority_denial, authority_exposure, command_words, guidance_candidates,
+    protected_name_in, Authority, AuthorityFile, AuthorityKind, Exposure, GUIDANCE_FILES,
+    PROTECTED_NAMES,
 };
 pub use policy::decide::{
     brokered_commands, caller_var_crosses, code_runners, decide, decide_brokered, is_general_row,

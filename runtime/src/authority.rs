@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use loom_kernel::{
-    authority_candidates, command_words, Authority, AuthorityFile, AuthorityKind, HookAction,
-    Manifest, PathCtx, ProviderSpec,
+    authority_candidates, command_words, guidance_candidates, Authority, AuthorityFile,
+    AuthorityKind, HookAction, Manifest, PathCtx, ProviderSpec,
 };
 use loom_sandbox::AuthorityPaths;
 use sha2::{Digest, Sha256};
@@ -22,6 +22,8 @@ pub struct AuthorityPlace<'a> {
     pub manifest_path: &'a Path,
     /// Its directory.
     pub manifest_dir: &'a Path,
+    /// The agent's working directory (canonical): where its project guidance is read from.
+    pub cwd: &'a Path,
     /// The process environment (`PATH`, `HOME`, `XDG_*`, `LOOM_DATA_HOME`).
     pub env: &'a BTreeMap<String, String>,
     /// The secrets files the chain reads.
@@ -104,6 +106,13 @@ pub fn resolve_authority(manifest: &Manifest, place: &AuthorityPlace<'_>) -> Aut
                 "skills root",
             ));
         }
+    }
+    for g in guidance_candidates(&place.cwd.to_string_lossy()) {
+        files.push(AuthorityFile::new(
+            resolved(Path::new(&g.path)).to_string_lossy().into_owned(),
+            g.kind,
+            g.origin,
+        ));
     }
     for s in place.secret_stores {
         files.push(AuthorityFile::new(
@@ -286,6 +295,7 @@ mod tests {
             &AuthorityPlace {
                 manifest_path: &dir.join("agent.toml"),
                 manifest_dir: &dir,
+                cwd: &dir,
                 env: &env,
                 secret_stores: &stores,
                 data_home: &dir.join("data"),

@@ -63,6 +63,7 @@ mod boot;
 mod contributed;
 mod display;
 mod explain;
+mod guidance;
 mod hooks;
 mod inspect;
 mod load;

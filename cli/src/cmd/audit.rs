@@ -154,6 +154,7 @@ fn report_of(
             &AuthorityPlace {
                 manifest_path: &loaded.path,
                 manifest_dir: &loaded.dir,
+                cwd: Path::new(&ctx.base),
                 env: &env,
                 secret_stores: &stores,
                 data_home: &data_home(&env),

@@ -223,6 +223,25 @@ pub fn authority_candidates(
     out
 }
 
+/// The project guidance files loom reads into the system prompt each turn, from the agent's working directory.
+pub const GUIDANCE_FILES: [&str; 2] = ["AGENTS.md", "CLAUDE.md"];
+
+/// The guidance files of an agent working in `cwd` (absolute), whether they exist or not: each is an authority
+/// file, so the agent can neither rewrite nor create the instructions it will be given on its next turn.
+pub fn guidance_candidates(cwd: &str) -> Vec<AuthorityFile> {
+    let ctx = PathCtx::new(cwd, None);
+    GUIDANCE_FILES
+        .iter()
+        .map(|name| {
+            AuthorityFile::new(
+                ctx.normalize(name),
+                AuthorityKind::Guidance,
+                "read into the system prompt each turn",
+            )
+        })
+        .collect()
+}
+
 /// The words of a hook or server command line that may name a file loom would run or read: every word but options
 /// (`-x`, `--flag`), assignments (`A=b`) and shell operators, quotes removed. The runtime keeps those that name an
 /// existing regular file (a bare name is looked up on `PATH` only for the first word, as the shell does).

@@ -15,6 +15,8 @@ pub enum AuthorityKind {
     ServerProgram,
     /// A skill root or skill folder: trusted instructions and contributed tools.
     SkillRoot,
+    /// Project guidance (`AGENTS.md`, `CLAUDE.md` in the working directory): read into the system prompt each turn.
+    Guidance,
     /// `.loom/` next to the manifest: the lock, installed providers, approvals.
     LoomState,
     /// loom's data or config directory (sessions, remembered approvals, user settings).
@@ -36,6 +38,7 @@ impl AuthorityKind {
             AuthorityKind::HookProgram => "hook program",
             AuthorityKind::ServerProgram => "server program",
             AuthorityKind::SkillRoot => "skill root",
+            AuthorityKind::Guidance => "project guidance",
             AuthorityKind::LoomState => "loom state",
             AuthorityKind::LoomData => "loom data",
             AuthorityKind::SecretStore => "secret store",

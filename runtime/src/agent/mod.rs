@@ -119,6 +119,9 @@ pub struct AgentParts {
     pub hooks: Option<Arc<HookRunner>>,
     /// The agent's authority files: no tool writes one, no tool reads a secret store.
     pub authority: Arc<Authority>,
+    /// The directory whose project guidance (`AGENTS.md`, `CLAUDE.md`) is read into the system prompt at the start
+    /// of every turn; `None`: none is read.
+    pub guidance: Option<std::path::PathBuf>,
 }
 
 impl AgentParts {
@@ -140,6 +143,7 @@ impl AgentParts {
             plan_mode: false,
             hooks: None,
             authority: Arc::default(),
+            guidance: None,
         }
     }
 }
@@ -150,6 +154,9 @@ pub struct Agent {
     harness: Arc<dyn Harness>,
     max_turn_requests: u32,
     system: Vec<String>,
+    guidance: Option<std::path::PathBuf>,
+    /// Guidance notices already published (each once per agent).
+    guidance_notices: StdMutex<std::collections::BTreeSet<String>>,
     tools: BTreeMap<String, ToolSlot>,
     ctx: PathCtx,
     permissions: Permissions,
@@ -238,6 +245,8 @@ impl Agent {
             harness: parts.harness,
             max_turn_requests: parts.max_turn_requests.max(1),
             system: parts.system,
+            guidance: parts.guidance,
+            guidance_notices: StdMutex::new(std::collections::BTreeSet::new()),
             tools: parts.tools,
             ctx: parts.ctx,
             permissions: parts.permissions,
@@ -312,6 +321,26 @@ impl Agent {
         self.bus.subscribe(capacity)
     }
 
+    /// The project guidance sections, read now; with `publish`, a notice about a file left out is published (once
+    /// per agent).
+    pub(crate) fn guidance_sections(&self, publish: bool) -> Vec<String> {
+        let Some(dir) = &self.guidance else {
+            return Vec::new();
+        };
+        let g = crate::guidance::read_guidance(dir);
+        if !publish {
+            return g.sections;
+        }
+        if let Ok(mut seen) = self.guidance_notices.lock() {
+            for n in g.notices {
+                if seen.insert(n.clone()) {
+                    self.bus.publish(&SessionUpdate::notice(n));
+                }
+            }
+        }
+        g.sections
+    }
+
     /// Queues user text for the running turn: it enters history after the current tool batch (or at the start of
     /// the next turn when idle).
     pub fn steer(&self, text: impl Into<String>) {
@@ -320,11 +349,12 @@ impl Agent {
         }
     }
 
-    /// What the model would see if `text` were prompted now: the system prompt sections (the agent's, then the
-    /// session's), the history events with the prompt appended, and the tools.
+    /// What the model would see if `text` were prompted now: the system prompt sections (the agent's, the project
+    /// guidance, then the session's), the history events with the prompt appended, and the tools.
     pub async fn preamble(&self, text: &str) -> Result<Preamble, SessionError> {
         let session = self.session.lock().await;
         let mut system_prompt = self.system.clone();
+        system_prompt.extend(self.guidance_sections(false));
         system_prompt.extend(session.system_prompt_sections());
         let mut events = session.pull()?;
         events.push(SessionUpdate::UserMessageChunk(Chunk {

@@ -99,7 +99,9 @@ impl Agent {
         for notice in session.take_notices() {
             self.bus.publish(&SessionUpdate::notice(notice));
         }
+        // the project guidance is read fresh each turn (an edit by the user between turns is seen)
         let mut system = self.system.clone();
+        system.extend(self.guidance_sections(true));
         system.extend(session.system_prompt_sections());
         let specs = self.tool_specs();
         let mut doom = DoomGuard::default();

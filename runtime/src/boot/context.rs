@@ -101,6 +101,7 @@ impl Boot {
                 &AuthorityPlace {
                     manifest_path: &loaded.path,
                     manifest_dir: &loaded.dir,
+                    cwd: &cwd,
                     env: &env,
                     secret_stores: &stores,
                     data_home: &crate::storage::data_home(&env),

@@ -100,6 +100,8 @@ pub fn boot_with(
     parts.permissions = permissions;
     parts.approvals = Some(Arc::new(approvals));
     parts.authority = boot.authority.clone();
+    // the working directory's AGENTS.md / CLAUDE.md, read each turn (authority files: the agent cannot write them)
+    parts.guidance = Some(boot.cwd.clone());
     parts.plan_mode = boot.opts.plan_mode;
     // hooks run from the manifest's directory; the id ties one agent's hook calls together
     let nanos = std::time::SystemTime::now()
