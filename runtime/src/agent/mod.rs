@@ -154,7 +154,8 @@ pub struct Agent {
     harness: Arc<dyn Harness>,
     max_turn_requests: u32,
     system: Vec<String>,
-    guidance: Option<std::path::PathBuf>,
+    /// The guidance directory, and the guidance names that existed there when the agent was built.
+    guidance: Option<(std::path::PathBuf, Vec<&'static str>)>,
     /// Guidance notices already published (each once per agent).
     guidance_notices: StdMutex<std::collections::BTreeSet<String>>,
     tools: BTreeMap<String, ToolSlot>,
@@ -245,7 +246,10 @@ impl Agent {
             harness: parts.harness,
             max_turn_requests: parts.max_turn_requests.max(1),
             system: parts.system,
-            guidance: parts.guidance,
+            guidance: parts.guidance.map(|dir| {
+                let at_start = crate::guidance::existing_guidance(&dir);
+                (dir, at_start)
+            }),
             guidance_notices: StdMutex::new(std::collections::BTreeSet::new()),
             tools: parts.tools,
             ctx: parts.ctx,
@@ -324,10 +328,10 @@ impl Agent {
     /// The project guidance sections, read now; with `publish`, a notice about a file left out is published (once
     /// per agent).
     pub(crate) fn guidance_sections(&self, publish: bool) -> Vec<String> {
-        let Some(dir) = &self.guidance else {
+        let Some((dir, at_start)) = &self.guidance else {
             return Vec::new();
         };
-        let g = crate::guidance::read_guidance(dir);
+        let g = crate::guidance::read_guidance(dir, at_start);
         if !publish {
             return g.sections;
         }
