@@ -13,8 +13,8 @@ fn mistakes() -> Vec<(&'static str, String, &'static str, Option<&'static str>)>
             "an unknown built-in",
             format!("{TEST_HARNESS}[tools]\nread_files = \"builtin\"\n"),
             "tools.read_files: boot refuses this: there is no built-in tool named \"read_files\" (built-ins: bash, \
-             read_file, write_file, edit_file, find, grep, glob, list_directory, tree, file_info, spawn_subagent, \
-             web_search); did you mean \"read_file\"?",
+             read_file, write_file, edit_file, find, grep, glob, list_directory, tree, file_info, project_info, \
+             spawn_subagent, web_search); did you mean \"read_file\"?",
             Some("tools.read_files: there is no built-in tool named \"read_files\""),
         ),
         (
@@ -231,7 +231,7 @@ fn ten_mistakes() -> Vec<Mistake> {
                 Out,
                 "error    tools.read_files: boot refuses this: there is no built-in tool named \"read_files\" \
                  (built-ins: bash, read_file, write_file, edit_file, find, grep, glob, list_directory, tree, \
-                 file_info, spawn_subagent, web_search); did you mean \"read_file\"?"
+                 file_info, project_info, spawn_subagent, web_search); did you mean \"read_file\"?"
                     .into(),
             )],
         },

@@ -30,6 +30,7 @@ mod ignores;
 mod list_directory;
 mod output;
 mod paths;
+mod project_info;
 mod read_file;
 mod tree;
 mod walk;
@@ -56,6 +57,7 @@ pub use grep::GrepTool;
 pub use list_directory::ListDirectoryTool;
 pub use output::{OutputBuffer, Snapshot};
 pub use paths::{resolve_path, PathMode};
+pub use project_info::ProjectInfoTool;
 pub use read_file::ReadFileTool;
 pub use tree::TreeTool;
 pub use web_search::{WebSearchTool, BRAVE_ENDPOINT, BRAVE_SEARCH_API_KEY};
@@ -73,6 +75,7 @@ pub const IMPLEMENTED: &[&str] = &[
     "list_directory",
     "tree",
     "file_info",
+    "project_info",
     "spawn_subagent",
     "web_search",
 ];
@@ -329,6 +332,7 @@ pub fn builtin_tool(underlying: &str, env: ToolEnv, sandbox: &SandboxEnv) -> Opt
         "glob" => Arc::new(GlobTool { env }),
         "tree" => Arc::new(TreeTool { env }),
         "file_info" => Arc::new(FileInfoTool { env }),
+        "project_info" => Arc::new(ProjectInfoTool { env }),
         "bash" => Arc::new(BashTool::new(env, sandbox.clone())),
         _ => return None,
     })

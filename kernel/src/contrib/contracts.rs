@@ -23,7 +23,7 @@ pub fn builtin_contract(underlying: &str, harness: Option<&str>) -> Option<Contr
         },
         (
             "read_file" | "write_file" | "edit_file" | "find" | "grep" | "glob" | "list_directory"
-            | "tree" | "file_info",
+            | "tree" | "file_info" | "project_info",
             None,
         ) => Contract {
             requires: &[],
@@ -75,7 +75,7 @@ pub fn is_builtin_grant_kind(kind: &str) -> bool {
 }
 
 /// The names of the native built-in tools.
-pub const BUILTIN_TOOLS: [&str; 12] = [
+pub const BUILTIN_TOOLS: [&str; 13] = [
     "bash",
     "read_file",
     "write_file",
@@ -86,6 +86,7 @@ pub const BUILTIN_TOOLS: [&str; 12] = [
     "list_directory",
     "tree",
     "file_info",
+    "project_info",
     "spawn_subagent",
     "web_search",
 ];

@@ -103,7 +103,7 @@ impl AlgebraKind {
         match underlying {
             "bash" => AlgebraKind::Bash,
             "read_file" | "write_file" | "edit_file" | "find" | "grep" | "glob"
-            | "list_directory" | "tree" | "file_info" => AlgebraKind::Files,
+            | "list_directory" | "tree" | "file_info" | "project_info" => AlgebraKind::Files,
             _ => AlgebraKind::Default,
         }
     }
