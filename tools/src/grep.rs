@@ -417,15 +417,15 @@ impl Search {
         }
         if found.too_large > 0 {
             notes.push(format!(
-                "{} files over {MAX_FILE_BYTES} bytes skipped",
-                found.too_large
+                "{} over {MAX_FILE_BYTES} bytes skipped",
+                files(found.too_large)
             ));
         }
         if found.binary > 0 {
-            notes.push(format!("{} binary files skipped", found.binary));
+            notes.push(format!("binary: {} skipped", files(found.binary)));
         }
         if found.unreadable > 0 {
-            notes.push(format!("{} files could not be read", found.unreadable));
+            notes.push(format!("{} could not be read", files(found.unreadable)));
         }
         for n in notes {
             text.push_str(&format!("\n({n})"));
@@ -439,6 +439,15 @@ impl Search {
             })),
             ..ToolOutput::default()
         }
+    }
+}
+
+/// "1 file", "2 files".
+fn files(n: usize) -> String {
+    if n == 1 {
+        "1 file".into()
+    } else {
+        format!("{n} files")
     }
 }
 
@@ -556,7 +565,7 @@ mod tests {
             assert!(!out.text.contains(absent), "{absent}: {}", out.text);
         }
         assert!(
-            out.text.contains("(1 binary files skipped)"),
+            out.text.contains("(binary: 1 file skipped)"),
             "{}",
             out.text
         );
