@@ -5,14 +5,14 @@
 use std::io::Read;
 use std::os::unix::fs::MetadataExt;
 
-use loom_kernel::{Access, CallFacts, Request};
 use rustix::fs::{FileType, Mode, OFlags};
 use serde_json::{json, Value};
 
-use super::beneath::{open_beneath, run_blocking, Target};
-use super::{check_fields, resolve_path, str_field, PathMode, Prepared, Tool, ToolEnv, ToolOutput};
+use super::beneath::{open_beneath, Target};
+use super::read_call::read_call;
+use super::{check_fields, str_field, Prepared, Tool, ToolEnv, ToolOutput};
 use loom_protocol::model::ToolSpec;
-use loom_protocol::update::{Location, ToolKind};
+use loom_protocol::update::ToolKind;
 
 /// Lines are counted in files up to this size.
 pub const MAX_COUNTED_BYTES: u64 = 16 * 1024 * 1024;
@@ -58,38 +58,11 @@ impl Tool for FileInfoTool {
         let name = self.env.instance.clone();
         check_fields(input, &name, &["path"])?;
         let raw = str_field(input, &name, "path")?;
-        let path = resolve_path(&self.env.cwd, raw, PathMode::Existing)
-            .map_err(|e| format!("{name}: {e}"))?;
-        let shown = path.display().to_string();
-        let ctx_paths = self.env.ctx.clone();
-        Ok(Prepared {
-            request: Request::File {
-                path: shown.clone(),
-                access: Access::Read,
-            },
-            facts: CallFacts {
-                tool: name,
-                path: Some(shown.clone()),
-                ..CallFacts::default()
-            },
-            locations: vec![Location {
-                path: shown.clone(),
-            }],
-            run: Box::new(move |auth, ctx| {
-                Box::pin(async move {
-                    let target = match Target::of(&auth, &ctx_paths, &path, Access::Read) {
-                        Ok(t) => t,
-                        Err(e) => return ToolOutput::error(format!("{shown}: {e}")),
-                    };
-                    let described =
-                        run_blocking(&ctx.cancel, None, move || describe(&target, &shown));
-                    match described.await {
-                        Ok(out) => out,
-                        Err(e) => ToolOutput::error(e),
-                    }
-                })
-            }),
-        })
+        read_call(
+            &self.env,
+            raw,
+            Box::new(|target, path, _| describe(target, &path.display().to_string())),
+        )
     }
 }
 

@@ -3,14 +3,15 @@
 
 use std::path::Path;
 
-use loom_kernel::{wildcard_match, Access, CallFacts, Request};
+use loom_kernel::wildcard_match;
 use serde_json::{json, Value};
 
-use super::beneath::{run_blocking, Target};
+use super::beneath::Target;
+use super::read_call::read_call;
 use super::walk::{open_top, walk as walk_tree, Visit, Walked};
-use super::{check_fields, resolve_path, str_field, PathMode, Prepared, Tool, ToolEnv, ToolOutput};
+use super::{check_fields, str_field, Prepared, Tool, ToolEnv, ToolOutput};
 use loom_protocol::model::ToolSpec;
-use loom_protocol::update::{Location, ToolKind};
+use loom_protocol::update::ToolKind;
 
 /// The default result limit.
 pub const DEFAULT_LIMIT: usize = 200;
@@ -130,38 +131,11 @@ impl Tool for FindTool {
                 .and_then(|n| usize::try_from(n).ok())
                 .ok_or_else(|| format!("{name}: limit must be a positive integer"))?,
         };
-        let root = resolve_path(&self.env.cwd, root_in, PathMode::Existing)
-            .map_err(|e| format!("{name}: {e}"))?;
-        let shown = root.display().to_string();
-        let ctx_paths = self.env.ctx.clone();
-        Ok(Prepared {
-            request: Request::File {
-                path: shown.clone(),
-                access: Access::Read,
-            },
-            facts: CallFacts {
-                tool: name.clone(),
-                path: Some(shown.clone()),
-                ..CallFacts::default()
-            },
-            locations: vec![Location { path: shown }],
-            run: Box::new(move |auth, ctx| {
-                Box::pin(async move {
-                    let target = match Target::of(&auth, &ctx_paths, &root, Access::Read) {
-                        Ok(t) => t,
-                        Err(e) => return ToolOutput::error(format!("{}: {e}", root.display())),
-                    };
-                    let cancel = ctx.cancel.clone();
-                    let walk = run_blocking(&ctx.cancel, None, move || {
-                        walk(&target, &root, &pattern, limit, &cancel)
-                    });
-                    match walk.await {
-                        Ok(out) => out,
-                        Err(e) => ToolOutput::error(e),
-                    }
-                })
-            }),
-        })
+        read_call(
+            &self.env,
+            root_in,
+            Box::new(move |target, root, cancel| walk(target, root, &pattern, limit, cancel)),
+        )
     }
 }
 

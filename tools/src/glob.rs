@@ -4,19 +4,16 @@
 
 use std::path::{Path, PathBuf};
 
-use loom_kernel::{Access, CallFacts, Request};
 use serde_json::{json, Value};
 
-use super::beneath::{run_blocking, Target};
+use super::beneath::Target;
 use super::find::glob_match;
 use super::ignores::Ignores;
+use super::read_call::{int_field, path_field, read_call, shown_from};
 use super::walk::{open_file, open_top, walk, EntryKind, Visit, Walked};
-use super::{
-    bool_field, check_fields, resolve_path, str_field, PathMode, Prepared, Tool, ToolEnv,
-    ToolOutput,
-};
+use super::{bool_field, check_fields, str_field, Prepared, Tool, ToolEnv, ToolOutput};
 use loom_protocol::model::ToolSpec;
-use loom_protocol::update::{Location, ToolKind};
+use loom_protocol::update::ToolKind;
 
 /// The default number of paths returned.
 pub const DEFAULT_LIMIT: usize = 200;
@@ -75,52 +72,17 @@ impl Tool for GlobTool {
         if pattern.is_empty() {
             return Err(format!("{name}: pattern is empty"));
         }
-        let path_in = match input.get("path") {
-            None | Some(Value::Null) => ".",
-            Some(_) => str_field(input, &name, "path")?,
-        };
-        let limit = match input.get("limit") {
-            None | Some(Value::Null) => DEFAULT_LIMIT,
-            Some(v) => v
-                .as_u64()
-                .and_then(|n| usize::try_from(n).ok())
-                .filter(|n| (1..=MAX_LIMIT).contains(n))
-                .ok_or_else(|| format!("{name}: limit must be an integer from 1 to {MAX_LIMIT}"))?,
-        };
+        let path_in = path_field(input, &name, "path")?;
+        let limit = int_field(input, &name, "limit", DEFAULT_LIMIT, (1, MAX_LIMIT))?;
         let hidden = bool_field(input, &name, "hidden")?;
-        let root = resolve_path(&self.env.cwd, path_in, PathMode::Existing)
-            .map_err(|e| format!("{name}: {e}"))?;
-        let shown = root.display().to_string();
-        let ctx_paths = self.env.ctx.clone();
         let cwd = self.env.cwd.clone();
-        Ok(Prepared {
-            request: Request::File {
-                path: shown.clone(),
-                access: Access::Read,
-            },
-            facts: CallFacts {
-                tool: name,
-                path: Some(shown.clone()),
-                ..CallFacts::default()
-            },
-            locations: vec![Location { path: shown }],
-            run: Box::new(move |auth, ctx| {
-                Box::pin(async move {
-                    let target = match Target::of(&auth, &ctx_paths, &root, Access::Read) {
-                        Ok(t) => t,
-                        Err(e) => return ToolOutput::error(format!("{}: {e}", root.display())),
-                    };
-                    let cancel = ctx.cancel.clone();
-                    let found = run_blocking(&ctx.cancel, None, move || {
-                        matching(&target, &root, &cwd, &pattern, limit, hidden, &cancel)
-                    });
-                    match found.await {
-                        Ok(out) => out,
-                        Err(e) => ToolOutput::error(e),
-                    }
-                })
+        read_call(
+            &self.env,
+            path_in,
+            Box::new(move |target, root, cancel| {
+                matching(target, root, &cwd, &pattern, limit, hidden, cancel)
             }),
-        })
+        )
     }
 }
 
@@ -137,10 +99,7 @@ fn matching(
     let mut ignores = Ignores::new(target, root);
     let mut found: Vec<(std::time::SystemTime, PathBuf)> = Vec::new();
     let walked = walk(&top, MAX_VISITED, cancel, &mut |e| {
-        if e.name == ".git" || (!hidden && e.name.as_encoded_bytes().starts_with(b".")) {
-            return Visit::Skip;
-        }
-        if ignores.ignored(&top, &e.rel, e.kind == EntryKind::Dir) {
+        if ignores.skips(&top, e, hidden) {
             return Visit::Skip;
         }
         if e.kind == EntryKind::File && glob_match(pattern, &e.rel.to_string_lossy()) {
@@ -159,11 +118,7 @@ fn matching(
     // newest first; equal times by path, so the order is stable
     found.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
     let total = found.len();
-    let shown = |rel: &Path| {
-        let abs = root.join(rel);
-        abs.strip_prefix(cwd)
-            .map_or_else(|_| abs.display().to_string(), |r| r.display().to_string())
-    };
+    let shown = |rel: &Path| shown_from(cwd, &root.join(rel));
     let mut lines: Vec<String> = found.iter().take(limit).map(|(_, r)| shown(r)).collect();
     if lines.is_empty() {
         lines.push(format!(

@@ -14,19 +14,17 @@ use std::path::{Path, PathBuf};
 
 use grep_regex::RegexMatcherBuilder;
 use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContext, SinkMatch};
-use loom_kernel::{authority_denial, Access, Authority, CallFacts, Request};
+use loom_kernel::{authority_denial, Access, Authority, Request};
 use serde_json::{json, Value};
 
-use super::beneath::{run_blocking, Target};
+use super::beneath::Target;
 use super::find::glob_match;
 use super::ignores::Ignores;
+use super::read_call::{int_field, path_field, read_call, shown_from};
 use super::walk::{open_file, open_top, walk, EntryKind, Visit, Walked};
-use super::{
-    bool_field, check_fields, resolve_path, str_field, PathMode, Prepared, Tool, ToolEnv,
-    ToolOutput,
-};
+use super::{bool_field, check_fields, str_field, Prepared, Tool, ToolEnv, ToolOutput};
 use loom_protocol::model::ToolSpec;
-use loom_protocol::update::{Location, ToolKind};
+use loom_protocol::update::ToolKind;
 
 /// The default number of matching lines returned.
 pub const DEFAULT_LIMIT: usize = 100;
@@ -119,70 +117,35 @@ impl Tool for GrepTool {
             ],
         )?;
         let pattern = str_field(input, &name, "pattern")?.to_string();
-        let path_in = match input.get("path") {
-            None | Some(Value::Null) => ".",
-            Some(_) => str_field(input, &name, "path")?,
-        };
+        let path_in = path_field(input, &name, "path")?;
         let glob = match input.get("glob") {
             None | Some(Value::Null) => None,
             Some(_) => Some(str_field(input, &name, "glob")?.to_string()),
-        };
-        let number = |key: &str, default: usize, min: usize, max: usize| match input.get(key) {
-            None | Some(Value::Null) => Ok(default),
-            Some(v) => v
-                .as_u64()
-                .and_then(|n| usize::try_from(n).ok())
-                .filter(|n| (min..=max).contains(n))
-                .ok_or_else(|| format!("{name}: {key} must be an integer from {min} to {max}")),
         };
         let query = Query {
             // checked now, so a bad pattern is the model's error before any decision
             pattern: check_pattern(&name, &pattern)?,
             glob,
             case_insensitive: bool_field(input, &name, "case_insensitive")?,
-            context: number("context", 0, 0, MAX_CONTEXT)?,
-            limit: number("limit", DEFAULT_LIMIT, 1, MAX_LIMIT)?,
+            context: int_field(input, &name, "context", 0, (0, MAX_CONTEXT))?,
+            limit: int_field(input, &name, "limit", DEFAULT_LIMIT, (1, MAX_LIMIT))?,
             hidden: bool_field(input, &name, "hidden")?,
         };
-        let root = resolve_path(&self.env.cwd, path_in, PathMode::Existing)
-            .map_err(|e| format!("{name}: {e}"))?;
-        let shown = root.display().to_string();
-        let ctx_paths = self.env.ctx.clone();
-        let authority = self.env.authority.clone();
-        let cwd = self.env.cwd.clone();
-        Ok(Prepared {
-            request: Request::File {
-                path: shown.clone(),
-                access: Access::Read,
-            },
-            facts: CallFacts {
-                tool: name.clone(),
-                path: Some(shown.clone()),
-                ..CallFacts::default()
-            },
-            locations: vec![Location { path: shown }],
-            run: Box::new(move |auth, ctx| {
-                Box::pin(async move {
-                    let target = match Target::of(&auth, &ctx_paths, &root, Access::Read) {
-                        Ok(t) => t,
-                        Err(e) => return ToolOutput::error(format!("{}: {e}", root.display())),
-                    };
-                    let cancel = ctx.cancel.clone();
-                    let search = Search {
-                        tool: name,
-                        query,
-                        root,
-                        cwd,
-                        authority,
-                    };
-                    let run = run_blocking(&ctx.cancel, None, move || search.run(&target, &cancel));
-                    match run.await {
-                        Ok(out) => out,
-                        Err(e) => ToolOutput::error(e),
-                    }
-                })
+        let (cwd, authority) = (self.env.cwd.clone(), self.env.authority.clone());
+        read_call(
+            &self.env,
+            path_in,
+            Box::new(move |target, root, cancel| {
+                let search = Search {
+                    tool: name,
+                    query,
+                    root: root.to_path_buf(),
+                    cwd,
+                    authority,
+                };
+                search.run(target, cancel)
             }),
-        })
+        )
     }
 }
 
@@ -264,14 +227,7 @@ impl Search {
         let top = open_top(target, &self.root)?;
         let mut ignores = Ignores::new(target, &self.root);
         let walked = walk(&top, MAX_VISITED, cancel, &mut |e| {
-            if e.name == ".git" {
-                return Visit::Skip;
-            }
-            if !self.query.hidden && e.name.as_encoded_bytes().starts_with(b".") {
-                return Visit::Skip;
-            }
-            let is_dir = e.kind == EntryKind::Dir;
-            if ignores.ignored(&top, &e.rel, is_dir) {
+            if ignores.skips(&top, e, self.query.hidden) {
                 return Visit::Skip;
             }
             if e.kind != EntryKind::File || !self.glob_matches(&e.rel) {
@@ -302,8 +258,7 @@ impl Search {
 
     /// The path shown for a file: relative to the agent's working directory when below it.
     fn shown(&self, abs: &Path) -> String {
-        abs.strip_prefix(&self.cwd)
-            .map_or_else(|_| abs.display().to_string(), |r| r.display().to_string())
+        shown_from(&self.cwd, abs)
     }
 
     fn search_file(

@@ -11,7 +11,7 @@ use ignore::gitignore::{Gitignore, GitignoreBuilder};
 use ignore::Match;
 
 use super::beneath::Target;
-use super::walk::{open_dir, open_file};
+use super::walk::{open_dir, open_file, Entry, EntryKind};
 
 /// The largest `.gitignore` read.
 pub(crate) const MAX_GITIGNORE_BYTES: u64 = 256 * 1024;
@@ -59,8 +59,16 @@ impl Ignores {
         }
     }
 
+    /// True when a search walk leaves `e` out: `.git` always, hidden entries unless `hidden`, and what the rules in
+    /// force ignore (`top` is the walk's top).
+    pub(crate) fn skips(&mut self, top: &std::os::fd::OwnedFd, e: &Entry, hidden: bool) -> bool {
+        e.name == ".git"
+            || (!hidden && e.name.as_encoded_bytes().starts_with(b"."))
+            || self.ignored(top, &e.rel, e.kind == EntryKind::Dir)
+    }
+
     /// True when the rules in force ignore `rel` (below the search root, opened as `top`).
-    pub(crate) fn ignored(&mut self, top: &std::os::fd::OwnedFd, rel: &Path, is_dir: bool) -> bool {
+    fn ignored(&mut self, top: &std::os::fd::OwnedFd, rel: &Path, is_dir: bool) -> bool {
         let abs = self.root.join(rel);
         // the directories holding `rel`, deepest first: the deepest rule that matches decides
         let mut dirs: Vec<PathBuf> = rel.ancestors().skip(1).map(Path::to_path_buf).collect();

@@ -31,6 +31,7 @@ mod list_directory;
 mod output;
 mod paths;
 mod project_info;
+mod read_call;
 mod read_file;
 mod tree;
 mod walk;

@@ -4,18 +4,15 @@
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 
-use loom_kernel::{Access, CallFacts, Request};
 use rustix::fs::FileType;
 use serde_json::{json, Value};
 
-use super::beneath::{run_blocking, Target};
+use super::beneath::Target;
+use super::read_call::{int_field, path_field, read_call};
 use super::walk::{open_dir, open_top};
-use super::{
-    bool_field, check_fields, resolve_path, str_field, PathMode, Prepared, Tool, ToolEnv,
-    ToolOutput,
-};
+use super::{bool_field, check_fields, Prepared, Tool, ToolEnv, ToolOutput};
 use loom_protocol::model::ToolSpec;
-use loom_protocol::update::{Location, ToolKind};
+use loom_protocol::update::ToolKind;
 
 /// The default number of entries listed.
 pub const DEFAULT_LIMIT: usize = 500;
@@ -65,53 +62,17 @@ impl Tool for ListDirectoryTool {
     fn prepare(&self, input: &Value) -> Result<Prepared, String> {
         let name = self.env.instance.clone();
         check_fields(input, &name, &["path", "hidden", "limit"])?;
-        let path_in = match input.get("path") {
-            None | Some(Value::Null) => ".",
-            Some(_) => str_field(input, &name, "path")?,
-        };
+        let path_in = path_field(input, &name, "path")?;
         let hidden = match input.get("hidden") {
             None | Some(Value::Null) => true,
             Some(_) => bool_field(input, &name, "hidden")?,
         };
-        let limit = match input.get("limit") {
-            None | Some(Value::Null) => DEFAULT_LIMIT,
-            Some(v) => v
-                .as_u64()
-                .and_then(|n| usize::try_from(n).ok())
-                .filter(|n| (1..=MAX_LIMIT).contains(n))
-                .ok_or_else(|| format!("{name}: limit must be an integer from 1 to {MAX_LIMIT}"))?,
-        };
-        let dir = resolve_path(&self.env.cwd, path_in, PathMode::Existing)
-            .map_err(|e| format!("{name}: {e}"))?;
-        let shown = dir.display().to_string();
-        let ctx_paths = self.env.ctx.clone();
-        Ok(Prepared {
-            request: Request::File {
-                path: shown.clone(),
-                access: Access::Read,
-            },
-            facts: CallFacts {
-                tool: name,
-                path: Some(shown.clone()),
-                ..CallFacts::default()
-            },
-            locations: vec![Location { path: shown }],
-            run: Box::new(move |auth, ctx| {
-                Box::pin(async move {
-                    let target = match Target::of(&auth, &ctx_paths, &dir, Access::Read) {
-                        Ok(t) => t,
-                        Err(e) => return ToolOutput::error(format!("{}: {e}", dir.display())),
-                    };
-                    let listed = run_blocking(&ctx.cancel, None, move || {
-                        list(&target, &dir, hidden, limit)
-                    });
-                    match listed.await {
-                        Ok(out) => out,
-                        Err(e) => ToolOutput::error(e),
-                    }
-                })
-            }),
-        })
+        let limit = int_field(input, &name, "limit", DEFAULT_LIMIT, (1, MAX_LIMIT))?;
+        read_call(
+            &self.env,
+            path_in,
+            Box::new(move |target, dir, _| list(target, dir, hidden, limit)),
+        )
     }
 }
 

@@ -7,15 +7,16 @@ use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::Path;
 
-use loom_kernel::{authority_denial, Access, Authority, CallFacts, Request};
+use loom_kernel::{authority_denial, Access, Authority, Request};
 use serde_json::{json, Value};
 
-use super::beneath::{run_blocking, Target};
+use super::beneath::Target;
 use super::ignores::Ignores;
+use super::read_call::{path_field, read_call};
 use super::walk::{open_file, open_top, walk, EntryKind, Visit, Walked};
-use super::{check_fields, resolve_path, str_field, PathMode, Prepared, Tool, ToolEnv, ToolOutput};
+use super::{check_fields, Prepared, Tool, ToolEnv, ToolOutput};
 use loom_protocol::model::ToolSpec;
-use loom_protocol::update::{Location, ToolKind};
+use loom_protocol::update::ToolKind;
 
 /// The most entries the language count visits.
 pub const MAX_VISITED: usize = 20_000;
@@ -105,43 +106,13 @@ impl Tool for ProjectInfoTool {
     fn prepare(&self, input: &Value) -> Result<Prepared, String> {
         let name = self.env.instance.clone();
         check_fields(input, &name, &["path"])?;
-        let path_in = match input.get("path") {
-            None | Some(Value::Null) => ".",
-            Some(_) => str_field(input, &name, "path")?,
-        };
-        let root = resolve_path(&self.env.cwd, path_in, PathMode::Existing)
-            .map_err(|e| format!("{name}: {e}"))?;
-        let shown = root.display().to_string();
-        let ctx_paths = self.env.ctx.clone();
+        let path_in = path_field(input, &name, "path")?;
         let authority = self.env.authority.clone();
-        Ok(Prepared {
-            request: Request::File {
-                path: shown.clone(),
-                access: Access::Read,
-            },
-            facts: CallFacts {
-                tool: name.clone(),
-                path: Some(shown.clone()),
-                ..CallFacts::default()
-            },
-            locations: vec![Location { path: shown }],
-            run: Box::new(move |auth, ctx| {
-                Box::pin(async move {
-                    let target = match Target::of(&auth, &ctx_paths, &root, Access::Read) {
-                        Ok(t) => t,
-                        Err(e) => return ToolOutput::error(format!("{}: {e}", root.display())),
-                    };
-                    let cancel = ctx.cancel.clone();
-                    let described = run_blocking(&ctx.cancel, None, move || {
-                        describe(&name, &target, &root, &authority, &cancel)
-                    });
-                    match described.await {
-                        Ok(out) => out,
-                        Err(e) => ToolOutput::error(e),
-                    }
-                })
-            }),
-        })
+        read_call(
+            &self.env,
+            path_in,
+            Box::new(move |target, root, cancel| describe(&name, target, root, &authority, cancel)),
+        )
     }
 }
 
@@ -270,10 +241,7 @@ fn describe(
     let mut ignores = Ignores::new(target, root);
     let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
     let walked = walk(&top, MAX_VISITED, cancel, &mut |e| {
-        if e.name == ".git" || e.name.as_encoded_bytes().starts_with(b".") {
-            return Visit::Skip;
-        }
-        if ignores.ignored(&top, &e.rel, e.kind == EntryKind::Dir) {
+        if ignores.skips(&top, e, false) {
             return Visit::Skip;
         }
         if e.kind == EntryKind::File {

@@ -5,18 +5,15 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use loom_kernel::{Access, CallFacts, Request};
 use serde_json::{json, Value};
 
-use super::beneath::{run_blocking, Target};
+use super::beneath::Target;
 use super::ignores::Ignores;
+use super::read_call::{int_field, path_field, read_call};
 use super::walk::{open_top, walk, EntryKind, Visit, Walked};
-use super::{
-    bool_field, check_fields, resolve_path, str_field, PathMode, Prepared, Tool, ToolEnv,
-    ToolOutput,
-};
+use super::{bool_field, check_fields, Prepared, Tool, ToolEnv, ToolOutput};
 use loom_protocol::model::ToolSpec;
-use loom_protocol::update::{Location, ToolKind};
+use loom_protocol::update::ToolKind;
 
 /// The default depth.
 pub const DEFAULT_DEPTH: usize = 3;
@@ -69,51 +66,14 @@ impl Tool for TreeTool {
     fn prepare(&self, input: &Value) -> Result<Prepared, String> {
         let name = self.env.instance.clone();
         check_fields(input, &name, &["path", "depth", "hidden"])?;
-        let path_in = match input.get("path") {
-            None | Some(Value::Null) => ".",
-            Some(_) => str_field(input, &name, "path")?,
-        };
-        let depth = match input.get("depth") {
-            None | Some(Value::Null) => DEFAULT_DEPTH,
-            Some(v) => v
-                .as_u64()
-                .and_then(|n| usize::try_from(n).ok())
-                .filter(|n| (1..=MAX_DEPTH).contains(n))
-                .ok_or_else(|| format!("{name}: depth must be an integer from 1 to {MAX_DEPTH}"))?,
-        };
+        let path_in = path_field(input, &name, "path")?;
+        let depth = int_field(input, &name, "depth", DEFAULT_DEPTH, (1, MAX_DEPTH))?;
         let hidden = bool_field(input, &name, "hidden")?;
-        let root = resolve_path(&self.env.cwd, path_in, PathMode::Existing)
-            .map_err(|e| format!("{name}: {e}"))?;
-        let shown = root.display().to_string();
-        let ctx_paths = self.env.ctx.clone();
-        Ok(Prepared {
-            request: Request::File {
-                path: shown.clone(),
-                access: Access::Read,
-            },
-            facts: CallFacts {
-                tool: name,
-                path: Some(shown.clone()),
-                ..CallFacts::default()
-            },
-            locations: vec![Location { path: shown }],
-            run: Box::new(move |auth, ctx| {
-                Box::pin(async move {
-                    let target = match Target::of(&auth, &ctx_paths, &root, Access::Read) {
-                        Ok(t) => t,
-                        Err(e) => return ToolOutput::error(format!("{}: {e}", root.display())),
-                    };
-                    let cancel = ctx.cancel.clone();
-                    let drawn = run_blocking(&ctx.cancel, None, move || {
-                        draw(&target, &root, depth, hidden, &cancel)
-                    });
-                    match drawn.await {
-                        Ok(out) => out,
-                        Err(e) => ToolOutput::error(e),
-                    }
-                })
-            }),
-        })
+        read_call(
+            &self.env,
+            path_in,
+            Box::new(move |target, root, cancel| draw(target, root, depth, hidden, cancel)),
+        )
     }
 }
 
@@ -131,13 +91,10 @@ fn draw(
     let mut seen = 0usize;
     let mut more = false;
     let walked = walk(&top, MAX_ENTRIES * 20, cancel, &mut |e| {
-        if e.name == ".git" || (!hidden && e.name.as_encoded_bytes().starts_with(b".")) {
+        if ignores.skips(&top, e, hidden) {
             return Visit::Skip;
         }
         let is_dir = e.kind == EntryKind::Dir;
-        if ignores.ignored(&top, &e.rel, is_dir) {
-            return Visit::Skip;
-        }
         seen += 1;
         if seen > MAX_ENTRIES {
             more = true;
