@@ -115,6 +115,7 @@ pub use policy::hooks::{
     HookSpec, HookVerdict, Hooks, DEFAULT_HOOK_TIMEOUT_SECS,
 };
 pub use policy::inherit::{inherit_policy, inherited_counts};
+pub use policy::inspection::git_inspection_row;
 pub use policy::narrow::{narrow, Narrowed, Narrowing};
 pub use policy::plan::{plan_mode_verdict, Effect};
 pub use policy::rules::{

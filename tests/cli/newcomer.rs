@@ -12,9 +12,12 @@ fn mistakes() -> Vec<(&'static str, String, &'static str, Option<&'static str>)>
         (
             "an unknown built-in",
             format!("{TEST_HARNESS}[tools]\nread_files = \"builtin\"\n"),
-            "tools.read_files: boot refuses this: there is no built-in tool named \"read_files\" (built-ins: bash, \
-             read_file, write_file, edit_file, find, grep, glob, list_directory, tree, file_info, project_info, \
-             spawn_subagent, web_search); did you mean \"read_file\"?",
+            // the list is the kernel's, in its order
+            String::leak(format!(
+                "tools.read_files: boot refuses this: there is no built-in tool named \"read_files\" (built-ins: {}); \
+                 did you mean \"read_file\"?",
+                loom_kernel::BUILTIN_TOOLS.join(", ")
+            )),
             Some("tools.read_files: there is no built-in tool named \"read_files\""),
         ),
         (
@@ -229,10 +232,11 @@ fn ten_mistakes() -> Vec<Mistake> {
             code: 1,
             says: vec![(
                 Out,
-                "error    tools.read_files: boot refuses this: there is no built-in tool named \"read_files\" \
-                 (built-ins: bash, read_file, write_file, edit_file, find, grep, glob, list_directory, tree, \
-                 file_info, project_info, spawn_subagent, web_search); did you mean \"read_file\"?"
-                    .into(),
+                format!(
+                    "error    tools.read_files: boot refuses this: there is no built-in tool named \"read_files\" \
+                     (built-ins: {}); did you mean \"read_file\"?",
+                    loom_kernel::BUILTIN_TOOLS.join(", ")
+                ),
             )],
         },
         Mistake {

@@ -8,6 +8,7 @@ mod anthropic;
 mod authority;
 mod compacting;
 mod file_races;
+mod git_tools;
 mod hooks;
 mod jobs;
 mod local;

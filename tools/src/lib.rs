@@ -21,9 +21,11 @@
 mod bash;
 pub mod beneath;
 mod client;
+mod confined;
 mod edit_file;
 mod file_info;
 mod find;
+mod git;
 mod glob;
 mod grep;
 mod ignores;
@@ -53,6 +55,7 @@ pub use client::{ClientFs, ClientTerminals};
 pub use edit_file::{apply_edits, EditError, EditFileTool};
 pub use file_info::FileInfoTool;
 pub use find::{glob_match, FindTool};
+pub use git::{GitOp, GitTool, GIT_OUTPUT_CAP, GIT_TIMEOUT};
 pub use glob::GlobTool;
 pub use grep::GrepTool;
 pub use list_directory::ListDirectoryTool;
@@ -77,6 +80,12 @@ pub const IMPLEMENTED: &[&str] = &[
     "tree",
     "file_info",
     "project_info",
+    "git_status",
+    "git_diff",
+    "git_log",
+    "git_show",
+    "git_blame",
+    "git_branches",
     "spawn_subagent",
     "web_search",
 ];
@@ -335,7 +344,10 @@ pub fn builtin_tool(underlying: &str, env: ToolEnv, sandbox: &SandboxEnv) -> Opt
         "file_info" => Arc::new(FileInfoTool { env }),
         "project_info" => Arc::new(ProjectInfoTool { env }),
         "bash" => Arc::new(BashTool::new(env, sandbox.clone())),
-        _ => return None,
+        other => match GitOp::of(other) {
+            Some(op) => Arc::new(GitTool::new(op, env, sandbox.clone())),
+            None => return None,
+        },
     })
 }
 

@@ -23,7 +23,8 @@ pub fn builtin_contract(underlying: &str, harness: Option<&str>) -> Option<Contr
         },
         (
             "read_file" | "write_file" | "edit_file" | "find" | "grep" | "glob" | "list_directory"
-            | "tree" | "file_info" | "project_info",
+            | "tree" | "file_info" | "project_info" | "git_status" | "git_diff" | "git_log"
+            | "git_show" | "git_blame" | "git_branches",
             None,
         ) => Contract {
             requires: &[],
@@ -75,7 +76,7 @@ pub fn is_builtin_grant_kind(kind: &str) -> bool {
 }
 
 /// The names of the native built-in tools.
-pub const BUILTIN_TOOLS: [&str; 13] = [
+pub const BUILTIN_TOOLS: [&str; 19] = [
     "bash",
     "read_file",
     "write_file",
@@ -87,6 +88,12 @@ pub const BUILTIN_TOOLS: [&str; 13] = [
     "tree",
     "file_info",
     "project_info",
+    "git_status",
+    "git_diff",
+    "git_log",
+    "git_show",
+    "git_blame",
+    "git_branches",
     "spawn_subagent",
     "web_search",
 ];

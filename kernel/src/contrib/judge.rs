@@ -853,7 +853,7 @@ mod tests {
             (&reader, "bash = { provider = \"builtin\", tool = \"read_file\", capabilities = { paths = [\"./\"] } }", written_for("bash", "the built-in `bash`", "the built-in `read_file`", "bash")),
             (&consent, "wr = { provider = \"builtin\", tool = \"read_file\", capabilities = \"*\" }", refused("read_file", "it requests \"*\", which the ceiling for `read_file` ({ paths = [\"./\"] }) does not cover", Remedy::Capabilities("read_file = \"*\"".into()))),
             (&misnamed, "run = { provider = \"builtin\", tool = \"bash\", capabilities = { commands = [\"ls\"] } }", unlisted("bash")),
-            (&consent, "jq = { provider = \"builtin\", capabilities = { commands = [\"jq\"] } }", refused("jq", "there is no built-in tool `jq` (built-ins: bash, read_file, write_file, edit_file, find, grep, glob, list_directory, tree, file_info, project_info, spawn_subagent, web_search)", Remedy::Declaration("name a built-in in `tool = \"…\"` of `jq`, or another provider".into()))),
+            (&consent, "jq = { provider = \"builtin\", capabilities = { commands = [\"jq\"] } }", refused("jq", &format!("there is no built-in tool `jq` (built-ins: {})", crate::BUILTIN_TOOLS.join(", ")), Remedy::Declaration("name a built-in in `tool = \"…\"` of `jq`, or another provider".into()))),
         ];
         for (host, tools, want) in cases {
             assert_eq!(one(host, tools), want, "{tools}");

@@ -10,6 +10,7 @@ pub(crate) mod decide;
 pub(crate) mod doom;
 pub(crate) mod hooks;
 pub(crate) mod inherit;
+pub(crate) mod inspection;
 pub(crate) mod narrow;
 pub(crate) mod plan;
 pub(crate) mod rules;

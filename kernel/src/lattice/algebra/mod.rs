@@ -103,7 +103,10 @@ impl AlgebraKind {
         match underlying {
             "bash" => AlgebraKind::Bash,
             "read_file" | "write_file" | "edit_file" | "find" | "grep" | "glob"
-            | "list_directory" | "tree" | "file_info" | "project_info" => AlgebraKind::Files,
+            | "list_directory" | "tree" | "file_info" | "project_info" | "git_status"
+            | "git_diff" | "git_log" | "git_show" | "git_blame" | "git_branches" => {
+                AlgebraKind::Files
+            }
             _ => AlgebraKind::Default,
         }
     }

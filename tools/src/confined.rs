@@ -1,0 +1,180 @@
+//! One confined program run whose output a tool reads whole (the git inspection tools): the plan runs through
+//! `loom_broker::run_bash` — the path `bash` and `loom sandbox run` take — on the blocking pool, its stdout and stderr
+//! captured separately up to a bound, the process tree killed on cancel, on timeout, or when the call's future is
+//! dropped.
+
+use std::io::Read;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use loom_broker::{run_bash, BashPlan, BashRun, BrokerLimits};
+use loom_sandbox::{GroupSlot, KillOnDrop, Limits, Stream, Streams};
+use tokio_util::sync::CancellationToken;
+
+use super::{SandboxEnv, ToolEnv};
+
+/// The first bytes of a stream, and how many it wrote in all.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Head {
+    /// At most the cap's worth of bytes, from the start.
+    pub bytes: Vec<u8>,
+    /// Everything the stream wrote.
+    pub total: u64,
+}
+
+impl Head {
+    /// The bytes as text (invalid UTF-8 replaced), with a note when they were cut.
+    pub fn text(&self, what: &str) -> String {
+        let mut s = String::from_utf8_lossy(&self.bytes).into_owned();
+        if self.total > self.bytes.len() as u64 {
+            s.push_str(&format!(
+                "\n[{what} cut: showing the first {} of {} bytes]",
+                self.bytes.len(),
+                self.total
+            ));
+        }
+        s
+    }
+}
+
+/// How a confined run ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Captured {
+    /// The exit status (a signal's is 128 + its number).
+    pub code: i32,
+    /// The timeout fired and the tree was killed.
+    pub timed_out: bool,
+    /// The call was cancelled and the tree was killed.
+    pub cancelled: bool,
+    /// Standard output.
+    pub stdout: Head,
+    /// Standard error.
+    pub stderr: Head,
+}
+
+/// What a confined run needs besides its plan.
+pub(crate) struct Confined<'a> {
+    /// The tool and its grant (its instance name is used in messages and by the broker).
+    pub env: &'a ToolEnv,
+    /// The sandbox machinery, secrets and authority files.
+    pub sandbox: &'a SandboxEnv,
+    /// The working directory (canonical).
+    pub cwd: &'a Path,
+    /// The time limit.
+    pub timeout: Duration,
+    /// The most bytes kept of stdout; stderr keeps at most 64 KiB.
+    pub stdout_cap: usize,
+}
+
+const STDERR_CAP: usize = 64 * 1024;
+
+/// Runs `plan` (decided by the kernel) and captures its output; `Err` when nothing ran or the sandbox refused.
+pub(crate) async fn run_confined(
+    plan: BashPlan,
+    run: Confined<'_>,
+    cancel: &CancellationToken,
+) -> Result<Captured, String> {
+    let (out_r, out_w) = std::io::pipe().map_err(|e| format!("cannot create a pipe: {e}"))?;
+    let (err_r, err_w) = std::io::pipe().map_err(|e| format!("cannot create a pipe: {e}"))?;
+    let out_job = std::thread::spawn({
+        let cap = run.stdout_cap;
+        move || drain(out_r, cap)
+    });
+    let err_job = std::thread::spawn(move || drain(err_r, STDERR_CAP));
+    let slot = Arc::new(GroupSlot::new());
+    let _kill_on_drop = KillOnDrop(slot.clone());
+    let job = {
+        let slot = slot.clone();
+        let (env, sandbox, cwd, timeout) = (
+            run.env.clone(),
+            run.sandbox.clone(),
+            run.cwd.to_path_buf(),
+            run.timeout,
+        );
+        tokio::task::spawn_blocking(move || {
+            let bash_run = BashRun {
+                tool: &env.instance,
+                grant: &env.grant,
+                ctx: &env.ctx,
+                cwd: &cwd,
+                home: None,
+                limits: Limits {
+                    timeout: Some(timeout),
+                    accept: sandbox.accept.clone(),
+                    ..Limits::default()
+                },
+                tier: None,
+                inner_exe: sandbox.inner_exe.clone(),
+                shim: sandbox.shim.clone(),
+                broker: BrokerLimits::default(),
+                secrets: &sandbox.secrets,
+                authority: &sandbox.authority,
+            };
+            let streams = Streams {
+                stdin: Stream::Null,
+                stdout: Stream::from(out_w),
+                stderr: Stream::from(err_w),
+            };
+            let outcome = run_bash(plan, bash_run, streams, &mut |p| slot.started(p));
+            slot.finish();
+            outcome.map_err(|e| e.to_string())
+        })
+    };
+    tokio::pin!(job);
+    let deadline = tokio::time::sleep(run.timeout);
+    tokio::pin!(deadline);
+    let (mut killed, mut timed_out, mut cancelled) = (false, false, false);
+    let result = loop {
+        tokio::select! {
+            r = &mut job => break r,
+            _ = cancel.cancelled(), if !killed => {
+                (cancelled, killed) = (true, true);
+                slot.kill();
+            }
+            _ = &mut deadline, if !killed => {
+                (timed_out, killed) = (true, true);
+                slot.kill();
+            }
+        }
+    };
+    let outcome = result.map_err(|e| format!("the command runner failed: {e}"))??;
+    // the leader is gone; whatever it left holding the pipes dies with its group (a finished slot kills nothing, so
+    // wait for the readers only as long as the pipes stay open, which they no longer can once the group is gone)
+    let stdout = join_reader(out_job).await;
+    let stderr = join_reader(err_job).await;
+    Ok(Captured {
+        code: outcome.code,
+        timed_out: timed_out || outcome.timed_out,
+        cancelled,
+        stdout,
+        stderr,
+    })
+}
+
+/// Reads `r` to its end, keeping the first `cap` bytes and counting the rest.
+fn drain(mut r: std::io::PipeReader, cap: usize) -> Head {
+    let mut head = Head::default();
+    let mut chunk = vec![0u8; 16 * 1024];
+    loop {
+        match r.read(&mut chunk) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                let room = cap.saturating_sub(head.bytes.len()).min(n);
+                head.bytes.extend_from_slice(&chunk[..room]);
+                head.total += n as u64;
+            }
+        }
+    }
+    head
+}
+
+/// The reader's result, waiting at most a moment past the command's end (a descendant that escaped the group and
+/// holds the pipe is left behind with its bytes).
+async fn join_reader(job: std::thread::JoinHandle<Head>) -> Head {
+    let waited = tokio::task::spawn_blocking(move || job.join().unwrap_or_default());
+    match tokio::time::timeout(Duration::from_secs(2), waited).await {
+        Ok(Ok(h)) => h,
+        _ => Head::default(),
+    }
+}

@@ -1,0 +1,669 @@
+//! The git inspection tools: `git_status`, `git_diff`, `git_log`, `git_show`, `git_blame`, `git_branches`.
+//!
+//! Each call names a path (or the working directory); loom finds the repository it is in (the nearest directory
+//! above it holding a `.git` directory — never through a symlink) and asks the kernel to let the tool read that
+//! repository's top directory, so a grant that covers only part of a repository cannot read the rest through its
+//! history. Once allowed, git runs in the OS sandbox under [`loom_kernel::git_inspection_row`] (read-only over the
+//! repository, no network, no inherited environment), and a hostile repository's configuration is given nothing to
+//! run: system and user configuration are not read, `core.fsmonitor`, hooks, the pager, external diff and text
+//! conversion are switched off on the command line, every filter, diff and merge driver the repository's own
+//! configuration defines is blanked (read first with `git config --list`, in the same sandbox), submodules are not
+//! entered, and paths are passed literally (`--literal-pathspecs`, after `--`). Arguments go to git as an argv —
+//! no shell ever sees them.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use loom_broker::BashPlan;
+use loom_kernel::{git_inspection_row, Access, CallFacts, Request};
+use serde_json::{json, Value};
+
+use super::confined::{run_confined, Captured, Confined};
+use super::read_call::int_field;
+use super::{
+    bool_field, check_fields, resolve_path, str_field, PathMode, Prepared, SandboxEnv, Tool,
+    ToolEnv, ToolOutput,
+};
+use loom_protocol::model::ToolSpec;
+use loom_protocol::update::{Location, ToolKind};
+
+/// The most bytes of git's output a call returns (the rest is counted and cut).
+pub const GIT_OUTPUT_CAP: usize = 128 * 1024;
+/// How long one git command may run.
+pub const GIT_TIMEOUT: Duration = Duration::from_secs(60);
+/// `git_log`'s default and largest `max_count`.
+const LOG_DEFAULT: usize = 20;
+const LOG_MAX: usize = 500;
+
+/// Which git inspection a tool does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GitOp {
+    /// `git_status`.
+    Status,
+    /// `git_diff`.
+    Diff,
+    /// `git_log`.
+    Log,
+    /// `git_show`.
+    Show,
+    /// `git_blame`.
+    Blame,
+    /// `git_branches`.
+    Branches,
+}
+
+impl GitOp {
+    /// The operation of built-in tool `underlying`.
+    pub fn of(underlying: &str) -> Option<GitOp> {
+        Some(match underlying {
+            "git_status" => GitOp::Status,
+            "git_diff" => GitOp::Diff,
+            "git_log" => GitOp::Log,
+            "git_show" => GitOp::Show,
+            "git_blame" => GitOp::Blame,
+            "git_branches" => GitOp::Branches,
+            _ => return None,
+        })
+    }
+
+    /// The built-in tool's name.
+    pub fn builtin(self) -> &'static str {
+        match self {
+            GitOp::Status => "git_status",
+            GitOp::Diff => "git_diff",
+            GitOp::Log => "git_log",
+            GitOp::Show => "git_show",
+            GitOp::Blame => "git_blame",
+            GitOp::Branches => "git_branches",
+        }
+    }
+
+    fn fields(self) -> &'static [&'static str] {
+        match self {
+            GitOp::Status => &["path"],
+            GitOp::Diff => &["path", "staged"],
+            GitOp::Log => &["path", "max_count"],
+            GitOp::Show => &["rev", "path"],
+            GitOp::Blame => &["path"],
+            GitOp::Branches => &["path"],
+        }
+    }
+
+    fn about(self) -> &'static str {
+        match self {
+            GitOp::Status => "Show the working tree status (`git status --short --branch`) of the repository holding `path` (default: the working directory), limited to `path` when it is below the top.",
+            GitOp::Diff => "Show unstaged changes (`git diff`), or staged ones with `staged: true`, limited to `path` when given.",
+            GitOp::Log => "Show the commit history (one line per commit: hash, date, author, subject), newest first, of the repository or of `path`; `max_count` commits (default 20, at most 500).",
+            GitOp::Show => "Show one revision (`rev`: a commit, tag, `HEAD~2`, or `REV:path` for a file's content at that revision) with its patch.",
+            GitOp::Blame => "Show who last changed each line of the file `path` (`git blame`).",
+            GitOp::Branches => "List the local and remote-tracking branches with their last commit, the current one marked `*`.",
+        }
+    }
+
+    fn schema(self) -> Value {
+        let path = json!({ "type": "string", "description": "A path inside the repository (default: the working directory)." });
+        let (props, required) = match self {
+            GitOp::Status | GitOp::Branches => (json!({ "path": path }), json!([])),
+            GitOp::Diff => (
+                json!({ "path": path, "staged": { "type": "boolean", "description": "Show the staged changes (index against HEAD). Default false." } }),
+                json!([]),
+            ),
+            GitOp::Log => (
+                json!({ "path": path, "max_count": { "type": "integer", "minimum": 1, "maximum": LOG_MAX } }),
+                json!([]),
+            ),
+            GitOp::Show => (
+                json!({ "rev": { "type": "string", "description": "The revision to show." }, "path": path }),
+                json!(["rev"]),
+            ),
+            GitOp::Blame => (
+                json!({ "path": { "type": "string", "description": "The file to blame." } }),
+                json!(["path"]),
+            ),
+        };
+        json!({ "type": "object", "properties": props, "required": required })
+    }
+}
+
+/// A git inspection tool.
+#[derive(Debug)]
+pub struct GitTool {
+    env: ToolEnv,
+    sandbox: SandboxEnv,
+    op: GitOp,
+}
+
+impl GitTool {
+    /// The tool for `op` in `env`.
+    pub fn new(op: GitOp, env: ToolEnv, sandbox: SandboxEnv) -> GitTool {
+        GitTool { env, sandbox, op }
+    }
+}
+
+/// The repository a path is in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Repo {
+    /// Its top directory (canonical).
+    pub top: PathBuf,
+    /// The path below the top, when the call named one below it (`None`: the whole repository).
+    pub below: Option<PathBuf>,
+}
+
+/// Finds the repository holding `path` (canonical): the nearest directory at or above it with a `.git` directory.
+/// A `.git` that is a file (a linked worktree or a submodule: its metadata lives elsewhere) or a symlink is refused.
+pub(crate) fn find_repo(path: &Path) -> Result<Repo, String> {
+    for top in path.ancestors() {
+        let dot = top.join(".git");
+        match std::fs::symlink_metadata(&dot) {
+            Ok(m) if m.is_dir() => {
+                let below = path
+                    .strip_prefix(top)
+                    .ok()
+                    .filter(|r| !r.as_os_str().is_empty())
+                    .map(Path::to_path_buf);
+                return Ok(Repo {
+                    top: top.to_path_buf(),
+                    below,
+                });
+            }
+            Ok(m) if m.file_type().is_symlink() => {
+                return Err(format!(
+                    "{} is a symlink; the git tools read a repository only through its own .git directory",
+                    dot.display()
+                ))
+            }
+            Ok(_) => {
+                return Err(format!(
+                    "{} is a file (a linked worktree or a submodule, whose metadata lives elsewhere); the git tools \
+                     read repositories with their own .git directory only — run git through bash for this one",
+                    dot.display()
+                ))
+            }
+            Err(_) => {}
+        }
+    }
+    Err(format!(
+        "{} is not inside a git repository (no .git directory above it)",
+        path.display()
+    ))
+}
+
+/// The argv of the operation after `git` and the global options: what the call asked for, checked.
+fn op_args(
+    op: GitOp,
+    input: &Value,
+    tool: &str,
+    below: Option<&Path>,
+) -> Result<Vec<OsString>, String> {
+    let mut a: Vec<OsString> = Vec::new();
+    let push = |a: &mut Vec<OsString>, items: &[&str]| a.extend(items.iter().map(OsString::from));
+    let mut pathspec = true;
+    match op {
+        GitOp::Status => push(
+            &mut a,
+            &[
+                "status",
+                "--short",
+                "--branch",
+                "--untracked-files=normal",
+                "--ignore-submodules=all",
+            ],
+        ),
+        GitOp::Diff => {
+            push(
+                &mut a,
+                &[
+                    "diff",
+                    "--no-ext-diff",
+                    "--no-textconv",
+                    "--no-color",
+                    "--ignore-submodules=all",
+                    "--stat",
+                    "--patch",
+                ],
+            );
+            if bool_field(input, tool, "staged")? {
+                push(&mut a, &["--cached"]);
+            }
+        }
+        GitOp::Log => {
+            let n = int_field(input, tool, "max_count", LOG_DEFAULT, (1, LOG_MAX))?;
+            push(
+                &mut a,
+                &[
+                    "log",
+                    "--no-color",
+                    "--no-show-signature",
+                    "--no-ext-diff",
+                    "--no-textconv",
+                    "--date=short",
+                    "--format=%h %ad %an: %s",
+                ],
+            );
+            a.push(format!("--max-count={n}").into());
+        }
+        GitOp::Show => {
+            let rev = str_field(input, tool, "rev")?;
+            check_rev(rev, tool)?;
+            push(
+                &mut a,
+                &[
+                    "show",
+                    "--no-color",
+                    "--no-show-signature",
+                    "--no-ext-diff",
+                    "--no-textconv",
+                    "--stat",
+                    "--patch",
+                    "--end-of-options",
+                ],
+            );
+            a.push(rev.into());
+            pathspec = false;
+        }
+        GitOp::Blame => {
+            push(&mut a, &["blame", "--no-textconv", "--date=short"]);
+            if below.is_none() {
+                return Err(format!(
+                    "{tool}: path must name a file inside the repository, not its top"
+                ));
+            }
+        }
+        GitOp::Branches => {
+            push(
+                &mut a,
+                &["branch", "--all", "--verbose", "--no-color", "--no-abbrev"],
+            );
+            pathspec = false;
+        }
+    }
+    if pathspec {
+        if let Some(p) = below {
+            a.push("--".into());
+            a.push(p.as_os_str().to_os_string());
+        }
+    }
+    Ok(a)
+}
+
+/// A revision is one word git reads as a revision, never an option.
+fn check_rev(rev: &str, tool: &str) -> Result<(), String> {
+    if rev.is_empty() || rev.len() > 256 {
+        return Err(format!("{tool}: rev must be 1 to 256 characters"));
+    }
+    if rev.starts_with('-') {
+        return Err(format!(
+            "{tool}: rev {rev:?} starts with '-'; give a commit, tag or branch name"
+        ));
+    }
+    if rev.chars().any(|c| c.is_control()) {
+        return Err(format!("{tool}: rev holds a control character"));
+    }
+    Ok(())
+}
+
+/// The environment git runs with (`env -i` clears everything else): no system or user configuration, no prompt,
+/// no pager, no optional locks, no lazy fetch.
+const GIT_ENV: &[&str] = &[
+    "GIT_CONFIG_NOSYSTEM=1",
+    "GIT_CONFIG_GLOBAL=/dev/null",
+    "HOME=/nonexistent",
+    "LANG=C.UTF-8",
+    "GIT_TERMINAL_PROMPT=0",
+    "GIT_OPTIONAL_LOCKS=0",
+    "GIT_PAGER=cat",
+    "PAGER=cat",
+    "GIT_NO_LAZY_FETCH=1",
+    "GIT_NO_REPLACE_OBJECTS=1",
+];
+
+/// Configuration set on the command line for every call: it outranks the repository's own.
+const GIT_SAFE_CONFIG: &[&str] = &[
+    "core.fsmonitor=false",
+    "core.hooksPath=/dev/null",
+    "core.pager=cat",
+    "core.untrackedCache=false",
+    "core.quotePath=false",
+    "diff.external=",
+    "log.showSignature=false",
+    "color.ui=false",
+    "submodule.recurse=false",
+    "status.submoduleSummary=false",
+    "diff.submodule=short",
+    "gc.auto=0",
+    "maintenance.auto=false",
+];
+
+/// Whether a configuration key names a program git may run for an inspection: a filter, diff or merge driver's
+/// command (`filter.X.clean`, `filter.X.smudge`, `filter.X.process`, `diff.X.textconv`, `diff.X.command`,
+/// `merge.X.driver`).
+fn runs_a_program(key: &str) -> bool {
+    let lower = key.to_ascii_lowercase();
+    let Some((section, rest)) = lower.split_once('.') else {
+        return false;
+    };
+    let Some((_, var)) = rest.rsplit_once('.') else {
+        return false;
+    };
+    matches!(
+        (section, var),
+        ("filter", "clean" | "smudge" | "process")
+            | ("diff", "textconv" | "command")
+            | ("merge", "driver")
+    )
+}
+
+/// The keys of `git config --list -z` output (entries `key\nvalue\0`).
+fn config_keys(listing: &[u8]) -> Vec<String> {
+    listing
+        .split(|b| *b == 0)
+        .filter_map(|e| {
+            let key = e.split(|b| *b == b'\n').next()?;
+            std::str::from_utf8(key)
+                .ok()
+                .filter(|k| !k.is_empty())
+                .map(str::to_string)
+        })
+        .collect()
+}
+
+/// `env -i VARS… git --git-dir=… --work-tree=… --literal-pathspecs -c SAFE… -c BLANKED… ARGS…`.
+fn command(
+    env_exe: &Path,
+    git: &Path,
+    top: &Path,
+    blanked: &[String],
+    args: Vec<OsString>,
+) -> Vec<OsString> {
+    let mut v: Vec<OsString> = vec![env_exe.into(), "-i".into()];
+    v.extend(GIT_ENV.iter().map(OsString::from));
+    v.push(git.into());
+    let mut dir = OsString::from("--git-dir=");
+    dir.push(top.join(".git"));
+    let mut work = OsString::from("--work-tree=");
+    work.push(top);
+    v.extend([dir, work, "--literal-pathspecs".into(), "--no-pager".into()]);
+    for c in GIT_SAFE_CONFIG {
+        v.extend(["-c".into(), OsString::from(c)]);
+    }
+    for k in blanked {
+        v.extend(["-c".into(), OsString::from(format!("{k}="))]);
+    }
+    v.extend(args);
+    v
+}
+
+/// The absolute path of program `name` on loom's `PATH`.
+fn on_path(name: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH").and_then(|p| {
+        std::env::split_paths(&p)
+            .map(|d| d.join(name))
+            .find(|c| c.is_absolute() && c.is_file())
+    })
+}
+
+impl Tool for GitTool {
+    fn name(&self) -> &str {
+        &self.env.instance
+    }
+
+    fn builtin(&self) -> Option<&'static str> {
+        Some(self.op.builtin())
+    }
+
+    fn kind(&self) -> ToolKind {
+        ToolKind::Read
+    }
+
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: self.env.instance.clone(),
+            description: format!(
+                "{} Read-only: git runs sandboxed with the repository's hooks, filters and external tools off. \
+                 Paths resolve against {} and the repository's top directory must be inside this tool's grant ({}).",
+                self.op.about(),
+                self.env.cwd.display(),
+                self.env.grant
+            ),
+            input_schema: self.op.schema(),
+        }
+    }
+
+    fn prepare(&self, input: &Value) -> Result<Prepared, String> {
+        let name = self.env.instance.clone();
+        check_fields(input, &name, self.op.fields())?;
+        let raw = match input.get("path") {
+            None | Some(Value::Null) if self.op != GitOp::Blame => ".",
+            _ => str_field(input, &name, "path")?,
+        };
+        let path = resolve_path(&self.env.cwd, raw, PathMode::Existing)
+            .map_err(|e| format!("{name}: {e}"))?;
+        let repo = find_repo(&path).map_err(|e| format!("{name}: {e}"))?;
+        let args = op_args(self.op, input, &name, repo.below.as_deref())?;
+        let top = repo.top.display().to_string();
+        let (env, sandbox) = (self.env.clone(), self.sandbox.clone());
+        let op = self.op;
+        Ok(Prepared {
+            request: Request::File {
+                path: top.clone(),
+                access: Access::Read,
+            },
+            facts: CallFacts {
+                tool: name.clone(),
+                path: Some(top.clone()),
+                ..CallFacts::default()
+            },
+            locations: vec![Location {
+                path: path.display().to_string(),
+            }],
+            run: Box::new(move |_auth, ctx| {
+                Box::pin(async move {
+                    match inspect(&env, &sandbox, &repo.top, args, &ctx.cancel).await {
+                        Ok(out) => out,
+                        Err(e) => ToolOutput::error(format!("{}: {e}", op.builtin())),
+                    }
+                })
+            }),
+        })
+    }
+}
+
+/// Runs one inspection of the repository at `top` (the kernel allowed reading it): first `git config --list` to
+/// learn which drivers the repository defines, then the command with all of them blanked.
+async fn inspect(
+    env: &ToolEnv,
+    sandbox: &SandboxEnv,
+    top: &Path,
+    args: Vec<OsString>,
+    cancel: &tokio_util::sync::CancellationToken,
+) -> Result<ToolOutput, String> {
+    let git = on_path("git").ok_or("git is not installed (no `git` on loom's PATH)")?;
+    let env_exe = on_path("env").ok_or("`env` is not on loom's PATH")?;
+    let row = git_inspection_row(&top.display().to_string());
+    let confined = |cap| Confined {
+        env,
+        sandbox,
+        cwd: top,
+        timeout: GIT_TIMEOUT,
+        stdout_cap: cap,
+    };
+    let listing = run_confined(
+        BashPlan::Confined {
+            row: row.clone(),
+            argv: command(
+                &env_exe,
+                &git,
+                top,
+                &[],
+                vec!["config".into(), "--list".into(), "-z".into()],
+            ),
+        },
+        confined(1024 * 1024),
+        cancel,
+    )
+    .await?;
+    if listing.cancelled {
+        return Ok(ToolOutput::interrupted(""));
+    }
+    if listing.code != 0 || listing.stdout.total > listing.stdout.bytes.len() as u64 {
+        return Err(format!(
+            "could not read the repository's configuration (exit {}): {}",
+            listing.code,
+            listing.stderr.text("stderr").trim()
+        ));
+    }
+    let mut blanked: Vec<String> = config_keys(&listing.stdout.bytes)
+        .into_iter()
+        .filter(|k| runs_a_program(k))
+        .collect();
+    blanked.sort();
+    blanked.dedup();
+    let shown: Vec<String> = args
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let argv = command(&env_exe, &git, top, &blanked, args);
+    let got = run_confined(
+        BashPlan::Confined { row, argv },
+        confined(GIT_OUTPUT_CAP),
+        cancel,
+    )
+    .await?;
+    Ok(render(&got, &shown, &blanked))
+}
+
+/// The tool's result: git's output, or its error with the exit status.
+fn render(got: &Captured, args: &[String], blanked: &[String]) -> ToolOutput {
+    let raw = json!({
+        "command": format!("git {}", args.join(" ")),
+        "exitCode": got.code,
+        "blanked": blanked,
+        "stdoutBytes": got.stdout.total,
+    });
+    if got.cancelled {
+        return ToolOutput::interrupted(&got.stdout.text("output"));
+    }
+    if got.timed_out {
+        let mut out = ToolOutput::error(format!(
+            "git {} timed out after {} s; the process was killed",
+            args.first().map_or("", String::as_str),
+            GIT_TIMEOUT.as_secs()
+        ));
+        out.raw_output = Some(raw);
+        return out;
+    }
+    let mut out = if got.code == 0 {
+        let text = got.stdout.text("output");
+        ToolOutput::ok(if text.trim().is_empty() {
+            "(no output)".to_string()
+        } else {
+            text
+        })
+    } else {
+        ToolOutput::error(format!(
+            "git {} failed (exit {}): {}",
+            args.first().map_or("", String::as_str),
+            got.code,
+            got.stderr.text("stderr").trim()
+        ))
+    };
+    out.raw_output = Some(raw);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn driver_keys_are_found_whatever_their_case() {
+        let listing = b"core.bare\nfalse\0filter.lfs.clean\ngit-lfs clean\0diff.Y.textconv\nsh x\0merge.m.driver\nx\0diff.external\nx\0filter.a.b.process\nx\0user.name\nn\0";
+        let keys: Vec<String> = config_keys(listing)
+            .into_iter()
+            .filter(|k| runs_a_program(k))
+            .collect();
+        assert_eq!(
+            keys,
+            [
+                "filter.lfs.clean",
+                "diff.Y.textconv",
+                "merge.m.driver",
+                "filter.a.b.process"
+            ]
+        );
+        assert!(!runs_a_program("filter.clean"));
+        assert!(!runs_a_program("core.fsmonitor"));
+    }
+
+    #[test]
+    fn revisions_never_become_options() {
+        for bad in ["", "-p", "--output=/tmp/x", "a\nb"] {
+            assert!(check_rev(bad, "git_show").is_err(), "{bad:?}");
+        }
+        for ok in ["HEAD", "HEAD~2", "v1.0", "main:src/lib.rs", "abc123"] {
+            assert!(check_rev(ok, "git_show").is_ok(), "{ok}");
+        }
+    }
+
+    #[test]
+    fn paths_are_literal_after_a_double_dash_and_the_safe_config_comes_first() {
+        let args = op_args(
+            GitOp::Diff,
+            &json!({"staged": true}),
+            "git_diff",
+            Some(Path::new("-rf *.rs")),
+        )
+        .unwrap();
+        let argv = command(
+            Path::new("/usr/bin/env"),
+            Path::new("/usr/bin/git"),
+            Path::new("/w/r"),
+            &["filter.x.clean".into()],
+            args,
+        );
+        let s: Vec<String> = argv
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(&s[..2], ["/usr/bin/env", "-i"]);
+        let git = s.iter().position(|a| a == "/usr/bin/git").unwrap();
+        assert_eq!(
+            &s[git + 1..git + 5],
+            [
+                "--git-dir=/w/r/.git",
+                "--work-tree=/w/r",
+                "--literal-pathspecs",
+                "--no-pager"
+            ]
+        );
+        assert!(s.windows(2).any(|w| w == ["-c", "core.fsmonitor=false"]));
+        assert!(s.windows(2).any(|w| w == ["-c", "filter.x.clean="]));
+        assert_eq!(&s[s.len() - 3..], ["--cached", "--", "-rf *.rs"]);
+        assert!(
+            s.contains(&"--no-ext-diff".to_string()) && s.contains(&"--no-textconv".to_string())
+        );
+    }
+
+    #[test]
+    fn the_repository_is_found_above_the_path_and_a_dot_git_file_is_refused() {
+        let d = tempfile::tempdir().unwrap();
+        let top = d.path().canonicalize().unwrap();
+        std::fs::create_dir_all(top.join("r/.git")).unwrap();
+        std::fs::create_dir_all(top.join("r/src/a")).unwrap();
+        let r = find_repo(&top.join("r/src/a")).unwrap();
+        assert_eq!(
+            (r.top, r.below),
+            (top.join("r"), Some(PathBuf::from("src/a")))
+        );
+        assert_eq!(find_repo(&top.join("r")).unwrap().below, None);
+        std::fs::create_dir_all(top.join("w")).unwrap();
+        std::fs::write(top.join("w/.git"), "gitdir: /elsewhere\n").unwrap();
+        assert!(find_repo(&top.join("w"))
+            .unwrap_err()
+            .contains("linked worktree"));
+        std::fs::create_dir_all(top.join("l")).unwrap();
+        std::os::unix::fs::symlink(top.join("r/.git"), top.join("l/.git")).unwrap();
+        assert!(find_repo(&top.join("l")).unwrap_err().contains("symlink"));
+    }
+}
