@@ -48,7 +48,9 @@ pub use contrib::ceiling::{
     ceiling_excess, default_ceiling, requested_grant, tool_grants, Ceiling, GrantSource, KeyExcess,
     ToolGrant,
 };
-pub use contrib::contracts::{builtin_contract, check_contract, Contract, BUILTIN_TOOLS};
+pub use contrib::contracts::{
+    builtin_contract, check_contract, Contract, BUILTIN_TOOLS, COMMAND_TOOLS,
+};
 pub use contrib::gate::{
     ceiling_growth, describe_rule, env_references, manifest_changes, Change, EnvRef, Growth,
 };

@@ -16,6 +16,7 @@ mod mcp;
 mod mcp_cwd;
 mod mcp_hostile;
 mod openai_chat;
+mod project_run;
 mod prompt;
 mod providers;
 mod repl;

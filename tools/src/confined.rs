@@ -14,14 +14,21 @@ use tokio_util::sync::CancellationToken;
 
 use super::{SandboxEnv, ToolEnv};
 
-/// The first bytes of a stream, and how many it wrote in all.
+/// What a stream kept: its first bytes, its last bytes, the lines a [`Keep::hits`] picked, and its length.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct Head {
-    /// At most the cap's worth of bytes, from the start.
+    /// At most [`Keep::head`] bytes, from the start.
     pub bytes: Vec<u8>,
+    /// At most [`Keep::tail`] bytes, from the end (past the head only).
+    pub tail: Vec<u8>,
+    /// Lines [`Keep::hits`] picked, in order, at most [`MAX_HITS`] (each cut to 400 bytes).
+    pub hits: Vec<String>,
     /// Everything the stream wrote.
     pub total: u64,
 }
+
+/// The most lines a stream's [`Keep::hits`] keeps.
+pub(crate) const MAX_HITS: usize = 80;
 
 impl Head {
     /// The bytes as text (invalid UTF-8 replaced), with a note when they were cut.
@@ -35,6 +42,28 @@ impl Head {
             ));
         }
         s
+    }
+}
+
+/// What to keep of a stream.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Keep {
+    /// Bytes from the start.
+    pub head: usize,
+    /// Bytes from the end.
+    pub tail: usize,
+    /// Picks lines worth keeping wherever they are (failures in a test run).
+    pub hits: Option<fn(&str) -> bool>,
+}
+
+impl Keep {
+    /// The first `n` bytes only.
+    pub fn head(n: usize) -> Keep {
+        Keep {
+            head: n,
+            tail: 0,
+            hits: None,
+        }
     }
 }
 
@@ -63,8 +92,11 @@ pub(crate) struct Confined<'a> {
     pub cwd: &'a Path,
     /// The time limit.
     pub timeout: Duration,
-    /// The most bytes kept of stdout; stderr keeps at most 64 KiB.
-    pub stdout_cap: usize,
+    /// What is kept of stdout (and of stderr, when it is `combined` into stdout).
+    pub keep: Keep,
+    /// Stderr goes to the same pipe as stdout, interleaved as written ([`Captured::stderr`] stays empty); otherwise
+    /// the first 64 KiB of it are kept apart.
+    pub combined: bool,
 }
 
 const STDERR_CAP: usize = 64 * 1024;
@@ -76,12 +108,22 @@ pub(crate) async fn run_confined(
     cancel: &CancellationToken,
 ) -> Result<Captured, String> {
     let (out_r, out_w) = std::io::pipe().map_err(|e| format!("cannot create a pipe: {e}"))?;
-    let (err_r, err_w) = std::io::pipe().map_err(|e| format!("cannot create a pipe: {e}"))?;
+    let (err_r, err_w) = if run.combined {
+        (
+            None,
+            out_w
+                .try_clone()
+                .map_err(|e| format!("cannot create a pipe: {e}"))?,
+        )
+    } else {
+        let (r, w) = std::io::pipe().map_err(|e| format!("cannot create a pipe: {e}"))?;
+        (Some(r), w)
+    };
     let out_job = std::thread::spawn({
-        let cap = run.stdout_cap;
-        move || drain(out_r, cap)
+        let keep = run.keep;
+        move || drain(out_r, keep)
     });
-    let err_job = std::thread::spawn(move || drain(err_r, STDERR_CAP));
+    let err_job = err_r.map(|r| std::thread::spawn(move || drain(r, Keep::head(STDERR_CAP))));
     let slot = Arc::new(GroupSlot::new());
     let _kill_on_drop = KillOnDrop(slot.clone());
     let job = {
@@ -142,7 +184,10 @@ pub(crate) async fn run_confined(
     // the leader is gone; whatever it left holding the pipes dies with its group (a finished slot kills nothing, so
     // wait for the readers only as long as the pipes stay open, which they no longer can once the group is gone)
     let stdout = join_reader(out_job).await;
-    let stderr = join_reader(err_job).await;
+    let stderr = match err_job {
+        Some(j) => join_reader(j).await,
+        None => Head::default(),
+    };
     Ok(Captured {
         code: outcome.code,
         timed_out: timed_out || outcome.timed_out,
@@ -152,21 +197,58 @@ pub(crate) async fn run_confined(
     })
 }
 
-/// Reads `r` to its end, keeping the first `cap` bytes and counting the rest.
-fn drain(mut r: std::io::PipeReader, cap: usize) -> Head {
+/// Reads `r` to its end, keeping what `keep` says and counting the rest.
+fn drain(mut r: std::io::PipeReader, keep: Keep) -> Head {
     let mut head = Head::default();
     let mut chunk = vec![0u8; 16 * 1024];
+    // the line being read, for `keep.hits` (cut at 400 bytes; the rest of a long line is skipped)
+    let mut line: Vec<u8> = Vec::new();
     loop {
-        match r.read(&mut chunk) {
+        let n = match r.read(&mut chunk) {
             Ok(0) | Err(_) => break,
-            Ok(n) => {
-                let room = cap.saturating_sub(head.bytes.len()).min(n);
-                head.bytes.extend_from_slice(&chunk[..room]);
-                head.total += n as u64;
+            Ok(n) => n,
+        };
+        let got = &chunk[..n];
+        head.total += n as u64;
+        let room = keep.head.saturating_sub(head.bytes.len()).min(n);
+        head.bytes.extend_from_slice(&got[..room]);
+        if keep.tail > 0 {
+            head.tail.extend_from_slice(&got[room..]);
+            if head.tail.len() > 2 * keep.tail {
+                let cut = head.tail.len() - keep.tail;
+                head.tail.drain(..cut);
+            }
+        }
+        if let Some(pick) = keep.hits {
+            for &b in got {
+                if b == b'\n' {
+                    take_hit(&mut head.hits, &line, pick);
+                    line.clear();
+                } else if line.len() < 400 {
+                    line.push(b);
+                }
             }
         }
     }
+    if let Some(pick) = keep.hits {
+        take_hit(&mut head.hits, &line, pick);
+    }
+    if head.tail.len() > keep.tail {
+        let cut = head.tail.len() - keep.tail;
+        head.tail.drain(..cut);
+    }
     head
+}
+
+fn take_hit(hits: &mut Vec<String>, line: &[u8], pick: fn(&str) -> bool) {
+    if hits.len() >= MAX_HITS || line.is_empty() {
+        return;
+    }
+    let text = String::from_utf8_lossy(line);
+    let text = text.trim_end_matches('\r');
+    if pick(text) && hits.last().map(String::as_str) != Some(text) {
+        hits.push(text.to_string());
+    }
 }
 
 /// The reader's result, waiting at most a moment past the command's end (a descendant that escaped the group and

@@ -19,7 +19,7 @@ use loom_broker::BashPlan;
 use loom_kernel::{git_inspection_row, Access, CallFacts, Request};
 use serde_json::{json, Value};
 
-use super::confined::{run_confined, Captured, Confined};
+use super::confined::{run_confined, Captured, Confined, Keep};
 use super::read_call::int_field;
 use super::{
     bool_field, check_fields, resolve_path, str_field, PathMode, Prepared, SandboxEnv, Tool,
@@ -486,7 +486,8 @@ async fn inspect(
         sandbox,
         cwd: top,
         timeout: GIT_TIMEOUT,
-        stdout_cap: cap,
+        keep: Keep::head(cap),
+        combined: false,
     };
     let listing = run_confined(
         BashPlan::Confined {

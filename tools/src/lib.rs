@@ -33,6 +33,7 @@ mod list_directory;
 mod output;
 mod paths;
 mod project_info;
+mod project_run;
 mod read_call;
 mod read_file;
 mod tree;
@@ -62,6 +63,7 @@ pub use list_directory::ListDirectoryTool;
 pub use output::{OutputBuffer, Snapshot};
 pub use paths::{resolve_path, PathMode};
 pub use project_info::ProjectInfoTool;
+pub use project_run::{ProjectRunTool, RunKind, RUN_DEFAULT_TIMEOUT_MS, RUN_MAX_TIMEOUT_MS};
 pub use read_file::ReadFileTool;
 pub use tree::TreeTool;
 pub use web_search::{WebSearchTool, BRAVE_ENDPOINT, BRAVE_SEARCH_API_KEY};
@@ -86,6 +88,9 @@ pub const IMPLEMENTED: &[&str] = &[
     "git_show",
     "git_blame",
     "git_branches",
+    "run_tests",
+    "run_build",
+    "run_lint",
     "spawn_subagent",
     "web_search",
 ];
@@ -344,9 +349,10 @@ pub fn builtin_tool(underlying: &str, env: ToolEnv, sandbox: &SandboxEnv) -> Opt
         "file_info" => Arc::new(FileInfoTool { env }),
         "project_info" => Arc::new(ProjectInfoTool { env }),
         "bash" => Arc::new(BashTool::new(env, sandbox.clone())),
-        other => match GitOp::of(other) {
-            Some(op) => Arc::new(GitTool::new(op, env, sandbox.clone())),
-            None => return None,
+        other => match (GitOp::of(other), RunKind::of(other)) {
+            (Some(op), _) => Arc::new(GitTool::new(op, env, sandbox.clone())),
+            (_, Some(kind)) => Arc::new(ProjectRunTool::new(kind, env, sandbox.clone())),
+            _ => return None,
         },
     })
 }

@@ -17,7 +17,7 @@ const PATH_KINDS: &[&str] = &["paths", "read_paths"];
 /// `web_fetch`, through the harness named `harness`).
 pub fn builtin_contract(underlying: &str, harness: Option<&str>) -> Option<Contract> {
     Some(match (underlying, harness) {
-        ("bash", None) => Contract {
+        ("bash" | "run_tests" | "run_build" | "run_lint", None) => Contract {
             requires: &["commands"],
             optional: &["paths", "read_paths", "network", "env"],
         },
@@ -75,8 +75,13 @@ pub fn is_builtin_grant_kind(kind: &str) -> bool {
         .any(|c| c.requires.contains(&kind) || c.optional.contains(&kind))
 }
 
+/// The built-in tools that run commands under the OS sandbox, each call under the row the kernel picks from a bash
+/// grant (`bash`, and `run_tests` / `run_build` / `run_lint`, which run the project's own test, build or lint
+/// command): their rows must be ones the sandbox can express, and their `paths` are where the commands may write.
+pub const COMMAND_TOOLS: [&str; 4] = ["bash", "run_tests", "run_build", "run_lint"];
+
 /// The names of the native built-in tools.
-pub const BUILTIN_TOOLS: [&str; 19] = [
+pub const BUILTIN_TOOLS: [&str; 22] = [
     "bash",
     "read_file",
     "write_file",
@@ -94,6 +99,9 @@ pub const BUILTIN_TOOLS: [&str; 19] = [
     "git_show",
     "git_blame",
     "git_branches",
+    "run_tests",
+    "run_build",
+    "run_lint",
     "spawn_subagent",
     "web_search",
 ];

@@ -323,7 +323,14 @@ fn subject(handle: &str) -> String {
 }
 
 /// The built-in tools whose `paths` grant is where they may write (a `read_paths` row kind is read-only).
-const WRITERS: &[&str] = &["write_file", "edit_file", "bash"];
+const WRITERS: &[&str] = &[
+    "write_file",
+    "edit_file",
+    "bash",
+    "run_tests",
+    "run_build",
+    "run_lint",
+];
 
 /// One grant that would let the agent rewrite installed provider code or the lock.
 #[derive(Debug, Clone, PartialEq, Eq)]

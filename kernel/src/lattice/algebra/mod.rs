@@ -101,7 +101,7 @@ impl AlgebraKind {
     /// `gcal = { provider = "builtin", tool = "bash" }` therefore always gets bash's algebra.
     pub fn for_builtin(underlying: &str) -> AlgebraKind {
         match underlying {
-            "bash" => AlgebraKind::Bash,
+            "bash" | "run_tests" | "run_build" | "run_lint" => AlgebraKind::Bash,
             "read_file" | "write_file" | "edit_file" | "find" | "grep" | "glob"
             | "list_directory" | "tree" | "file_info" | "project_info" | "git_status"
             | "git_diff" | "git_log" | "git_show" | "git_blame" | "git_branches" => {
