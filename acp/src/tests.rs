@@ -324,6 +324,7 @@ mod asker {
             ctx: ctx.clone(),
             cwd,
             authority: Default::default(),
+            undo: Default::default(),
         };
         let mut parts = AgentParts::new(
             harness,

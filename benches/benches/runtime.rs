@@ -39,6 +39,7 @@ fn read_file_slot(dir: &std::path::Path, ctx: &PathCtx) -> BTreeMap<String, Tool
         ctx: ctx.clone(),
         cwd: dir.to_path_buf(),
         authority: Default::default(),
+        undo: Default::default(),
     };
     let tool = builtin_tool("read_file", env, &SandboxEnv::default()).unwrap();
     BTreeMap::from([(

@@ -48,9 +48,7 @@ pub use contrib::ceiling::{
     ceiling_excess, default_ceiling, requested_grant, tool_grants, Ceiling, GrantSource, KeyExcess,
     ToolGrant,
 };
-pub use contrib::contracts::{
-    builtin_contract, check_contract, Contract, BUILTIN_TOOLS, COMMAND_TOOLS,
-};
+pub use contrib::contracts::{builtin_contract, check_contract, Contract, BUILTIN_TOOLS};
 pub use contrib::gate::{
     ceiling_growth, describe_rule, env_references, manifest_changes, Change, EnvRef, Growth,
 };
@@ -82,7 +80,8 @@ pub use contrib::subagent::{
 };
 pub use lattice::algebra::{
     equivalent, paths_value_contains, union_merge, value_contains, Algebra, AlgebraKind,
-    BashAlgebra, DefaultAlgebra, FilesAlgebra, McpAlgebra, ServerToolAlgebra, ENV_TIER1, ENV_TIER2,
+    BashAlgebra, DefaultAlgebra, FilesAlgebra, McpAlgebra, ServerToolAlgebra, COMMAND_TOOLS,
+    ENV_TIER1, ENV_TIER2, FILE_TOOLS,
 };
 pub use lattice::grant::{Grant, GrantError, Kind, Row};
 pub use lattice::laws::{

@@ -52,6 +52,7 @@ fn fixture(harness: Arc<dyn Harness>, tools: &[(&str, &str, &str)], max: u32) ->
             ctx: ctx.clone(),
             cwd: cwd.clone(),
             authority: Default::default(),
+            undo: Default::default(),
         };
         slots.insert(
             instance.to_string(),
@@ -505,6 +506,7 @@ async fn an_ask_rule_is_a_refusal_when_headless() {
         ctx: ctx.clone(),
         cwd,
         authority: Default::default(),
+        undo: Default::default(),
     };
     let mut parts = AgentParts::new(
         h,

@@ -239,6 +239,7 @@ impl Tool for EditFileTool {
         })?;
         let shown = path.display().to_string();
         let ctx_paths = self.env.ctx.clone();
+        let (log, tool) = (self.env.undo.clone(), name.clone());
         Ok(Prepared {
             request: Request::File {
                 path: shown.clone(),
@@ -259,15 +260,18 @@ impl Tool for EditFileTool {
                         Err(e) => return ToolOutput::error(format!("{shown}: {e}")),
                     };
                     match edit(&ctx, &path, &target, edits).await {
-                        Ok((old, new)) => ToolOutput {
-                            text: format!("edited {shown}"),
-                            content: vec![ToolCallContent::Diff {
-                                path: shown,
-                                old_text: Some(old),
-                                new_text: new,
-                            }],
-                            ..ToolOutput::default()
-                        },
+                        Ok((old, new)) => {
+                            log.record(&path, Some(old.as_bytes()), Some(new.as_bytes()), &tool);
+                            ToolOutput {
+                                text: format!("edited {shown}"),
+                                content: vec![ToolCallContent::Diff {
+                                    path: shown,
+                                    old_text: Some(old),
+                                    new_text: new,
+                                }],
+                                ..ToolOutput::default()
+                            }
+                        }
                         Err(e) => ToolOutput::error(format!("{shown}: {e}")),
                     }
                 })

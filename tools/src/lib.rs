@@ -37,6 +37,7 @@ mod project_run;
 mod read_call;
 mod read_file;
 mod tree;
+mod undo;
 mod walk;
 mod web_search;
 mod write_file;
@@ -66,6 +67,9 @@ pub use project_info::ProjectInfoTool;
 pub use project_run::{ProjectRunTool, RunKind, RUN_DEFAULT_TIMEOUT_MS, RUN_MAX_TIMEOUT_MS};
 pub use read_file::ReadFileTool;
 pub use tree::TreeTool;
+pub use undo::{
+    content_hash, UndoLog, UndoTool, UNDO_MAX_BYTES, UNDO_MAX_FILE_BYTES, UNDO_MAX_PER_FILE,
+};
 pub use web_search::{WebSearchTool, BRAVE_ENDPOINT, BRAVE_SEARCH_API_KEY};
 pub use write_file::WriteFileTool;
 
@@ -91,6 +95,7 @@ pub const IMPLEMENTED: &[&str] = &[
     "run_tests",
     "run_build",
     "run_lint",
+    "undo",
     "spawn_subagent",
     "web_search",
 ];
@@ -204,6 +209,8 @@ pub struct ToolEnv {
     /// below a directory) asks the kernel about each ([`loom_kernel::authority_denial`]) and leaves out what it
     /// refuses (a secret store).
     pub authority: Arc<loom_kernel::Authority>,
+    /// The agent's undo snapshots: every change tool records what it replaced, and `undo` puts it back.
+    pub undo: UndoLog,
 }
 
 /// A tool the model may call.
@@ -348,6 +355,7 @@ pub fn builtin_tool(underlying: &str, env: ToolEnv, sandbox: &SandboxEnv) -> Opt
         "tree" => Arc::new(TreeTool { env }),
         "file_info" => Arc::new(FileInfoTool { env }),
         "project_info" => Arc::new(ProjectInfoTool { env }),
+        "undo" => Arc::new(UndoTool { env }),
         "bash" => Arc::new(BashTool::new(env, sandbox.clone())),
         other => match (GitOp::of(other), RunKind::of(other)) {
             (Some(op), _) => Arc::new(GitTool::new(op, env, sandbox.clone())),
@@ -435,6 +443,7 @@ mod testutil {
             ctx: PathCtx::new(cwd.to_string_lossy().into_owned(), None),
             cwd,
             authority: Arc::default(),
+            undo: Default::default(),
         }
     }
 }

@@ -10,6 +10,7 @@ use super::beneath::{
     explain, read_capped, run_blocking, size_of, BeneathError, Gate, Place, Target,
 };
 use super::client::{read_text, writer};
+use super::undo::snapshot_of;
 use super::{
     bool_field, check_fields, resolve_path, str_field, PathMode, Prepared, Tool, ToolEnv,
     ToolOutput,
@@ -70,6 +71,7 @@ impl Tool for WriteFileTool {
             .map_err(|e| format!("{name}: {e}"))?;
         let shown = path.display().to_string();
         let ctx_paths = self.env.ctx.clone();
+        let (log, tool) = (self.env.undo.clone(), name.clone());
         Ok(Prepared {
             request: Request::File {
                 path: shown.clone(),
@@ -87,6 +89,15 @@ impl Tool for WriteFileTool {
                 Box::pin(async move {
                     let target = match Target::of(&auth, &ctx_paths, &path, Access::Write) {
                         Ok(t) => t,
+                        Err(e) => return ToolOutput::error(format!("{shown}: {e}")),
+                    };
+                    // what the file held, for undo (a file too large to keep is written without a snapshot)
+                    let before = {
+                        let t = target.clone();
+                        run_blocking(&ctx.cancel, None, move || Ok(snapshot_of(&t))).await
+                    };
+                    let before = match before {
+                        Ok(b) => b,
                         Err(e) => return ToolOutput::error(format!("{shown}: {e}")),
                     };
                     let done = match writer(&ctx) {
@@ -131,10 +142,24 @@ impl Tool for WriteFileTool {
                             .await
                         }
                     };
+                    let undo_note = match (&done, &before) {
+                        (Ok(()), Ok(old)) => {
+                            let mut after = if append {
+                                old.clone().unwrap_or_default()
+                            } else {
+                                Vec::new()
+                            };
+                            after.extend_from_slice(content.as_bytes());
+                            log.record(&path, old.as_deref(), Some(&after), &tool);
+                            String::new()
+                        }
+                        (Ok(()), Err(why)) => format!(" (no undo snapshot: the old file is {why})"),
+                        (Err(_), _) => String::new(),
+                    };
                     match done {
                         Ok(()) => ToolOutput {
                             text: format!(
-                                "{} {} bytes to {shown}",
+                                "{} {} bytes to {shown}{undo_note}",
                                 if append { "appended" } else { "wrote" },
                                 content.len()
                             ),

@@ -777,6 +777,7 @@ fn agent(dir: &std::path::Path, h: Arc<dyn Harness>) -> (Agent, Arc<Mutex<Vec<Du
         ctx: ctx.clone(),
         cwd,
         authority: Default::default(),
+        undo: Default::default(),
     };
     let mut parts = AgentParts::new(
         h,

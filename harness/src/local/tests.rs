@@ -57,6 +57,7 @@ fn builtin_specs() -> Vec<ToolSpec> {
                 ctx: loom_kernel::PathCtx::new(dir.path().to_string_lossy().into_owned(), None),
                 cwd: dir.path().to_path_buf(),
                 authority: Default::default(),
+                undo: Default::default(),
             };
             let tool: Arc<dyn loom_tools::Tool> =
                 builtin_tool(name, env, &SandboxEnv::default()).unwrap();
@@ -69,6 +70,7 @@ fn builtin_specs() -> Vec<ToolSpec> {
         ctx: loom_kernel::PathCtx::new("/".to_string(), None),
         cwd: dir.path().to_path_buf(),
         authority: Default::default(),
+        undo: Default::default(),
     };
     let web =
         loom_tools::WebSearchTool::new(env, loom_protocol::Secret::new("k"), "http://127.0.0.1:9")

@@ -389,6 +389,7 @@ async fn a_function_call_round_trips_through_the_loop_after_a_529() {
         ctx: ctx.clone(),
         cwd,
         authority: Default::default(),
+        undo: Default::default(),
     };
     // a reasoning model: its reasoning comes back encrypted and is replayed
     let mut reasoning = config(&server.base);

@@ -187,7 +187,7 @@ pub fn tool_grants(manifest: &Manifest, ceiling: &Ceiling) -> Vec<ToolGrant> {
                 .map(|c| check_contract(&key, &c, &grant))
                 .unwrap_or_default();
             // a built-in bash row the OS sandbox would refuse is an error here, not a refusal of every call later
-            if crate::contrib::contracts::COMMAND_TOOLS.contains(&underlying.as_str())
+            if crate::lattice::algebra::COMMAND_TOOLS.contains(&underlying.as_str())
                 && entry.provider == ProviderRef::Builtin
             {
                 problems.extend(sandbox_grant_problems(&key, &grant));

@@ -1,5 +1,6 @@
 //! The static capability contracts of the built-in tools: which kinds each requires and which it may use.
 
+use crate::lattice::algebra::{COMMAND_TOOLS, FILE_TOOLS};
 use crate::lattice::grant::Grant;
 
 /// The kinds a tool requires (boot fails when no row grants them) and those it may use if granted.
@@ -17,16 +18,11 @@ const PATH_KINDS: &[&str] = &["paths", "read_paths"];
 /// `web_fetch`, through the harness named `harness`).
 pub fn builtin_contract(underlying: &str, harness: Option<&str>) -> Option<Contract> {
     Some(match (underlying, harness) {
-        ("bash" | "run_tests" | "run_build" | "run_lint", None) => Contract {
+        (t, None) if COMMAND_TOOLS.contains(&t) => Contract {
             requires: &["commands"],
             optional: &["paths", "read_paths", "network", "env"],
         },
-        (
-            "read_file" | "write_file" | "edit_file" | "find" | "grep" | "glob" | "list_directory"
-            | "tree" | "file_info" | "project_info" | "git_status" | "git_diff" | "git_log"
-            | "git_show" | "git_blame" | "git_branches",
-            None,
-        ) => Contract {
+        (t, None) if FILE_TOOLS.contains(&t) => Contract {
             requires: &[],
             optional: PATH_KINDS,
         },
@@ -75,13 +71,8 @@ pub fn is_builtin_grant_kind(kind: &str) -> bool {
         .any(|c| c.requires.contains(&kind) || c.optional.contains(&kind))
 }
 
-/// The built-in tools that run commands under the OS sandbox, each call under the row the kernel picks from a bash
-/// grant (`bash`, and `run_tests` / `run_build` / `run_lint`, which run the project's own test, build or lint
-/// command): their rows must be ones the sandbox can express, and their `paths` are where the commands may write.
-pub const COMMAND_TOOLS: [&str; 4] = ["bash", "run_tests", "run_build", "run_lint"];
-
 /// The names of the native built-in tools.
-pub const BUILTIN_TOOLS: [&str; 22] = [
+pub const BUILTIN_TOOLS: [&str; 23] = [
     "bash",
     "read_file",
     "write_file",
@@ -102,6 +93,7 @@ pub const BUILTIN_TOOLS: [&str; 22] = [
     "run_tests",
     "run_build",
     "run_lint",
+    "undo",
     "spawn_subagent",
     "web_search",
 ];

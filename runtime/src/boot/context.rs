@@ -44,6 +44,8 @@ pub(super) struct Boot {
     pub(super) submanifests: Arc<BTreeMap<PathBuf, [u8; 32]>>,
     /// The sandbox machinery, with this agent's secrets and authority files.
     pub(super) sandbox: SandboxEnv,
+    /// The agent's undo snapshots, shared by its change tools and `undo`.
+    pub(super) undo: loom_tools::UndoLog,
     /// The harness, once built (spawn_subagent reaches it through this cell).
     pub(super) harness_cell: HarnessCell,
     /// The tools built so far, by instance.
@@ -148,6 +150,7 @@ impl Boot {
             authority,
             submanifests,
             sandbox,
+            undo: loom_tools::UndoLog::default(),
             harness_cell: HarnessCell::default(),
             tools: BTreeMap::new(),
             algebras: BTreeSet::new(),

@@ -83,6 +83,7 @@ impl Boot {
                 ctx: self.ctx.clone(),
                 cwd: self.cwd.clone(),
                 authority: self.authority.clone(),
+                undo: self.undo.clone(),
             };
             let built = if let Some((key, table)) = mcp {
                 let place = McpPlace {
@@ -187,6 +188,7 @@ impl Boot {
                         ctx: self.ctx.clone(),
                         cwd: self.cwd.clone(),
                         authority: self.authority.clone(),
+                        undo: self.undo.clone(),
                     };
                     // the agent's sandbox, with its secrets screened and its authority files read-only: a tool a
                     // group adds is confined exactly like the manifest's own

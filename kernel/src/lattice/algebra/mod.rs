@@ -96,17 +96,40 @@ pub enum AlgebraKind {
     ServerTool,
 }
 
+/// The built-in tools that run commands under the OS sandbox, each call under the row the kernel picks from a bash
+/// grant (`bash`, and `run_tests` / `run_build` / `run_lint`, which run the project's own test, build or lint
+/// command): bash's algebra; their rows must be ones the sandbox can express, and their `paths` are where the
+/// commands may write.
+pub const COMMAND_TOOLS: [&str; 4] = ["bash", "run_tests", "run_build", "run_lint"];
+
+/// The built-in tools whose grant is a file grant (`paths`, `read_paths`) decided per path: the Files algebra.
+pub const FILE_TOOLS: [&str; 17] = [
+    "read_file",
+    "write_file",
+    "edit_file",
+    "find",
+    "grep",
+    "glob",
+    "list_directory",
+    "tree",
+    "file_info",
+    "project_info",
+    "git_status",
+    "git_diff",
+    "git_log",
+    "git_show",
+    "git_blame",
+    "git_branches",
+    "undo",
+];
+
 impl AlgebraKind {
     /// The algebra a built-in tool uses, by its underlying (never its instance) name. A renamed instance such as
     /// `gcal = { provider = "builtin", tool = "bash" }` therefore always gets bash's algebra.
     pub fn for_builtin(underlying: &str) -> AlgebraKind {
         match underlying {
-            "bash" | "run_tests" | "run_build" | "run_lint" => AlgebraKind::Bash,
-            "read_file" | "write_file" | "edit_file" | "find" | "grep" | "glob"
-            | "list_directory" | "tree" | "file_info" | "project_info" | "git_status"
-            | "git_diff" | "git_log" | "git_show" | "git_blame" | "git_branches" => {
-                AlgebraKind::Files
-            }
+            t if COMMAND_TOOLS.contains(&t) => AlgebraKind::Bash,
+            t if FILE_TOOLS.contains(&t) => AlgebraKind::Files,
             _ => AlgebraKind::Default,
         }
     }
