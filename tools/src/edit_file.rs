@@ -245,6 +245,7 @@ impl Tool for EditFileTool {
                 path: shown.clone(),
                 access: Access::Write,
             },
+            more: Vec::new(),
             facts: CallFacts {
                 tool: name.clone(),
                 path: Some(shown.clone()),

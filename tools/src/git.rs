@@ -449,6 +449,7 @@ impl Tool for GitTool {
                 path: top.clone(),
                 access: Access::Read,
             },
+            more: Vec::new(),
             facts: CallFacts {
                 tool: name.clone(),
                 path: Some(top.clone()),

@@ -23,6 +23,7 @@ pub mod beneath;
 mod client;
 mod confined;
 mod edit_file;
+mod file_compare;
 mod file_info;
 mod find;
 mod git;
@@ -36,6 +37,7 @@ mod project_info;
 mod project_run;
 mod read_call;
 mod read_file;
+mod read_many;
 mod tree;
 mod undo;
 mod walk;
@@ -55,6 +57,7 @@ use loom_protocol::update::{Location, ToolCallContent, ToolKind};
 pub use bash::{BashTool, SandboxEnv};
 pub use client::{ClientFs, ClientTerminals};
 pub use edit_file::{apply_edits, EditError, EditFileTool};
+pub use file_compare::{FileCompareTool, COMPARE_MAX_BYTES};
 pub use file_info::FileInfoTool;
 pub use find::{glob_match, FindTool};
 pub use git::{GitOp, GitTool, GIT_OUTPUT_CAP, GIT_TIMEOUT};
@@ -66,6 +69,7 @@ pub use paths::{resolve_path, PathMode};
 pub use project_info::ProjectInfoTool;
 pub use project_run::{ProjectRunTool, RunKind, RUN_DEFAULT_TIMEOUT_MS, RUN_MAX_TIMEOUT_MS};
 pub use read_file::ReadFileTool;
+pub use read_many::{ReadManyTool, READ_MANY_MAX_FILES, READ_MANY_TOTAL};
 pub use tree::TreeTool;
 pub use undo::{
     content_hash, UndoLog, UndoTool, UNDO_MAX_BYTES, UNDO_MAX_FILE_BYTES, UNDO_MAX_PER_FILE,
@@ -86,6 +90,8 @@ pub const IMPLEMENTED: &[&str] = &[
     "tree",
     "file_info",
     "project_info",
+    "read_many",
+    "file_compare",
     "git_status",
     "git_diff",
     "git_log",
@@ -117,6 +123,8 @@ pub type ProgressFn = Arc<dyn Fn(Progress) + Send + Sync>;
 /// What a running call gets.
 #[derive(Clone)]
 pub struct ToolCtx {
+    /// The kernel's authorisations of [`Prepared::more`], in order (empty for a call with one request).
+    pub more: Vec<Authorization>,
     /// Fires when the turn is cancelled (a child of the turn's token).
     pub cancel: CancellationToken,
     /// Publishes progress to subscribers (never to the session).
@@ -186,6 +194,10 @@ pub type Run = Box<dyn FnOnce(Authorization, ToolCtx) -> BoxFuture<'static, Tool
 pub struct Prepared {
     /// What the kernel decides on.
     pub request: Request,
+    /// Every further path the call touches (`read_many`, `file_compare`, `apply_patch`), each decided like
+    /// `request` — the kernel's grant and authority checks and the `[permissions]` rules — the call running only
+    /// when all are allowed; their authorisations reach the run in [`ToolCtx::more`], in this order.
+    pub more: Vec<(Request, CallFacts)>,
     /// What permission rules match against.
     pub facts: CallFacts,
     /// Files it touches, for hosts.
@@ -356,6 +368,8 @@ pub fn builtin_tool(underlying: &str, env: ToolEnv, sandbox: &SandboxEnv) -> Opt
         "file_info" => Arc::new(FileInfoTool { env }),
         "project_info" => Arc::new(ProjectInfoTool { env }),
         "undo" => Arc::new(UndoTool { env }),
+        "read_many" => Arc::new(ReadManyTool { env }),
+        "file_compare" => Arc::new(FileCompareTool { env }),
         "bash" => Arc::new(BashTool::new(env, sandbox.clone())),
         other => match (GitOp::of(other), RunKind::of(other)) {
             (Some(op), _) => Arc::new(GitTool::new(op, env, sandbox.clone())),
@@ -417,10 +431,18 @@ mod testutil {
             Err(e) => return ToolOutput::error(e),
         };
         let decision = decide(&env.instance, kind, &env.ctx, &env.grant, &p.request);
+        let mut more = Vec::new();
+        for (r, _) in &p.more {
+            match decide(&env.instance, kind, &env.ctx, &env.grant, r) {
+                Decision::Allow(a) => more.push(a),
+                Decision::Deny(d) => return ToolOutput::error(d.to_string()),
+            }
+        }
         between();
         match decision {
             Decision::Allow(a) => {
                 let ctx = ToolCtx {
+                    more,
                     cancel: CancellationToken::new(),
                     progress: Arc::new(|_| {}),
                     history: None,

@@ -470,6 +470,7 @@ impl Tool for ProjectRunTool {
                 argv: detected.argv.clone(),
                 cwd: cwd.clone(),
             },
+            more: Vec::new(),
             facts: CallFacts {
                 tool: name.clone(),
                 path: Some(cwd.clone()),

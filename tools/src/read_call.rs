@@ -63,6 +63,7 @@ pub(crate) fn read_call(env: &ToolEnv, path_in: &str, work: ReadWork) -> Result<
             path: shown.clone(),
             access: Access::Read,
         },
+        more: Vec::new(),
         facts: CallFacts {
             tool: name.clone(),
             path: Some(shown.clone()),

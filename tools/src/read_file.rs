@@ -99,6 +99,7 @@ impl Tool for ReadFileTool {
                 path: shown.clone(),
                 access: Access::Read,
             },
+            more: Vec::new(),
             facts: CallFacts {
                 tool: name.clone(),
                 path: Some(shown.clone()),

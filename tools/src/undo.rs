@@ -215,6 +215,7 @@ impl Tool for UndoTool {
                 path: shown.clone(),
                 access: Access::Write,
             },
+            more: Vec::new(),
             facts: CallFacts {
                 tool: name.clone(),
                 path: Some(shown.clone()),

@@ -170,6 +170,7 @@ impl Tool for WebSearchTool {
         Ok(Prepared {
             // no capability kinds: the grant decides whether the tool may be called at all
             request: Request::Args(Row::default()),
+            more: Vec::new(),
             facts: CallFacts {
                 tool: tool.clone(),
                 host,

@@ -77,6 +77,7 @@ impl Tool for WriteFileTool {
                 path: shown.clone(),
                 access: Access::Write,
             },
+            more: Vec::new(),
             facts: CallFacts {
                 tool: name.clone(),
                 path: Some(shown.clone()),

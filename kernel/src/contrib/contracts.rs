@@ -72,7 +72,7 @@ pub fn is_builtin_grant_kind(kind: &str) -> bool {
 }
 
 /// The names of the native built-in tools.
-pub const BUILTIN_TOOLS: [&str; 23] = [
+pub const BUILTIN_TOOLS: [&str; 25] = [
     "bash",
     "read_file",
     "write_file",
@@ -84,6 +84,8 @@ pub const BUILTIN_TOOLS: [&str; 23] = [
     "tree",
     "file_info",
     "project_info",
+    "read_many",
+    "file_compare",
     "git_status",
     "git_diff",
     "git_log",

@@ -99,7 +99,7 @@ impl Agent {
         };
         self.announce(session, &call, &input, kind, prepared.locations.clone())
             .await?;
-        let (decision, judged) = self.judge(&call.name, slot, &prepared);
+        let (decision, judged, more) = self.judge_all(&call.name, slot, &prepared);
         let stuck = doom.check(&call.name, &input);
         let plan = if self.plan_mode() {
             plan_mode_verdict(effect_of(kind))
@@ -233,6 +233,7 @@ impl Agent {
         let bus = self.bus.clone();
         let id = call.id.clone();
         let ctx = ToolCtx {
+            more,
             history,
             client_fs: self.client_fs.clone(),
             terminals: self.terminals.clone(),
@@ -302,26 +303,53 @@ impl Agent {
         slot: &ToolSlot,
         prepared: &Prepared,
     ) -> (Decision, RulesVerdict) {
+        let (decision, judged, _) = self.judge_all(name, slot, prepared);
+        (decision, judged)
+    }
+
+    /// [`Agent::judge`] of every request of the call — [`Prepared::request`], then each of [`Prepared::more`]: the
+    /// first denial is the call's decision; the strongest rules verdict (deny over ask over allow) is the call's;
+    /// and, when all are allowed, the authorisations of the further requests in order.
+    pub(super) fn judge_all(
+        &self,
+        name: &str,
+        slot: &ToolSlot,
+        prepared: &Prepared,
+    ) -> (Decision, RulesVerdict, Vec<loom_kernel::Authorization>) {
         // an authority file is refused whatever the grant says (the kernel's one set; the sandbox enforces the same)
-        let decision =
-            authority_denial(name, &prepared.request, &self.authority).unwrap_or_else(|| {
-                decide(
-                    name,
-                    slot.algebra,
-                    &self.ctx,
-                    &slot.grant,
-                    &prepared.request,
-                )
-            });
+        let decide_one = |request: &loom_kernel::Request| {
+            authority_denial(name, request, &self.authority)
+                .unwrap_or_else(|| decide(name, slot.algebra, &self.ctx, &slot.grant, request))
+        };
         let approvals = self
             .approvals
             .as_ref()
             .map(|s| s.approvals())
             .unwrap_or_default();
-        let judged =
-            self.permissions
-                .judge(&rule_facts(slot, prepared), Verdict::Allow, &approvals);
-        (decision, judged)
+        let builtin = slot.tool.builtin().map(str::to_string);
+        let judge_one = |facts: &CallFacts| {
+            let mut facts = facts.clone();
+            facts.builtin = builtin.clone();
+            self.permissions.judge(&facts, Verdict::Allow, &approvals)
+        };
+        let mut decision = decide_one(&prepared.request);
+        let mut judged = judge_one(&prepared.facts);
+        let mut more = Vec::with_capacity(prepared.more.len());
+        for (request, facts) in &prepared.more {
+            match decide_one(request) {
+                Decision::Allow(a) => more.push(a),
+                denied => {
+                    if decision.is_allowed() {
+                        decision = denied;
+                    }
+                }
+            }
+            let j = judge_one(facts);
+            if j.verdict > judged.verdict {
+                judged = j;
+            }
+        }
+        (decision, judged, more)
     }
 }
 

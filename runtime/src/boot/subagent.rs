@@ -154,6 +154,7 @@ impl Tool for SpawnSubagentTool {
         let spawn = self.spawn.clone();
         Ok(Prepared {
             request: Request::Args(want),
+            more: Vec::new(),
             facts: CallFacts {
                 tool: tool.clone(),
                 ..CallFacts::default()

@@ -126,6 +126,7 @@ impl Tool for McpTool {
         );
         Ok(Prepared {
             request: Request::Args(row),
+            more: Vec::new(),
             facts: CallFacts {
                 tool: self.instance.clone(),
                 ..CallFacts::default()

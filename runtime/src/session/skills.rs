@@ -814,6 +814,7 @@ impl Tool for ReadSkill {
                 path: shown.clone(),
                 access: Access::Read,
             },
+            more: Vec::new(),
             facts: CallFacts {
                 tool: READ_SKILL.into(),
                 path: Some(shown.clone()),

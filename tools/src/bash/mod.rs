@@ -213,6 +213,7 @@ impl Tool for BashTool {
         let sandbox = self.sandbox.clone();
         Ok(Prepared {
             request,
+            more: Vec::new(),
             facts: CallFacts {
                 tool: name,
                 path: Some(cwd_s),
@@ -528,6 +529,7 @@ mod tests {
         let s2 = seen.clone();
         let c2 = cancel.clone();
         let ctx = ToolCtx {
+            more: Vec::new(),
             cancel: cancel.clone(),
             progress: Arc::new(move |p: Progress| {
                 s2.lock().unwrap().push(p.content);
@@ -555,6 +557,7 @@ mod tests {
         let (tx, rx) = tokio::sync::oneshot::channel::<String>();
         let tx = Mutex::new(Some(tx));
         let ctx = ToolCtx {
+            more: Vec::new(),
             cancel: tokio_util::sync::CancellationToken::new(),
             progress: Arc::new(move |p: Progress| {
                 if p.content.contains("bg=") {
@@ -623,6 +626,7 @@ mod tests {
             answer,
         });
         let ctx = ToolCtx {
+            more: Vec::new(),
             cancel: tokio_util::sync::CancellationToken::new(),
             progress: Arc::new(|_| {}),
             history: None,

@@ -103,7 +103,7 @@ pub enum AlgebraKind {
 pub const COMMAND_TOOLS: [&str; 4] = ["bash", "run_tests", "run_build", "run_lint"];
 
 /// The built-in tools whose grant is a file grant (`paths`, `read_paths`) decided per path: the Files algebra.
-pub const FILE_TOOLS: [&str; 17] = [
+pub const FILE_TOOLS: [&str; 19] = [
     "read_file",
     "write_file",
     "edit_file",
@@ -114,6 +114,8 @@ pub const FILE_TOOLS: [&str; 17] = [
     "tree",
     "file_info",
     "project_info",
+    "read_many",
+    "file_compare",
     "git_status",
     "git_diff",
     "git_log",

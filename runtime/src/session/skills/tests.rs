@@ -42,6 +42,7 @@ async fn call(l: &SkillsLayer, input: serde_json::Value) -> ToolOutput {
     ) {
         Decision::Allow(a) => {
             let tctx = ToolCtx {
+                more: Vec::new(),
                 cancel: tokio_util::sync::CancellationToken::new(),
                 progress: Arc::new(|_| {}),
                 history: None,

@@ -1,0 +1,144 @@
+//! The file-side coding tools through `loom prompt` with the scripted harness: `read_many` and `file_compare` (every
+//! path decided by the kernel and judged by the `[permissions]` rules, so one refused path refuses the call), and
+//! `undo` (loom's own change walked back; a change made since by a command is kept and reported).
+
+use loom_tests::Scratch;
+
+use super::{results, sandbox_available, updates};
+
+const SECRET: &str = "gh-secret-value-never-seen-9";
+
+fn agent(calls: &[&str], extra: &str) -> Scratch {
+    let s = Scratch::new();
+    let steps: String = calls
+        .iter()
+        .map(|c| format!("  {{ call = {c} }},\n"))
+        .collect();
+    s.write(
+        "agent.toml",
+        &format!(
+            r#"[agent]
+name = "coding-e2e"
+
+[harness]
+provider = "test"
+script = [[
+{steps}  {{ say = "done" }},
+]]
+
+[session]
+provider = "in-memory"
+
+[tools]
+read_many = "builtin"
+file_compare = "builtin"
+write_file = "builtin"
+edit_file = "builtin"
+undo = "builtin"
+bash = "builtin"
+
+[capabilities]
+read_many = {{ read_paths = ["./"] }}
+file_compare = {{ read_paths = ["./"] }}
+write_file = {{ paths = ["./src"] }}
+edit_file = {{ paths = ["./src"] }}
+undo = {{ paths = ["./src"] }}
+bash = {{ commands = "*", paths = ["./"] }}
+{extra}"#
+        ),
+    );
+    s.write(".loom-secrets", &format!("GH_TOKEN={SECRET}\n"));
+    s.write("src/a.txt", "alpha\n");
+    s.write("src/b.txt", "beta\n");
+    s.write("private/p.txt", "private notes\n");
+    s
+}
+
+fn run(s: &Scratch) -> Vec<(String, String)> {
+    let r = s.loom(&["prompt", "agent.toml", "go", "--format", "jsonl"]);
+    r.expect_code(0);
+    results(&updates(&r))
+}
+
+#[test]
+fn every_path_of_a_many_path_call_is_decided_and_judged() {
+    let s = agent(
+        &[
+            r#"{ tool = "read_many", input = { paths = ["src/a.txt", "src/b.txt"] } }"#,
+            r#"{ tool = "read_many", input = { paths = ["src/a.txt", ".loom-secrets"] } }"#,
+            r#"{ tool = "read_many", input = { paths = ["src/a.txt", "private/p.txt"] } }"#,
+            r#"{ tool = "file_compare", input = { a = "src/a.txt", b = "src/b.txt" } }"#,
+            r#"{ tool = "file_compare", input = { a = "src/a.txt", b = "private/p.txt" } }"#,
+        ],
+        "\n[[permissions.deny_rules]]\npath_prefix = \"private\"\n",
+    );
+    let r = run(&s);
+    assert_eq!(r.len(), 5, "{r:#?}");
+    assert_eq!(
+        r[0],
+        (
+            "completed".into(),
+            "==> src/a.txt <==\nalpha\n\n==> src/b.txt <==\nbeta\n\n".into()
+        ),
+        "{r:#?}"
+    );
+    // the secret store as the second path: the kernel's authority check refuses the whole call
+    assert_eq!(r[1].0, "failed", "{r:#?}");
+    assert!(r[1].1.contains("secret store"), "{r:#?}");
+    // a deny rule on the second path refuses it too, before anything is read
+    for i in [2, 4] {
+        assert_eq!(r[i].0, "failed", "{i}: {r:#?}");
+        assert!(
+            r[i].1.contains("refused by a [permissions] deny rule"),
+            "{i}: {r:#?}"
+        );
+    }
+    assert!(r[3].1.contains("-alpha\n+beta"), "{r:#?}");
+    for (_, text) in &r {
+        assert!(
+            !text.contains(SECRET) && !text.contains("private notes"),
+            "{r:#?}"
+        );
+    }
+}
+
+#[test]
+fn undo_walks_back_loom_s_change_and_keeps_one_made_since() {
+    if !sandbox_available() {
+        return;
+    }
+    let s = agent(
+        &[
+            r#"{ tool = "edit_file", input = { path = "src/a.txt", edits = [{ old_text = "alpha", new_text = "ALPHA" }] } }"#,
+            r#"{ tool = "write_file", input = { path = "src/new.txt", content = "created\n" } }"#,
+            r#"{ tool = "undo", input = { path = "src/a.txt" } }"#,
+            r#"{ tool = "undo", input = { path = "src/new.txt" } }"#,
+            r#"{ tool = "write_file", input = { path = "src/b.txt", content = "loom's\n" } }"#,
+            r#"{ tool = "bash", input = { command = "echo by-hand > src/b.txt" } }"#,
+            r#"{ tool = "undo", input = { path = "src/b.txt" } }"#,
+            r#"{ tool = "undo", input = { path = "private/p.txt" } }"#,
+        ],
+        "",
+    );
+    let r = run(&s);
+    assert_eq!(r.len(), 8, "{r:#?}");
+    for i in [0, 1, 2, 3, 4, 5] {
+        assert_eq!(r[i].0, "completed", "{i}: {r:#?}");
+    }
+    let read = |p: &str| std::fs::read_to_string(s.path().join(p)).ok();
+    assert_eq!(read("src/a.txt").as_deref(), Some("alpha\n"));
+    assert_eq!(
+        read("src/new.txt"),
+        None,
+        "undo removes the file its change created"
+    );
+    assert_eq!(r[6].0, "failed", "{r:#?}");
+    assert!(
+        r[6].1.contains("changed since write_file wrote it"),
+        "{r:#?}"
+    );
+    assert_eq!(read("src/b.txt").as_deref(), Some("by-hand\n"));
+    assert_eq!(r[7].0, "failed", "{r:#?}");
+    assert!(r[7].1.contains("outside this tool's grant"), "{r:#?}");
+    assert_eq!(read("private/p.txt").as_deref(), Some("private notes\n"));
+}
