@@ -1,11 +1,10 @@
 //! `edit_file`: exact text replacements in an existing UTF-8 file, all applied against the original.
 
 use loom_kernel::{Access, CallFacts, Request};
-use rustix::fs::OFlags;
 use serde_json::{json, Value};
 
-use super::beneath::{open_read, read_capped, run_blocking, size_of, Gate, Place, Target};
-use super::client::{read_text, writer};
+use super::beneath::Target;
+use super::rewrite::rewrite;
 use super::{
     check_fields, resolve_path, str_field, PathMode, Prepared, Tool, ToolCtx, ToolEnv, ToolOutput,
 };
@@ -282,67 +281,17 @@ impl Tool for EditFileTool {
 }
 
 /// Reads the file (through the client when it reads files), applies the edits, and writes the result (through the
-/// client when it writes files). Nothing is written when an edit does not apply. Local I/O and the matching run on the
-/// blocking pool and end when the call is cancelled.
+/// client when it writes files). Nothing is written when an edit does not apply.
 async fn edit(
     ctx: &ToolCtx,
     path: &std::path::Path,
     target: &Target,
     edits: Vec<Edit>,
 ) -> Result<(String, String), String> {
-    let t = target.clone();
-    let old = read_text(ctx, path, move || read_local(&t)).await?;
-    if old.len() as u64 > MAX_EDIT_BYTES {
-        return Err(too_big(old.len() as u64));
-    }
-    let o = old.clone();
-    let new = run_blocking(&ctx.cancel, None, move || {
-        apply_edits(&o, &edits).map_err(|e| e.to_string())
+    rewrite(ctx, path, target, "edit_file", MAX_EDIT_BYTES, move |old| {
+        apply_edits(old, &edits).map_err(|e| e.to_string())
     })
-    .await?;
-    match writer(ctx) {
-        Some(client) => client
-            .write_text_file(path, new.clone())
-            .await
-            .map_err(|e| format!("the client could not write it: {e}"))?,
-        None => {
-            let (t, n) = (target.clone(), new.clone());
-            let gate = Gate::default();
-            let g = gate.clone();
-            run_blocking(&ctx.cancel, Some(&gate), move || write_local(&t, &n, &g)).await?;
-        }
-    }
-    Ok((old, new))
-}
-
-fn too_big(len: u64) -> String {
-    format!(
-        "the file is {len} bytes; edit_file changes files of at most {MAX_EDIT_BYTES} bytes — use bash (sed, patch) \
-         for a larger one"
-    )
-}
-
-/// Reads the regular file `target` beneath its root, refusing one over [`MAX_EDIT_BYTES`] before reading it.
-fn read_local(target: &Target) -> Result<String, String> {
-    let (mut f, st) = open_read(target, "edit_file changes files, not directories")?;
-    if size_of(&st) > MAX_EDIT_BYTES {
-        return Err(too_big(size_of(&st)));
-    }
-    let bytes = read_capped(&mut f, MAX_EDIT_BYTES)?;
-    if bytes.len() as u64 > MAX_EDIT_BYTES {
-        return Err(too_big(bytes.len() as u64));
-    }
-    String::from_utf8(bytes).map_err(|_| "not UTF-8 text".to_string())
-}
-
-/// Replaces the file whole beneath its root (it must still be a regular file loom may write), keeping its mode.
-fn write_local(target: &Target, new: &str, gate: &Gate) -> Result<(), String> {
-    let place = Place::open(target, false)?;
-    let old = place
-        .existing(OFlags::WRONLY)?
-        .map(|(_, st)| st)
-        .ok_or("the file is gone; nothing was written (edit_file does not create files)")?;
-    Ok(place.replace(new.as_bytes(), Some(&old), gate)?)
+    .await
 }
 
 #[cfg(test)]

@@ -31,6 +31,7 @@ mod glob;
 mod grep;
 mod ignores;
 mod list_directory;
+mod notebook;
 mod output;
 mod paths;
 mod project_info;
@@ -38,6 +39,7 @@ mod project_run;
 mod read_call;
 mod read_file;
 mod read_many;
+mod rewrite;
 mod tree;
 mod undo;
 mod walk;
@@ -64,6 +66,7 @@ pub use git::{GitOp, GitTool, GIT_OUTPUT_CAP, GIT_TIMEOUT};
 pub use glob::GlobTool;
 pub use grep::GrepTool;
 pub use list_directory::ListDirectoryTool;
+pub use notebook::{NotebookEditTool, NotebookReadTool};
 pub use output::{OutputBuffer, Snapshot};
 pub use paths::{resolve_path, PathMode};
 pub use project_info::ProjectInfoTool;
@@ -92,6 +95,8 @@ pub const IMPLEMENTED: &[&str] = &[
     "project_info",
     "read_many",
     "file_compare",
+    "notebook_read",
+    "notebook_edit",
     "git_status",
     "git_diff",
     "git_log",
@@ -370,6 +375,8 @@ pub fn builtin_tool(underlying: &str, env: ToolEnv, sandbox: &SandboxEnv) -> Opt
         "undo" => Arc::new(UndoTool { env }),
         "read_many" => Arc::new(ReadManyTool { env }),
         "file_compare" => Arc::new(FileCompareTool { env }),
+        "notebook_read" => Arc::new(NotebookReadTool { env }),
+        "notebook_edit" => Arc::new(NotebookEditTool { env }),
         "bash" => Arc::new(BashTool::new(env, sandbox.clone())),
         other => match (GitOp::of(other), RunKind::of(other)) {
             (Some(op), _) => Arc::new(GitTool::new(op, env, sandbox.clone())),

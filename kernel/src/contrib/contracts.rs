@@ -72,7 +72,7 @@ pub fn is_builtin_grant_kind(kind: &str) -> bool {
 }
 
 /// The names of the native built-in tools.
-pub const BUILTIN_TOOLS: [&str; 25] = [
+pub const BUILTIN_TOOLS: [&str; 27] = [
     "bash",
     "read_file",
     "write_file",
@@ -86,6 +86,8 @@ pub const BUILTIN_TOOLS: [&str; 25] = [
     "project_info",
     "read_many",
     "file_compare",
+    "notebook_read",
+    "notebook_edit",
     "git_status",
     "git_diff",
     "git_log",

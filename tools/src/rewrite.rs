@@ -1,0 +1,79 @@
+//! The read–change–write step of the tools that change an existing UTF-8 file in place (`edit_file`, `json_edit`,
+//! `notebook_edit`): the file is read whole (through the client when it reads files, else beneath the grant root),
+//! changed by a pure function on the blocking pool, and written back whole (through the client, or atomically
+//! beneath the root, keeping its mode). Nothing is written when the change fails; the text before and after is
+//! returned for the undo log and the host's diff.
+
+use std::path::Path;
+
+use rustix::fs::OFlags;
+
+use super::beneath::{open_read, read_capped, run_blocking, size_of, Gate, Place, Target};
+use super::client::{read_text, writer};
+use super::ToolCtx;
+
+/// Reads the file, applies `change`, writes the result; `Ok((old, new))`. `tool` and `cap` (the largest file it
+/// changes) are for messages.
+pub(crate) async fn rewrite(
+    ctx: &ToolCtx,
+    path: &Path,
+    target: &Target,
+    tool: &'static str,
+    cap: u64,
+    change: impl FnOnce(&str) -> Result<String, String> + Send + 'static,
+) -> Result<(String, String), String> {
+    let t = target.clone();
+    let old = read_text(ctx, path, move || read_local(&t, tool, cap)).await?;
+    if old.len() as u64 > cap {
+        return Err(too_big(tool, old.len() as u64, cap));
+    }
+    let o = old.clone();
+    let new = run_blocking(&ctx.cancel, None, move || change(&o)).await?;
+    match writer(ctx) {
+        Some(client) => client
+            .write_text_file(path, new.clone())
+            .await
+            .map_err(|e| format!("the client could not write it: {e}"))?,
+        None => {
+            let (t, n) = (target.clone(), new.clone());
+            let gate = Gate::default();
+            let g = gate.clone();
+            run_blocking(&ctx.cancel, Some(&gate), move || {
+                write_local(&t, tool, &n, &g)
+            })
+            .await?;
+        }
+    }
+    Ok((old, new))
+}
+
+fn too_big(tool: &str, len: u64, cap: u64) -> String {
+    format!(
+        "the file is {len} bytes; {tool} changes files of at most {cap} bytes — use bash (sed, patch) for a larger one"
+    )
+}
+
+/// Reads the regular file `target` beneath its root, refusing one over `cap` bytes before reading it.
+fn read_local(target: &Target, tool: &str, cap: u64) -> Result<String, String> {
+    let (mut f, st) = open_read(target, &format!("{tool} changes files, not directories"))?;
+    if size_of(&st) > cap {
+        return Err(too_big(tool, size_of(&st), cap));
+    }
+    let bytes = read_capped(&mut f, cap)?;
+    if bytes.len() as u64 > cap {
+        return Err(too_big(tool, bytes.len() as u64, cap));
+    }
+    String::from_utf8(bytes).map_err(|_| "not UTF-8 text".to_string())
+}
+
+/// Replaces the file whole beneath its root (it must still be a regular file loom may write), keeping its mode.
+fn write_local(target: &Target, tool: &str, new: &str, gate: &Gate) -> Result<(), String> {
+    let place = Place::open(target, false)?;
+    let old = place
+        .existing(OFlags::WRONLY)?
+        .map(|(_, st)| st)
+        .ok_or_else(|| {
+            format!("the file is gone; nothing was written ({tool} does not create files)")
+        })?;
+    Ok(place.replace(new.as_bytes(), Some(&old), gate)?)
+}
