@@ -65,6 +65,7 @@ pub use contrib::keys::{
 pub use contrib::mcp::{
     bind_schema, ArgBinding, ArgumentError, BindError, BoundTool, McpResolution,
 };
+pub use contrib::rules::{parse_rule, ProjectRule, RULES_DIR};
 pub use contrib::server_tools::{server_tool_limits, ServerToolLimitError};
 pub use contrib::shipped::{
     root_handle_problem, shipped_key, shipped_path_problem, ShippedSource, ShippedState,

@@ -114,6 +114,26 @@ pub fn resolve_authority(manifest: &Manifest, place: &AuthorityPlace<'_>) -> Aut
             g.origin,
         ));
     }
+    // project rules (`.loom` is protected as a whole; each rule is listed with where it applies)
+    for name in crate::guidance::rule_files(place.cwd) {
+        let path = place.cwd.join(loom_kernel::RULES_DIR).join(&name);
+        let origin = match std::fs::read_to_string(&path).map(|t| loom_kernel::parse_rule(&t)) {
+            Ok(Ok(r)) if r.paths.is_empty() => {
+                "project rule: general, in the system prompt each turn".to_string()
+            }
+            Ok(Ok(r)) => format!(
+                "project rule for {}: added to the result of a tool that touches one",
+                r.paths.join(", ")
+            ),
+            Ok(Err(e)) => format!("project rule that does not parse ({e}): left out"),
+            Err(e) => format!("project rule that cannot be read ({e}): left out"),
+        };
+        files.push(AuthorityFile::new(
+            resolved(&path).to_string_lossy().into_owned(),
+            AuthorityKind::Guidance,
+            origin,
+        ));
+    }
     for s in place.secret_stores {
         files.push(AuthorityFile::new(
             resolved(s).to_string_lossy().into_owned(),

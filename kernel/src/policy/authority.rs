@@ -25,11 +25,12 @@ use crate::policy::decide::{Access, Decision, Denial, DenialKind, Request};
 use crate::policy::hooks::HookAction;
 
 /// Names that stay read-only even inside a writable root (and inside the home directory when a writable root holds
-/// it): code that git, shells, editors, desktop sessions, package managers and agents run or trust on their own.
+/// it): code that git, shells, editors, desktop sessions, package managers and agents run or trust on their own,
+/// and the project guidance (`AGENTS.md`, `CLAUDE.md`) loom and other agents read as instructions in any directory.
 /// A repository's `.git` is read-only as a whole. The file tools never write below one of these names anywhere; the
 /// sandbox keeps them read-only directly inside each writable root and the home directory (and `.git` one level
 /// down).
-pub const PROTECTED_NAMES: [&str; 31] = [
+pub const PROTECTED_NAMES: [&str; 33] = [
     ".git",
     ".loom",
     ".mcp.json",
@@ -61,6 +62,8 @@ pub const PROTECTED_NAMES: [&str; 31] = [
     ".claude",
     ".agents",
     ".cargo/config.toml",
+    "AGENTS.md",
+    "CLAUDE.md",
 ];
 
 /// One authority file (or directory: everything below it counts).

@@ -254,6 +254,11 @@ impl Agent {
         };
         // tools honour ctx.cancel themselves (bash kills its process tree), so the call is never dropped mid-way
         let mut out = (prepared.run)(auth, ctx).await;
+        // scoped guidance for the paths the call touched (only a call that ran and succeeded: a refusal reads nothing)
+        if !out.is_error {
+            out.text
+                .push_str(&self.scoped_guidance(&call.name, &prepared.locations));
+        }
         if cancel.is_cancelled() && !out.interrupted {
             out.interrupted = true;
             out.is_error = true;

@@ -154,10 +154,12 @@ pub struct Agent {
     harness: Arc<dyn Harness>,
     max_turn_requests: u32,
     system: Vec<String>,
-    /// The guidance directory, and the guidance names that existed there when the agent was built.
-    guidance: Option<(std::path::PathBuf, Vec<&'static str>)>,
+    /// The guidance directory, and the guidance that existed there when the agent was built.
+    guidance: Option<(std::path::PathBuf, crate::guidance::AtStart)>,
     /// Guidance notices already published (each once per agent).
     guidance_notices: StdMutex<std::collections::BTreeSet<String>>,
+    /// Scoped guidance (nested guidance files, path rules) already added to a tool result (each once per session).
+    scoped_seen: StdMutex<std::collections::BTreeSet<String>>,
     tools: BTreeMap<String, ToolSlot>,
     ctx: PathCtx,
     permissions: Permissions,
@@ -247,10 +249,11 @@ impl Agent {
             max_turn_requests: parts.max_turn_requests.max(1),
             system: parts.system,
             guidance: parts.guidance.map(|dir| {
-                let at_start = crate::guidance::existing_guidance(&dir);
+                let at_start = crate::guidance::at_start(&dir);
                 (dir, at_start)
             }),
             guidance_notices: StdMutex::new(std::collections::BTreeSet::new()),
+            scoped_seen: StdMutex::new(std::collections::BTreeSet::new()),
             tools: parts.tools,
             ctx: parts.ctx,
             permissions: parts.permissions,
@@ -343,6 +346,72 @@ impl Agent {
             }
         }
         g.sections
+    }
+
+    /// The scoped guidance a tool result touching `locations` carries: the nested `AGENTS.md` / `CLAUDE.md` of the
+    /// directories below the working directory down to each path, and the project rules whose `paths` match it —
+    /// each only the first time in the session; empty when there is none (or no guidance directory).
+    pub(crate) fn scoped_guidance(
+        &self,
+        tool: &str,
+        locations: &[loom_protocol::update::Location],
+    ) -> String {
+        let Some((dir, at)) = &self.guidance else {
+            return String::new();
+        };
+        if locations.is_empty() {
+            return String::new();
+        }
+        let Ok(mut seen) = self.scoped_seen.lock() else {
+            return String::new();
+        };
+        let skip = |p: &std::path::Path| {
+            let request = loom_kernel::Request::File {
+                path: p.display().to_string(),
+                access: loom_kernel::Access::Read,
+            };
+            authority_denial(tool, &request, &self.authority).is_some()
+        };
+        let mut parts: Vec<String> = Vec::new();
+        let mut rules: Option<Vec<crate::guidance::PathRule>> = None;
+        for loc in locations {
+            let path = std::path::Path::new(&loc.path);
+            for (file, text) in crate::guidance::nested_guidance(dir, path, &skip) {
+                let shown = file
+                    .strip_prefix(dir)
+                    .unwrap_or(&file)
+                    .display()
+                    .to_string();
+                if seen.insert(shown.clone()) {
+                    parts.push(format!("<guidance file=\"{shown}\">\n{text}\n</guidance>"));
+                }
+            }
+            let Ok(rel) = path.strip_prefix(dir) else {
+                continue;
+            };
+            let rel = rel.to_string_lossy();
+            let rules =
+                rules.get_or_insert_with(|| crate::guidance::read_guidance(dir, at).path_rules);
+            for r in rules.iter() {
+                if r.globs.iter().any(|g| loom_tools::glob_match(g, &rel))
+                    && seen.insert(r.file.clone())
+                {
+                    parts.push(format!(
+                        "<rule file=\"{}\" paths=\"{}\">\n{}\n</rule>",
+                        r.file,
+                        r.globs.join(", "),
+                        r.body
+                    ));
+                }
+            }
+        }
+        if parts.is_empty() {
+            return String::new();
+        }
+        format!(
+            "\n\n<project-guidance note=\"instructions for the paths this call touched, shown once per session\">\n{}\n</project-guidance>",
+            parts.join("\n")
+        )
     }
 
     /// Queues user text for the running turn: it enters history after the current tool batch (or at the start of

@@ -16,7 +16,7 @@
 //!   grant, a tool description, an audit line or an error through a skill. The group is labeled `skill <name>` and
 //!   judged like every contributed group.
 
-mod frontmatter;
+pub(crate) mod frontmatter;
 
 use std::collections::{BTreeMap, BTreeSet};
 
