@@ -30,6 +30,7 @@ mod git;
 mod glob;
 mod grep;
 mod ignores;
+mod json;
 mod list_directory;
 mod notebook;
 mod output;
@@ -65,6 +66,7 @@ pub use find::{glob_match, FindTool};
 pub use git::{GitOp, GitTool, GIT_OUTPUT_CAP, GIT_TIMEOUT};
 pub use glob::GlobTool;
 pub use grep::GrepTool;
+pub use json::{JsonEditTool, ReadJsonTool};
 pub use list_directory::ListDirectoryTool;
 pub use notebook::{NotebookEditTool, NotebookReadTool};
 pub use output::{OutputBuffer, Snapshot};
@@ -97,6 +99,8 @@ pub const IMPLEMENTED: &[&str] = &[
     "file_compare",
     "notebook_read",
     "notebook_edit",
+    "read_json",
+    "json_edit",
     "git_status",
     "git_diff",
     "git_log",
@@ -377,6 +381,8 @@ pub fn builtin_tool(underlying: &str, env: ToolEnv, sandbox: &SandboxEnv) -> Opt
         "file_compare" => Arc::new(FileCompareTool { env }),
         "notebook_read" => Arc::new(NotebookReadTool { env }),
         "notebook_edit" => Arc::new(NotebookEditTool { env }),
+        "read_json" => Arc::new(ReadJsonTool { env }),
+        "json_edit" => Arc::new(JsonEditTool { env }),
         "bash" => Arc::new(BashTool::new(env, sandbox.clone())),
         other => match (GitOp::of(other), RunKind::of(other)) {
             (Some(op), _) => Arc::new(GitTool::new(op, env, sandbox.clone())),

@@ -72,7 +72,7 @@ pub fn is_builtin_grant_kind(kind: &str) -> bool {
 }
 
 /// The names of the native built-in tools.
-pub const BUILTIN_TOOLS: [&str; 27] = [
+pub const BUILTIN_TOOLS: [&str; 29] = [
     "bash",
     "read_file",
     "write_file",
@@ -88,6 +88,8 @@ pub const BUILTIN_TOOLS: [&str; 27] = [
     "file_compare",
     "notebook_read",
     "notebook_edit",
+    "read_json",
+    "json_edit",
     "git_status",
     "git_diff",
     "git_log",

@@ -103,7 +103,7 @@ pub enum AlgebraKind {
 pub const COMMAND_TOOLS: [&str; 4] = ["bash", "run_tests", "run_build", "run_lint"];
 
 /// The built-in tools whose grant is a file grant (`paths`, `read_paths`) decided per path: the Files algebra.
-pub const FILE_TOOLS: [&str; 21] = [
+pub const FILE_TOOLS: [&str; 23] = [
     "read_file",
     "write_file",
     "edit_file",
@@ -118,6 +118,8 @@ pub const FILE_TOOLS: [&str; 21] = [
     "file_compare",
     "notebook_read",
     "notebook_edit",
+    "read_json",
+    "json_edit",
     "git_status",
     "git_diff",
     "git_log",
