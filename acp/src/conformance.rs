@@ -146,6 +146,10 @@ fn every_session_update_loom_sends_is_a_schema_session_notification() {
             SessionUpdate::UsageUpdate(UsageUpdate {
                 used: 1200,
                 size: Some(128_000),
+                meta: Some(loom_protocol::UsageMeta {
+                    cache_read_tokens: 900,
+                    cache_write_tokens: 200,
+                }),
             }),
         ),
     ];

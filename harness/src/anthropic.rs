@@ -95,6 +95,40 @@ impl AnthropicConfig {
     }
 }
 
+/// Prompt-cache breakpoints (`cache_control: ephemeral`, at most three of the API's four): after the last of loom's
+/// tools (the tool list is the most stable prefix), after the last system block (the system prompt: environment,
+/// agent prompt, guidance, skills catalog), and after the last block of the conversation when it is the user's (so
+/// the next request of the turn reads the conversation so far from the cache).
+fn mark_cache_breakpoints(body: &mut Value) {
+    let ephemeral = || json!({"type": "ephemeral"});
+    if let Some(tool) = body
+        .get_mut("tools")
+        .and_then(Value::as_array_mut)
+        .and_then(|t| t.iter_mut().rev().find(|t| t.get("input_schema").is_some()))
+    {
+        tool["cache_control"] = ephemeral();
+    }
+    if let Some(last) = body
+        .get_mut("system")
+        .and_then(Value::as_array_mut)
+        .and_then(|s| s.last_mut())
+    {
+        last["cache_control"] = ephemeral();
+    }
+    if let Some(last) = body
+        .get_mut("messages")
+        .and_then(Value::as_array_mut)
+        .and_then(|m| m.last_mut())
+        .filter(|m| m["role"] == "user")
+        .and_then(|m| m.get_mut("content"))
+        .and_then(Value::as_array_mut)
+        .and_then(|c| c.last_mut())
+        .filter(|b| matches!(b["type"].as_str(), Some("text" | "tool_result" | "image")))
+    {
+        last["cache_control"] = ephemeral();
+    }
+}
+
 /// The Messages API body for `request`. Empty text blocks are dropped (the API refuses them), thinking blocks are
 /// replayed in their place (before the calls they led to) with their exact text and signature, and only with one
 /// (reasoning from another provider has none and the API would refuse it); redacted thinking goes back as its data; a tool call whose input was not a JSON object is replayed as
@@ -141,6 +175,7 @@ pub fn request_body(request: &ModelRequest, config: &AnthropicConfig) -> Value {
             .chain(config.server_tools.iter().cloned())
             .collect();
     }
+    mark_cache_breakpoints(&mut body);
     if let Some(budget) = config.thinking_budget {
         body["thinking"] = json!({"type": "enabled", "budget_tokens": budget});
     }
@@ -284,9 +319,13 @@ impl AnthropicDecoder {
                     .to_string();
                 out.push(ModelEvent::MessageStart { message_id: id });
                 if let Some(u) = message.get("usage") {
+                    self.usage.cache_read_tokens =
+                        tokens(u, "cache_read_input_tokens").unwrap_or(0);
+                    self.usage.cache_write_tokens =
+                        tokens(u, "cache_creation_input_tokens").unwrap_or(0);
                     self.usage.input_tokens = tokens(u, "input_tokens").unwrap_or(0)
-                        + tokens(u, "cache_read_input_tokens").unwrap_or(0)
-                        + tokens(u, "cache_creation_input_tokens").unwrap_or(0);
+                        + self.usage.cache_read_tokens
+                        + self.usage.cache_write_tokens;
                     self.usage.output_tokens = tokens(u, "output_tokens").unwrap_or(0);
                     out.push(ModelEvent::Usage(self.usage));
                 }
@@ -421,9 +460,12 @@ impl AnthropicDecoder {
                 }
                 if let Some(u) = v.get("usage") {
                     if let Some(n) = tokens(u, "input_tokens") {
-                        self.usage.input_tokens = n
-                            + tokens(u, "cache_read_input_tokens").unwrap_or(0)
-                            + tokens(u, "cache_creation_input_tokens").unwrap_or(0);
+                        self.usage.cache_read_tokens =
+                            tokens(u, "cache_read_input_tokens").unwrap_or(0);
+                        self.usage.cache_write_tokens =
+                            tokens(u, "cache_creation_input_tokens").unwrap_or(0);
+                        self.usage.input_tokens =
+                            n + self.usage.cache_read_tokens + self.usage.cache_write_tokens;
                     }
                     if let Some(n) = tokens(u, "output_tokens") {
                         self.usage.output_tokens = n;

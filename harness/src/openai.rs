@@ -309,6 +309,7 @@ impl ResponsesDecoder {
                     out.push(ModelEvent::Usage(Usage {
                         input_tokens: u.get("input_tokens").and_then(Value::as_u64).unwrap_or(0),
                         output_tokens: u.get("output_tokens").and_then(Value::as_u64).unwrap_or(0),
+                        ..Usage::default()
                     }));
                 }
                 let mut open: Vec<_> = self.calls.drain().collect();

@@ -343,6 +343,7 @@ impl ChatDecoder {
                     .get("completion_tokens")
                     .and_then(Value::as_u64)
                     .unwrap_or(0),
+                ..Usage::default()
             }));
         }
         Ok(out)

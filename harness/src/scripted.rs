@@ -124,6 +124,7 @@ impl TestHarness {
             events.push(ModelEvent::Usage(Usage {
                 input_tokens: 0,
                 output_tokens: 0,
+                ..Usage::default()
             }));
             events.push(ModelEvent::MessageEnd { stop_reason });
         };

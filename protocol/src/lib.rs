@@ -39,5 +39,5 @@ pub use model::{
 pub use secret::{Secret, SecretLookup};
 pub use update::{
     Chunk, Content, Frame, FrameKind, Location, SessionUpdate, ThoughtChunk, ThoughtMeta, ToolCall,
-    ToolCallContent, ToolCallUpdate, ToolKind, ToolStatus, TurnStop, UsageUpdate,
+    ToolCallContent, ToolCallUpdate, ToolKind, ToolStatus, TurnStop, UsageMeta, UsageUpdate,
 };

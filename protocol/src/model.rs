@@ -146,6 +146,12 @@ pub struct Usage {
     pub input_tokens: u64,
     /// Output tokens.
     pub output_tokens: u64,
+    /// Of the input, tokens read from the provider's prompt cache (0 when it reports none).
+    #[serde(default)]
+    pub cache_read_tokens: u64,
+    /// Of the input, tokens written to the provider's prompt cache (0 when it reports none).
+    #[serde(default)]
+    pub cache_write_tokens: u64,
 }
 
 /// One event of a streamed response. A well-formed stream is `MessageStart`, then any deltas (a tool use is

@@ -303,6 +303,20 @@ pub struct UsageUpdate {
     /// known models); absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub size: Option<u64>,
+    /// The provider's prompt-cache use in the last request, when it reported any (under `_meta`, ACP's place for
+    /// what its schema does not name).
+    #[serde(rename = "_meta", default, skip_serializing_if = "Option::is_none")]
+    pub meta: Option<UsageMeta>,
+}
+
+/// Prompt-cache use of one request: tokens of its input read from the cache, and written to it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UsageMeta {
+    /// Input tokens read from the prompt cache.
+    pub cache_read_tokens: u64,
+    /// Input tokens written to the prompt cache.
+    pub cache_write_tokens: u64,
 }
 
 /// One update.
@@ -461,15 +475,21 @@ mod tests {
         let usage = SessionUpdate::UsageUpdate(UsageUpdate {
             used: 5,
             size: Some(200_000),
+            meta: Some(UsageMeta {
+                cache_read_tokens: 3,
+                cache_write_tokens: 1,
+            }),
         });
         assert_eq!(
             serde_json::to_value(&usage).unwrap(),
-            json!({"sessionUpdate": "usage_update", "used": 5, "size": 200_000})
+            json!({"sessionUpdate": "usage_update", "used": 5, "size": 200_000,
+                   "_meta": {"cacheReadTokens": 3, "cacheWriteTokens": 1}})
         );
         assert_eq!(
             serde_json::to_value(SessionUpdate::UsageUpdate(UsageUpdate {
                 used: 5,
-                size: None
+                size: None,
+                meta: None,
             }))
             .unwrap(),
             json!({"sessionUpdate": "usage_update", "used": 5})

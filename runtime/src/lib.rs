@@ -62,6 +62,7 @@ mod baseline;
 mod boot;
 mod contributed;
 mod display;
+mod environment;
 mod explain;
 mod guidance;
 mod hooks;

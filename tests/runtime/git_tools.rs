@@ -203,3 +203,49 @@ fn a_hostile_repository_s_configuration_runs_nothing() {
     }
     assert!(r[1].1.contains("+second line"), "{r:#?}");
 }
+
+/// The environment block opens the system prompt: in a repository it names the branch and whether the work tree has
+/// changes (asked of git through the sandbox, so the hostile configuration of the test above would run nothing here
+/// either); `[agent] environment = false` leaves it out.
+#[test]
+fn the_environment_block_names_the_branch_and_the_work_tree_state() {
+    if !sandbox_available() {
+        return;
+    }
+    let s = repo(&[], r#"{ read_paths = ["./"] }"#);
+    let preamble = |s: &Scratch| {
+        let r = s.loom(&[
+            "prompt",
+            "agent.toml",
+            "go",
+            "--format",
+            "jsonl",
+            "--emit-preamble",
+        ]);
+        r.expect_code(0);
+        updates(&r)[0]["preamble"]["systemPrompt"].clone()
+    };
+    let first = preamble(&s)[0].as_str().unwrap().to_string();
+    assert!(
+        first.starts_with("# Environment\n\nWorking directory: "),
+        "{first}"
+    );
+    assert!(
+        first.ends_with("\nGit: branch main, uncommitted changes"),
+        "{first}"
+    );
+    // commit everything tracked: clean (untracked files do not count)
+    git(s.path(), &["commit", "-qam", "second"]);
+    let clean = preamble(&s)[0].as_str().unwrap().to_string();
+    assert!(clean.ends_with("\nGit: branch main, clean"), "{clean}");
+    let m = std::fs::read_to_string(s.path().join("agent.toml")).unwrap();
+    s.write(
+        "agent.toml",
+        &m.replace(
+            "name = \"git-e2e\"",
+            "name = \"git-e2e\"\nenvironment = false",
+        ),
+    );
+    let off = preamble(&s);
+    assert!(!off.to_string().contains("# Environment"), "{off}");
+}

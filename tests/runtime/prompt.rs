@@ -306,7 +306,17 @@ fn trace_and_preamble() {
     ]);
     run.expect_code(0);
     let first = &updates(&run)[0]["preamble"];
-    assert_eq!(first["systemPrompt"], serde_json::json!(["Be brief."]));
+    // the environment block opens the system prompt, then the agent's own prompt
+    let system = first["systemPrompt"].as_array().unwrap();
+    assert_eq!(system.len(), 2, "{system:?}");
+    let env = system[0].as_str().unwrap();
+    assert!(
+        env.starts_with("# Environment\n\nWorking directory: ")
+            && env.contains("\nPlatform: linux ")
+            && env.contains("\nGit: not a git repository"),
+        "{env}"
+    );
+    assert_eq!(system[1], "Be brief.");
     assert_eq!(first["events"][0]["content"]["text"], "go");
     let tools: Vec<&str> = first["tools"]
         .as_array()

@@ -170,7 +170,13 @@ fn without_skills_there_is_no_catalog_and_no_read_skill() {
         "[[{ say = \"hi\" }]]",
     );
     let pre = &preamble(&s);
-    assert_eq!(pre["systemPrompt"], serde_json::json!([]));
+    // only the environment block: no catalog
+    let system = pre["systemPrompt"].as_array().unwrap();
+    assert_eq!(system.len(), 1, "{system:?}");
+    assert!(
+        system[0].as_str().unwrap().starts_with("# Environment"),
+        "{system:?}"
+    );
     let names: Vec<String> = pre["tools"]
         .as_array()
         .map(|t| {

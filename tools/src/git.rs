@@ -143,7 +143,7 @@ impl GitTool {
 
 /// The repository a path is in.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Repo {
+pub struct Repo {
     /// Its top directory (canonical).
     pub top: PathBuf,
     /// The path below the top, when the call named one below it (`None`: the whole repository).
@@ -152,7 +152,7 @@ pub(crate) struct Repo {
 
 /// Finds the repository holding `path` (canonical): the nearest directory at or above it with a `.git` directory.
 /// A `.git` that is a file (a linked worktree or a submodule: its metadata lives elsewhere) or a symlink is refused.
-pub(crate) fn find_repo(path: &Path) -> Result<Repo, String> {
+pub fn find_repo(path: &Path) -> Result<Repo, String> {
     for top in path.ancestors() {
         let dot = top.join(".git");
         match std::fs::symlink_metadata(&dot) {
@@ -533,6 +533,39 @@ async fn inspect(
     )
     .await?;
     Ok(render(&got, &shown, &blanked))
+}
+
+/// Whether the work tree of the repository at `top` has changes (tracked files changed or staged; untracked files
+/// are not counted), asked of git exactly as the git tools ask it: sandboxed under the read-only row, with the
+/// repository's configuration given nothing to run. `Err` when git cannot say (not installed, no sandbox).
+pub async fn work_tree_dirty(
+    top: &Path,
+    sandbox: &SandboxEnv,
+    cancel: &tokio_util::sync::CancellationToken,
+) -> Result<bool, String> {
+    let top_s = top.display().to_string();
+    let env = ToolEnv {
+        instance: "environment".into(),
+        grant: loom_kernel::Grant::Set(Vec::new()),
+        ctx: loom_kernel::PathCtx::new(top_s, None),
+        cwd: top.to_path_buf(),
+        authority: std::sync::Arc::default(),
+        undo: super::UndoLog::default(),
+    };
+    let args: Vec<OsString> = [
+        "status",
+        "--porcelain",
+        "--untracked-files=no",
+        "--ignore-submodules=all",
+    ]
+    .iter()
+    .map(OsString::from)
+    .collect();
+    let out = inspect(&env, sandbox, top, args, cancel).await?;
+    if out.is_error {
+        return Err(out.text);
+    }
+    Ok(out.text != "(no output)" && !out.text.trim().is_empty())
 }
 
 /// The tool's result: git's output, or its error with the exit status.

@@ -63,7 +63,7 @@ pub use edit_file::{apply_edits, EditError, EditFileTool};
 pub use file_compare::{FileCompareTool, COMPARE_MAX_BYTES};
 pub use file_info::FileInfoTool;
 pub use find::{glob_match, FindTool};
-pub use git::{GitOp, GitTool, GIT_OUTPUT_CAP, GIT_TIMEOUT};
+pub use git::{find_repo, work_tree_dirty, GitOp, GitTool, Repo, GIT_OUTPUT_CAP, GIT_TIMEOUT};
 pub use glob::GlobTool;
 pub use grep::GrepTool;
 pub use json::{JsonEditTool, ReadJsonTool};

@@ -331,12 +331,16 @@ fn the_body_maps_every_block_kind() {
                 ]},
                 {"role": "user", "content": [
                     {"type": "tool_result", "tool_use_id": "t1", "content": "hi", "is_error": false},
-                    {"type": "tool_result", "tool_use_id": "t2", "content": "invalid JSON", "is_error": true},
+                    {"type": "tool_result", "tool_use_id": "t2", "content": "invalid JSON", "is_error": true,
+                     "cache_control": {"type": "ephemeral"}},
                 ]},
             ],
-            "system": [{"type": "text", "text": "You are terse."}, {"type": "text", "text": "Project notes."}],
+            // cache breakpoints: after the tool list, after the system prompt, after the conversation so far
+            "system": [{"type": "text", "text": "You are terse."},
+                       {"type": "text", "text": "Project notes.", "cache_control": {"type": "ephemeral"}}],
             "tools": [{"name": "read_file", "description": "Reads a file.",
-                       "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}}}],
+                       "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}},
+                       "cache_control": {"type": "ephemeral"}}],
             "stream": true,
         })
     );
@@ -352,6 +356,7 @@ fn the_tool_stream_decodes_at_every_split_point() {
         ModelEvent::Usage(Usage {
             input_tokens: 472,
             output_tokens: 2,
+            ..Usage::default()
         }),
         ModelEvent::ThinkingDelta("I should read ".into()),
         ModelEvent::ThinkingDelta("the file.".into()),
@@ -385,6 +390,7 @@ fn the_tool_stream_decodes_at_every_split_point() {
         ModelEvent::Usage(Usage {
             input_tokens: 472,
             output_tokens: 89,
+            ..Usage::default()
         }),
         ModelEvent::MessageEnd {
             stop_reason: StopReason::ToolUse,
@@ -607,7 +613,8 @@ async fn text_streams_and_the_request_carries_key_version_and_body() {
     );
     assert!(events.contains(&ModelEvent::Usage(Usage {
         input_tokens: 25,
-        output_tokens: 15
+        output_tokens: 15,
+        ..Usage::default()
     })));
     let reqs = server.requests();
     assert_eq!(reqs.len(), 1);
@@ -815,7 +822,7 @@ async fn a_tool_call_runs_through_the_kernel_and_its_result_goes_back() {
     assert_eq!(reqs.len(), 2);
     assert_eq!(
         reqs[0].body["messages"],
-        json!([{"role": "user", "content": [{"type": "text", "text": "read notes.txt"}]}])
+        json!([{"role": "user", "content": [{"type": "text", "text": "read notes.txt", "cache_control": {"type": "ephemeral"}}]}])
     );
     assert_eq!(reqs[0].body["tools"][0]["name"], json!("read_file"));
     let msgs = reqs[1].body["messages"].as_array().unwrap();
@@ -846,7 +853,8 @@ async fn a_tool_call_runs_through_the_kernel_and_its_result_goes_back() {
     assert_eq!(
         msgs[2],
         json!({"role": "user", "content": [{"type": "tool_result",
-            "tool_use_id": "toolu_01T1x1fJ34qAmk2tNTrN7Up6", "content": "the notes say hi", "is_error": false}]})
+            "tool_use_id": "toolu_01T1x1fJ34qAmk2tNTrN7Up6", "content": "the notes say hi", "is_error": false,
+            "cache_control": {"type": "ephemeral"}}]})
     );
 }
 
@@ -1158,5 +1166,29 @@ async fn a_paused_server_turn_is_sent_back_and_goes_on() {
         last["content"][1],
         json!({"type": "server_tool_use", "id": "srvtoolu_014hJH82Qum7Td6UV8gDXThB", "name": "web_search",
                "input": {"query": "python 3.13 release date"}})
+    );
+}
+
+/// A cached request: Anthropic reports the tokens read from and written to the prompt cache beside the uncached
+/// input; loom counts all three as input and keeps the two cache counts apart for the usage update.
+#[test]
+fn cache_reads_and_writes_are_reported_apart() {
+    let stream = TEXT_STREAM.replace(
+        r#""usage":{"input_tokens":25,"output_tokens":1}"#,
+        r#""usage":{"input_tokens":25,"cache_creation_input_tokens":1200,"cache_read_input_tokens":3400,"output_tokens":1}"#,
+    );
+    assert_ne!(stream, TEXT_STREAM, "the fixture changed");
+    let events: Vec<ModelEvent> = decode_all(&stream)
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(
+        events[1],
+        ModelEvent::Usage(Usage {
+            input_tokens: 25 + 1200 + 3400,
+            output_tokens: 1,
+            cache_read_tokens: 3400,
+            cache_write_tokens: 1200,
+        })
     );
 }

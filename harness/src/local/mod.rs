@@ -158,6 +158,7 @@ mod engine_harness {
                     self.send(ModelEvent::Usage(Usage {
                         input_tokens: self.prompt_tokens,
                         output_tokens: generated as u64,
+                        ..Usage::default()
                     }));
                     let stop = match parse_response(&self.text) {
                         Some(Response::Call { tool, input })

@@ -99,10 +99,16 @@ fn every_built_in_tool_has_a_grammar_that_takes_its_calls() {
             .unwrap_or_default();
         for r in required {
             let key = r.as_str().unwrap();
-            let v = match s.input_schema["properties"][key]["type"].as_str() {
+            let prop = &s.input_schema["properties"][key];
+            // a union type (["integer", "string"]) is sampled by its first member; no type at all takes any JSON
+            let ty = prop["type"].as_str().or_else(|| prop["type"][0].as_str());
+            let v = match ty {
+                _ if prop["enum"].is_array() => prop["enum"][0].clone(),
                 Some("string") => json!("x"),
                 Some("integer") => json!(3),
+                Some("array") if prop["items"]["type"] == "string" => json!(["x"]),
                 Some("array") => json!([{"old_text": "a", "new_text": "b"}]),
+                None if prop.get("type").is_none() => json!({"any": [1, "json"]}),
                 other => panic!("{}: add a sample for {other:?}", s.name),
             };
             input.insert(key.to_string(), v);

@@ -235,7 +235,8 @@ fn the_tool_stream_decodes() {
             ModelEvent::ToolUseEnd { id },
             ModelEvent::Usage(Usage {
                 input_tokens: 60,
-                output_tokens: 20
+                output_tokens: 20,
+                ..Usage::default()
             }),
             ModelEvent::MessageEnd {
                 stop_reason: StopReason::ToolUse

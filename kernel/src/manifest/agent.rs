@@ -14,6 +14,7 @@ pub(crate) const AGENT_KEYS: &[&str] = &[
     "secrets",
     "storage_id",
     "metadata",
+    "environment",
 ];
 
 /// `[agent]`: the agent's identity and prompt.
@@ -31,6 +32,10 @@ pub struct AgentSpec {
     pub storage_id: Option<String>,
     /// Free-form metadata, kept verbatim.
     pub metadata: BTreeMap<String, toml::Value>,
+    /// `environment` (default true): the system prompt opens with an environment block (working directory,
+    /// platform, date, git branch and whether the work tree has changes); `false` leaves it out, for a prompt that is
+    /// the same byte for byte from run to run.
+    pub environment: bool,
 }
 
 /// The longest `name` / `storage_id`.
@@ -137,7 +142,14 @@ pub(crate) fn parse_agent(
             .collect(),
         None => BTreeMap::new(),
     };
+    let environment = match table.get("environment") {
+        Some(v) => v
+            .as_bool()
+            .ok_or_else(|| wrong_type(ctx, &join(path, "environment"), "true or false", v))?,
+        None => true,
+    };
     Ok(AgentSpec {
+        environment,
         name,
         description: opt_str("description")?,
         system_prompt,

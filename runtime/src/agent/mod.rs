@@ -122,6 +122,9 @@ pub struct AgentParts {
     /// The directory whose project guidance (`AGENTS.md`, `CLAUDE.md`) is read into the system prompt at the start
     /// of every turn; `None`: none is read.
     pub guidance: Option<std::path::PathBuf>,
+    /// The working directory the environment block at the top of the system prompt describes, and the sandbox git
+    /// is asked through whether the work tree has changes (`None` there: that part is left out); `None`: no block.
+    pub environment: Option<(std::path::PathBuf, Option<loom_tools::SandboxEnv>)>,
 }
 
 impl AgentParts {
@@ -144,6 +147,7 @@ impl AgentParts {
             hooks: None,
             authority: Arc::default(),
             guidance: None,
+            environment: None,
         }
     }
 }
@@ -158,6 +162,8 @@ pub struct Agent {
     guidance: Option<(std::path::PathBuf, crate::guidance::AtStart)>,
     /// Guidance notices already published (each once per agent).
     guidance_notices: StdMutex<std::collections::BTreeSet<String>>,
+    /// The environment block's source (see [`AgentParts::environment`]).
+    environment: Option<(std::path::PathBuf, Option<loom_tools::SandboxEnv>)>,
     /// Scoped guidance (nested guidance files, path rules) already added to a tool result (each once per session).
     scoped_seen: StdMutex<std::collections::BTreeSet<String>>,
     tools: BTreeMap<String, ToolSlot>,
@@ -254,6 +260,7 @@ impl Agent {
             }),
             guidance_notices: StdMutex::new(std::collections::BTreeSet::new()),
             scoped_seen: StdMutex::new(std::collections::BTreeSet::new()),
+            environment: parts.environment,
             tools: parts.tools,
             ctx: parts.ctx,
             permissions: parts.permissions,
@@ -414,6 +421,21 @@ impl Agent {
         )
     }
 
+    /// The environment block for a turn starting now (`None` when the agent has none).
+    pub(crate) async fn environment_block(&self, cancel: &CancellationToken) -> Option<String> {
+        let (cwd, sandbox) = self.environment.as_ref()?;
+        let git = crate::environment::git_facts(cwd, sandbox.as_ref(), cancel).await;
+        let secs = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0);
+        Some(crate::environment::render(
+            cwd,
+            &crate::environment::date_of(secs),
+            &git,
+        ))
+    }
+
     /// Queues user text for the running turn: it enters history after the current tool batch (or at the start of
     /// the next turn when idle).
     pub fn steer(&self, text: impl Into<String>) {
@@ -426,7 +448,12 @@ impl Agent {
     /// guidance, then the session's), the history events with the prompt appended, and the tools.
     pub async fn preamble(&self, text: &str) -> Result<Preamble, SessionError> {
         let session = self.session.lock().await;
-        let mut system_prompt = self.system.clone();
+        let mut system_prompt: Vec<String> = self
+            .environment_block(&CancellationToken::new())
+            .await
+            .into_iter()
+            .collect();
+        system_prompt.extend(self.system.iter().cloned());
         system_prompt.extend(self.guidance_sections(false));
         system_prompt.extend(session.system_prompt_sections());
         let mut events = session.pull()?;

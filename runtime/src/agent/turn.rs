@@ -100,7 +100,10 @@ impl Agent {
             self.bus.publish(&SessionUpdate::notice(notice));
         }
         // the project guidance is read fresh each turn (an edit by the user between turns is seen)
-        let mut system = self.system.clone();
+        // in a fixed order: the environment, the agent's prompt, the project guidance, then the session's sections
+        // (the skills catalog)
+        let mut system: Vec<String> = self.environment_block(cancel).await.into_iter().collect();
+        system.extend(self.system.iter().cloned());
         system.extend(self.guidance_sections(true));
         system.extend(session.system_prompt_sections());
         let specs = self.tool_specs();
@@ -274,6 +277,12 @@ impl Agent {
                             SessionUpdate::UsageUpdate(UsageUpdate {
                                 used: u.input_tokens + u.output_tokens,
                                 size: self.harness.context_window(),
+                                meta: (u.cache_read_tokens + u.cache_write_tokens > 0).then_some(
+                                    loom_protocol::update::UsageMeta {
+                                        cache_read_tokens: u.cache_read_tokens,
+                                        cache_write_tokens: u.cache_write_tokens,
+                                    },
+                                ),
                             }),
                         )
                         .await?;

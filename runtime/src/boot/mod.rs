@@ -102,6 +102,10 @@ pub fn boot_with(
     parts.authority = boot.authority.clone();
     // the working directory's AGENTS.md / CLAUDE.md, read each turn (authority files: the agent cannot write them)
     parts.guidance = Some(boot.cwd.clone());
+    // the environment block: git is asked through the agent's own sandbox (its secrets screened, authority read-only)
+    if m.agent.environment {
+        parts.environment = Some((boot.cwd.clone(), Some(boot.sandbox.clone())));
+    }
     parts.plan_mode = boot.opts.plan_mode;
     // hooks run from the manifest's directory; the id ties one agent's hook calls together
     let nanos = std::time::SystemTime::now()

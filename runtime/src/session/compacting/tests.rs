@@ -31,12 +31,17 @@ fn agent(t: &str, id: &str) -> SessionUpdate {
     SessionUpdate::AgentMessageChunk(chunk(t, id))
 }
 fn usage(used: u64) -> SessionUpdate {
-    SessionUpdate::UsageUpdate(UsageUpdate { used, size: None })
+    SessionUpdate::UsageUpdate(UsageUpdate {
+        used,
+        size: None,
+        meta: None,
+    })
 }
 fn usage_of(used: u64, size: u64) -> SessionUpdate {
     SessionUpdate::UsageUpdate(UsageUpdate {
         used,
         size: Some(size),
+        meta: None,
     })
 }
 
