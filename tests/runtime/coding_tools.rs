@@ -209,3 +209,79 @@ fn nested_guidance_and_path_rules_come_with_the_results_that_touch_them() {
         "Keep src tidy.\n"
     );
 }
+
+/// The structured edit tools through the binary: `apply_patch` across two files, `json_edit` / `read_json`,
+/// `notebook_edit` / `notebook_read` — each happy path, and a call outside the grant (over `./src` only) refused.
+#[test]
+fn structured_edits_happy_paths_and_calls_outside_the_grant() {
+    let s = Scratch::new();
+    let steps = [
+        r#"{ tool = "apply_patch", input = { patch = "--- a/src/a.txt\n+++ b/src/a.txt\n@@ -1 +1 @@\n-alpha\n+ALPHA\n--- /dev/null\n+++ b/src/c.txt\n@@ -0,0 +1 @@\n+gamma\n" } }"#,
+        r#"{ tool = "apply_patch", input = { patch = "--- a/top.txt\n+++ b/top.txt\n@@ -1 +1 @@\n-top\n+TOP\n" } }"#,
+        r#"{ tool = "json_edit", input = { path = "src/p.json", pointer = "/version", value = "2.0.0" } }"#,
+        r#"{ tool = "read_json", input = { path = "src/p.json", pointer = "/version" } }"#,
+        r#"{ tool = "json_edit", input = { path = "top.json", pointer = "/x", value = 1 } }"#,
+        r#"{ tool = "notebook_edit", input = { path = "src/n.ipynb", action = "insert", at = 0, cell_type = "markdown", source = "Title" } }"#,
+        r#"{ tool = "notebook_read", input = { path = "src/n.ipynb" } }"#,
+    ];
+    let script: String = steps
+        .iter()
+        .map(|c| format!("  {{ call = {c} }},\n"))
+        .collect();
+    let tools = [
+        "apply_patch",
+        "json_edit",
+        "read_json",
+        "notebook_edit",
+        "notebook_read",
+    ];
+    let t: String = tools
+        .iter()
+        .map(|n| format!("{n} = \"builtin\"\n"))
+        .collect();
+    let caps: String = tools
+        .iter()
+        .map(|n| format!("{n} = {{ paths = [\"./src\"] }}\n"))
+        .collect();
+    s.write(
+        "agent.toml",
+        &format!(
+            "[agent]\nname = \"edits-e2e\"\n\n[harness]\nprovider = \"test\"\nscript = [[\n{script}  {{ say = \"done\" }},\n]]\n\n\
+             [session]\nprovider = \"in-memory\"\n\n[tools]\n{t}\n[capabilities]\n{caps}"
+        ),
+    );
+    s.write("src/a.txt", "alpha\n");
+    s.write("top.txt", "top\n");
+    s.write("top.json", "{}\n");
+    s.write(
+        "src/p.json",
+        "{\n  \"name\": \"p\",\n  \"version\": \"1.0.0\"\n}\n",
+    );
+    s.write(
+        "src/n.ipynb",
+        "{\n \"cells\": [],\n \"metadata\": {},\n \"nbformat\": 4,\n \"nbformat_minor\": 5\n}\n",
+    );
+    let r = run(&s);
+    assert_eq!(r.len(), 7, "{r:#?}");
+    let read = |p: &str| std::fs::read_to_string(s.path().join(p)).unwrap();
+    assert_eq!(r[0].0, "completed", "{r:#?}");
+    assert_eq!(
+        (read("src/a.txt"), read("src/c.txt")),
+        ("ALPHA\n".into(), "gamma\n".into())
+    );
+    for i in [1, 4] {
+        assert_eq!(r[i].0, "failed", "{i}: {r:#?}");
+        assert!(r[i].1.contains("outside this tool's grant"), "{i}: {r:#?}");
+    }
+    assert_eq!(
+        (read("top.txt"), read("top.json")),
+        ("top\n".into(), "{}\n".into())
+    );
+    assert_eq!(
+        read("src/p.json"),
+        "{\n  \"name\": \"p\",\n  \"version\": \"2.0.0\"\n}\n"
+    );
+    assert_eq!(r[3], ("completed".into(), "\"2.0.0\"".into()), "{r:#?}");
+    assert_eq!(r[5].0, "completed", "{r:#?}");
+    assert!(r[6].1.contains("Title"), "{r:#?}");
+}

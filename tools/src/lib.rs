@@ -34,6 +34,7 @@ mod json;
 mod list_directory;
 mod notebook;
 mod output;
+mod patch;
 mod paths;
 mod project_info;
 mod project_run;
@@ -70,6 +71,7 @@ pub use json::{JsonEditTool, ReadJsonTool};
 pub use list_directory::ListDirectoryTool;
 pub use notebook::{NotebookEditTool, NotebookReadTool};
 pub use output::{OutputBuffer, Snapshot};
+pub use patch::{ApplyPatchTool, MAX_PATCHED_FILES, MAX_PATCHED_FILE_BYTES, MAX_PATCH_BYTES};
 pub use paths::{resolve_path, PathMode};
 pub use project_info::ProjectInfoTool;
 pub use project_run::{ProjectRunTool, RunKind, RUN_DEFAULT_TIMEOUT_MS, RUN_MAX_TIMEOUT_MS};
@@ -101,6 +103,7 @@ pub const IMPLEMENTED: &[&str] = &[
     "notebook_edit",
     "read_json",
     "json_edit",
+    "apply_patch",
     "git_status",
     "git_diff",
     "git_log",
@@ -383,6 +386,7 @@ pub fn builtin_tool(underlying: &str, env: ToolEnv, sandbox: &SandboxEnv) -> Opt
         "notebook_edit" => Arc::new(NotebookEditTool { env }),
         "read_json" => Arc::new(ReadJsonTool { env }),
         "json_edit" => Arc::new(JsonEditTool { env }),
+        "apply_patch" => Arc::new(ApplyPatchTool { env }),
         "bash" => Arc::new(BashTool::new(env, sandbox.clone())),
         other => match (GitOp::of(other), RunKind::of(other)) {
             (Some(op), _) => Arc::new(GitTool::new(op, env, sandbox.clone())),

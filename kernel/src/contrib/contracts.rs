@@ -72,7 +72,7 @@ pub fn is_builtin_grant_kind(kind: &str) -> bool {
 }
 
 /// The names of the native built-in tools.
-pub const BUILTIN_TOOLS: [&str; 29] = [
+pub const BUILTIN_TOOLS: [&str; 30] = [
     "bash",
     "read_file",
     "write_file",
@@ -90,6 +90,7 @@ pub const BUILTIN_TOOLS: [&str; 29] = [
     "notebook_edit",
     "read_json",
     "json_edit",
+    "apply_patch",
     "git_status",
     "git_diff",
     "git_log",

@@ -103,7 +103,7 @@ pub enum AlgebraKind {
 pub const COMMAND_TOOLS: [&str; 4] = ["bash", "run_tests", "run_build", "run_lint"];
 
 /// The built-in tools whose grant is a file grant (`paths`, `read_paths`) decided per path: the Files algebra.
-pub const FILE_TOOLS: [&str; 23] = [
+pub const FILE_TOOLS: [&str; 24] = [
     "read_file",
     "write_file",
     "edit_file",
@@ -120,6 +120,7 @@ pub const FILE_TOOLS: [&str; 23] = [
     "notebook_edit",
     "read_json",
     "json_edit",
+    "apply_patch",
     "git_status",
     "git_diff",
     "git_log",
