@@ -75,6 +75,7 @@ mod sdk;
 mod secrets;
 mod session;
 mod storage;
+mod tool_search;
 
 use loom_harness as harness;
 use loom_mcp as mcp;

@@ -440,3 +440,78 @@ script = [[
         run.stderr()
     );
 }
+
+/// `tool_search` against server-everything: the MCP tools' definitions stay out of the request until loaded; an empty
+/// query lists only the tools the manifest declares and grants (not the server's others); a query loads the matching
+/// definitions for the rest of the session; a loaded tool's call is still decided by the kernel on its grant.
+#[test]
+fn tool_search_keeps_the_catalog_out_of_requests_until_a_query_loads_it() {
+    let Some(everything) = peer("server-everything") else {
+        return;
+    };
+    let s = Scratch::new();
+    s.write(
+        "agent.toml",
+        &manifest(
+            r#"[[
+  { call = { tool = "tool_search", input = { query = "" } } },
+  { call = { tool = "tool_search", input = { query = "sum" } } },
+  { call = { tool = "sum", input = { a = 2, b = 3 } } },
+  { call = { tool = "sum", input = { a = 7, b = 3 } } },
+  { say = "done" },
+]]"#,
+            &format!(
+                r#"[providers]
+everything = {{ provider = "mcp-server", command = "node", args = [{everything:?}, "stdio"] }}
+
+[tools]
+tool_search = "builtin"
+shout = {{ provider = "everything", tool = "echo" }}
+sum = {{ provider = "everything", tool = "get-sum" }}
+
+[capabilities]
+tool_search = "*"
+shout = {{ message = "*" }}
+sum = {{ a = [1, 2], b = "*" }}
+"#
+            ),
+        ),
+    );
+    let pre = s.loom(&[
+        "prompt",
+        "agent.toml",
+        "go",
+        "--format",
+        "jsonl",
+        "--emit-preamble",
+    ]);
+    pre.expect_code(0);
+    let tools: Vec<String> = updates(&pre)[0]["preamble"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(tools, ["tool_search"], "the MCP tools are deferred");
+    let run = s.loom(&["prompt", "agent.toml", "go", "--format", "jsonl"]);
+    run.expect_code(0);
+    let r = results(&updates(&run));
+    assert_eq!(r.len(), 4, "{r:#?}");
+    assert!(r[0].1.starts_with("2 deferred tools"), "{r:#?}");
+    assert!(
+        r[0].1.contains("- shout: ") && r[0].1.contains("- sum: "),
+        "{r:#?}"
+    );
+    assert!(
+        !r[0].1.contains("get-tiny-image") && !r[0].1.contains("- echo"),
+        "only granted tools: {r:#?}"
+    );
+    assert!(
+        r[1].1.starts_with("loaded 1 tool(s)") && r[1].1.contains("\"sum\""),
+        "{r:#?}"
+    );
+    assert_eq!(r[2].0, "completed", "{r:#?}");
+    assert!(r[2].1.contains('5'), "{r:#?}");
+    assert_eq!(r[3].0, "failed", "the kernel still decides: {r:#?}");
+    assert!(r[3].1.contains("must be one of"), "{r:#?}");
+}

@@ -114,6 +114,7 @@ pub const IMPLEMENTED: &[&str] = &[
     "run_build",
     "run_lint",
     "undo",
+    "tool_search",
     "spawn_subagent",
     "web_search",
 ];

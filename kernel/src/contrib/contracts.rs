@@ -30,6 +30,10 @@ pub fn builtin_contract(underlying: &str, harness: Option<&str>) -> Option<Contr
             requires: &[],
             optional: &["manifest"],
         },
+        ("tool_search", None) => Contract {
+            requires: &[],
+            optional: &[],
+        },
         ("web_search", None) => Contract {
             requires: &[],
             optional: &[],
@@ -72,7 +76,7 @@ pub fn is_builtin_grant_kind(kind: &str) -> bool {
 }
 
 /// The names of the native built-in tools.
-pub const BUILTIN_TOOLS: [&str; 30] = [
+pub const BUILTIN_TOOLS: [&str; 31] = [
     "bash",
     "read_file",
     "write_file",
@@ -101,6 +105,7 @@ pub const BUILTIN_TOOLS: [&str; 30] = [
     "run_build",
     "run_lint",
     "undo",
+    "tool_search",
     "spawn_subagent",
     "web_search",
 ];

@@ -125,6 +125,8 @@ pub struct AgentParts {
     /// The working directory the environment block at the top of the system prompt describes, and the sandbox git
     /// is asked through whether the work tree has changes (`None` there: that part is left out); `None`: no block.
     pub environment: Option<(std::path::PathBuf, Option<loom_tools::SandboxEnv>)>,
+    /// The deferred MCP tools, when the agent grants `tool_search`: their definitions are sent only once loaded.
+    pub tool_search: Option<Arc<crate::tool_search::ToolSearch>>,
 }
 
 impl AgentParts {
@@ -148,6 +150,7 @@ impl AgentParts {
             authority: Arc::default(),
             guidance: None,
             environment: None,
+            tool_search: None,
         }
     }
 }
@@ -162,6 +165,8 @@ pub struct Agent {
     guidance: Option<(std::path::PathBuf, crate::guidance::AtStart)>,
     /// Guidance notices already published (each once per agent).
     guidance_notices: StdMutex<std::collections::BTreeSet<String>>,
+    /// The deferred tools (see [`AgentParts::tool_search`]).
+    tool_search: Option<Arc<crate::tool_search::ToolSearch>>,
     /// The environment block's source (see [`AgentParts::environment`]).
     environment: Option<(std::path::PathBuf, Option<loom_tools::SandboxEnv>)>,
     /// Scoped guidance (nested guidance files, path rules) already added to a tool result (each once per session).
@@ -261,6 +266,7 @@ impl Agent {
             guidance_notices: StdMutex::new(std::collections::BTreeSet::new()),
             scoped_seen: StdMutex::new(std::collections::BTreeSet::new()),
             environment: parts.environment,
+            tool_search: parts.tool_search,
             tools: parts.tools,
             ctx: parts.ctx,
             permissions: parts.permissions,
@@ -314,6 +320,11 @@ impl Agent {
         self.tools
             .values()
             .filter(|s| !planning || plan_mode_verdict(effect_of(s.tool.kind())) == Verdict::Allow)
+            .filter(|s| {
+                self.tool_search
+                    .as_ref()
+                    .is_none_or(|t| !t.hides(s.tool.name()))
+            })
             .map(|s| s.tool.spec())
             .collect()
     }

@@ -106,7 +106,6 @@ impl Agent {
         system.extend(self.system.iter().cloned());
         system.extend(self.guidance_sections(true));
         system.extend(session.system_prompt_sections());
-        let specs = self.tool_specs();
         let mut doom = DoomGuard::default();
         let mut stop_hooks_ran = false;
         for request_in_turn in 0u32.. {
@@ -141,7 +140,8 @@ impl Agent {
                 let request = ModelRequest {
                     system: system.clone(),
                     messages: to_messages(&session.pull()?),
-                    tools: specs.clone(),
+                    // per request: a tool loaded by tool_search is offered from the next request on
+                    tools: self.tool_specs(),
                     turn,
                     request_in_turn,
                 };

@@ -46,6 +46,8 @@ pub(super) struct Boot {
     pub(super) sandbox: SandboxEnv,
     /// The agent's undo snapshots, shared by its change tools and `undo`.
     pub(super) undo: loom_tools::UndoLog,
+    /// The agent's deferred MCP tools, when it grants `tool_search`.
+    pub(super) tool_search: Arc<crate::tool_search::ToolSearch>,
     /// The harness, once built (spawn_subagent reaches it through this cell).
     pub(super) harness_cell: HarnessCell,
     /// The tools built so far, by instance.
@@ -151,6 +153,7 @@ impl Boot {
             submanifests,
             sandbox,
             undo: loom_tools::UndoLog::default(),
+            tool_search: Arc::default(),
             harness_cell: HarnessCell::default(),
             tools: BTreeMap::new(),
             algebras: BTreeSet::new(),

@@ -97,6 +97,21 @@ pub fn boot_with(
     parts.max_turn_requests = max_turn_requests;
     parts.system = system;
     parts.tools = std::mem::take(&mut boot.tools);
+    // with tool_search granted, the MCP tools' definitions stay out of requests until the model loads them
+    if parts
+        .tools
+        .values()
+        .any(|s| s.tool.builtin() == Some("tool_search"))
+    {
+        let deferred = parts
+            .tools
+            .values()
+            .filter(|s| s.algebra == loom_kernel::AlgebraKind::Mcp)
+            .map(|s| s.tool.spec())
+            .collect();
+        boot.tool_search.defer(deferred);
+        parts.tool_search = Some(boot.tool_search.clone());
+    }
     parts.permissions = permissions;
     parts.approvals = Some(Arc::new(approvals));
     parts.authority = boot.authority.clone();

@@ -129,6 +129,11 @@ impl Boot {
                 let tool = WebSearchTool::new(tool_env, key, BRAVE_ENDPOINT)
                     .map_err(|e| self.tool_err(&g.instance, e))?;
                 Some(Arc::new(tool) as Arc<dyn Tool>)
+            } else if g.underlying == "tool_search" {
+                Some(Arc::new(crate::tool_search::ToolSearchTool::new(
+                    tool_env,
+                    self.tool_search.clone(),
+                )) as Arc<dyn Tool>)
             } else if g.underlying == "spawn_subagent" {
                 let spawn = SpawnEnv {
                     parent: loaded.clone(),
