@@ -26,6 +26,7 @@ mod edit_file;
 mod file_compare;
 mod file_info;
 mod find;
+mod find_symbol;
 mod git;
 mod glob;
 mod grep;
@@ -64,6 +65,7 @@ pub use edit_file::{apply_edits, EditError, EditFileTool};
 pub use file_compare::{FileCompareTool, COMPARE_MAX_BYTES};
 pub use file_info::FileInfoTool;
 pub use find::{glob_match, FindTool};
+pub use find_symbol::{FindSymbolTool, SYMBOL_MAX_VISITED};
 pub use git::{find_repo, work_tree_dirty, GitOp, GitTool, Repo, GIT_OUTPUT_CAP, GIT_TIMEOUT};
 pub use glob::GlobTool;
 pub use grep::GrepTool;
@@ -98,6 +100,7 @@ pub const IMPLEMENTED: &[&str] = &[
     "file_info",
     "project_info",
     "read_many",
+    "find_symbol",
     "file_compare",
     "notebook_read",
     "notebook_edit",
@@ -382,6 +385,7 @@ pub fn builtin_tool(underlying: &str, env: ToolEnv, sandbox: &SandboxEnv) -> Opt
         "project_info" => Arc::new(ProjectInfoTool { env }),
         "undo" => Arc::new(UndoTool { env }),
         "read_many" => Arc::new(ReadManyTool { env }),
+        "find_symbol" => Arc::new(FindSymbolTool { env }),
         "file_compare" => Arc::new(FileCompareTool { env }),
         "notebook_read" => Arc::new(NotebookReadTool { env }),
         "notebook_edit" => Arc::new(NotebookEditTool { env }),

@@ -76,7 +76,7 @@ pub fn is_builtin_grant_kind(kind: &str) -> bool {
 }
 
 /// The names of the native built-in tools.
-pub const BUILTIN_TOOLS: [&str; 31] = [
+pub const BUILTIN_TOOLS: [&str; 32] = [
     "bash",
     "read_file",
     "write_file",
@@ -89,6 +89,7 @@ pub const BUILTIN_TOOLS: [&str; 31] = [
     "file_info",
     "project_info",
     "read_many",
+    "find_symbol",
     "file_compare",
     "notebook_read",
     "notebook_edit",

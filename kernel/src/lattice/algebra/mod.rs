@@ -103,7 +103,7 @@ pub enum AlgebraKind {
 pub const COMMAND_TOOLS: [&str; 4] = ["bash", "run_tests", "run_build", "run_lint"];
 
 /// The built-in tools whose grant is a file grant (`paths`, `read_paths`) decided per path: the Files algebra.
-pub const FILE_TOOLS: [&str; 24] = [
+pub const FILE_TOOLS: [&str; 25] = [
     "read_file",
     "write_file",
     "edit_file",
@@ -115,6 +115,7 @@ pub const FILE_TOOLS: [&str; 24] = [
     "file_info",
     "project_info",
     "read_many",
+    "find_symbol",
     "file_compare",
     "notebook_read",
     "notebook_edit",
