@@ -241,10 +241,20 @@ pub fn secret_stores(
 
 /// The authority files as the sandbox enforces them.
 pub fn sandbox_paths(authority: &Authority) -> AuthorityPaths {
+    // a guidance file that is a symlink is never read (loom reads guidance only from a file that was a regular file
+    // when the agent started), so there is nothing to protect — and the sandbox cannot protect a link's entry
+    let untrusted_links: Vec<String> = authority
+        .files()
+        .iter()
+        .filter(|f| f.kind == AuthorityKind::Guidance)
+        .filter(|f| std::fs::symlink_metadata(&f.path).is_ok_and(|m| m.file_type().is_symlink()))
+        .map(|f| f.path.clone())
+        .collect();
     AuthorityPaths {
         protect: authority
             .protected_paths()
             .into_iter()
+            .filter(|p| !untrusted_links.contains(p))
             .map(PathBuf::from)
             .collect(),
         mask: authority

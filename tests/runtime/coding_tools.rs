@@ -285,3 +285,41 @@ fn structured_edits_happy_paths_and_calls_outside_the_grant() {
     assert_eq!(r[5].0, "completed", "{r:#?}");
     assert!(r[6].1.contains("Title"), "{r:#?}");
 }
+
+/// A repository whose `CLAUDE.md` is a link to its `AGENTS.md` (a common layout): confined commands run (the link is
+/// not something loom trusts, so the sandbox need not protect it), `AGENTS.md` reaches the prompt, the link does not,
+/// and no file tool writes either name.
+#[test]
+fn a_claude_md_linked_to_agents_md_does_not_stop_commands() {
+    if !sandbox_available() {
+        return;
+    }
+    let s = agent(
+        &[
+            r#"{ tool = "bash", input = { command = "echo ran" } }"#,
+            r#"{ tool = "write_file", input = { path = "src/CLAUDE.md", content = "x" } }"#,
+        ],
+        "",
+    );
+    s.write("AGENTS.md", "Run the tests.\n");
+    std::os::unix::fs::symlink("AGENTS.md", s.path().join("CLAUDE.md")).unwrap();
+    let shown = s.loom(&[
+        "prompt",
+        "agent.toml",
+        "go",
+        "--format",
+        "jsonl",
+        "--emit-preamble",
+    ]);
+    shown.expect_code(0);
+    let preamble = updates(&shown)[0]["preamble"]["systemPrompt"].to_string();
+    assert!(
+        preamble.contains("# Project guidance (AGENTS.md)"),
+        "{preamble}"
+    );
+    assert!(!preamble.contains("(CLAUDE.md)"), "{preamble}");
+    let r = run(&s);
+    assert_eq!(r[0], ("completed".into(), "ran\n".into()), "{r:#?}");
+    assert_eq!(r[1].0, "failed", "{r:#?}");
+    assert!(r[1].1.contains("`CLAUDE.md` is protected"), "{r:#?}");
+}

@@ -25,12 +25,11 @@ use crate::policy::decide::{Access, Decision, Denial, DenialKind, Request};
 use crate::policy::hooks::HookAction;
 
 /// Names that stay read-only even inside a writable root (and inside the home directory when a writable root holds
-/// it): code that git, shells, editors, desktop sessions, package managers and agents run or trust on their own,
-/// and the project guidance (`AGENTS.md`, `CLAUDE.md`) loom and other agents read as instructions in any directory.
+/// it): code that git, shells, editors, desktop sessions, package managers and agents run or trust on their own.
 /// A repository's `.git` is read-only as a whole. The file tools never write below one of these names anywhere; the
 /// sandbox keeps them read-only directly inside each writable root and the home directory (and `.git` one level
 /// down).
-pub const PROTECTED_NAMES: [&str; 33] = [
+pub const PROTECTED_NAMES: [&str; 31] = [
     ".git",
     ".loom",
     ".mcp.json",
@@ -62,8 +61,6 @@ pub const PROTECTED_NAMES: [&str; 33] = [
     ".claude",
     ".agents",
     ".cargo/config.toml",
-    "AGENTS.md",
-    "CLAUDE.md",
 ];
 
 /// One authority file (or directory: everything below it counts).
@@ -287,15 +284,26 @@ fn looks_like_path(w: &str) -> bool {
 }
 
 /// The kernel's refusal of a file-tool call that touches an authority file: any write to one (or below one), and
-/// any read of a secret store. `None` when the call does not touch the set. The turn loop applies it on top of
-/// [`crate::policy::decide`], so a grant can never authorise it.
+/// any read of a secret store; a write below a protected name ([`PROTECTED_NAMES`]), or to a project guidance file
+/// ([`GUIDANCE_FILES`]) in any directory. `None` when the call does not touch the set. The turn loop applies it on
+/// top of [`crate::policy::decide`], so a grant can never authorise it.
 pub fn authority_denial(tool: &str, request: &Request, authority: &Authority) -> Option<Decision> {
     let Request::File { path, access } = request else {
         return None;
     };
     let deny = |kind| Some(Decision::Deny(Denial::new(tool, request, None, kind)));
     let Some(file) = authority.covering(path) else {
-        let name = protected_name_in(path).filter(|_| *access == Access::Write)?;
+        if *access != Access::Write {
+            return None;
+        }
+        // project guidance in any directory: what loom (and other agents) read as instructions
+        if let Some(name) = GUIDANCE_FILES
+            .iter()
+            .find(|g| path.rsplit('/').next() == Some(**g))
+        {
+            return deny(DenialKind::ProtectedName { name });
+        }
+        let name = protected_name_in(path)?;
         return deny(DenialKind::ProtectedName { name });
     };
     match access {
@@ -307,6 +315,36 @@ pub fn authority_denial(tool: &str, request: &Request, authority: &Authority) ->
             origin: file.origin.clone(),
         }),
         Access::Read => None,
+    }
+}
+
+#[cfg(test)]
+mod guidance_name_tests {
+    use super::*;
+
+    #[test]
+    fn a_guidance_file_in_any_directory_is_never_written_but_is_read() {
+        let none = Authority::default();
+        let req = |p: &str, access| Request::File {
+            path: p.into(),
+            access,
+        };
+        for p in ["/w/src/AGENTS.md", "/w/a/b/CLAUDE.md"] {
+            assert!(
+                authority_denial("t", &req(p, Access::Write), &none).is_some(),
+                "{p}"
+            );
+            assert!(
+                authority_denial("t", &req(p, Access::Read), &none).is_none(),
+                "{p}"
+            );
+        }
+        for p in ["/w/src/AGENTS.md.bak", "/w/AGENTS/x.md", "/w/notes.md"] {
+            assert!(
+                authority_denial("t", &req(p, Access::Write), &none).is_none(),
+                "{p}"
+            );
+        }
     }
 }
 
