@@ -21,7 +21,7 @@ use super::beneath::Target;
 use super::find::glob_match;
 use super::ignores::Ignores;
 use super::read_call::{int_field, path_field, read_call, shown_from};
-use super::walk::{open_file, open_top, walk, EntryKind, Visit, Walked};
+use super::walk::{open_file_len, open_top, walk, EntryKind, Visit, Walked};
 use super::{bool_field, check_fields, str_field, Prepared, Tool, ToolEnv, ToolOutput};
 use loom_protocol::model::ToolSpec;
 use loom_protocol::update::ToolKind;
@@ -180,6 +180,8 @@ struct Search {
 /// What the search found and left out.
 #[derive(Default)]
 struct Found {
+    /// The read buffer, reused from file to file.
+    buf: Vec<u8>,
     text: String,
     matches: usize,
     /// Matches beyond the limit (counted in the file where the limit was reached only).
@@ -283,51 +285,58 @@ impl Search {
             found.withheld.push(self.shown(&abs));
             return;
         }
-        let Ok(mut file) = open_file(top, rel) else {
+        let Ok((mut file, len)) = open_file_len(top, rel) else {
             found.unreadable += 1;
             return;
         };
-        match file.metadata() {
-            Ok(m) if m.len() > MAX_FILE_BYTES => {
-                found.too_large += 1;
-                return;
-            }
-            Ok(_) => {}
-            Err(_) => {
-                found.unreadable += 1;
-                return;
-            }
+        if len > MAX_FILE_BYTES {
+            found.too_large += 1;
+            return;
         }
-        let mut bytes = Vec::new();
+        // one buffer for the whole search, sized from the fstat: no growth per file
+        let mut bytes = std::mem::take(&mut found.buf);
+        bytes.clear();
+        bytes.reserve(usize::try_from(len).unwrap_or(0).saturating_add(1));
         if Read::take(&mut file, MAX_FILE_BYTES + 1)
             .read_to_end(&mut bytes)
             .is_err()
         {
             found.unreadable += 1;
+            found.buf = bytes;
             return;
         }
         found.files += 1;
         let mut sink = FileSink {
-            shown: self.shown(&abs),
+            shown: None,
+            abs: &abs,
+            cwd: &self.cwd,
             lines: Vec::new(),
             matches: 0,
             room: self.query.limit - found.matches,
             binary: false,
             last: None,
         };
-        if searcher.search_slice(matcher, &bytes, &mut sink).is_err() {
+        let searched = searcher.search_slice(matcher, &bytes, &mut sink);
+        let FileSink {
+            lines,
+            matches,
+            binary,
+            ..
+        } = sink;
+        found.buf = bytes;
+        if searched.is_err() {
             found.unreadable += 1;
             return;
         }
-        if sink.binary {
+        if binary {
             found.binary += 1;
             return;
         }
-        found.matches += sink.matches;
+        found.matches += matches;
         if found.matches >= self.query.limit {
             found.limit_reached = true;
         }
-        for line in sink.lines {
+        for line in lines {
             if found.text.len() + line.len() + 1 > MAX_OUTPUT_BYTES {
                 found.cut = true;
                 break;
@@ -407,8 +416,11 @@ fn files(n: usize) -> String {
 }
 
 /// Collects one file's lines in `path:line:text` / `path-line-text` form, `--` between separate groups.
-struct FileSink {
-    shown: String,
+struct FileSink<'a> {
+    /// The file as shown, made at its first line (most files match nothing).
+    shown: Option<String>,
+    abs: &'a Path,
+    cwd: &'a Path,
     lines: Vec<String>,
     matches: usize,
     /// Matching lines this file may still add before the call's limit.
@@ -418,7 +430,7 @@ struct FileSink {
     last: Option<u64>,
 }
 
-impl FileSink {
+impl FileSink<'_> {
     fn push(&mut self, line_number: Option<u64>, sep: char, bytes: &[u8]) {
         let n = line_number.unwrap_or(0);
         if let Some(last) = self.last {
@@ -435,12 +447,13 @@ impl FileSink {
         } else {
             text.to_string()
         };
-        self.lines
-            .push(format!("{}{sep}{n}{sep}{text}", self.shown));
+        let (abs, cwd) = (self.abs, self.cwd);
+        let shown = self.shown.get_or_insert_with(|| shown_from(cwd, abs));
+        self.lines.push(format!("{shown}{sep}{n}{sep}{text}"));
     }
 }
 
-impl Sink for FileSink {
+impl Sink for FileSink<'_> {
     type Error = std::io::Error;
 
     fn matched(&mut self, _s: &Searcher, mat: &SinkMatch<'_>) -> Result<bool, std::io::Error> {

@@ -70,16 +70,12 @@ impl Ignores {
     /// True when the rules in force ignore `rel` (below the search root, opened as `top`).
     fn ignored(&mut self, top: &std::os::fd::OwnedFd, rel: &Path, is_dir: bool) -> bool {
         let abs = self.root.join(rel);
-        // the directories holding `rel`, deepest first: the deepest rule that matches decides
-        let mut dirs: Vec<PathBuf> = rel.ancestors().skip(1).map(Path::to_path_buf).collect();
-        for d in &dirs {
+        // the nearest directory's rules first; the first that decides wins
+        for d in rel.ancestors().skip(1) {
             if !self.below.contains_key(d) {
                 let g = read_gitignore(top, d, &self.root.join(d));
-                self.below.insert(d.clone(), g);
+                self.below.insert(d.to_path_buf(), g);
             }
-        }
-        dirs.retain(|d| self.below.get(d).is_some_and(Option::is_some));
-        for d in &dirs {
             if let Some(Some(g)) = self.below.get(d) {
                 match g.matched(&abs, is_dir) {
                     Match::Ignore(_) => return true,

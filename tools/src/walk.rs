@@ -150,6 +150,11 @@ pub(crate) fn open_dir(top: &OwnedFd, rel: &Path) -> std::io::Result<OwnedFd> {
 
 /// Opens the regular file `rel` below `top` for reading (non-blocking, never through a symlink).
 pub(crate) fn open_file(top: &OwnedFd, rel: &Path) -> std::io::Result<std::fs::File> {
+    open_file_len(top, rel).map(|(f, _)| f)
+}
+
+/// [`open_file`], with the file's size from the same `fstat`.
+pub(crate) fn open_file_len(top: &OwnedFd, rel: &Path) -> std::io::Result<(std::fs::File, u64)> {
     let fd = open_beneath(
         top.as_fd(),
         rel,
@@ -160,5 +165,8 @@ pub(crate) fn open_file(top: &OwnedFd, rel: &Path) -> std::io::Result<std::fs::F
     if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
         return Err(std::io::Error::other("not a regular file"));
     }
-    Ok(std::fs::File::from(fd))
+    Ok((
+        std::fs::File::from(fd),
+        u64::try_from(st.st_size).unwrap_or(0),
+    ))
 }
