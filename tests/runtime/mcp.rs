@@ -515,3 +515,68 @@ sum = {{ a = [1, 2], b = "*" }}
     assert_eq!(r[3].0, "failed", "the kernel still decides: {r:#?}");
     assert!(r[3].1.contains("must be one of"), "{r:#?}");
 }
+
+/// MCP resources and prompts as tools against server-everything: listed, read and got through tools declared and
+/// granted like any MCP tool — a bound `uri` reads only that resource whatever the model sends.
+#[test]
+fn resources_and_prompts_are_tools_granted_per_argument() {
+    let Some(everything) = peer("server-everything") else {
+        return;
+    };
+    let s = Scratch::new();
+    s.write(
+        "agent.toml",
+        &manifest(
+            r#"[[
+  { call = { tool = "resources", input = {} } },
+  { call = { tool = "read_doc", input = { uri = "demo://resource/static/document/architecture.md" } } },
+  { call = { tool = "prompts", input = {} } },
+  { call = { tool = "prompt", input = { name = "simple-prompt" } } },
+  { say = "done" },
+]]"#,
+            &format!(
+                r#"[providers]
+everything = {{ provider = "mcp-server", command = "node", args = [{everything:?}, "stdio"] }}
+
+[tools]
+resources = {{ provider = "everything", tool = "resources/list" }}
+read_doc = {{ provider = "everything", tool = "resources/read" }}
+prompts = {{ provider = "everything", tool = "prompts/list" }}
+prompt = {{ provider = "everything", tool = "prompts/get" }}
+
+[capabilities]
+resources = "*"
+read_doc = {{ uri = "demo://resource/static/document/features.md" }}
+prompts = "*"
+prompt = {{ name = "*", arguments = "*" }}
+"#
+            ),
+        ),
+    );
+    let run = s.loom(&["prompt", "agent.toml", "go", "--format", "jsonl"]);
+    run.expect_code(0);
+    let r = results(&updates(&run));
+    assert_eq!(r.len(), 4, "{r:#?}");
+    for (status, _) in &r {
+        assert_eq!(status, "completed", "{r:#?}");
+    }
+    assert!(
+        r[0].1
+            .contains("demo://resource/static/document/features.md"),
+        "{r:#?}"
+    );
+    // the grant binds the uri: the model asked for architecture.md and got features.md
+    assert!(
+        r[1].1
+            .starts_with("==> demo://resource/static/document/features.md <=="),
+        "{r:#?}"
+    );
+    assert!(
+        r[2].1.contains("simple-prompt: A prompt with no arguments"),
+        "{r:#?}"
+    );
+    assert_eq!(
+        r[3].1, "user: This is a simple prompt without arguments.\n",
+        "{r:#?}"
+    );
+}

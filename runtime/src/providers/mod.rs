@@ -3,6 +3,7 @@
 //! resolved only from `.loom/providers/<handle>` next to the manifest, and only when `.loom/lock.toml` pins the handle
 //! and the tree hash matches (the kernel's [`lock_state`]). `loom install` ([`install`]) puts it there.
 
+mod adapter;
 mod harness;
 mod install;
 mod layer;

@@ -16,6 +16,9 @@ use loom_mcp::{McpServer, UpstreamTool};
 pub struct McpTool {
     instance: String,
     underlying: String,
+    /// For a resources or prompts adapter (`tool = "resources/read"`, …): the MCP method it sends instead of
+    /// `tools/call`.
+    adapter: Option<&'static super::adapter::Adapter>,
     grant: Grant,
     description: String,
     bound: BoundTool,
@@ -31,8 +34,26 @@ impl McpTool {
         grant: &Grant,
         server: Arc<McpServer>,
     ) -> Result<McpTool, String> {
-        let tools = server.tools();
-        let Some(up) = tools.iter().find(|t| t.name == underlying) else {
+        let mut tools = server.tools();
+        let adapter = super::adapter::adapter(underlying);
+        if let Some(a) = adapter {
+            if !a.offered(&server.info()) {
+                return Err(format!(
+                    "the {} [providers].{} does not advertise {} (its initialize answer has no capabilities.{}), so \
+                     tools.{instance} = `{underlying}` cannot be offered",
+                    server.noun(),
+                    server.handle,
+                    a.capability,
+                    a.capability
+                ));
+            }
+            tools.push(UpstreamTool {
+                name: a.method.to_string(),
+                description: a.description.to_string(),
+                input_schema: a.schema(),
+            });
+        }
+        let Some(up) = tools.iter().rev().find(|t| t.name == underlying) else {
             let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
             let rename = if instance == underlying {
                 format!("; to expose one of them under this name, add tool = \"<name>\" to tools.{instance}")
@@ -59,6 +80,7 @@ impl McpTool {
         Ok(McpTool {
             instance: instance.to_string(),
             underlying: underlying.to_string(),
+            adapter,
             grant: grant.clone(),
             description: up.description.clone(),
             bound,
@@ -101,7 +123,12 @@ impl Tool for McpTool {
     }
 
     fn kind(&self) -> ToolKind {
-        ToolKind::Other
+        // listing and reading resources and prompts changes nothing; any other tool may
+        if self.adapter.is_some() {
+            ToolKind::Read
+        } else {
+            ToolKind::Other
+        }
     }
 
     fn spec(&self) -> ToolSpec {
@@ -124,6 +151,34 @@ impl Tool for McpTool {
             self.instance.clone(),
             self.grant.clone(),
         );
+        if let Some(a) = self.adapter {
+            return Ok(Prepared {
+                request: Request::Args(row),
+                more: Vec::new(),
+                facts: CallFacts {
+                    tool: self.instance.clone(),
+                    ..CallFacts::default()
+                },
+                locations: vec![],
+                run: Box::new(move |_auth, ctx| {
+                    async move {
+                        let token = ctx.cancel.clone();
+                        let call = tokio::task::spawn_blocking(move || {
+                            server.request_until(a.method, sent, &|| token.is_cancelled())
+                        });
+                        tokio::select! {
+                            _ = ctx.cancel.cancelled() => ToolOutput::interrupted(""),
+                            joined = call => match joined {
+                                Ok(Ok(result)) => ToolOutput::ok(a.render(&result)),
+                                Ok(Err(e)) => ToolOutput::error(e.to_string()),
+                                Err(e) => ToolOutput::error(format!("the MCP request stopped: {e}")),
+                            },
+                        }
+                    }
+                    .boxed()
+                }),
+            });
+        }
         Ok(Prepared {
             request: Request::Args(row),
             more: Vec::new(),
