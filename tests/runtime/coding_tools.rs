@@ -323,3 +323,60 @@ fn a_claude_md_linked_to_agents_md_does_not_stop_commands() {
     assert_eq!(r[1].0, "failed", "{r:#?}");
     assert!(r[1].1.contains("`CLAUDE.md` is protected"), "{r:#?}");
 }
+
+/// The remaining read tools through the binary — `tree`, `project_info`, `find_symbol` — each on its happy path and
+/// refused outside its grant (over `./src` only).
+#[test]
+fn tree_project_info_and_find_symbol_in_and_outside_their_grant() {
+    let s = Scratch::new();
+    let steps = [
+        r#"{ tool = "tree", input = { path = "src" } }"#,
+        r#"{ tool = "tree", input = { path = "." } }"#,
+        r#"{ tool = "project_info", input = { path = "src" } }"#,
+        r#"{ tool = "find_symbol", input = { name = "parse", path = "src" } }"#,
+        r#"{ tool = "find_symbol", input = { name = "parse" } }"#,
+    ];
+    let script: String = steps
+        .iter()
+        .map(|c| format!("  {{ call = {c} }},\n"))
+        .collect();
+    let tools = ["tree", "project_info", "find_symbol"];
+    let t: String = tools
+        .iter()
+        .map(|n| format!("{n} = \"builtin\"\n"))
+        .collect();
+    let caps: String = tools
+        .iter()
+        .map(|n| format!("{n} = {{ read_paths = [\"./src\"] }}\n"))
+        .collect();
+    s.write(
+        "agent.toml",
+        &format!(
+            "[agent]\nname = \"read-e2e\"\n\n[harness]\nprovider = \"test\"\nscript = [[\n{script}  {{ say = \"done\" }},\n]]\n\n\
+             [session]\nprovider = \"in-memory\"\n\n[tools]\n{t}\n[capabilities]\n{caps}"
+        ),
+    );
+    s.write("src/Cargo.toml", "[package]\nname = \"p\"\n");
+    s.write(
+        "src/lib.rs",
+        "pub fn parse(x: &str) -> u32 {\n    x.len() as u32\n}\n",
+    );
+    let r = run(&s);
+    assert_eq!(r.len(), 5, "{r:#?}");
+    assert_eq!(r[0].0, "completed", "{r:#?}");
+    assert!(r[0].1.contains("lib.rs"), "{r:#?}");
+    assert_eq!(r[2].0, "completed", "{r:#?}");
+    assert!(r[2].1.contains("Cargo (Cargo.toml, package p"), "{r:#?}");
+    assert_eq!(
+        r[3],
+        (
+            "completed".into(),
+            "src/lib.rs:1: fn: pub fn parse(x: &str) -> u32 {".into()
+        ),
+        "{r:#?}"
+    );
+    for i in [1, 4] {
+        assert_eq!(r[i].0, "failed", "{i}: {r:#?}");
+        assert!(r[i].1.contains("outside this tool's grant"), "{i}: {r:#?}");
+    }
+}

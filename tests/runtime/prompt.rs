@@ -134,6 +134,10 @@ fn boot_refuses_what_it_does_not_implement_or_cannot_use_by_name() {
             "[agent]\nname = \"a\"\n[harness]\nprovider = \"test\"\necho = true\n[session]\nprovider = \"in-memory\"\n[capabilities]\nweb_search = \"*\"\n[tools]\nweb_search = \"builtin\"\n",
             "tools.web_search: web_search needs the secret BRAVE_SEARCH_API_KEY",
         ),
+        (
+            "[agent]\nname = \"a\"\n[harness]\nprovider = \"test\"\necho = true\n[session]\nprovider = \"in-memory\"\n[capabilities]\ndocs = \"*\"\n[tools]\ndocs = { provider = \"builtin\", tool = \"context7_query_docs\" }\n",
+            "tools.docs: context7_query_docs needs the secret CONTEXT7_API_KEY",
+        ),
         ("[agent]\nname = \"a\"\n", "no [harness]"),
         (
             "[agent]\nname = \"a\"\n[harness]\nprovider = \"test\"\necho = true\n[session]\nprovider = \"in-memory\"\n[capabilities]\nweb_search = \"*\"\n[tools]\nweb_search = \"anthropic\"\n",

@@ -22,6 +22,7 @@ mod bash;
 pub mod beneath;
 mod client;
 mod confined;
+mod context7;
 mod edit_file;
 mod file_compare;
 mod file_info;
@@ -61,6 +62,7 @@ use loom_protocol::update::{Location, ToolCallContent, ToolKind};
 
 pub use bash::{BashTool, SandboxEnv};
 pub use client::{ClientFs, ClientTerminals};
+pub use context7::{Context7Op, Context7Tool, CONTEXT7_API_KEY, CONTEXT7_BASE};
 pub use edit_file::{apply_edits, EditError, EditFileTool};
 pub use file_compare::{FileCompareTool, COMPARE_MAX_BYTES};
 pub use file_info::FileInfoTool;
@@ -120,6 +122,9 @@ pub const IMPLEMENTED: &[&str] = &[
     "tool_search",
     "spawn_subagent",
     "web_search",
+    "context7_search",
+    "context7_resolve_library",
+    "context7_query_docs",
 ];
 
 /// Interim output of a running call.

@@ -29,7 +29,7 @@ const MAX_OUTPUT: usize = 64 * 1024;
 pub const MAX_RESPONSE_BYTES: usize = 8 * 1024 * 1024;
 
 /// The response body as (lossy) text, read chunk by chunk up to [`MAX_RESPONSE_BYTES`].
-async fn read_capped(response: reqwest::Response) -> Result<String, String> {
+pub(crate) async fn read_capped(response: reqwest::Response) -> Result<String, String> {
     use futures::StreamExt;
     if response
         .content_length()

@@ -30,7 +30,10 @@ pub fn builtin_contract(underlying: &str, harness: Option<&str>) -> Option<Contr
             requires: &[],
             optional: &["manifest"],
         },
-        ("tool_search", None) => Contract {
+        (
+            "tool_search" | "context7_search" | "context7_resolve_library" | "context7_query_docs",
+            None,
+        ) => Contract {
             requires: &[],
             optional: &[],
         },
@@ -76,7 +79,7 @@ pub fn is_builtin_grant_kind(kind: &str) -> bool {
 }
 
 /// The names of the native built-in tools.
-pub const BUILTIN_TOOLS: [&str; 32] = [
+pub const BUILTIN_TOOLS: [&str; 35] = [
     "bash",
     "read_file",
     "write_file",
@@ -109,6 +112,9 @@ pub const BUILTIN_TOOLS: [&str; 32] = [
     "tool_search",
     "spawn_subagent",
     "web_search",
+    "context7_search",
+    "context7_resolve_library",
+    "context7_query_docs",
 ];
 
 /// Problems of a grant against a contract: unknown kinds (with the nearest known kind) and missing required kinds.

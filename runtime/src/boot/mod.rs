@@ -34,6 +34,7 @@ pub const SECRET_SLOTS: &[&str] = &[
     crate::harness::ANTHROPIC_API_KEY,
     crate::harness::OPENAI_API_KEY,
     BRAVE_SEARCH_API_KEY,
+    loom_tools::CONTEXT7_API_KEY,
 ];
 
 /// Boots the agent at `manifest`.

@@ -129,6 +129,27 @@ impl Boot {
                 let tool = WebSearchTool::new(tool_env, key, BRAVE_ENDPOINT)
                     .map_err(|e| self.tool_err(&g.instance, e))?;
                 Some(Arc::new(tool) as Arc<dyn Tool>)
+            } else if let Some(op) = loom_tools::Context7Op::of(&g.underlying) {
+                let key = self
+                    .chain
+                    .get(loom_tools::CONTEXT7_API_KEY)
+                    .map(|(k, _)| k)
+                    .ok_or_else(|| {
+                        self.tool_err(
+                            &g.instance,
+                            format!(
+                                "{} needs the secret {} (a Context7 API key from context7.com/dashboard): {}",
+                                g.underlying,
+                                loom_tools::CONTEXT7_API_KEY,
+                                self.chain
+                                    .missing_hint(&[loom_tools::CONTEXT7_API_KEY.to_string()])
+                            ),
+                        )
+                    })?;
+                let tool =
+                    loom_tools::Context7Tool::new(op, tool_env, key, loom_tools::CONTEXT7_BASE)
+                        .map_err(|e| self.tool_err(&g.instance, e))?;
+                Some(Arc::new(tool) as Arc<dyn Tool>)
             } else if g.underlying == "tool_search" {
                 Some(Arc::new(crate::tool_search::ToolSearchTool::new(
                     tool_env,
