@@ -215,7 +215,9 @@ read_file = "builtin"
     );
     assert_eq!(
         second[2]["content"][0],
-        serde_json::json!({"type": "tool_result", "tool_use_id": "toolu_e2e", "content": "greetings", "is_error": false})
+        // the last block of the conversation carries the prompt-cache breakpoint
+        serde_json::json!({"type": "tool_result", "tool_use_id": "toolu_e2e", "content": "greetings", "is_error": false,
+                           "cache_control": {"type": "ephemeral"}})
     );
 }
 

@@ -74,8 +74,18 @@ read_file = "builtin"
     assert_eq!(seen.len(), 2);
     assert!(seen[0].0.iter().all(|(n, _)| n != "authorization"));
     assert_eq!(seen[0].1["model"], "llama3.2");
+    // the system message (the environment block) comes first, then the prompt, the call and its result
+    let messages = &seen[1].1["messages"];
+    assert_eq!(messages[0]["role"], "system");
+    assert!(
+        messages[0]["content"]
+            .as_str()
+            .unwrap()
+            .starts_with("# Environment"),
+        "{messages}"
+    );
     assert_eq!(
-        seen[1].1["messages"][2],
+        messages[3],
         serde_json::json!({"role": "tool", "tool_call_id": "call_e2e", "content": "greetings"})
     );
 }

@@ -49,7 +49,18 @@ fn builtin_specs() -> Vec<ToolSpec> {
     let dir = tempfile::tempdir().unwrap();
     let mut specs: Vec<ToolSpec> = IMPLEMENTED
         .iter()
-        .filter(|n| !matches!(**n, "spawn_subagent" | "web_search"))
+        // built by the runtime (spawn_subagent, tool_search) or with a key (web_search, the Context7 tools, below)
+        .filter(|n| {
+            !matches!(
+                **n,
+                "spawn_subagent"
+                    | "web_search"
+                    | "tool_search"
+                    | "context7_search"
+                    | "context7_resolve_library"
+                    | "context7_query_docs"
+            )
+        })
         .map(|name| {
             let env = ToolEnv {
                 instance: (*name).to_string(),
@@ -76,14 +87,37 @@ fn builtin_specs() -> Vec<ToolSpec> {
         loom_tools::WebSearchTool::new(env, loom_protocol::Secret::new("k"), "http://127.0.0.1:9")
             .unwrap();
     specs.push(loom_tools::Tool::spec(&web));
+    for name in [
+        "context7_search",
+        "context7_resolve_library",
+        "context7_query_docs",
+    ] {
+        let env = ToolEnv {
+            instance: name.into(),
+            grant: loom_kernel::Grant::Unrestricted,
+            ctx: loom_kernel::PathCtx::new("/".to_string(), None),
+            cwd: dir.path().to_path_buf(),
+            authority: Default::default(),
+            undo: Default::default(),
+        };
+        let op = loom_tools::Context7Op::of(name).unwrap();
+        let c7 = loom_tools::Context7Tool::new(
+            op,
+            env,
+            loom_protocol::Secret::new("k"),
+            "http://127.0.0.1:9",
+        )
+        .unwrap();
+        specs.push(loom_tools::Tool::spec(&c7));
+    }
     specs
 }
 
 #[test]
 fn every_built_in_tool_has_a_grammar_that_takes_its_calls() {
     let specs = builtin_specs();
-    // spawn_subagent's schema is built per manifest (its agents); the rest are fixed
-    assert_eq!(specs.len(), IMPLEMENTED.len() - 1);
+    // spawn_subagent's schema is built per manifest (its agents), tool_search's is the runtime's; the rest are fixed
+    assert_eq!(specs.len(), IMPLEMENTED.len() - 2);
     let request = ModelRequest {
         tools: specs.clone(),
         ..ModelRequest::default()
