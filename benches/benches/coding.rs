@@ -43,14 +43,8 @@ fn tree(root: &Path) {
     }
 }
 
-fn grep_10k(c: &mut Criterion) {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let root = std::fs::canonicalize(dir.path()).unwrap();
-    tree(&root);
+/// The built-in `name` with `read_paths = [root]`, and its path context and grant.
+fn read_tool(name: &str, root: &Path) -> (Arc<dyn loom_tools::Tool>, PathCtx, Grant) {
     let ctx = PathCtx::new(root.to_string_lossy().into_owned(), None);
     let t: toml::Table = toml::from_str(&format!(
         "g = {{ read_paths = [{:?}] }}",
@@ -59,36 +53,59 @@ fn grep_10k(c: &mut Criterion) {
     .unwrap();
     let grant = Grant::from_toml(&t["g"]).unwrap();
     let env = ToolEnv {
-        instance: "grep".into(),
+        instance: name.into(),
         grant: grant.clone(),
         ctx: ctx.clone(),
-        cwd: root.clone(),
+        cwd: root.to_path_buf(),
         authority: Default::default(),
         undo: Default::default(),
     };
-    let tool = builtin_tool("grep", env, &SandboxEnv::default()).unwrap();
+    (
+        builtin_tool(name, env, &SandboxEnv::default()).unwrap(),
+        ctx,
+        grant,
+    )
+}
+
+/// One call as the turn loop makes it: prepare, the kernel's decision, the run.
+fn call(
+    rt: &tokio::runtime::Runtime,
+    (tool, ctx, grant): &(Arc<dyn loom_tools::Tool>, PathCtx, Grant),
+    input: &serde_json::Value,
+) -> loom_tools::ToolOutput {
+    let p = tool.prepare(input).unwrap();
+    let Decision::Allow(auth) = decide(tool.name(), AlgebraKind::Files, ctx, grant, &p.request)
+    else {
+        panic!("denied")
+    };
+    rt.block_on((p.run)(
+        auth,
+        ToolCtx {
+            more: Vec::new(),
+            cancel: CancellationToken::new(),
+            progress: Arc::new(|_| {}),
+            history: None,
+            client_fs: None,
+            terminals: None,
+        },
+    ))
+}
+
+fn grep_10k(c: &mut Criterion) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(dir.path()).unwrap();
+    tree(&root);
+    let tool = read_tool("grep", &root);
     let input = serde_json::json!({ "pattern": "NEEDLE_[0-9]+" });
     let mut g = c.benchmark_group("grep_10k");
     g.sample_size(20);
     g.bench_function("loom_grep_tool", |b| {
         b.iter(|| {
-            let p = tool.prepare(&input).unwrap();
-            let Decision::Allow(auth) =
-                decide("grep", AlgebraKind::Files, &ctx, &grant, &p.request)
-            else {
-                panic!("denied")
-            };
-            let out = rt.block_on((p.run)(
-                auth,
-                ToolCtx {
-                    more: Vec::new(),
-                    cancel: CancellationToken::new(),
-                    progress: Arc::new(|_| {}),
-                    history: None,
-                    client_fs: None,
-                    terminals: None,
-                },
-            ));
+            let out = call(&rt, &tool, &input);
             assert_eq!(out.text.matches("NEEDLE_4711").count(), 10, "{}", out.text);
         })
     });
@@ -220,45 +237,14 @@ fn find_symbol_loom(c: &mut Criterion) {
         .unwrap();
     let root =
         std::fs::canonicalize(Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap()).unwrap();
-    let ctx = PathCtx::new(root.to_string_lossy().into_owned(), None);
-    let t: toml::Table = toml::from_str(&format!(
-        "g = {{ read_paths = [{:?}] }}",
-        root.display().to_string()
-    ))
-    .unwrap();
-    let grant = Grant::from_toml(&t["g"]).unwrap();
-    let env = ToolEnv {
-        instance: "find_symbol".into(),
-        grant: grant.clone(),
-        ctx: ctx.clone(),
-        cwd: root.clone(),
-        authority: Default::default(),
-        undo: Default::default(),
-    };
-    let tool = builtin_tool("find_symbol", env, &SandboxEnv::default()).unwrap();
+    let tool = read_tool("find_symbol", &root);
     let mut g = c.benchmark_group("find_symbol_loom");
     g.sample_size(20);
     for name in ["decide", "Authorization"] {
         let input = serde_json::json!({ "name": name });
         g.bench_function(name, |b| {
             b.iter(|| {
-                let p = tool.prepare(&input).unwrap();
-                let Decision::Allow(auth) =
-                    decide("find_symbol", AlgebraKind::Files, &ctx, &grant, &p.request)
-                else {
-                    panic!("denied")
-                };
-                let out = rt.block_on((p.run)(
-                    auth,
-                    ToolCtx {
-                        more: Vec::new(),
-                        cancel: CancellationToken::new(),
-                        progress: Arc::new(|_| {}),
-                        history: None,
-                        client_fs: None,
-                        terminals: None,
-                    },
-                ));
+                let out = call(&rt, &tool, &input);
                 assert!(
                     out.text.contains("kernel/src/policy/decide"),
                     "{}",

@@ -151,6 +151,13 @@ fn read_rules(dir: &Path, names: &[String], out: &mut Guidance) {
     }
 }
 
+/// The path rules among the rules that existed at start (`at`), read now.
+pub(crate) fn path_rules(dir: &Path, at: &AtStart) -> Vec<PathRule> {
+    let mut g = Guidance::default();
+    read_rules(dir, &at.rules, &mut g);
+    g.path_rules
+}
+
 /// The `AGENTS.md` / `CLAUDE.md` files of the directories below `cwd` down to `path` (the path itself when it is a
 /// directory), outermost first, with their text; a file loom may not read (`skip` says so) or that is not a regular
 /// file is left out. Nothing when `path` is not below `cwd`.

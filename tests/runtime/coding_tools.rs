@@ -54,6 +54,23 @@ bash = {{ commands = "*", paths = ["./"] }}
     s
 }
 
+/// A scripted agent `name` making `steps` (TOML inline call tables), with each of `tools` built in and granted `grant`.
+fn scripted(name: &str, steps: &[&str], tools: &[&str], grant: &str) -> String {
+    let script: String = steps
+        .iter()
+        .map(|c| format!("  {{ call = {c} }},\n"))
+        .collect();
+    let t: String = tools
+        .iter()
+        .map(|n| format!("{n} = \"builtin\"\n"))
+        .collect();
+    let caps: String = tools.iter().map(|n| format!("{n} = {grant}\n")).collect();
+    format!(
+        "[agent]\nname = \"{name}\"\n\n[harness]\nprovider = \"test\"\nscript = [[\n{script}  {{ say = \"done\" }},\n]]\n\n\
+         [session]\nprovider = \"in-memory\"\n\n[tools]\n{t}\n[capabilities]\n{caps}"
+    )
+}
+
 fn run(s: &Scratch) -> Vec<(String, String)> {
     let r = s.loom(&["prompt", "agent.toml", "go", "--format", "jsonl"]);
     r.expect_code(0);
@@ -224,10 +241,6 @@ fn structured_edits_happy_paths_and_calls_outside_the_grant() {
         r#"{ tool = "notebook_edit", input = { path = "src/n.ipynb", action = "insert", at = 0, cell_type = "markdown", source = "Title" } }"#,
         r#"{ tool = "notebook_read", input = { path = "src/n.ipynb" } }"#,
     ];
-    let script: String = steps
-        .iter()
-        .map(|c| format!("  {{ call = {c} }},\n"))
-        .collect();
     let tools = [
         "apply_patch",
         "json_edit",
@@ -235,20 +248,9 @@ fn structured_edits_happy_paths_and_calls_outside_the_grant() {
         "notebook_edit",
         "notebook_read",
     ];
-    let t: String = tools
-        .iter()
-        .map(|n| format!("{n} = \"builtin\"\n"))
-        .collect();
-    let caps: String = tools
-        .iter()
-        .map(|n| format!("{n} = {{ paths = [\"./src\"] }}\n"))
-        .collect();
     s.write(
         "agent.toml",
-        &format!(
-            "[agent]\nname = \"edits-e2e\"\n\n[harness]\nprovider = \"test\"\nscript = [[\n{script}  {{ say = \"done\" }},\n]]\n\n\
-             [session]\nprovider = \"in-memory\"\n\n[tools]\n{t}\n[capabilities]\n{caps}"
-        ),
+        &scripted("edits-e2e", &steps, &tools, r#"{ paths = ["./src"] }"#),
     );
     s.write("src/a.txt", "alpha\n");
     s.write("top.txt", "top\n");
@@ -336,25 +338,10 @@ fn tree_project_info_and_find_symbol_in_and_outside_their_grant() {
         r#"{ tool = "find_symbol", input = { name = "parse", path = "src" } }"#,
         r#"{ tool = "find_symbol", input = { name = "parse" } }"#,
     ];
-    let script: String = steps
-        .iter()
-        .map(|c| format!("  {{ call = {c} }},\n"))
-        .collect();
     let tools = ["tree", "project_info", "find_symbol"];
-    let t: String = tools
-        .iter()
-        .map(|n| format!("{n} = \"builtin\"\n"))
-        .collect();
-    let caps: String = tools
-        .iter()
-        .map(|n| format!("{n} = {{ read_paths = [\"./src\"] }}\n"))
-        .collect();
     s.write(
         "agent.toml",
-        &format!(
-            "[agent]\nname = \"read-e2e\"\n\n[harness]\nprovider = \"test\"\nscript = [[\n{script}  {{ say = \"done\" }},\n]]\n\n\
-             [session]\nprovider = \"in-memory\"\n\n[tools]\n{t}\n[capabilities]\n{caps}"
-        ),
+        &scripted("read-e2e", &steps, &tools, r#"{ read_paths = ["./src"] }"#),
     );
     s.write("src/Cargo.toml", "[package]\nname = \"p\"\n");
     s.write(

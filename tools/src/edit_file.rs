@@ -1,15 +1,11 @@
 //! `edit_file`: exact text replacements in an existing UTF-8 file, all applied against the original.
 
-use loom_kernel::{Access, CallFacts, Request};
 use serde_json::{json, Value};
 
-use super::beneath::Target;
-use super::rewrite::rewrite;
-use super::{
-    check_fields, resolve_path, str_field, PathMode, Prepared, Tool, ToolCtx, ToolEnv, ToolOutput,
-};
+use super::rewrite::rewrite_call;
+use super::{check_fields, str_field, Prepared, Tool, ToolEnv};
 use loom_protocol::model::ToolSpec;
-use loom_protocol::update::{Location, ToolCallContent, ToolKind};
+use loom_protocol::update::ToolKind;
 
 /// Why a set of edits cannot be applied. Nothing is written when this is returned.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -233,65 +229,22 @@ impl Tool for EditFileTool {
                 edits.len()
             ));
         }
-        let path = resolve_path(&self.env.cwd, raw, PathMode::Existing).map_err(|e| {
-            format!("{name}: {e} (edit_file does not create files; use write_file)")
-        })?;
-        let shown = path.display().to_string();
-        let ctx_paths = self.env.ctx.clone();
-        let (log, tool) = (self.env.undo.clone(), name.clone());
-        Ok(Prepared {
-            request: Request::File {
-                path: shown.clone(),
-                access: Access::Write,
+        rewrite_call(
+            &self.env,
+            raw,
+            (
+                "edit_file",
+                MAX_EDIT_BYTES,
+                "edit_file does not create files; use write_file",
+            ),
+            |shown, _| format!("edited {shown}"),
+            move |old| {
+                apply_edits(old, &edits)
+                    .map(|new| (new, String::new()))
+                    .map_err(|e| e.to_string())
             },
-            more: Vec::new(),
-            facts: CallFacts {
-                tool: name.clone(),
-                path: Some(shown.clone()),
-                ..CallFacts::default()
-            },
-            locations: vec![Location {
-                path: shown.clone(),
-            }],
-            run: Box::new(move |auth, ctx| {
-                Box::pin(async move {
-                    let target = match Target::of(&auth, &ctx_paths, &path, Access::Write) {
-                        Ok(t) => t,
-                        Err(e) => return ToolOutput::error(format!("{shown}: {e}")),
-                    };
-                    match edit(&ctx, &path, &target, edits).await {
-                        Ok((old, new)) => {
-                            log.record(&path, Some(old.as_bytes()), Some(new.as_bytes()), &tool);
-                            ToolOutput {
-                                text: format!("edited {shown}"),
-                                content: vec![ToolCallContent::Diff {
-                                    path: shown,
-                                    old_text: Some(old),
-                                    new_text: new,
-                                }],
-                                ..ToolOutput::default()
-                            }
-                        }
-                        Err(e) => ToolOutput::error(format!("{shown}: {e}")),
-                    }
-                })
-            }),
-        })
+        )
     }
-}
-
-/// Reads the file (through the client when it reads files), applies the edits, and writes the result (through the
-/// client when it writes files). Nothing is written when an edit does not apply.
-async fn edit(
-    ctx: &ToolCtx,
-    path: &std::path::Path,
-    target: &Target,
-    edits: Vec<Edit>,
-) -> Result<(String, String), String> {
-    rewrite(ctx, path, target, "edit_file", MAX_EDIT_BYTES, move |old| {
-        apply_edits(old, &edits).map_err(|e| e.to_string())
-    })
-    .await
 }
 
 #[cfg(test)]

@@ -20,6 +20,7 @@ use loom_kernel::{git_inspection_row, Access, CallFacts, Request};
 use serde_json::{json, Value};
 
 use super::confined::{run_confined, Captured, Confined, Keep};
+use super::paths::program_on_path;
 use super::read_call::int_field;
 use super::{
     bool_field, check_fields, resolve_path, str_field, PathMode, Prepared, SandboxEnv, Tool,
@@ -394,15 +395,6 @@ fn command(
     v
 }
 
-/// The absolute path of program `name` on loom's `PATH`.
-fn on_path(name: &str) -> Option<PathBuf> {
-    std::env::var_os("PATH").and_then(|p| {
-        std::env::split_paths(&p)
-            .map(|d| d.join(name))
-            .find(|c| c.is_absolute() && c.is_file())
-    })
-}
-
 impl Tool for GitTool {
     fn name(&self) -> &str {
         &self.env.instance
@@ -479,8 +471,8 @@ async fn inspect(
     args: Vec<OsString>,
     cancel: &tokio_util::sync::CancellationToken,
 ) -> Result<ToolOutput, String> {
-    let git = on_path("git").ok_or("git is not installed (no `git` on loom's PATH)")?;
-    let env_exe = on_path("env").ok_or("`env` is not on loom's PATH")?;
+    let git = program_on_path("git").ok_or("git is not installed (no `git` on loom's PATH)")?;
+    let env_exe = program_on_path("env").ok_or("`env` is not on loom's PATH")?;
     let row = git_inspection_row(&top.display().to_string());
     let confined = |cap| Confined {
         env,

@@ -69,6 +69,16 @@ pub fn resolve_path(cwd: &Path, input: &str, mode: PathMode) -> Result<PathBuf, 
     }
 }
 
+/// The absolute path of program `name` on loom's `PATH` (a relative `PATH` entry is never used): what a tool runs is
+/// named exactly in its argv.
+pub(crate) fn program_on_path(name: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH").and_then(|p| {
+        std::env::split_paths(&p)
+            .map(|d| d.join(name))
+            .find(|c| c.is_absolute() && c.is_file())
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -14,7 +14,7 @@
 use std::ffi::OsString;
 use std::io::Read;
 use std::os::unix::fs::OpenOptionsExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use loom_broker::BashPlan;
@@ -22,6 +22,7 @@ use loom_kernel::{authority_denial, Access, Authority, CallFacts, Request};
 use serde_json::{json, Value};
 
 use super::confined::{run_confined, Captured, Confined, Keep};
+use super::paths::program_on_path;
 use super::read_call::int_field;
 use super::{
     check_fields, resolve_path, str_field, PathMode, Prepared, SandboxEnv, Tool, ToolEnv,
@@ -324,15 +325,6 @@ fn detect_one(
     })
 }
 
-/// The absolute path of program `name` on loom's `PATH`.
-fn on_path(name: &str) -> Option<PathBuf> {
-    std::env::var_os("PATH").and_then(|p| {
-        std::env::split_paths(&p)
-            .map(|d| d.join(name))
-            .find(|c| c.is_absolute() && c.is_file())
-    })
-}
-
 /// Whether a line of output looks like a failure (what the summary puts first).
 fn is_failure_line(line: &str) -> bool {
     const MARKS: [&str; 14] = [
@@ -454,7 +446,7 @@ impl Tool for ProjectRunTool {
         let detected = detect(self.kind, &files, opt("system")?, filter)
             .map_err(|e| format!("{name}: {e}"))?;
         let program = detected.argv.first().cloned().unwrap_or_default();
-        if on_path(&program).is_none() {
+        if program_on_path(&program).is_none() {
             return Err(format!(
                 "{name}: {program} is not installed (no `{program}` on PATH), so the {} project's command `{}` cannot run",
                 detected.system,

@@ -14,7 +14,7 @@ use super::ToolCtx;
 
 /// Reads the file, applies `change`, writes the result; `Ok((old, new))`. `tool` and `cap` (the largest file it
 /// changes) are for messages.
-pub(crate) async fn rewrite(
+async fn rewrite(
     ctx: &ToolCtx,
     path: &Path,
     target: &Target,
@@ -76,4 +76,81 @@ fn write_local(target: &Target, tool: &str, new: &str, gate: &Gate) -> Result<()
             format!("the file is gone; nothing was written ({tool} does not create files)")
         })?;
     Ok(place.replace(new.as_bytes(), Some(&old), gate)?)
+}
+
+/// What a change gives back: the new text, and the summary line the result opens with (after the file's name).
+pub(crate) type Changed = (String, String);
+
+/// The call of an in-place editor `env` changing the existing file `raw` (resolved against the working directory):
+/// the kernel decides the path for writing; once allowed, [`rewrite`] reads it, `change` makes the new text and a
+/// summary, the file is written, the undo snapshot recorded, and the result is `render(path, summary)` with the
+/// diff. `hint` follows a path that does not resolve (what to use instead).
+pub(crate) fn rewrite_call(
+    env: &super::ToolEnv,
+    raw: &str,
+    (builtin, cap, hint): (&'static str, u64, &str),
+    render: fn(&str, &str) -> String,
+    change: impl FnOnce(&str) -> Result<Changed, String> + Send + 'static,
+) -> Result<super::Prepared, String> {
+    use loom_kernel::{Access, CallFacts, Request};
+    use loom_protocol::update::{Location, ToolCallContent};
+
+    let name = env.instance.clone();
+    let path =
+        super::resolve_path(&env.cwd, raw, super::PathMode::Existing).map_err(|e| match hint {
+            "" => format!("{name}: {e}"),
+            h => format!("{name}: {e} ({h})"),
+        })?;
+    let shown = path.display().to_string();
+    let (ctx_paths, log) = (env.ctx.clone(), env.undo.clone());
+    Ok(super::Prepared {
+        request: Request::File {
+            path: shown.clone(),
+            access: Access::Write,
+        },
+        more: Vec::new(),
+        facts: CallFacts {
+            tool: name.clone(),
+            path: Some(shown.clone()),
+            ..CallFacts::default()
+        },
+        locations: vec![Location {
+            path: shown.clone(),
+        }],
+        run: Box::new(move |auth, ctx| {
+            Box::pin(async move {
+                let target = match Target::of(&auth, &ctx_paths, &path, Access::Write) {
+                    Ok(t) => t,
+                    Err(e) => return super::ToolOutput::error(format!("{shown}: {e}")),
+                };
+                // the summary comes out of the blocking change beside the text
+                let summary = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+                let said = summary.clone();
+                let done = rewrite(&ctx, &path, &target, builtin, cap, move |old| {
+                    let (new, what) = change(old)?;
+                    if let Ok(mut s) = said.lock() {
+                        *s = what;
+                    }
+                    Ok(new)
+                })
+                .await;
+                match done {
+                    Ok((old, new)) => {
+                        log.record(&path, Some(old.as_bytes()), Some(new.as_bytes()), &name);
+                        let what = summary.lock().map(|s| s.clone()).unwrap_or_default();
+                        super::ToolOutput {
+                            text: render(&shown, &what),
+                            content: vec![ToolCallContent::Diff {
+                                path: shown,
+                                old_text: Some(old),
+                                new_text: new,
+                            }],
+                            ..super::ToolOutput::default()
+                        }
+                    }
+                    Err(e) => super::ToolOutput::error(format!("{shown}: {e}")),
+                }
+            })
+        }),
+    })
 }

@@ -383,23 +383,30 @@ impl Agent {
         let Ok(mut seen) = self.scoped_seen.lock() else {
             return String::new();
         };
-        let skip = |p: &std::path::Path| {
-            let request = loom_kernel::Request::File {
-                path: p.display().to_string(),
-                access: loom_kernel::Access::Read,
+        let shown_of = |f: &std::path::Path| f.strip_prefix(dir).unwrap_or(f).display().to_string();
+        // a file already shown is not read again; one loom may not read is never read
+        let nested: Vec<Vec<(std::path::PathBuf, String)>> = {
+            let skip = |p: &std::path::Path| {
+                let request = loom_kernel::Request::File {
+                    path: p.display().to_string(),
+                    access: loom_kernel::Access::Read,
+                };
+                seen.contains(&shown_of(p))
+                    || authority_denial(tool, &request, &self.authority).is_some()
             };
-            authority_denial(tool, &request, &self.authority).is_some()
+            locations
+                .iter()
+                .map(|loc| {
+                    crate::guidance::nested_guidance(dir, std::path::Path::new(&loc.path), &skip)
+                })
+                .collect()
         };
         let mut parts: Vec<String> = Vec::new();
         let mut rules: Option<Vec<crate::guidance::PathRule>> = None;
-        for loc in locations {
+        for (loc, found) in locations.iter().zip(nested) {
             let path = std::path::Path::new(&loc.path);
-            for (file, text) in crate::guidance::nested_guidance(dir, path, &skip) {
-                let shown = file
-                    .strip_prefix(dir)
-                    .unwrap_or(&file)
-                    .display()
-                    .to_string();
+            for (file, text) in found {
+                let shown = shown_of(&file);
                 if seen.insert(shown.clone()) {
                     parts.push(format!("<guidance file=\"{shown}\">\n{text}\n</guidance>"));
                 }
@@ -408,8 +415,8 @@ impl Agent {
                 continue;
             };
             let rel = rel.to_string_lossy();
-            let rules =
-                rules.get_or_insert_with(|| crate::guidance::read_guidance(dir, at).path_rules);
+            // only the rule files (not the root guidance, not the rules directory's listing): this runs per call
+            let rules = rules.get_or_insert_with(|| crate::guidance::path_rules(dir, at));
             for r in rules.iter() {
                 if r.globs.iter().any(|g| loom_tools::glob_match(g, &rel))
                     && seen.insert(r.file.clone())

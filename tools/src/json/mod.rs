@@ -5,18 +5,14 @@
 
 mod text;
 
-use loom_kernel::{Access, CallFacts, Request};
 use serde_json::{json, Value};
 
 use super::beneath::{open_read, read_capped, size_of, Target};
 use super::read_call::read_call;
-use super::rewrite::rewrite;
-use super::{
-    bool_field, check_fields, resolve_path, str_field, PathMode, Prepared, Tool, ToolEnv,
-    ToolOutput,
-};
+use super::rewrite::rewrite_call;
+use super::{bool_field, check_fields, str_field, Prepared, Tool, ToolEnv, ToolOutput};
 use loom_protocol::model::ToolSpec;
-use loom_protocol::update::{Location, ToolCallContent, ToolKind};
+use loom_protocol::update::ToolKind;
 use text::{lookup, parse_pointer, remove_value, set_value, MAX_TEXT_BYTES};
 
 /// The most bytes `read_json` returns.
@@ -178,74 +174,33 @@ impl Tool for JsonEditTool {
             }
             (v, _) => v.cloned(),
         };
-        let path = resolve_path(&self.env.cwd, raw, PathMode::Existing).map_err(|e| {
-            format!("{name}: {e} (json_edit changes existing files; use write_file for a new one)")
-        })?;
-        let shown = path.display().to_string();
-        let ctx_paths = self.env.ctx.clone();
-        let (log, tool) = (self.env.undo.clone(), name.clone());
-        Ok(Prepared {
-            request: Request::File {
-                path: shown.clone(),
-                access: Access::Write,
+        let what = format!(
+            "{} {}",
+            if remove { "removed" } else { "set" },
+            if pointer.is_empty() {
+                "the whole document"
+            } else {
+                pointer.as_str()
+            }
+        );
+        rewrite_call(
+            &self.env,
+            raw,
+            (
+                "json_edit",
+                MAX_TEXT_BYTES as u64,
+                "json_edit changes existing files; use write_file for a new one",
+            ),
+            |shown, what| format!("{shown}: {what}"),
+            move |old| {
+                match &value {
+                    Some(v) => set_value(old, &pointer, v),
+                    None => remove_value(old, &pointer),
+                }
+                .map(|new| (new, what))
+                .map_err(|e| e.to_string())
             },
-            more: Vec::new(),
-            facts: CallFacts {
-                tool: name.clone(),
-                path: Some(shown.clone()),
-                ..CallFacts::default()
-            },
-            locations: vec![Location {
-                path: shown.clone(),
-            }],
-            run: Box::new(move |auth, ctx| {
-                Box::pin(async move {
-                    let target = match Target::of(&auth, &ctx_paths, &path, Access::Write) {
-                        Ok(t) => t,
-                        Err(e) => return ToolOutput::error(format!("{shown}: {e}")),
-                    };
-                    let p = pointer.clone();
-                    let done = rewrite(
-                        &ctx,
-                        &path,
-                        &target,
-                        "json_edit",
-                        MAX_TEXT_BYTES as u64,
-                        move |old| {
-                            match &value {
-                                Some(v) => set_value(old, &p, v),
-                                None => remove_value(old, &p),
-                            }
-                            .map_err(|e| e.to_string())
-                        },
-                    )
-                    .await;
-                    match done {
-                        Ok((old, new)) => {
-                            log.record(&path, Some(old.as_bytes()), Some(new.as_bytes()), &tool);
-                            ToolOutput {
-                                text: format!(
-                                    "{shown}: {} {}",
-                                    if remove { "removed" } else { "set" },
-                                    if pointer.is_empty() {
-                                        "the whole document"
-                                    } else {
-                                        pointer.as_str()
-                                    }
-                                ),
-                                content: vec![ToolCallContent::Diff {
-                                    path: shown,
-                                    old_text: Some(old),
-                                    new_text: new,
-                                }],
-                                ..ToolOutput::default()
-                            }
-                        }
-                        Err(e) => ToolOutput::error(format!("{shown}: {e}")),
-                    }
-                })
-            }),
-        })
+        )
     }
 }
 

@@ -6,16 +6,15 @@
 
 mod format;
 
-use loom_kernel::{Access, CallFacts, Request};
 use serde_json::{json, Value};
 
 use super::beneath::{open_read, read_capped, size_of, Target};
 use super::read_call::{int_field, read_call};
-use super::rewrite::rewrite;
-use super::{check_fields, resolve_path, str_field, PathMode, Prepared, Tool, ToolEnv, ToolOutput};
+use super::rewrite::rewrite_call;
+use super::{check_fields, str_field, Prepared, Tool, ToolEnv, ToolOutput};
 use format::{edit, render, CellEdit, CellRef, CellType, MAX_NOTEBOOK_BYTES};
 use loom_protocol::model::ToolSpec;
-use loom_protocol::update::{Location, ToolCallContent, ToolKind};
+use loom_protocol::update::ToolKind;
 
 /// The most characters `notebook_read` returns.
 const READ_MAX_CHARS: usize = 200_000;
@@ -217,67 +216,13 @@ impl Tool for NotebookEditTool {
         }
         let change = parse_edit(input, &name)?;
         let raw = str_field(input, &name, "path")?;
-        let path = resolve_path(&self.env.cwd, raw, PathMode::Existing)
-            .map_err(|e| format!("{name}: {e}"))?;
-        let shown = path.display().to_string();
-        let ctx_paths = self.env.ctx.clone();
-        let (log, tool) = (self.env.undo.clone(), name.clone());
-        Ok(Prepared {
-            request: Request::File {
-                path: shown.clone(),
-                access: Access::Write,
-            },
-            more: Vec::new(),
-            facts: CallFacts {
-                tool: name.clone(),
-                path: Some(shown.clone()),
-                ..CallFacts::default()
-            },
-            locations: vec![Location {
-                path: shown.clone(),
-            }],
-            run: Box::new(move |auth, ctx| {
-                Box::pin(async move {
-                    let target = match Target::of(&auth, &ctx_paths, &path, Access::Write) {
-                        Ok(t) => t,
-                        Err(e) => return ToolOutput::error(format!("{shown}: {e}")),
-                    };
-                    let summary = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
-                    let said = summary.clone();
-                    let done = rewrite(
-                        &ctx,
-                        &path,
-                        &target,
-                        "notebook_edit",
-                        MAX_NOTEBOOK_BYTES as u64,
-                        move |old| {
-                            let (new, what) = edit(old, &change).map_err(|e| e.to_string())?;
-                            if let Ok(mut s) = said.lock() {
-                                *s = what;
-                            }
-                            Ok(new)
-                        },
-                    )
-                    .await;
-                    match done {
-                        Ok((old, new)) => {
-                            log.record(&path, Some(old.as_bytes()), Some(new.as_bytes()), &tool);
-                            let what = summary.lock().map(|s| s.clone()).unwrap_or_default();
-                            ToolOutput {
-                                text: format!("{shown}: {what}"),
-                                content: vec![ToolCallContent::Diff {
-                                    path: shown,
-                                    old_text: Some(old),
-                                    new_text: new,
-                                }],
-                                ..ToolOutput::default()
-                            }
-                        }
-                        Err(e) => ToolOutput::error(format!("{shown}: {e}")),
-                    }
-                })
-            }),
-        })
+        rewrite_call(
+            &self.env,
+            raw,
+            ("notebook_edit", MAX_NOTEBOOK_BYTES as u64, ""),
+            |shown, what| format!("{shown}: {what}"),
+            move |old| edit(old, &change).map_err(|e| e.to_string()),
+        )
     }
 }
 
