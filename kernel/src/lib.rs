@@ -82,7 +82,7 @@ pub use contrib::subagent::{
 pub use lattice::algebra::{
     equivalent, paths_value_contains, union_merge, value_contains, Algebra, AlgebraKind,
     BashAlgebra, DefaultAlgebra, FilesAlgebra, McpAlgebra, ServerToolAlgebra, COMMAND_TOOLS,
-    ENV_TIER1, ENV_TIER2, FILE_TOOLS,
+    ENV_TIER1, ENV_TIER2, FILE_TOOLS, FILE_WRITERS,
 };
 pub use lattice::grant::{Grant, GrantError, Kind, Row};
 pub use lattice::laws::{
@@ -106,10 +106,10 @@ pub use policy::authority::{
     PROTECTED_NAMES,
 };
 pub use policy::decide::{
-    brokered_commands, caller_var_crosses, code_runners, decide, decide_brokered, is_general_row,
-    plain_argv, rowed_commands, terminal_plan, Access, Authorization, BrokerDenial, Brokered,
-    Decision, Denial, DenialKind, Exec, Request, TerminalFacts, TerminalPlan, BROKER_BASE_ENV,
-    CODE_RUNNERS,
+    brokered_commands, caller_var_crosses, code_runners, command_dir_fits, decide, decide_brokered,
+    is_general_row, plain_argv, rowed_commands, terminal_plan, Access, Authorization, BrokerDenial,
+    Brokered, Decision, Denial, DenialKind, Exec, Request, TerminalFacts, TerminalPlan,
+    BROKER_BASE_ENV, CODE_RUNNERS,
 };
 pub use policy::doom::{DoomGuard, DOOM_LOOP_THRESHOLD};
 pub use policy::hooks::{

@@ -16,11 +16,10 @@
 //! started, in a `.loom/rules` that is a real directory (`.loom` is protected: no tool writes there), and nested
 //! guidance files are protected by name (`loom_kernel::PROTECTED_NAMES`).
 
-use std::io::Read;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 use loom_kernel::{parse_rule, GUIDANCE_FILES, RULES_DIR};
+use loom_tools::beneath::{open_read, read_capped, BeneathError, Target};
 
 /// The most bytes of one guidance file read into the prompt; the rest is cut with a note.
 pub const MAX_GUIDANCE_BYTES: u64 = 64 * 1024;
@@ -88,33 +87,34 @@ pub(crate) fn rule_files(dir: &Path) -> Vec<String> {
 /// The most rule files read.
 pub const MAX_RULES: usize = 64;
 
-/// Reads one guidance file: never through a symlink, only a regular file, at most [`MAX_GUIDANCE_BYTES`] (the bool
-/// says it was cut). `Ok(None)`: it does not exist; `Err`: why it was left out.
-fn read_one(path: &Path) -> Result<Option<(String, bool)>, String> {
-    let opened = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
-        .open(path);
-    let mut file = match opened {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+/// Reads one guidance file, `rel` below `dir`: opened beneath `dir` without following a symlink in any component
+/// (a directory swapped for a link to `~/.ssh` is refused, not followed), only a regular file, at most
+/// [`MAX_GUIDANCE_BYTES`] (the bool says it was cut). `Ok(None)`: it does not exist; `Err`: why it was left out.
+fn read_one(dir: &Path, rel: &Path) -> Result<Option<(String, bool)>, String> {
+    let path = dir.join(rel);
+    let target = Target {
+        root: dir.to_path_buf(),
+        rel: rel.to_path_buf(),
+    };
+    let mut file = match open_read(&target, "") {
+        Ok((f, _)) => f,
+        Err(BeneathError::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(BeneathError::Changed) => {
             return Err(format!(
-                "{} is a symbolic link: loom reads guidance only from a regular file, so it was left out",
+                "{} is a symbolic link or lies through one: loom reads guidance only from a regular file reached \
+                 without links, so it was left out",
+                path.display()
+            ))
+        }
+        Err(BeneathError::Directory { .. } | BeneathError::NotRegular { .. }) => {
+            return Err(format!(
+                "{} is not a regular file; left out",
                 path.display()
             ))
         }
         Err(e) => return Err(format!("{}: cannot be read ({e}); left out", path.display())),
     };
-    if !file.metadata().is_ok_and(|m| m.is_file()) {
-        return Err(format!(
-            "{} is not a regular file; left out",
-            path.display()
-        ));
-    }
-    let mut bytes = Vec::new();
-    Read::take(&mut file, MAX_GUIDANCE_BYTES + 1)
-        .read_to_end(&mut bytes)
+    let mut bytes = read_capped(&mut file, MAX_GUIDANCE_BYTES)
         .map_err(|e| format!("{}: cannot be read ({e}); left out", path.display()))?;
     let cut = bytes.len() as u64 > MAX_GUIDANCE_BYTES;
     bytes.truncate(usize::try_from(MAX_GUIDANCE_BYTES).unwrap_or(usize::MAX));
@@ -125,7 +125,7 @@ fn read_one(path: &Path) -> Result<Option<(String, bool)>, String> {
 fn read_rules(dir: &Path, names: &[String], out: &mut Guidance) {
     for name in names {
         let file = format!("{RULES_DIR}/{name}");
-        let text = match read_one(&dir.join(&file)) {
+        let text = match read_one(dir, Path::new(&file)) {
             Ok(Some((t, _))) => t,
             Ok(None) => continue,
             Err(n) => {
@@ -189,7 +189,10 @@ pub(crate) fn nested_guidance(
             if skip(&f) {
                 continue;
             }
-            if let Ok(Some((text, cut))) = read_one(&f) {
+            let Ok(rel) = f.strip_prefix(cwd) else {
+                continue;
+            };
+            if let Ok(Some((text, cut))) = read_one(cwd, rel) {
                 let mut text = text.trim().to_string();
                 if text.is_empty() {
                     continue;
@@ -254,7 +257,7 @@ fn read_files(dir: &Path, allowed: &[&str]) -> Guidance {
             }
             continue;
         }
-        let (text, cut) = match read_one(&path) {
+        let (text, cut) = match read_one(dir, Path::new(name)) {
             Ok(Some(got)) => got,
             Ok(None) => continue,
             Err(notice) => {
@@ -423,6 +426,30 @@ mod tests {
         assert!(nested_guidance(&root.join("a"), &root, &none).is_empty());
         let skip_all = |_: &Path| true;
         assert!(nested_guidance(&root, &root.join("a/b/x.rs"), &skip_all).is_empty());
+    }
+
+    #[test]
+    fn nested_guidance_is_never_read_through_a_directory_link() {
+        let d = tempfile::tempdir().unwrap();
+        let root = d.path().canonicalize().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("AGENTS.md"), "outside the tree").unwrap();
+        std::fs::create_dir_all(root.join("a")).unwrap();
+        std::fs::write(root.join("a/AGENTS.md"), "in a").unwrap();
+        std::os::unix::fs::symlink(outside.path(), root.join("a/link")).unwrap();
+        let none = |_: &Path| false;
+        // the path as a tool might name it before resolving: the link is a directory component on the way
+        let got: Vec<String> = nested_guidance(&root, &root.join("a/link/x.rs"), &none)
+            .into_iter()
+            .map(|(_, t)| t)
+            .collect();
+        assert_eq!(got, ["in a"]);
+        let got = nested_guidance(&root, &root.join("a/link"), &none);
+        assert_eq!(got.len(), 1, "{got:?}");
+        // and a rule file reached through a linked directory is refused with a notice
+        assert!(read_one(&root, Path::new("a/link/AGENTS.md"))
+            .unwrap_err()
+            .contains("symbolic link"));
     }
 
     #[test]

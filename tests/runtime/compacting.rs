@@ -127,6 +127,37 @@ fn a_long_scripted_conversation_is_compacted_and_the_summary_outlives_the_proces
     );
 }
 
+/// Nested guidance is shown once per session — but a compaction may summarise the result that carried it away, so
+/// after one the next result touching the directory carries it again.
+#[test]
+fn nested_guidance_comes_back_after_a_compaction() {
+    let s = Scratch::new();
+    for i in 0..12 {
+        s.write(&format!("src/notes-{i}.txt"), &format!("note number {i}"));
+    }
+    s.write("src/AGENTS.md", "Keep src tidy.\n");
+    s.write(
+        "agent.toml",
+        &format!(
+            "[agent]\nname = \"long-talker\"\n\n[harness]\nprovider = \"test\"\nscript = {}\n\n{SESSION}\n\
+             [tools]\nread_file = {{ capabilities = {{ paths = [\"./\"] }} }}\n",
+            long_script().replace("notes-", "src/notes-")
+        ),
+    );
+    let run = s.loom(&["prompt", "agent.toml", "read them", "--format", "jsonl"]);
+    run.expect_code(0);
+    let r = results(&updates(&run));
+    assert_eq!(r.len(), 12, "{r:#?}");
+    let carrying: Vec<usize> = (0..12)
+        .filter(|i| r[*i].1.contains("<guidance file=\"src/AGENTS.md\">"))
+        .collect();
+    assert_eq!(carrying.first(), Some(&0), "{r:#?}");
+    assert!(
+        carrying.len() >= 2 && carrying.len() < 12,
+        "shown again after each compaction, not with every result: {carrying:?}"
+    );
+}
+
 #[test]
 fn a_corrupt_state_file_stops_boot_and_names_the_file() {
     let s = Scratch::new();

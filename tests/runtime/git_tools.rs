@@ -162,8 +162,14 @@ fn a_hostile_repository_s_configuration_runs_nothing() {
     let s = repo(&refs, r#"{ read_paths = ["./"] }"#);
     // each configured program announces itself on stdout and stderr; git would show either in its output
     let say = |what: &str| format!("sh -c 'echo PWNED-{what}; echo PWNED-{what} >&2; cat'");
-    s.write(".gitattributes", "* filter=evil diff=evil\n");
+    s.write(
+        ".gitattributes",
+        "* filter=evil diff=evil\nsub/* filter=a=b\n",
+    );
+    // a driver whose name holds `=` (git splits `-c key=value` at the first `=`, so it is blanked another way)
+    s.write("sub/c.txt", "in a subdirectory, changed\n");
     for (key, value) in [
+        ("filter.a=b.clean", say("eqclean")),
         ("core.fsmonitor", say("fsmonitor")),
         ("diff.external", say("external")),
         ("filter.evil.clean", say("clean")),
@@ -192,7 +198,7 @@ fn a_hostile_repository_s_configuration_runs_nothing() {
         String::from_utf8_lossy(&plain.stderr)
     );
     assert!(
-        shown.contains("PWNED"),
+        shown.contains("PWNED-eqclean") && shown.contains("PWNED-clean"),
         "the fixture is not hostile: {shown}"
     );
     let r = run(&s);
@@ -202,6 +208,15 @@ fn a_hostile_repository_s_configuration_runs_nothing() {
         assert!(!text.contains("PWNED"), "{i}: {r:#?}");
     }
     assert!(r[1].1.contains("+second line"), "{r:#?}");
+    // a configuration that includes another file is refused: that file could change between loom's listing and
+    // git's run
+    git(s.path(), &["config", "include.path", "../extra.cfg"]);
+    let r = run(&s);
+    assert_eq!(r.len(), 7, "{r:#?}");
+    for (i, (status, text)) in r.iter().enumerate() {
+        assert_eq!(status, "failed", "{i}: {r:#?}");
+        assert!(text.contains("includes another file"), "{i}: {r:#?}");
+    }
 }
 
 /// The environment block opens the system prompt: in a repository it names the branch and whether the work tree has

@@ -118,3 +118,22 @@ fn a_program_the_grant_does_not_allow_never_runs() {
     }
     assert!(!s.path().join("web/ran").exists());
 }
+
+/// A directory no row of the grant covers is refused before its build files are read: the error names the
+/// directory and the grant, never what the project there defines.
+#[test]
+fn a_project_outside_the_grant_is_not_read() {
+    let s = project(
+        &[r#"{ tool = "run_lint", input = { path = "other" } }"#],
+        r#"{ commands = ["npm"], paths = ["./web"] }"#,
+    );
+    s.write(
+        "other/package.json",
+        r#"{"name": "other", "scripts": {"deploy-with-secret-token": "true"}}"#,
+    );
+    let r = run(&s);
+    assert_eq!(r.len(), 1, "{r:#?}");
+    assert_eq!(r[0].0, "failed", "{r:#?}");
+    assert!(r[0].1.contains("outside this tool's grant"), "{r:#?}");
+    assert!(!r[0].1.contains("deploy-with-secret-token"), "{r:#?}");
+}

@@ -94,6 +94,22 @@ impl Pty {
         self.master.flush().unwrap();
     }
 
+    /// Sends `/quit` and waits for loom to exit; its exit status.
+    pub(super) fn quit(&mut self) -> std::process::ExitStatus {
+        self.send("/quit\r");
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            if let Some(st) = self.child.try_wait().unwrap() {
+                return st;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "loom run did not exit after /quit"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// Waits until `want` appears (ANSI styling removed) after the last match; returns the text up to it.
     pub(super) fn expect(&mut self, want: &str) -> String {
         let deadline = Instant::now() + PATIENCE;
@@ -207,19 +223,58 @@ bash = "builtin"
     t.send("are you there?\r");
     t.expect("still here");
     t.expect("> ");
-    t.send("/quit\r");
-    let deadline = Instant::now() + PATIENCE;
-    let status = loop {
-        if let Some(st) = t.child.try_wait().unwrap() {
-            break st;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "loom run did not exit after /quit"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let status = t.quit();
     assert!(status.success(), "{status:?}");
+}
+
+/// A call naming several paths is asked about once; "always" remembers each path an ask rule stopped — here the
+/// second one — so the same path is not asked about again.
+#[test]
+fn always_remembers_the_path_that_asked_in_a_call_of_several() {
+    let s = Scratch::new();
+    s.write("a.txt", "alpha");
+    s.write("secret/b.txt", "beta");
+    s.write(
+        "agent.toml",
+        r##"[agent]
+name = "asker"
+
+[harness]
+provider = "test"
+script = [
+  [ { call = { tool = "read_many", input = { paths = ["a.txt", "secret/b.txt"] } } }, { say = "both were read" } ],
+  [ { call = { tool = "read_many", input = { paths = ["secret/b.txt"] } } }, { say = "b was read again" } ],
+]
+
+[session]
+provider = "in-memory"
+
+[capabilities]
+read_many = { read_paths = ["./"] }
+
+[tools]
+read_many = "builtin"
+
+[[permissions.ask_rules]]
+tool = "read_many"
+path_prefix = "./secret"
+"##,
+    );
+    let mut t = Pty::spawn(s.path(), &["run", "agent.toml"]);
+    t.expect("> ");
+    t.send("read both\r");
+    t.expect("approve? read_many: a [permissions] ask rule (permissions.ask_rules[1])");
+    t.send("a\r");
+    t.expect("both were read");
+    t.expect("> ");
+    t.send("again\r");
+    let turn = t.expect("b was read again");
+    assert!(!turn.contains("approve?"), "{turn:?}");
+    t.expect("> ");
+    t.quit();
+    let kept =
+        std::fs::read_to_string(s.path().join(".loom-data/agents/asker/approvals.json")).unwrap();
+    assert!(kept.contains("b.txt") && !kept.contains("a.txt"), "{kept}");
 }
 
 #[test]
@@ -284,15 +339,7 @@ tool = "read_file"
     t.expect("the user rejected it");
     t.expect("tried b");
     t.expect("> ");
-    t.send("/quit\r");
-    let deadline = Instant::now() + PATIENCE;
-    while t.child.try_wait().unwrap().is_none() {
-        assert!(
-            Instant::now() < deadline,
-            "loom run did not exit after /quit"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    t.quit();
     let kept =
         std::fs::read_to_string(s.path().join(".loom-data/agents/asker/approvals.json")).unwrap();
     assert!(kept.contains("a.txt") && !kept.contains("b.txt"), "{kept}");

@@ -195,6 +195,7 @@ impl Tool for Context7Tool {
             .query(&params)
             .bearer_auth(self.key.expose());
         let op = self.op;
+        let key = self.key.clone();
         Ok(Prepared {
             // no capability kinds: the grant decides whether the tool may be called at all
             request: Request::Args(Row::default()),
@@ -208,7 +209,7 @@ impl Tool for Context7Tool {
             run: Box::new(move |_auth, ctx: ToolCtx| {
                 Box::pin(async move {
                     tokio::select! {
-                        out = fetch(&tool, op, request) => out,
+                        out = fetch(&tool, op, request, &key) => out,
                         _ = ctx.cancel.cancelled() => ToolOutput::interrupted(""),
                     }
                 })
@@ -217,7 +218,14 @@ impl Tool for Context7Tool {
     }
 }
 
-async fn fetch(tool: &str, op: Context7Op, request: reqwest::RequestBuilder) -> ToolOutput {
+/// Asks Context7 and renders its answer. The key is cut out of whatever the server sends back (an error that echoes
+/// the request, a misbehaving proxy), so it never reaches the model.
+async fn fetch(
+    tool: &str,
+    op: Context7Op,
+    request: reqwest::RequestBuilder,
+    key: &Secret,
+) -> ToolOutput {
     let response = match request.send().await {
         Ok(r) => r,
         // reqwest's error names the URL, never the headers
@@ -230,6 +238,7 @@ async fn fetch(tool: &str, op: Context7Op, request: reqwest::RequestBuilder) -> 
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
     let body = match read_capped(response).await {
+        Ok(b) if !key.expose().is_empty() => b.replace(key.expose(), "<redacted>"),
         Ok(b) => b,
         Err(e) => return ToolOutput::error(format!("{tool}: {e}")),
     };
@@ -406,7 +415,12 @@ mod tests {
                 r#"{"error": "rate limited"}"#,
             ),
             Reply::json(404, &[], r#"{"error": "no_documentation_found"}"#),
-            Reply::json(500, &[], "boom"),
+            Reply::json(
+                500,
+                &[],
+                &format!("boom: bad header Authorization: Bearer {KEY}"),
+            ),
+            Reply::json(200, &[], &format!("docs that quote the key {KEY} back")),
         ])
         .await;
         let s = tool(Context7Op::Search, dir.path(), &server.base);
@@ -433,8 +447,18 @@ mod tests {
             (false, "No documentation found for this question.")
         );
         let boom = call(&s, AlgebraKind::Default, &s.env, q("d")).await;
-        assert!(boom.is_error && boom.text.contains("500"), "{}", boom.text);
-        for o in [auth, rate, none, boom] {
+        assert!(
+            boom.is_error && boom.text.contains("500") && boom.text.contains("Bearer <redacted>"),
+            "{}",
+            boom.text
+        );
+        let echo = call(&s, AlgebraKind::Default, &s.env, q("e")).await;
+        assert!(
+            echo.text.contains("the key <redacted> back"),
+            "{}",
+            echo.text
+        );
+        for o in [auth, rate, none, boom, echo] {
             assert!(!o.text.contains(KEY), "{}", o.text);
         }
         let bad = call(

@@ -7,11 +7,14 @@
 //! repository, no network, no inherited environment), and a hostile repository's configuration is given nothing to
 //! run: system and user configuration are not read, `core.fsmonitor`, hooks, the pager, external diff and text
 //! conversion are switched off on the command line, every filter, diff and merge driver the repository's own
-//! configuration defines is blanked (read first with `git config --list`, in the same sandbox), submodules are not
-//! entered, and paths are passed literally (`--literal-pathspecs`, after `--`). Arguments go to git as an argv —
-//! no shell ever sees them.
+//! configuration defines is blanked (read first with `git config --list`, in the same sandbox, and passed back
+//! verbatim through `GIT_CONFIG_KEY_n` — not `-c`, which git splits at the first `=` of a subsection like
+//! `[filter "a=b"]`), a repository whose configuration includes other files is refused (an included file could
+//! change between the listing and the command), submodules are not entered, and paths are passed literally
+//! (`--literal-pathspecs`, after `--`). Arguments go to git as an argv — no shell ever sees them.
 
 use std::ffi::OsString;
+use std::os::unix::ffi::OsStringExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -339,46 +342,93 @@ const GIT_SAFE_CONFIG: &[&str] = &[
 /// Whether a configuration key names a program git may run for an inspection: a filter, diff or merge driver's
 /// command (`filter.X.clean`, `filter.X.smudge`, `filter.X.process`, `diff.X.textconv`, `diff.X.command`,
 /// `merge.X.driver`).
-fn runs_a_program(key: &str) -> bool {
-    let lower = key.to_ascii_lowercase();
-    let Some((section, rest)) = lower.split_once('.') else {
+/// The key is taken as bytes: a subsection may hold any byte but newline and NUL, `=` and non-UTF-8 included.
+fn runs_a_program(key: &[u8]) -> bool {
+    let (Some(first), Some(last)) = (
+        key.iter().position(|b| *b == b'.'),
+        key.iter().rposition(|b| *b == b'.'),
+    ) else {
         return false;
     };
-    let Some((_, var)) = rest.rsplit_once('.') else {
+    if first == last {
         return false;
-    };
+    }
+    let section = key[..first].to_ascii_lowercase();
+    let var = key[last + 1..].to_ascii_lowercase();
     matches!(
-        (section, var),
-        ("filter", "clean" | "smudge" | "process")
-            | ("diff", "textconv" | "command")
-            | ("merge", "driver")
+        (section.as_slice(), var.as_slice()),
+        (b"filter", b"clean" | b"smudge" | b"process")
+            | (b"diff", b"textconv" | b"command")
+            | (b"merge", b"driver")
     )
 }
 
-/// The keys of `git config --list -z` output (entries `key\nvalue\0`).
-fn config_keys(listing: &[u8]) -> Vec<String> {
+/// Whether a configuration key makes git read another file (`include.path`, `includeIf.<condition>.path`).
+fn includes_a_file(key: &[u8]) -> bool {
+    let lower = key.to_ascii_lowercase();
+    lower.starts_with(b"include.") || lower.starts_with(b"includeif.")
+}
+
+/// The keys of `git config --list -z` output (entries `key\nvalue\0`, or `key\0` for a bare boolean), as bytes.
+fn config_keys(listing: &[u8]) -> Vec<Vec<u8>> {
     listing
         .split(|b| *b == 0)
-        .filter_map(|e| {
-            let key = e.split(|b| *b == b'\n').next()?;
-            std::str::from_utf8(key)
-                .ok()
-                .filter(|k| !k.is_empty())
-                .map(str::to_string)
-        })
+        .filter_map(|e| e.split(|b| *b == b'\n').next())
+        .filter(|k| !k.is_empty())
+        .map(<[u8]>::to_vec)
         .collect()
 }
 
-/// `env -i VARS… git --git-dir=… --work-tree=… --literal-pathspecs -c SAFE… -c BLANKED… ARGS…`.
+/// The entry every git call carries first through `GIT_CONFIG_KEY_0`: the listing must show it back, or this git
+/// does not honour `GIT_CONFIG_COUNT` (older than 2.31) and the drivers could not be blanked.
+const PROBE_KEY: &str = "loom.blanking";
+
+/// Which drivers to blank in the repository at hand, from its `git config --list -z`: `Err` when the listing lacks
+/// [`PROBE_KEY`] (this git cannot be told to blank anything) or the configuration includes another file.
+fn drivers_to_blank(listing: &[u8]) -> Result<Vec<Vec<u8>>, String> {
+    let keys = config_keys(listing);
+    if !keys.iter().any(|k| k.as_slice() == PROBE_KEY.as_bytes()) {
+        return Err(
+            "this git does not take configuration from GIT_CONFIG_COUNT (git 2.31 or newer does), so loom cannot \
+             switch off the repository's filters and drivers; install a newer git"
+                .to_string(),
+        );
+    }
+    if let Some(k) = keys.iter().find(|k| includes_a_file(k)) {
+        return Err(format!(
+            "the repository's configuration includes another file ({}); loom inspects only repositories whose \
+             configuration is all in .git/config, because an included file could change between loom reading it \
+             and git running — remove the include or inspect the repository with bash",
+            String::from_utf8_lossy(k)
+        ));
+    }
+    let mut blanked: Vec<Vec<u8>> = keys.into_iter().filter(|k| runs_a_program(k)).collect();
+    blanked.sort();
+    blanked.dedup();
+    Ok(blanked)
+}
+
+/// `env -i VARS… GIT_CONFIG_COUNT=… GIT_CONFIG_KEY_n=BLANKED GIT_CONFIG_VALUE_n= … git --git-dir=… --work-tree=…
+/// --literal-pathspecs -c SAFE… ARGS…`. The blanked keys go through the environment verbatim (bytes, `=` included:
+/// the environment splits an entry at its first `=`, which is the one loom writes after the variable's name).
 fn command(
     env_exe: &Path,
     git: &Path,
     top: &Path,
-    blanked: &[String],
+    blanked: &[Vec<u8>],
     args: Vec<OsString>,
 ) -> Vec<OsString> {
     let mut v: Vec<OsString> = vec![env_exe.into(), "-i".into()];
     v.extend(GIT_ENV.iter().map(OsString::from));
+    v.push(format!("GIT_CONFIG_COUNT={}", blanked.len() + 1).into());
+    v.push(format!("GIT_CONFIG_KEY_0={PROBE_KEY}").into());
+    v.push("GIT_CONFIG_VALUE_0=on".into());
+    for (i, k) in blanked.iter().enumerate() {
+        let mut entry = format!("GIT_CONFIG_KEY_{}=", i + 1).into_bytes();
+        entry.extend_from_slice(k);
+        v.push(OsString::from_vec(entry));
+        v.push(format!("GIT_CONFIG_VALUE_{}=", i + 1).into());
+    }
     v.push(git.into());
     let mut dir = OsString::from("--git-dir=");
     dir.push(top.join(".git"));
@@ -387,9 +437,6 @@ fn command(
     v.extend([dir, work, "--literal-pathspecs".into(), "--no-pager".into()]);
     for c in GIT_SAFE_CONFIG {
         v.extend(["-c".into(), OsString::from(c)]);
-    }
-    for k in blanked {
-        v.extend(["-c".into(), OsString::from(format!("{k}="))]);
     }
     v.extend(args);
     v
@@ -507,12 +554,7 @@ async fn inspect(
             listing.stderr.text("stderr").trim()
         ));
     }
-    let mut blanked: Vec<String> = config_keys(&listing.stdout.bytes)
-        .into_iter()
-        .filter(|k| runs_a_program(k))
-        .collect();
-    blanked.sort();
-    blanked.dedup();
+    let blanked = drivers_to_blank(&listing.stdout.bytes)?;
     let shown: Vec<String> = args
         .iter()
         .map(|a| a.to_string_lossy().into_owned())
@@ -561,7 +603,11 @@ pub async fn work_tree_dirty(
 }
 
 /// The tool's result: git's output, or its error with the exit status.
-fn render(got: &Captured, args: &[String], blanked: &[String]) -> ToolOutput {
+fn render(got: &Captured, args: &[String], blanked: &[Vec<u8>]) -> ToolOutput {
+    let blanked: Vec<String> = blanked
+        .iter()
+        .map(|k| String::from_utf8_lossy(k).into_owned())
+        .collect();
     let raw = json!({
         "command": format!("git {}", args.join(" ")),
         "exitCode": got.code,
@@ -605,22 +651,28 @@ mod tests {
 
     #[test]
     fn driver_keys_are_found_whatever_their_case() {
-        let listing = b"core.bare\nfalse\0filter.lfs.clean\ngit-lfs clean\0diff.Y.textconv\nsh x\0merge.m.driver\nx\0diff.external\nx\0filter.a.b.process\nx\0user.name\nn\0";
-        let keys: Vec<String> = config_keys(listing)
-            .into_iter()
-            .filter(|k| runs_a_program(k))
-            .collect();
-        assert_eq!(
-            keys,
-            [
-                "filter.lfs.clean",
-                "diff.Y.textconv",
-                "merge.m.driver",
-                "filter.a.b.process"
-            ]
+        let listing = b"loom.blanking\non\0core.bare\nfalse\0filter.lfs.clean\ngit-lfs clean\0diff.Y.textconv\nsh x\0merge.m.driver\nx\0diff.external\nx\0filter.a.b.process\nx\0filter.a=b.CLEAN\nx\0filter.\xff.smudge\0user.name\nn\0";
+        let keys = drivers_to_blank(listing).unwrap();
+        let want: [&[u8]; 6] = [
+            b"diff.Y.textconv",
+            b"filter.a.b.process",
+            b"filter.a=b.CLEAN",
+            b"filter.lfs.clean",
+            b"filter.\xff.smudge",
+            b"merge.m.driver",
+        ];
+        assert_eq!(keys, want.map(<[u8]>::to_vec));
+        assert!(!runs_a_program(b"filter.clean"));
+        assert!(!runs_a_program(b"core.fsmonitor"));
+        // a git that ignores GIT_CONFIG_COUNT, and a configuration that includes a file, are refused
+        assert!(drivers_to_blank(b"filter.x.clean\nx\0")
+            .unwrap_err()
+            .contains("2.31"));
+        assert!(
+            drivers_to_blank(b"loom.blanking\non\0includeIf.gitdir:/x/.path\n/x\0")
+                .unwrap_err()
+                .contains("includes another file")
         );
-        assert!(!runs_a_program("filter.clean"));
-        assert!(!runs_a_program("core.fsmonitor"));
     }
 
     #[test]
@@ -646,7 +698,7 @@ mod tests {
             Path::new("/usr/bin/env"),
             Path::new("/usr/bin/git"),
             Path::new("/w/r"),
-            &["filter.x.clean".into()],
+            &[b"filter.a=b.clean".to_vec()],
             args,
         );
         let s: Vec<String> = argv
@@ -665,7 +717,10 @@ mod tests {
             ]
         );
         assert!(s.windows(2).any(|w| w == ["-c", "core.fsmonitor=false"]));
-        assert!(s.windows(2).any(|w| w == ["-c", "filter.x.clean="]));
+        assert!(s.contains(&"GIT_CONFIG_COUNT=2".to_string()));
+        assert!(s
+            .windows(2)
+            .any(|w| w == ["GIT_CONFIG_KEY_1=filter.a=b.clean", "GIT_CONFIG_VALUE_1="]));
         assert_eq!(&s[s.len() - 3..], ["--cached", "--", "-rf *.rs"]);
         assert!(
             s.contains(&"--no-ext-diff".to_string()) && s.contains(&"--no-textconv".to_string())

@@ -496,3 +496,28 @@ mod testutil {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::testutil::env;
+    use super::*;
+
+    /// The kernel keeps its own list of the built-ins that write (an install directory or a lock in reach of one
+    /// is refused): every built-in tool this crate makes that edits or executes is on it, and no reading one is.
+    #[test]
+    fn the_kernel_knows_every_built_in_that_writes() {
+        let dir = tempfile::tempdir().unwrap();
+        let sandbox = SandboxEnv::default();
+        for name in loom_kernel::FILE_TOOLS
+            .iter()
+            .chain(loom_kernel::COMMAND_TOOLS.iter())
+        {
+            let tool = builtin_tool(name, env(name, dir.path(), "\"*\""), &sandbox)
+                .unwrap_or_else(|| panic!("{name} is not built"));
+            let writes = matches!(tool.kind(), ToolKind::Edit | ToolKind::Execute);
+            let listed = loom_kernel::FILE_WRITERS.contains(name)
+                || loom_kernel::COMMAND_TOOLS.contains(name);
+            assert_eq!(writes, listed, "{name}: kind {:?}", tool.kind());
+        }
+    }
+}

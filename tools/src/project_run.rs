@@ -422,6 +422,20 @@ impl Tool for ProjectRunTool {
             Some(p) => resolve_path(&self.env.cwd, p, PathMode::Existing)
                 .map_err(|e| format!("{name}: path {e}"))?,
         };
+        // the build files are read only where a command of this grant could run: elsewhere nothing is read, so no
+        // error names what a project outside the grant holds
+        if !loom_kernel::command_dir_fits(
+            &self.env.ctx,
+            &self.env.grant,
+            &dir.display().to_string(),
+        ) {
+            return Err(format!(
+                "{name}: {} is outside this tool's grant (no row's paths or read_paths hold it); run it in a \
+                 directory the grant covers ({})",
+                dir.display(),
+                self.env.grant
+            ));
+        }
         if !dir.is_dir() {
             return Err(format!("{name}: {} is not a directory", dir.display()));
         }

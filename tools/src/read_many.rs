@@ -139,23 +139,30 @@ impl Tool for ReadManyTool {
                             text.push_str("[not read: the call's output reached its bound; read it on its own]\n\n");
                             continue;
                         }
+                        // each file within its own cap and what is left of the call's bound
+                        let room = cap.min(READ_MANY_TOTAL - text.len());
                         let body = match Target::of(&a, &ctx_paths, path, Access::Read) {
                             Ok(target) => {
-                                let c = cap as u64;
+                                let c = room as u64;
                                 read_text(&ctx, path, move || read_head(&target, c)).await
                             }
                             Err(e) => Err(e.to_string()),
                         };
                         match body {
                             Ok(mut b) => {
-                                if b.len() > cap {
-                                    let mut end = cap;
+                                if b.len() > room {
+                                    let mut end = room;
                                     while !b.is_char_boundary(end) {
                                         end -= 1;
                                     }
                                     b.truncate(end);
                                     b.push_str(&format!(
-                                        "\n[cut at {cap} bytes; read_file with offset/limit reads the rest]"
+                                        "\n[cut at {room} bytes{}; read_file with offset/limit reads the rest]",
+                                        if room < cap {
+                                            " (the call's output reached its bound)"
+                                        } else {
+                                            ""
+                                        }
                                     ));
                                 }
                                 text.push_str(&b);
@@ -257,5 +264,32 @@ mod tests {
             "{}",
             cut.text
         );
+    }
+
+    #[tokio::test]
+    async fn the_whole_call_stays_within_its_bound() {
+        let work = tempfile::tempdir().unwrap();
+        for n in ["a", "b", "c"] {
+            std::fs::write(work.path().join(n), "x".repeat(600 * 1024)).unwrap();
+        }
+        let e = env("read_many", work.path(), r#"{ read_paths = ["./"] }"#);
+        let t = ReadManyTool { env: e.clone() };
+        let out = call(
+            &t,
+            AlgebraKind::Files,
+            &e,
+            json!({"paths": ["a", "b", "c"], "max_bytes": PER_FILE_MAX}),
+        )
+        .await;
+        assert!(!out.is_error);
+        assert!(
+            out.text.len() <= READ_MANY_TOTAL + 512,
+            "{} bytes",
+            out.text.len()
+        );
+        assert!(out.text.contains("(the call's output reached its bound)"));
+        assert!(out
+            .text
+            .contains("==> c <==\n[not read: the call's output reached its bound"));
     }
 }

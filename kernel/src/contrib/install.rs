@@ -322,15 +322,11 @@ fn subject(handle: &str) -> String {
     }
 }
 
-/// The built-in tools whose `paths` grant is where they may write (a `read_paths` row kind is read-only).
-const WRITERS: &[&str] = &[
-    "write_file",
-    "edit_file",
-    "bash",
-    "run_tests",
-    "run_build",
-    "run_lint",
-];
+/// Whether built-in `underlying` may write where its `paths` grant reaches (a `read_paths` row kind is read-only): a
+/// file tool that writes, or a command tool.
+fn writes(underlying: &str) -> bool {
+    crate::FILE_WRITERS.contains(&underlying) || crate::COMMAND_TOOLS.contains(&underlying)
+}
 
 /// One grant that would let the agent rewrite installed provider code or the lock.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -343,7 +339,7 @@ pub struct WritableInstall {
     pub message: String,
 }
 
-/// Which of `tools` (built-in writers: write_file, edit_file, bash) may write at or below one of `protected` (the
+/// Which of `tools` (built-in writers: [`crate::FILE_WRITERS`] and [`crate::COMMAND_TOOLS`]) may write at or below one of `protected` (the
 /// absolute install directory and lock file), or write to a directory containing one: a grant of `"*"`, a root above
 /// it, or a path inside it. Paths compare lexically after normalisation against `ctx`.
 pub fn install_writable(
@@ -353,9 +349,7 @@ pub fn install_writable(
 ) -> Vec<WritableInstall> {
     let mut out = Vec::new();
     for t in tools {
-        if !matches!(t.provider, crate::ProviderRef::Builtin)
-            || !WRITERS.contains(&t.underlying.as_str())
-        {
+        if !matches!(t.provider, crate::ProviderRef::Builtin) || !writes(&t.underlying) {
             continue;
         }
         let rows = match &t.grant {
@@ -563,7 +557,7 @@ mod tests {
     fn grants_that_reach_the_install_dir_are_found() {
         let m = |caps: &str| {
             parse_manifest(
-                &format!("[agent]\nname = \"a\"\n[tools]\nwrite_file = \"builtin\"\nbash = \"builtin\"\nread_file = \"builtin\"\n[capabilities]\n{caps}"),
+                &format!("[agent]\nname = \"a\"\n[tools]\nwrite_file = \"builtin\"\nbash = \"builtin\"\nread_file = \"builtin\"\napply_patch = \"builtin\"\nundo = \"builtin\"\n[capabilities]\n{caps}"),
                 "agent.toml",
                 &BTreeMap::new(),
             )
@@ -588,6 +582,9 @@ mod tests {
             1
         );
         assert_eq!(check("bash = { commands = \"*\", paths = \"*\" }").len(), 2);
+        // every file tool that writes counts, not only write_file
+        assert_eq!(check("apply_patch = { paths = [\"./\"] }").len(), 2);
+        assert_eq!(check("undo = { paths = [\"./.loom\"] }").len(), 2);
         // elsewhere, and reading, is fine
         assert!(check("write_file = { paths = [\"./src\"] }").is_empty());
         assert!(check("read_file = { paths = [\"./\"] }").is_empty());

@@ -99,7 +99,12 @@ impl Agent {
         };
         self.announce(session, &call, &input, kind, prepared.locations.clone())
             .await?;
-        let (decision, judged, more) = self.judge_all(&call.name, slot, &prepared);
+        let Judged {
+            decision,
+            judged,
+            more,
+            asking,
+        } = self.judge_all(&call.name, slot, &prepared);
         let stuck = doom.check(&call.name, &input);
         let plan = if self.plan_mode() {
             plan_mode_verdict(effect_of(kind))
@@ -209,10 +214,17 @@ impl Agent {
                 match answer {
                     AskAnswer::AllowOnce => a,
                     AskAnswer::AllowAlways if rememberable => {
+                        // every path of the call that an ask rule stopped is remembered, not only the first
                         if let Some(store) = &self.approvals {
-                            let approval = Approval::for_call(&prepared.facts);
-                            if let Err(e) = store.remember(approval, now_secs()) {
-                                remember_failed = Some(e);
+                            let facts: Vec<&CallFacts> = if asking.is_empty() {
+                                vec![&prepared.facts]
+                            } else {
+                                asking.iter().collect()
+                            };
+                            for f in facts {
+                                if let Err(e) = store.remember(Approval::for_call(f), now_secs()) {
+                                    remember_failed = Some(e);
+                                }
                             }
                         }
                         a
@@ -308,19 +320,14 @@ impl Agent {
         slot: &ToolSlot,
         prepared: &Prepared,
     ) -> (Decision, RulesVerdict) {
-        let (decision, judged, _) = self.judge_all(name, slot, prepared);
-        (decision, judged)
+        let j = self.judge_all(name, slot, prepared);
+        (j.decision, j.judged)
     }
 
     /// [`Agent::judge`] of every request of the call — [`Prepared::request`], then each of [`Prepared::more`]: the
     /// first denial is the call's decision; the strongest rules verdict (deny over ask over allow) is the call's;
     /// and, when all are allowed, the authorisations of the further requests in order.
-    pub(super) fn judge_all(
-        &self,
-        name: &str,
-        slot: &ToolSlot,
-        prepared: &Prepared,
-    ) -> (Decision, RulesVerdict, Vec<loom_kernel::Authorization>) {
+    pub(super) fn judge_all(&self, name: &str, slot: &ToolSlot, prepared: &Prepared) -> Judged {
         // an authority file is refused whatever the grant says (the kernel's one set; the sandbox enforces the same)
         let decide_one = |request: &loom_kernel::Request| {
             authority_denial(name, request, &self.authority)
@@ -339,6 +346,10 @@ impl Agent {
         };
         let mut decision = decide_one(&prepared.request);
         let mut judged = judge_one(&prepared.facts);
+        let mut asking = Vec::new();
+        if judged.verdict == Verdict::Ask {
+            asking.push(prepared.facts.clone());
+        }
         let mut more = Vec::with_capacity(prepared.more.len());
         for (request, facts) in &prepared.more {
             match decide_one(request) {
@@ -350,12 +361,32 @@ impl Agent {
                 }
             }
             let j = judge_one(facts);
+            if j.verdict == Verdict::Ask {
+                asking.push(facts.clone());
+            }
             if j.verdict > judged.verdict {
                 judged = j;
             }
         }
-        (decision, judged, more)
+        Judged {
+            decision,
+            judged,
+            more,
+            asking,
+        }
     }
+}
+
+/// What [`Agent::judge_all`] found for a call.
+pub(super) struct Judged {
+    /// The kernel's decision: the first denial among the call's requests, else the first request's allowance.
+    pub decision: Decision,
+    /// The strongest `[permissions]` verdict among the requests.
+    pub judged: RulesVerdict,
+    /// The authorisations of the further requests ([`Prepared::more`]), in order, when all are allowed.
+    pub more: Vec<loom_kernel::Authorization>,
+    /// The facts of each request an ask rule stopped: an "always" answer remembers each of them.
+    pub asking: Vec<CallFacts>,
 }
 
 /// The facts `[permissions]` rules read for a call: the tool's own, and the built-in it is (a rule written for

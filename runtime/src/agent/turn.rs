@@ -125,7 +125,9 @@ impl Agent {
             };
             // a failed automatic compaction keeps the history and pauses itself; the request goes ahead, and the
             // user is told why the history was not shortened
-            for report in session.compact(CompactMode::Auto, &ctx).await? {
+            let reports = session.compact(CompactMode::Auto, &ctx).await?;
+            self.after_compaction(&reports);
+            for report in reports {
                 if let Compaction::Failed { .. } = report {
                     self.bus.publish(&SessionUpdate::notice(format!(
                         "{report}; the turn goes on with the full history, and automatic compaction pauses \
@@ -372,6 +374,7 @@ impl Agent {
             cancel,
         };
         let reports = session.compact(CompactMode::Forced, &ctx).await?;
+        self.after_compaction(&reports);
         if cancel.is_cancelled() {
             return Err(Stop::Cancelled);
         }
@@ -401,6 +404,19 @@ impl Agent {
         )))
     }
 
+    /// After a compaction that shortened the history, the scoped guidance shown in tool results may be gone from
+    /// what the model sees: forget what was shown, so the next result touching those paths carries it again.
+    fn after_compaction(&self, reports: &[Compaction]) {
+        if reports
+            .iter()
+            .any(|r| matches!(r, Compaction::Compacted { .. }))
+        {
+            if let Ok(mut seen) = self.scoped_seen.lock() {
+                seen.clear();
+            }
+        }
+    }
+
     /// Compacts the session now, regardless of thresholds or a pause after a failed summary (the `/compact`
     /// command). Returns what each compacting layer did.
     pub async fn compact_now(
@@ -416,6 +432,7 @@ impl Agent {
         fields.insert("trigger".into(), Value::String("manual".into()));
         self.hook(HookEvent::PreCompact, None, fields.clone()).await;
         let reports = session.compact(CompactMode::Forced, &ctx).await?;
+        self.after_compaction(&reports);
         if reports
             .iter()
             .any(|r| matches!(r, Compaction::Compacted { .. }))

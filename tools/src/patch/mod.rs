@@ -12,7 +12,7 @@ mod unified;
 use std::path::PathBuf;
 
 use loom_kernel::{Access, Authorization, CallFacts, Request};
-use rustix::fs::OFlags;
+use rustix::fs::{OFlags, Stat};
 use serde_json::{json, Value};
 
 use super::beneath::{read_capped, run_blocking, BeneathError, Gate, Place, Target};
@@ -181,6 +181,8 @@ struct Change {
     target: Target,
     before: Option<String>,
     after: Option<String>,
+    /// The file's status before (its mode is kept when a rollback re-creates a deleted file).
+    stat: Option<Stat>,
 }
 
 /// Reads and patches every file in memory, then (only if all applied) writes them.
@@ -195,8 +197,12 @@ fn apply_all(
     let mut changes: Vec<Change> = Vec::with_capacity(files.len());
     for ((path, patch), target) in files.into_iter().zip(targets) {
         let shown = shown_from(cwd, &path);
-        let before =
-            read_current(&target).map_err(|e| format!("{shown}: {e}; nothing was written"))?;
+        let (before, stat) = match read_current(&target)
+            .map_err(|e| format!("{shown}: {e}; nothing was written"))?
+        {
+            Some((text, st)) => (Some(text), Some(st)),
+            None => (None, None),
+        };
         let after = apply_file(before.as_deref(), &patch)
             .map_err(|e| format!("{e}; nothing was written"))?;
         changes.push(Change {
@@ -204,6 +210,7 @@ fn apply_all(
             target,
             before,
             after,
+            stat,
         });
     }
     if !gate.commit() {
@@ -211,28 +218,7 @@ fn apply_all(
     }
     // the commit: each file replaced whole; a failure puts back the ones already written
     let never_cancel = Gate::default();
-    for i in 0..changes.len() {
-        if let Err(e) = write_one(&changes[i], &never_cancel) {
-            let mut restored = Vec::new();
-            for c in changes[..i].iter().rev() {
-                let back = Change {
-                    path: c.path.clone(),
-                    target: c.target.clone(),
-                    before: c.after.clone(),
-                    after: c.before.clone(),
-                };
-                if write_one(&back, &never_cancel).is_ok() {
-                    restored.push(shown_from(cwd, &c.path));
-                }
-            }
-            return Err(format!(
-                "{}: {e}; the {} file(s) already written were put back ({})",
-                shown_from(cwd, &changes[i].path),
-                i,
-                restored.join(", ")
-            ));
-        }
-    }
+    commit_all(cwd, &changes, &|c| write_one(c, &never_cancel))?;
     let mut lines = Vec::with_capacity(changes.len());
     let mut content = Vec::with_capacity(changes.len());
     for c in &changes {
@@ -267,7 +253,7 @@ fn apply_all(
 }
 
 /// The file's text, or `None` when it does not exist.
-fn read_current(target: &Target) -> Result<Option<String>, String> {
+fn read_current(target: &Target) -> Result<Option<(String, Stat)>, String> {
     let place = match Place::open(target, false) {
         Ok(p) => p,
         Err(BeneathError::NoParent) => return Ok(None),
@@ -275,7 +261,7 @@ fn read_current(target: &Target) -> Result<Option<String>, String> {
     };
     match place.existing(OFlags::RDONLY)? {
         None => Ok(None),
-        Some((mut f, _)) => {
+        Some((mut f, st)) => {
             let bytes = read_capped(&mut f, MAX_PATCHED_FILE_BYTES)?;
             if bytes.len() as u64 > MAX_PATCHED_FILE_BYTES {
                 return Err(format!(
@@ -283,18 +269,66 @@ fn read_current(target: &Target) -> Result<Option<String>, String> {
                 ));
             }
             String::from_utf8(bytes)
-                .map(Some)
+                .map(|text| Some((text, st)))
                 .map_err(|_| "not UTF-8 text; apply_patch changes text files".to_string())
         }
     }
 }
 
-/// Writes `c.after` at its place (or removes the file when it is `None`).
+/// Writes every change in order with `write`; when one fails, puts back the ones already written (newest first)
+/// and says exactly which were put back and which could not be.
+fn commit_all(
+    cwd: &std::path::Path,
+    changes: &[Change],
+    write: &dyn Fn(&Change) -> Result<(), String>,
+) -> Result<(), String> {
+    for (i, change) in changes.iter().enumerate() {
+        let Err(e) = write(change) else { continue };
+        let mut restored = Vec::new();
+        let mut stuck = Vec::new();
+        for c in changes[..i].iter().rev() {
+            let back = Change {
+                path: c.path.clone(),
+                target: c.target.clone(),
+                before: c.after.clone(),
+                after: c.before.clone(),
+                stat: c.stat,
+            };
+            match write(&back) {
+                Ok(()) => restored.push(shown_from(cwd, &c.path)),
+                Err(why) => stuck.push(format!("{} ({why})", shown_from(cwd, &c.path))),
+            }
+        }
+        let failed = shown_from(cwd, &change.path);
+        return Err(if i == 0 {
+            format!("{failed}: {e}; nothing was written")
+        } else if stuck.is_empty() {
+            format!(
+                "{failed}: {e}; the {i} file(s) already written were put back ({})",
+                restored.join(", ")
+            )
+        } else {
+            format!(
+                "{failed}: {e}; the patch is HALF APPLIED: {} could not be put back — check them by hand{}",
+                stuck.join(", "),
+                if restored.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({} were put back)", restored.join(", "))
+                }
+            )
+        });
+    }
+    Ok(())
+}
+
+/// Writes `c.after` at its place (or removes the file when it is `None`). A file created anew takes the mode of
+/// `c.stat` when there is one (a rollback re-creating a file the patch deleted).
 fn write_one(c: &Change, gate: &Gate) -> Result<(), String> {
     let place = Place::open(&c.target, c.after.is_some())?;
     let old = place.existing(OFlags::RDONLY)?.map(|(_, st)| st);
     match &c.after {
-        Some(text) => Ok(place.replace(text.as_bytes(), old.as_ref(), gate)?),
+        Some(text) => Ok(place.replace(text.as_bytes(), old.as_ref().or(c.stat.as_ref()), gate)?),
         None => match old {
             Some(_) => rustix::fs::unlinkat(
                 &place.dir,
@@ -312,6 +346,71 @@ mod tests {
     use super::*;
     use crate::testutil::{call, env};
     use loom_kernel::AlgebraKind;
+
+    /// A write that fails part-way: the files already written are put back — a deleted one with its mode — and a
+    /// file that cannot be put back is named, never claimed restored.
+    #[test]
+    fn a_failed_write_puts_back_what_was_written_and_names_what_was_not() {
+        use std::os::unix::fs::PermissionsExt;
+        let work = tempfile::tempdir().unwrap();
+        let root = work.path().canonicalize().unwrap();
+        let file = |name: &str, text: &str, mode: u32| {
+            std::fs::write(root.join(name), text).unwrap();
+            std::fs::set_permissions(root.join(name), std::fs::Permissions::from_mode(mode))
+                .unwrap();
+        };
+        file("run.sh", "#!/bin/sh\n", 0o750);
+        file("a.txt", "a\n", 0o644);
+        let change = |name: &str, after: Option<&str>| {
+            let path = root.join(name);
+            let target = Target::within(&root, &path).unwrap();
+            let (before, stat) = read_current(&target).unwrap().unzip();
+            Change {
+                path,
+                target,
+                before,
+                after: after.map(str::to_string),
+                stat,
+            }
+        };
+        let changes = [
+            change("run.sh", None),
+            change("a.txt", Some("A\n")),
+            change("b.txt", Some("born\n")),
+        ];
+        let never = Gate::default();
+        // the third write fails: the first two are put back, the deleted script with its mode
+        let fails_b = |c: &Change| {
+            if c.path.ends_with("b.txt") {
+                return Err("disk full".to_string());
+            }
+            write_one(c, &never)
+        };
+        let e = commit_all(&root, &changes, &fails_b).unwrap_err();
+        assert_eq!(
+            e,
+            "b.txt: disk full; the 2 file(s) already written were put back (a.txt, run.sh)"
+        );
+        assert_eq!(std::fs::read_to_string(root.join("a.txt")).unwrap(), "a\n");
+        let meta = std::fs::metadata(root.join("run.sh")).unwrap();
+        assert_eq!(meta.permissions().mode() & 0o777, 0o750);
+        // putting a.txt back fails too: the message says the patch is half applied, and names it
+        let fails_more = |c: &Change| {
+            if c.path.ends_with("b.txt")
+                || (c.path.ends_with("a.txt") && c.after.as_deref() == Some("a\n"))
+            {
+                return Err("disk full".to_string());
+            }
+            write_one(c, &never)
+        };
+        let e = commit_all(&root, &changes, &fails_more).unwrap_err();
+        assert!(
+            e.contains("HALF APPLIED: a.txt (disk full) could not be put back")
+                && e.contains("(run.sh were put back)"),
+            "{e}"
+        );
+        assert_eq!(std::fs::read_to_string(root.join("a.txt")).unwrap(), "A\n");
+    }
 
     #[tokio::test]
     async fn applies_across_files_all_or_nothing_and_inside_the_grant_only() {

@@ -131,6 +131,18 @@ pub const FILE_TOOLS: [&str; 25] = [
     "undo",
 ];
 
+/// The file tools (of [`FILE_TOOLS`]) that write, create or restore files: their `paths` are where they may write.
+/// Every other file tool only reads, whichever kind grants it. With [`COMMAND_TOOLS`], these are the built-ins a
+/// grant over loom's own files (an install directory, a lock) must keep away from.
+pub const FILE_WRITERS: [&str; 6] = [
+    "write_file",
+    "edit_file",
+    "notebook_edit",
+    "json_edit",
+    "apply_patch",
+    "undo",
+];
+
 impl AlgebraKind {
     /// The algebra a built-in tool uses, by its underlying (never its instance) name. A renamed instance such as
     /// `gcal = { provider = "builtin", tool = "bash" }` therefore always gets bash's algebra.

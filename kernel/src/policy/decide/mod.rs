@@ -239,6 +239,19 @@ fn cwd_fits(ctx: &PathCtx, row: &Row, cwd: &str) -> bool {
     AlgebraKind::Files.build(ctx).row_contains(row, &probe)
 }
 
+/// Whether some row of `grant` lets a command run in `cwd` (its path kinds contain it, or it has none): what a tool
+/// that must look at a directory before it can name its command (`run_tests` reading the project's build files)
+/// asks first, so it reads nothing where no command of its grant could run.
+pub fn command_dir_fits(ctx: &PathCtx, grant: &Grant, cwd: &str) -> bool {
+    match grant {
+        Grant::Unrestricted => true,
+        Grant::Set(rows) => {
+            let cwd = ctx.normalize(cwd);
+            rows.iter().any(|r| cwd_fits(ctx, r, &cwd))
+        }
+    }
+}
+
 /// How a bash call that no per-command row claims runs under a general row.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Fallback {
@@ -417,6 +430,21 @@ mod tests {
             "{}",
             d.to_string()
         );
+    }
+
+    #[test]
+    fn a_directory_fits_when_some_row_may_run_there() {
+        let c = ctx();
+        assert!(command_dir_fits(&c, &g(GCAL), "/w/src"));
+        assert!(command_dir_fits(&c, &g(GCAL), "/home/u/.gcalcli"));
+        assert!(!command_dir_fits(&c, &g(GCAL), "/etc"));
+        assert!(command_dir_fits(
+            &c,
+            &g("{ commands = [\"cargo\"] }"),
+            "/etc"
+        ));
+        assert!(!command_dir_fits(&c, &g("{}"), "/w"));
+        assert!(command_dir_fits(&c, &Grant::Unrestricted, "/etc"));
     }
 
     #[test]
