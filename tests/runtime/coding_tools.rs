@@ -367,3 +367,33 @@ fn tree_project_info_and_find_symbol_in_and_outside_their_grant() {
         assert!(r[i].1.contains("outside this tool's grant"), "{i}: {r:#?}");
     }
 }
+
+/// The documented limit of `[permissions]` path rules: they judge the path a call names. A deny rule on `./private`
+/// refuses `grep` named at `private`, but a `grep` named at the working directory walks into `private` — keeping a
+/// directory from a walking tool is the grant's job (grant the directories it may read instead).
+#[test]
+fn a_deny_rule_judges_the_path_a_walking_tool_names_not_what_it_walks_into() {
+    let s = Scratch::new();
+    s.write(
+        "agent.toml",
+        &(scripted(
+            "walker",
+            &[
+                r#"{ tool = "grep", input = { pattern = "private notes", path = "private" } }"#,
+                r#"{ tool = "grep", input = { pattern = "private notes" } }"#,
+            ],
+            &["grep"],
+            r#"{ read_paths = ["./"] }"#,
+        ) + "\n[[permissions.deny_rules]]\npath_prefix = \"private\"\n"),
+    );
+    s.write("private/p.txt", "private notes\n");
+    let r = run(&s);
+    assert_eq!(r.len(), 2, "{r:#?}");
+    assert_eq!(r[0].0, "failed", "{r:#?}");
+    assert!(
+        r[0].1.contains("refused by a [permissions] deny rule"),
+        "{r:#?}"
+    );
+    assert_eq!(r[1].0, "completed", "{r:#?}");
+    assert!(r[1].1.contains("private/p.txt"), "{r:#?}");
+}
