@@ -152,6 +152,26 @@ fn every_session_update_loom_sends_is_a_schema_session_notification() {
                 }),
             }),
         ),
+        (
+            "plan",
+            SessionUpdate::Plan(loom_protocol::update::Plan {
+                entries: ["pending", "in_progress", "completed"]
+                    .iter()
+                    .map(|st| loom_protocol::update::PlanEntry {
+                        content: format!("step {st}"),
+                        priority: "medium".into(),
+                        status: (*st).into(),
+                    })
+                    .collect(),
+            }),
+        ),
+        (
+            "record tool call",
+            SessionUpdate::ToolCall(ToolCall {
+                kind: ToolKind::Think,
+                ..call()
+            }),
+        ),
     ];
     for (what, update) in updates {
         let wire = replay_update("sess_1", &update).unwrap_or_else(|| panic!("{what}: not sent"));

@@ -594,6 +594,12 @@ impl Server {
                 self.peer.send(&n).await;
             }
         }
+        // the working record is kept apart from the history: its plan, as it stands, after the replay
+        if !session.agent.record().is_empty() {
+            if let Some(n) = session_update(id, &session.agent.plan_update()) {
+                self.peer.send(&n).await;
+            }
+        }
         Ok(json!({
             "modes": modes(session.agent.plan_mode()),
             "configOptions": config_options(session.agent.model().as_deref()),

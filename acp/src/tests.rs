@@ -325,6 +325,7 @@ mod asker {
             cwd,
             authority: Default::default(),
             undo: Default::default(),
+            record: Default::default(),
         };
         let mut parts = AgentParts::new(
             harness,

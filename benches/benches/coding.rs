@@ -59,6 +59,7 @@ fn read_tool(name: &str, root: &Path) -> (Arc<dyn loom_tools::Tool>, PathCtx, Gr
         cwd: root.to_path_buf(),
         authority: Default::default(),
         undo: Default::default(),
+        record: Default::default(),
     };
     (
         builtin_tool(name, env, &SandboxEnv::default()).unwrap(),

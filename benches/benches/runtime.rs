@@ -40,6 +40,7 @@ fn read_file_slot(dir: &std::path::Path, ctx: &PathCtx) -> BTreeMap<String, Tool
         cwd: dir.to_path_buf(),
         authority: Default::default(),
         undo: Default::default(),
+        record: Default::default(),
     };
     let tool = builtin_tool("read_file", env, &SandboxEnv::default()).unwrap();
     BTreeMap::from([(

@@ -133,6 +133,8 @@ pub enum ToolKind {
     Search,
     /// Running commands.
     Execute,
+    /// Thinking or planning (the working record's bookkeeping): nothing outside the session changes.
+    Think,
     /// Anything else.
     Other,
 }
@@ -335,8 +337,29 @@ pub enum SessionUpdate {
     ToolCallUpdate(ToolCallUpdate),
     /// Token usage.
     UsageUpdate(UsageUpdate),
+    /// The agent's plan (its working record's checklist and tasks), whole, after it changed: published, not
+    /// stored in the history (the record itself is kept apart from the conversation).
+    Plan(Plan),
     /// A lifecycle frame (not on the ACP wire, not persisted).
     Frame(Frame),
+}
+
+/// ACP `plan`: every entry of the agent's plan, in order (a client replaces the plan it shows with it).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Plan {
+    /// The entries.
+    pub entries: Vec<PlanEntry>,
+}
+
+/// One entry of a plan.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlanEntry {
+    /// What it is.
+    pub content: String,
+    /// How much it matters: `high`, `medium` or `low`.
+    pub priority: String,
+    /// `pending`, `in_progress` or `completed`.
+    pub status: String,
 }
 
 impl SessionUpdate {

@@ -70,6 +70,7 @@ mod inspect;
 mod load;
 mod prompt;
 mod providers;
+mod record;
 mod retry;
 mod sdk;
 mod secrets;

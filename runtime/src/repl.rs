@@ -165,6 +165,10 @@ pub enum Command {
     Plan,
     /// `/plan off`: leave plan mode.
     PlanOff,
+    /// `/record`: the working record.
+    Record,
+    /// `/goal [text]`: show or set the session's goal.
+    Goal,
     /// `/quit`.
     Quit,
 }
@@ -199,6 +203,16 @@ pub(crate) const COMMANDS: &[(&str, Command, &str)] = &[
         "plan mode: tools that change anything are neither offered nor run",
     ),
     ("/plan off", Command::PlanOff, "leave plan mode"),
+    (
+        "/record",
+        Command::Record,
+        "the working record: goal, checklist, tasks, notes",
+    ),
+    (
+        "/goal",
+        Command::Goal,
+        "/goal TEXT sets the session's goal, /goal clear clears it, /goal shows it",
+    ),
     ("/quit", Command::Quit, "leave (also Ctrl-D)"),
 ];
 
@@ -224,6 +238,10 @@ pub(crate) fn parse_command(line: &str) -> Option<Result<Command, String>> {
     let word = word.as_str();
     if !word.starts_with('/') {
         return None;
+    }
+    // the one command that takes text after it
+    if word == "/goal" || word.starts_with("/goal ") {
+        return Some(Ok(Command::Goal));
     }
     Some(
         COMMANDS
@@ -295,7 +313,7 @@ pub fn run_repl(
             }
             match parse_command(&line) {
                 Some(Ok(Command::Quit)) => break,
-                Some(Ok(c)) => command(&agent, c, ui, audit).await,
+                Some(Ok(c)) => command(&agent, c, &line, ui, audit).await,
                 Some(Err(e)) => ui.note(&e),
                 None => {
                     let eof = turn(&agent, &line, ui, &mut lines, &mut asks, &mut sigint).await;
@@ -465,7 +483,13 @@ async fn turn(
     eof
 }
 
-async fn command(agent: &Agent, c: Command, ui: &mut dyn ReplUi, audit: &dyn Fn() -> String) {
+async fn command(
+    agent: &Agent,
+    c: Command,
+    line: &str,
+    ui: &mut dyn ReplUi,
+    audit: &dyn Fn() -> String,
+) {
     match c {
         Command::Help => {
             let text: Vec<String> = COMMANDS
@@ -524,6 +548,35 @@ async fn command(agent: &Agent, c: Command, ui: &mut dyn ReplUi, audit: &dyn Fn(
         Command::PlanOff => {
             agent.set_plan_mode(false);
             ui.note("plan mode is off: every granted tool is offered again");
+        }
+        Command::Record => {
+            let r = agent.record();
+            if r.is_empty() {
+                ui.note("the working record is empty");
+            } else {
+                ui.note(&r.render());
+            }
+        }
+        Command::Goal => {
+            let text = line.trim().strip_prefix("/goal").unwrap_or("").trim();
+            let set = match text {
+                "" => {
+                    ui.note(&match agent.record().goal {
+                        Some(g) => format!("goal: {g}"),
+                        None => "no goal is set; /goal TEXT sets one".to_string(),
+                    });
+                    return;
+                }
+                "clear" => agent.set_goal(""),
+                t => agent.set_goal(t),
+            };
+            match set {
+                Ok(()) => ui.note(&match agent.record().goal {
+                    Some(g) => format!("goal: {g}"),
+                    None => "the goal is cleared".to_string(),
+                }),
+                Err(e) => ui.note(&format!("the goal was not set: {e}")),
+            }
         }
         Command::Quit => {}
     }

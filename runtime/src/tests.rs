@@ -53,6 +53,7 @@ fn fixture(harness: Arc<dyn Harness>, tools: &[(&str, &str, &str)], max: u32) ->
             cwd: cwd.clone(),
             authority: Default::default(),
             undo: Default::default(),
+            record: Default::default(),
         };
         slots.insert(
             instance.to_string(),
@@ -507,6 +508,7 @@ async fn an_ask_rule_is_a_refusal_when_headless() {
         cwd,
         authority: Default::default(),
         undo: Default::default(),
+        record: Default::default(),
     };
     let mut parts = AgentParts::new(
         h,

@@ -20,6 +20,7 @@ mod openai_chat;
 mod project_run;
 mod prompt;
 mod providers;
+mod record;
 mod repl;
 mod rules;
 mod runs;

@@ -585,6 +585,7 @@ pub async fn work_tree_dirty(
         cwd: top.to_path_buf(),
         authority: std::sync::Arc::default(),
         undo: super::UndoLog::default(),
+        record: super::RecordLog::in_memory(),
     };
     let args: Vec<OsString> = [
         "status",

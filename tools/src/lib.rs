@@ -43,6 +43,7 @@ mod project_run;
 mod read_call;
 mod read_file;
 mod read_many;
+pub mod record;
 mod rewrite;
 mod tree;
 mod undo;
@@ -81,6 +82,7 @@ pub use project_info::ProjectInfoTool;
 pub use project_run::{ProjectRunTool, RunKind, RUN_DEFAULT_TIMEOUT_MS, RUN_MAX_TIMEOUT_MS};
 pub use read_file::ReadFileTool;
 pub use read_many::{ReadManyTool, READ_MANY_MAX_FILES, READ_MANY_TOTAL};
+pub use record::{RecordError, RecordLog, RecordOp, RecordTool};
 pub use tree::TreeTool;
 pub use undo::{
     content_hash, UndoLog, UndoTool, UNDO_MAX_BYTES, UNDO_MAX_FILE_BYTES, UNDO_MAX_PER_FILE,
@@ -88,44 +90,9 @@ pub use undo::{
 pub use web_search::{WebSearchTool, BRAVE_ENDPOINT, BRAVE_SEARCH_API_KEY};
 pub use write_file::WriteFileTool;
 
-/// The built-in tools this build implements, by underlying name.
-pub const IMPLEMENTED: &[&str] = &[
-    "bash",
-    "read_file",
-    "write_file",
-    "edit_file",
-    "find",
-    "grep",
-    "glob",
-    "list_directory",
-    "tree",
-    "file_info",
-    "project_info",
-    "read_many",
-    "find_symbol",
-    "file_compare",
-    "notebook_read",
-    "notebook_edit",
-    "read_json",
-    "json_edit",
-    "apply_patch",
-    "git_status",
-    "git_diff",
-    "git_log",
-    "git_show",
-    "git_blame",
-    "git_branches",
-    "run_tests",
-    "run_build",
-    "run_lint",
-    "undo",
-    "tool_search",
-    "spawn_subagent",
-    "web_search",
-    "context7_search",
-    "context7_resolve_library",
-    "context7_query_docs",
-];
+/// The built-in tools this build implements, by underlying name: every built-in the kernel has a contract for
+/// ([`loom_kernel::BUILTIN_TOOLS`]; a test checks each is built).
+pub const IMPLEMENTED: &[&str] = &loom_kernel::BUILTIN_TOOLS;
 
 /// Interim output of a running call.
 #[derive(Debug, Clone, PartialEq)]
@@ -244,6 +211,8 @@ pub struct ToolEnv {
     pub authority: Arc<loom_kernel::Authority>,
     /// The agent's undo snapshots: every change tool records what it replaced, and `undo` puts it back.
     pub undo: UndoLog,
+    /// The agent's working record (checklist, tasks, notes, goal): the record tools read and change it.
+    pub record: RecordLog,
 }
 
 /// A tool the model may call.
@@ -398,9 +367,10 @@ pub fn builtin_tool(underlying: &str, env: ToolEnv, sandbox: &SandboxEnv) -> Opt
         "json_edit" => Arc::new(JsonEditTool { env }),
         "apply_patch" => Arc::new(ApplyPatchTool { env }),
         "bash" => Arc::new(BashTool::new(env, sandbox.clone())),
-        other => match (GitOp::of(other), RunKind::of(other)) {
-            (Some(op), _) => Arc::new(GitTool::new(op, env, sandbox.clone())),
-            (_, Some(kind)) => Arc::new(ProjectRunTool::new(kind, env, sandbox.clone())),
+        other => match (GitOp::of(other), RunKind::of(other), RecordOp::of(other)) {
+            (Some(op), _, _) => Arc::new(GitTool::new(op, env, sandbox.clone())),
+            (_, Some(kind), _) => Arc::new(ProjectRunTool::new(kind, env, sandbox.clone())),
+            (_, _, Some(op)) => Arc::new(RecordTool::new(op, env)),
             _ => return None,
         },
     })
@@ -493,6 +463,7 @@ mod testutil {
             cwd,
             authority: Arc::default(),
             undo: Default::default(),
+            record: Default::default(),
         }
     }
 }
@@ -501,6 +472,28 @@ mod testutil {
 mod tests {
     use super::testutil::env;
     use super::*;
+
+    /// Every built-in the kernel knows is built here, except the ones the runtime builds itself (they need a key, the
+    /// agent's catalog or its boot).
+    #[test]
+    fn every_kernel_built_in_is_built() {
+        let dir = tempfile::tempdir().unwrap();
+        let by_runtime = [
+            "web_search",
+            "context7_search",
+            "context7_resolve_library",
+            "context7_query_docs",
+            "tool_search",
+            "spawn_subagent",
+        ];
+        for name in IMPLEMENTED.iter().filter(|n| !by_runtime.contains(n)) {
+            assert!(
+                builtin_tool(name, env(name, dir.path(), "\"*\""), &SandboxEnv::default())
+                    .is_some(),
+                "{name}"
+            );
+        }
+    }
 
     /// The kernel keeps its own list of the built-ins that write (an install directory or a lock in reach of one
     /// is refused): every built-in tool this crate makes that edits or executes is on it, and no reading one is.

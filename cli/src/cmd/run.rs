@@ -208,6 +208,31 @@ impl ReplUi for Terminal {
                 self.write(&format!("{styled}\n"));
                 self.spinner.wait(MODEL);
             }
+            SessionUpdate::Plan(p) => {
+                // the plan as the model left it: one line per entry, the one in progress marked
+                self.clear_spinner();
+                self.end_run();
+                let done = p.entries.iter().filter(|e| e.status == "completed").count();
+                let mut text = format!("  plan: {done} of {} done", p.entries.len());
+                for e in &p.entries {
+                    let mark = match e.status.as_str() {
+                        "completed" => "[x]",
+                        "in_progress" => "[~]",
+                        _ => "[ ]",
+                    };
+                    text.push_str(&format!(
+                        "
+    {mark} {}",
+                        terminal_safe(&e.content)
+                    ));
+                }
+                let styled = self.style("36", &text);
+                self.write(&format!(
+                    "{styled}
+"
+                ));
+                self.spinner.wait(MODEL);
+            }
             SessionUpdate::Frame(_) => {
                 if let Some(text) = u.notice_text() {
                     self.clear_spinner();

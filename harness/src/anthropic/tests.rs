@@ -785,6 +785,7 @@ fn agent(dir: &std::path::Path, h: Arc<dyn Harness>) -> (Agent, Arc<Mutex<Vec<Du
         cwd,
         authority: Default::default(),
         undo: Default::default(),
+        record: Default::default(),
     };
     let mut parts = AgentParts::new(
         h,

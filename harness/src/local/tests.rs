@@ -69,6 +69,7 @@ fn builtin_specs() -> Vec<ToolSpec> {
                 cwd: dir.path().to_path_buf(),
                 authority: Default::default(),
                 undo: Default::default(),
+                record: Default::default(),
             };
             let tool: Arc<dyn loom_tools::Tool> =
                 builtin_tool(name, env, &SandboxEnv::default()).unwrap();
@@ -82,6 +83,7 @@ fn builtin_specs() -> Vec<ToolSpec> {
         cwd: dir.path().to_path_buf(),
         authority: Default::default(),
         undo: Default::default(),
+        record: Default::default(),
     };
     let web =
         loom_tools::WebSearchTool::new(env, loom_protocol::Secret::new("k"), "http://127.0.0.1:9")
@@ -99,6 +101,7 @@ fn builtin_specs() -> Vec<ToolSpec> {
             cwd: dir.path().to_path_buf(),
             authority: Default::default(),
             undo: Default::default(),
+            record: Default::default(),
         };
         let op = loom_tools::Context7Op::of(name).unwrap();
         let c7 = loom_tools::Context7Tool::new(
@@ -111,6 +114,29 @@ fn builtin_specs() -> Vec<ToolSpec> {
         specs.push(loom_tools::Tool::spec(&c7));
     }
     specs
+}
+
+/// A value `prop` (a JSON schema) takes: an object or an array item is built from its required properties.
+fn sample(tool: &str, prop: &serde_json::Value) -> serde_json::Value {
+    // a union type (["integer", "string"]) is sampled by its first member; no type at all takes any JSON
+    let ty = prop["type"].as_str().or_else(|| prop["type"][0].as_str());
+    match ty {
+        _ if prop["enum"].is_array() => prop["enum"][0].clone(),
+        Some("string") => json!("x"),
+        Some("integer") => json!(3),
+        Some("boolean") => json!(true),
+        Some("array") => json!([sample(tool, &prop["items"])]),
+        Some("object") => {
+            let mut o = serde_json::Map::new();
+            for r in prop["required"].as_array().cloned().unwrap_or_default() {
+                let key = r.as_str().unwrap();
+                o.insert(key.to_string(), sample(tool, &prop["properties"][key]));
+            }
+            serde_json::Value::Object(o)
+        }
+        None if prop.get("type").is_none() => json!({"any": [1, "json"]}),
+        other => panic!("{tool}: add a sample for {other:?}"),
+    }
 }
 
 #[test]
@@ -133,18 +159,7 @@ fn every_built_in_tool_has_a_grammar_that_takes_its_calls() {
             .unwrap_or_default();
         for r in required {
             let key = r.as_str().unwrap();
-            let prop = &s.input_schema["properties"][key];
-            // a union type (["integer", "string"]) is sampled by its first member; no type at all takes any JSON
-            let ty = prop["type"].as_str().or_else(|| prop["type"][0].as_str());
-            let v = match ty {
-                _ if prop["enum"].is_array() => prop["enum"][0].clone(),
-                Some("string") => json!("x"),
-                Some("integer") => json!(3),
-                Some("array") if prop["items"]["type"] == "string" => json!(["x"]),
-                Some("array") => json!([{"old_text": "a", "new_text": "b"}]),
-                None if prop.get("type").is_none() => json!({"any": [1, "json"]}),
-                other => panic!("{}: add a sample for {other:?}", s.name),
-            };
+            let v = sample(&s.name, &s.input_schema["properties"][key]);
             input.insert(key.to_string(), v);
         }
         let call = loom_local::call_text(&s.name, &serde_json::Value::Object(input));

@@ -391,6 +391,7 @@ async fn a_function_call_round_trips_through_the_loop_after_a_529() {
         cwd,
         authority: Default::default(),
         undo: Default::default(),
+        record: Default::default(),
     };
     // a reasoning model: its reasoning comes back encrypted and is replayed
     let mut reasoning = config(&server.base);

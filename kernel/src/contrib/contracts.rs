@@ -31,7 +31,15 @@ pub fn builtin_contract(underlying: &str, harness: Option<&str>) -> Option<Contr
             optional: &["manifest"],
         },
         (
-            "tool_search" | "context7_search" | "context7_resolve_library" | "context7_query_docs",
+            "tool_search"
+            | "context7_search"
+            | "context7_resolve_library"
+            | "context7_query_docs"
+            | "todo_read"
+            | "todo_write"
+            | "update_plan"
+            | "task"
+            | "note",
             None,
         ) => Contract {
             requires: &[],
@@ -79,7 +87,7 @@ pub fn is_builtin_grant_kind(kind: &str) -> bool {
 }
 
 /// The names of the native built-in tools.
-pub const BUILTIN_TOOLS: [&str; 35] = [
+pub const BUILTIN_TOOLS: [&str; 40] = [
     "bash",
     "read_file",
     "write_file",
@@ -115,6 +123,11 @@ pub const BUILTIN_TOOLS: [&str; 35] = [
     "context7_search",
     "context7_resolve_library",
     "context7_query_docs",
+    "todo_read",
+    "todo_write",
+    "update_plan",
+    "task",
+    "note",
 ];
 
 /// Problems of a grant against a contract: unknown kinds (with the nearest known kind) and missing required kinds.

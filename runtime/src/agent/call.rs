@@ -238,7 +238,7 @@ impl Agent {
             }
         };
         let history = if slot.tool.wants_history() {
-            Some(session.pull()?)
+            Some(self.model_history(session)?)
         } else {
             None
         };
@@ -397,10 +397,11 @@ pub(super) fn rule_facts(slot: &ToolSlot, prepared: &Prepared) -> CallFacts {
     facts
 }
 
-/// What a tool of `kind` does, for plan mode: only reads and searches are known to change nothing.
+/// What a tool of `kind` does, for plan mode: only reads, searches and the working record's bookkeeping (`Think`:
+/// built-in record tools, which change nothing outside the session) are known to change nothing.
 pub(super) fn effect_of(kind: ToolKind) -> Effect {
     match kind {
-        ToolKind::Read | ToolKind::Search => Effect::Reads,
+        ToolKind::Read | ToolKind::Search | ToolKind::Think => Effect::Reads,
         ToolKind::Edit | ToolKind::Execute | ToolKind::Other => Effect::Changes,
     }
 }

@@ -127,6 +127,9 @@ pub struct AgentParts {
     pub environment: Option<(std::path::PathBuf, Option<loom_tools::SandboxEnv>)>,
     /// The deferred MCP tools, when the agent grants `tool_search`: their definitions are sent only once loaded.
     pub tool_search: Option<Arc<crate::tool_search::ToolSearch>>,
+    /// The working record (the same handle the record tools hold): kept through compactions, published as the
+    /// plan when it changes.
+    pub record: loom_tools::RecordLog,
 }
 
 impl AgentParts {
@@ -151,6 +154,7 @@ impl AgentParts {
             guidance: None,
             environment: None,
             tool_search: None,
+            record: loom_tools::RecordLog::in_memory(),
         }
     }
 }
@@ -171,6 +175,10 @@ pub struct Agent {
     environment: Option<(std::path::PathBuf, Option<loom_tools::SandboxEnv>)>,
     /// Scoped guidance (nested guidance files, path rules) already added to a tool result (each once per session).
     scoped_seen: StdMutex<std::collections::BTreeSet<String>>,
+    /// The working record (see [`AgentParts::record`]).
+    record: loom_tools::RecordLog,
+    /// The record's version last published as the plan.
+    plan_published: AtomicU64,
     tools: BTreeMap<String, ToolSlot>,
     ctx: PathCtx,
     permissions: Permissions,
@@ -265,6 +273,8 @@ impl Agent {
             }),
             guidance_notices: StdMutex::new(std::collections::BTreeSet::new()),
             scoped_seen: StdMutex::new(std::collections::BTreeSet::new()),
+            record: parts.record,
+            plan_published: AtomicU64::new(0),
             environment: parts.environment,
             tool_search: parts.tool_search,
             tools: parts.tools,
@@ -454,6 +464,43 @@ impl Agent {
         ))
     }
 
+    /// The history the model sees: the session chain pulled, and, when a compaction summary opens it, the working
+    /// record appended to that summary — the record is kept apart from the conversation, so a compaction never loses
+    /// it.
+    pub(crate) fn model_history(
+        &self,
+        session: &Chain,
+    ) -> Result<Vec<SessionUpdate>, SessionError> {
+        let mut events = session.pull()?;
+        crate::record::keep_through_compaction(&mut events, &self.record.snapshot());
+        Ok(events)
+    }
+
+    /// The working record now.
+    pub fn record(&self) -> loom_tools::record::Record {
+        self.record.snapshot()
+    }
+
+    /// Sets (or, with empty text, clears) the session's goal: the user's `/goal`.
+    pub fn set_goal(&self, text: &str) -> Result<(), String> {
+        self.record.change(|r| r.set_goal(text))?;
+        self.publish_plan_if_changed();
+        Ok(())
+    }
+
+    /// The record as an ACP plan update.
+    pub fn plan_update(&self) -> SessionUpdate {
+        SessionUpdate::Plan(crate::record::plan_of(&self.record.snapshot()))
+    }
+
+    /// Publishes the plan when the record changed since it was last published.
+    pub(crate) fn publish_plan_if_changed(&self) {
+        let now = self.record.version();
+        if self.plan_published.swap(now, Ordering::SeqCst) != now {
+            self.bus.publish(&self.plan_update());
+        }
+    }
+
     /// Queues user text for the running turn: it enters history after the current tool batch (or at the start of
     /// the next turn when idle).
     pub fn steer(&self, text: impl Into<String>) {
@@ -474,7 +521,7 @@ impl Agent {
         system_prompt.extend(self.system.iter().cloned());
         system_prompt.extend(self.guidance_sections(false));
         system_prompt.extend(session.system_prompt_sections());
-        let mut events = session.pull()?;
+        let mut events = self.model_history(&session)?;
         events.push(SessionUpdate::UserMessageChunk(Chunk {
             content: Content::text(text),
             message_id: None,

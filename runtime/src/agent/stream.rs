@@ -96,6 +96,8 @@ impl Agent {
                 raw_output: out.raw_output,
             }),
         )
-        .await
+        .await?;
+        self.publish_plan_if_changed();
+        Ok(())
     }
 }

@@ -141,7 +141,7 @@ impl Agent {
             let (mut stream, first) = loop {
                 let request = ModelRequest {
                     system: system.clone(),
-                    messages: to_messages(&session.pull()?),
+                    messages: to_messages(&self.model_history(session)?),
                     // per request: a tool loaded by tool_search is offered from the next request on
                     tools: self.tool_specs(),
                     turn,

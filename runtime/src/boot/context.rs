@@ -46,6 +46,8 @@ pub(super) struct Boot {
     pub(super) sandbox: SandboxEnv,
     /// The agent's undo snapshots, shared by its change tools and `undo`.
     pub(super) undo: loom_tools::UndoLog,
+    /// The agent's working record, shared by its record tools and the agent.
+    pub(super) record: loom_tools::RecordLog,
     /// The agent's deferred MCP tools, when it grants `tool_search`.
     pub(super) tool_search: Arc<crate::tool_search::ToolSearch>,
     /// The harness, once built (spawn_subagent reaches it through this cell).
@@ -140,7 +142,13 @@ impl Boot {
                 storage.display()
             )),
         }
+        let record =
+            open_record(m, &loaded.dir, &storage, &mut notes).map_err(|e| BootError::Storage {
+                file: file.clone(),
+                message: e.to_string(),
+            })?;
         Ok(Boot {
+            record,
             file,
             cwd,
             ctx,
@@ -203,4 +211,46 @@ impl Boot {
         }
         Ok(system)
     }
+}
+
+/// The file the working record of a resumable session is kept in, in the agent's storage.
+pub const RECORD_FILE: &str = "record.json";
+
+/// The agent's working record: kept in memory for a session that does not outlive the process, and in
+/// [`RECORD_FILE`] of its storage for one that can be resumed (a `file` session layer). A stored record whose session
+/// log is gone or empty belongs to a session that no longer exists: it is set aside (`record.prev.json`, with a
+/// note), never shown to a new session.
+fn open_record(
+    m: &loom_kernel::Manifest,
+    manifest_dir: &std::path::Path,
+    storage: &std::path::Path,
+    notes: &mut Vec<String>,
+) -> Result<loom_tools::RecordLog, loom_tools::RecordError> {
+    let Some(log) = crate::session::resumable_log(&m.session, manifest_dir, storage) else {
+        return Ok(loom_tools::RecordLog::in_memory());
+    };
+    let file = storage.join(RECORD_FILE);
+    let log_has_history = std::fs::metadata(&log).is_ok_and(|md| md.len() > 0);
+    if !log_has_history && file.exists() {
+        let prev = storage.join("record.prev.json");
+        match std::fs::rename(&file, &prev) {
+            Ok(()) => notes.push(format!(
+                "{} held the working record of a session whose log ({}) is gone or empty; it was set aside as {} and \
+                 this session starts with an empty record",
+                file.display(),
+                log.display(),
+                prev.display()
+            )),
+            Err(e) => {
+                return Err(loom_tools::RecordError {
+                    path: file.display().to_string(),
+                    reason: format!(
+                        "it belongs to a session whose log ({}) is gone, and it could not be set aside ({e})",
+                        log.display()
+                    ),
+                })
+            }
+        }
+    }
+    loom_tools::RecordLog::open(&file)
 }

@@ -98,6 +98,22 @@ pub fn boot_with(
     parts.max_turn_requests = max_turn_requests;
     parts.system = system;
     parts.tools = std::mem::take(&mut boot.tools);
+    // the working record: the record tools' handle, kept through compactions and published as the plan; with record
+    // tools, the system prompt says how to keep it
+    parts.record = boot.record.clone();
+    let record_tools: Vec<(&str, String)> = parts
+        .tools
+        .iter()
+        .filter_map(|(instance, s)| {
+            s.tool
+                .builtin()
+                .filter(|b| loom_tools::RecordOp::of(b).is_some())
+                .map(|b| (b, instance.clone()))
+        })
+        .collect();
+    parts
+        .system
+        .extend(crate::record::prompt_section(&record_tools));
     // with tool_search granted, the MCP tools' definitions stay out of requests until the model loads them
     if parts
         .tools

@@ -84,6 +84,7 @@ impl Boot {
                 cwd: self.cwd.clone(),
                 authority: self.authority.clone(),
                 undo: self.undo.clone(),
+                record: self.record.clone(),
             };
             let built = if let Some((key, table)) = mcp {
                 let place = McpPlace {
@@ -215,6 +216,7 @@ impl Boot {
                         cwd: self.cwd.clone(),
                         authority: self.authority.clone(),
                         undo: self.undo.clone(),
+                        record: self.record.clone(),
                     };
                     // the agent's sandbox, with its secrets screened and its authority files read-only: a tool a
                     // group adds is confined exactly like the manifest's own

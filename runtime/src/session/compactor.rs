@@ -122,7 +122,9 @@ pub(crate) fn transcript(events: &[SessionUpdate]) -> Vec<Entry> {
                 run = None;
                 continue;
             }
-            SessionUpdate::UsageUpdate(_) | SessionUpdate::Frame(_) => continue,
+            SessionUpdate::UsageUpdate(_) | SessionUpdate::Plan(_) | SessionUpdate::Frame(_) => {
+                continue
+            }
         };
         let (content, message_id) = chunk;
         let key = (who, message_id.clone());

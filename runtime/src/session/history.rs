@@ -53,7 +53,7 @@ pub fn to_messages(events: &[SessionUpdate]) -> Vec<Message> {
                 b.pending.remove(pos);
                 b.result(u.tool_call_id.clone(), u.text(), is_error);
             }
-            SessionUpdate::UsageUpdate(_) | SessionUpdate::Frame(_) => {}
+            SessionUpdate::UsageUpdate(_) | SessionUpdate::Plan(_) | SessionUpdate::Frame(_) => {}
         }
     }
     b.settle();

@@ -13,7 +13,7 @@
 //! agent's harness, so a model compactor can summarise through it.
 
 mod compacting;
-mod compactor;
+pub(crate) mod compactor;
 mod file;
 mod history;
 mod memory;
