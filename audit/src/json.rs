@@ -83,6 +83,8 @@ pub fn render_json(r: &Report) -> Json {
         "storage": r.storage.display().to_string(),
         "cwd": r.ctx.base,
         "harness": m.harness.as_ref().map(|h| json!({ "provider": h.provider, "model": h.config.get("model").and_then(|v| v.as_str()) })),
+        "harnesses": m.harnesses.iter().map(|(n, h)| (n.clone(), json!({ "provider": h.provider, "model": h.config.get("model").and_then(|v| v.as_str()) }))).collect::<serde_json::Map<String, serde_json::Value>>(),
+        "supervisor": { "enabled": m.supervisor.enabled, "maxRounds": m.supervisor.max_rounds, "review": m.supervisor.review, "reviewBudget": m.supervisor.review_budget },
         "session": { "layers": m.session.layers.iter().map(|l| l.provider.clone()).collect::<Vec<_>>(), "defaulted": m.session.defaulted },
         "ceilingDefaulted": r.ceiling.defaulted,
         "grants": grants,

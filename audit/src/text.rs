@@ -25,22 +25,34 @@ pub fn render_text(r: &Report) -> String {
     );
     match &m.harness {
         Some(h) => {
-            let model = h
-                .config
-                .get("model")
-                .and_then(|v| v.as_str())
-                .map(|s| format!(" (model {s})"))
-                .unwrap_or_default();
-            let _ = writeln!(
-                o,
-                "harness   {}{model}{}",
-                h.provider,
-                harness_secret(&h.provider)
-            );
+            let _ = writeln!(o, "harness   {}", harness_line(h));
         }
         None => {
             let _ = writeln!(o, "harness   none declared");
         }
+    }
+    for (name, h) in &m.harnesses {
+        let _ = writeln!(o, "harness   {name} = {}  (named)", harness_line(h));
+    }
+    if m.supervisor.enabled || m.supervisor.review.is_some() {
+        let s = &m.supervisor;
+        let _ = writeln!(
+            o,
+            "supervisor {}, sends a turn back at most {} time(s){}",
+            if s.enabled {
+                "on"
+            } else {
+                "off (the REPL can switch it on)"
+            },
+            s.max_rounds,
+            s.review
+                .as_ref()
+                .map(|r| format!(
+                    "; {r} reviews completion claims ({} request(s) a turn)",
+                    s.review_budget
+                ))
+                .unwrap_or_default()
+        );
     }
     if let Some(p) = &m.agent.system_prompt {
         let _ = writeln!(
@@ -322,6 +334,17 @@ fn render_shipped(o: &mut String, s: &loom_kernel::ShippedState) {
             }
         }
     }
+}
+
+/// A harness as audit shows it: its provider, model and the key it needs.
+fn harness_line(h: &loom_kernel::HarnessSpec) -> String {
+    let model = h
+        .config
+        .get("model")
+        .and_then(|v| v.as_str())
+        .map(|s| format!(" (model {s})"))
+        .unwrap_or_default();
+    format!("{}{model}{}", h.provider, harness_secret(&h.provider))
 }
 
 fn harness_secret(provider: &str) -> &'static str {

@@ -97,8 +97,8 @@ pub use manifest::{
     is_safe_id, manifest_from_table, parse_manifest, parse_sidecar_group, parse_tool_group,
     AcceptedGap, AgentSpec, HarnessSpec, LayerSpec, Manifest, ManifestError, ProviderRef,
     ProviderSpec, SandboxSection, SessionSpec, Shipped, Source, SubagentRef, SubagentSource,
-    SystemPrompt, ToolEntry, ToolGroup, DEFAULT_TOOLS, MAX_ID_LEN, MAX_MANIFEST_BYTES, MAX_NESTING,
-    META_FACTORIES,
+    SupervisorSpec, SystemPrompt, ToolEntry, ToolGroup, DEFAULT_MAX_ROUNDS, DEFAULT_REVIEW_BUDGET,
+    DEFAULT_TOOLS, MAX_ID_LEN, MAX_MANIFEST_BYTES, MAX_NESTING, META_FACTORIES,
 };
 pub use policy::authority::{
     authority_candidates, authority_denial, authority_exposure, command_words, guidance_candidates,

@@ -169,6 +169,8 @@ pub enum Command {
     Record,
     /// `/goal [text]`: show or set the session's goal.
     Goal,
+    /// `/supervisor [on|off]`: show or switch the supervisor for this session.
+    Supervisor,
     /// `/quit`.
     Quit,
 }
@@ -213,6 +215,11 @@ pub(crate) const COMMANDS: &[(&str, Command, &str)] = &[
         Command::Goal,
         "/goal TEXT sets the session's goal, /goal clear clears it, /goal shows it",
     ),
+    (
+        "/supervisor",
+        Command::Supervisor,
+        "/supervisor on|off: send the model back while its record has unfinished work",
+    ),
     ("/quit", Command::Quit, "leave (also Ctrl-D)"),
 ];
 
@@ -242,6 +249,9 @@ pub(crate) fn parse_command(line: &str) -> Option<Result<Command, String>> {
     // the one command that takes text after it
     if word == "/goal" || word.starts_with("/goal ") {
         return Some(Ok(Command::Goal));
+    }
+    if matches!(word, "/supervisor" | "/supervisor on" | "/supervisor off") {
+        return Some(Ok(Command::Supervisor));
     }
     Some(
         COMMANDS
@@ -556,6 +566,27 @@ async fn command(
             } else {
                 ui.note(&r.render());
             }
+        }
+        Command::Supervisor => {
+            match line.split_whitespace().nth(1) {
+                Some("on") => agent.set_supervising(true),
+                Some("off") => agent.set_supervising(false),
+                _ => {}
+            }
+            let s = agent.supervisor();
+            ui.note(&if agent.supervising() {
+                format!(
+                    "the supervisor is on: a turn that ends with unfinished work in the record is sent back (at \
+                     most {} time(s){})",
+                    s.max_rounds,
+                    s.review
+                        .as_ref()
+                        .map(|(n, _)| format!("; {n} reviews completion claims"))
+                        .unwrap_or_default()
+                )
+            } else {
+                "the supervisor is off; /supervisor on switches it on for this session".to_string()
+            });
         }
         Command::Goal => {
             let text = line.trim().strip_prefix("/goal").unwrap_or("").trim();

@@ -34,6 +34,7 @@ mod skills;
 mod skills_bundled;
 mod subagent;
 mod subagent_policy;
+mod supervisor;
 mod terminal;
 mod thinking;
 mod torn_log;

@@ -13,6 +13,7 @@ use super::sandbox::{parse_sandbox, SandboxSection};
 use super::session::{parse_session, SessionSpec};
 use super::subst::substitute_table;
 use super::suggest::unknown_key_message;
+use super::supervise::{named_harness, parse_harnesses, parse_supervisor, SupervisorSpec};
 use super::text::parse_toml;
 use super::tools::{default_tools, parse_grant, parse_tools, ProviderRef, Resolver, ToolEntry};
 use super::typed::{want_table, wrong_type};
@@ -33,6 +34,8 @@ const SECTIONS: &[&str] = &[
     "hooks",
     "sandbox",
     "consent",
+    "harnesses",
+    "supervisor",
 ];
 
 /// Provider handle names nobody may define: they already mean something.
@@ -49,6 +52,10 @@ pub struct Manifest {
     pub agent: AgentSpec,
     /// `[harness]`, when present (a sub-agent may inherit its parent's).
     pub harness: Option<HarnessSpec>,
+    /// `[harnesses.NAME]`: named harnesses the supervisor's review and compaction can use.
+    pub harnesses: BTreeMap<String, HarnessSpec>,
+    /// `[supervisor]`.
+    pub supervisor: SupervisorSpec,
     /// `[session]`, or the default chain.
     pub session: SessionSpec,
     /// `[providers]`: handle -> spec.
@@ -138,6 +145,14 @@ pub(crate) fn build_manifest(
             parse_harness(ctx, &p, want_table(ctx, &p, v)?)
         })
         .transpose()?;
+    let harnesses = match table.get("harnesses") {
+        Some(v) => parse_harnesses(ctx, &join(prefix, "harnesses"), v)?,
+        None => BTreeMap::new(),
+    };
+    let supervisor = match table.get("supervisor") {
+        Some(v) => parse_supervisor(ctx, &join(prefix, "supervisor"), v, &harnesses)?,
+        None => SupervisorSpec::default(),
+    };
     let session = match table.get("session") {
         Some(v) => {
             let p = join(prefix, "session");
@@ -145,6 +160,18 @@ pub(crate) fn build_manifest(
         }
         None => SessionSpec::default_chain(),
     };
+    // a compacting layer's summarizer: the heuristic, the agent's own model, or a named harness
+    for l in &session.layers {
+        if let Some(v) = l.config.get("summarizer") {
+            let p = join(&join(&join(prefix, "session"), &l.provider), "summarizer");
+            let name = v.as_str().unwrap_or_default();
+            if !matches!(name, "heuristic" | "model") {
+                named_harness(ctx, &p, name, &harnesses).map_err(|e| {
+                    e.with_hint("summarizer = \"heuristic\" (the default), \"model\" (the agent's own), or a [harnesses] name")
+                })?;
+            }
+        }
+    }
     let providers = match table.get("providers") {
         Some(v) => parse_providers(ctx, &join(prefix, "providers"), v, RESERVED_HANDLES)?,
         None => BTreeMap::new(),
@@ -209,6 +236,8 @@ pub(crate) fn build_manifest(
         None => BTreeMap::new(),
     };
     Ok(Manifest {
+        harnesses,
+        supervisor,
         sandbox,
         agent,
         harness,

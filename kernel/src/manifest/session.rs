@@ -60,6 +60,7 @@ fn builtin_layer(provider: &str) -> Option<(bool, &'static [(&'static str, Ty)])
                 ("tokenFraction", Ty::Fraction),
                 ("keep", Ty::Count),
                 ("persist", Ty::Bool),
+                ("summarizer", Ty::Str),
             ],
         ),
         "skills" => (

@@ -14,6 +14,36 @@ fn env(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
 }
 
 #[track_caller]
+#[test]
+fn named_harnesses_and_the_supervisor_parse_with_their_defaults() {
+    let m = parses(
+        "[agent]\nname = \"a\"\n[harnesses.cheap]\nprovider = \"anthropic\"\nmodel = \"claude-haiku-4-5\"\n\
+         [supervisor]\nenabled = true\nreview = \"cheap\"\n\
+         [session]\nlayers = [\"compacting\", \"in-memory\"]\n[session.compacting]\nsummarizer = \"cheap\"\n",
+    );
+    assert_eq!(m.harnesses["cheap"].provider, "anthropic");
+    assert_eq!(
+        m.supervisor,
+        crate::SupervisorSpec {
+            enabled: true,
+            max_rounds: crate::DEFAULT_MAX_ROUNDS,
+            review: Some("cheap".into()),
+            review_budget: crate::DEFAULT_REVIEW_BUDGET,
+        }
+    );
+    let plain = parses("[agent]\nname = \"a\"\n");
+    assert!(plain.harnesses.is_empty() && !plain.supervisor.enabled);
+    // a named harness's keys are checked like [harness]'s
+    let e = parse_manifest(
+        "[agent]\nname = \"a\"\n[harnesses.c]\nprovider = \"anthropic\"\nmodle = \"x\"\n",
+        "agent.toml",
+        &BTreeMap::new(),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("harnesses.c.modle: unknown key"), "{e}");
+}
+
 fn parses(text: &str) -> Manifest {
     parses_with(text, &env(&[]))
 }
@@ -1065,6 +1095,14 @@ fn wrong_types_and_shapes() {
         ("[agent]\nname = \"a\"\n[providers]\nf = { provider = \"@x/fetch\", capabilities = \"*\" }\n", "providers.f.capabilities: a provider entry carries no authority"),
         ("[agent]\nname = \"a\"\n[session]\nlayers = [\"compacting\", \"in-memory\"]\n[session.compacting]\ntoken_fraction = 1.5\n", "session.compacting.token_fraction: 1.5 is not a fraction in (0, 1]"),
         ("[agent]\nname = \"a\"\n[session]\nlayers = [\"compacting\", \"in-memory\"]\n[session.compacting]\ntokenFraction = \"half\"\n", "session.compacting.tokenFraction: expected a number between 0 and 1, found a string"),
+        ("[agent]\nname = \"a\"\n[harnesses.cheap]\nmodel = \"x\"\n", "harnesses.cheap.provider: missing; a harness names its provider"),
+        ("[agent]\nname = \"a\"\n[harnesses.\"../x\"]\nprovider = \"test\"\n", "harnesses.\"../x\": a harness name is 1 to 64 characters"),
+        ("[agent]\nname = \"a\"\n[harnesses.p]\nprovider = \"small-model-of-parent\"\n", "harnesses.p.provider: \"small-model-of-parent\" works only as a sub-agent's [harness]"),
+        ("[agent]\nname = \"a\"\n[supervisor]\nenabled = \"yes\"\n", "supervisor.enabled: expected true or false, found a string"),
+        ("[agent]\nname = \"a\"\n[supervisor]\nmax_rounds = 0\n", "supervisor.max_rounds: 0 is not between 1 and 20"),
+        ("[agent]\nname = \"a\"\n[supervisor]\nmax_round = 2\n", "supervisor.max_round: unknown key"),
+        ("[agent]\nname = \"a\"\n[supervisor]\nreview = \"judge\"\n", "supervisor.review: names no harness \"judge\" (there are none; declare one as [harnesses.NAME] with a provider)"),
+        ("[agent]\nname = \"a\"\n[harnesses.cheap]\nprovider = \"test\"\n[session]\nlayers = [\"compacting\", \"in-memory\"]\n[session.compacting]\nsummarizer = \"big\"\n", "session.compacting.summarizer: names no harness \"big\" (the named harnesses are cheap)"),
         ("[agent]\nname = \"a\"\n[providers]\nx = 1\n", "providers.x: expected a provider table, found an integer"),
         ("[agent]\nname = \"a\"\n[providers]\nx = \"notes\"\n", "providers.x: \"notes\" is not a provider source"),
         ("[agent]\nname = \"a\"\n[providers]\nx = {}\n", "providers.x: names no source or factory"),

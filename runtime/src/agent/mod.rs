@@ -43,10 +43,12 @@ mod ask;
 mod call;
 mod explain;
 mod stream;
+mod supervise;
 mod turn;
 
 pub use ask::{AskAnswer, Asker, PermissionAsk};
 pub use explain::{ExplainRefusal, Explanation};
+pub use supervise::Supervisor;
 
 use call::{effect_of, rule_facts};
 
@@ -130,6 +132,8 @@ pub struct AgentParts {
     /// The working record (the same handle the record tools hold): kept through compactions, published as the
     /// plan when it changes.
     pub record: loom_tools::RecordLog,
+    /// The supervisor's settings.
+    pub supervisor: Supervisor,
 }
 
 impl AgentParts {
@@ -155,6 +159,7 @@ impl AgentParts {
             environment: None,
             tool_search: None,
             record: loom_tools::RecordLog::in_memory(),
+            supervisor: Supervisor::default(),
         }
     }
 }
@@ -179,6 +184,9 @@ pub struct Agent {
     record: loom_tools::RecordLog,
     /// The record's version last published as the plan.
     plan_published: AtomicU64,
+    /// The supervisor's settings, and whether it is on for this session.
+    supervisor: Supervisor,
+    supervising: AtomicBool,
     tools: BTreeMap<String, ToolSlot>,
     ctx: PathCtx,
     permissions: Permissions,
@@ -275,6 +283,8 @@ impl Agent {
             scoped_seen: StdMutex::new(std::collections::BTreeSet::new()),
             record: parts.record,
             plan_published: AtomicU64::new(0),
+            supervising: AtomicBool::new(parts.supervisor.enabled),
+            supervisor: parts.supervisor,
             environment: parts.environment,
             tool_search: parts.tool_search,
             tools: parts.tools,

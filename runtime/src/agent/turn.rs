@@ -108,6 +108,7 @@ impl Agent {
         system.extend(session.system_prompt_sections());
         let mut doom = DoomGuard::default();
         let mut stop_hooks_ran = false;
+        let mut rounds = super::supervise::Rounds::default();
         for request_in_turn in 0u32.. {
             if cancel.is_cancelled() {
                 return Err(Stop::Cancelled);
@@ -324,6 +325,20 @@ impl Agent {
                     .filter_map(|o| o.verdict.continue_with)
                     .collect();
                 if reasons.is_empty() {
+                    // the supervisor may send the model back while its working record has unfinished work
+                    if stop == TurnStop::EndTurn {
+                        if let Some(back) =
+                            self.supervise(turn, final_text, &mut rounds, cancel).await
+                        {
+                            self.user_message(
+                                session,
+                                format!("user-{}-{turn}-supervisor-{request_in_turn}", self.nonce),
+                                back,
+                            )
+                            .await?;
+                            continue;
+                        }
+                    }
                     return Ok(stop);
                 }
                 self.user_message(

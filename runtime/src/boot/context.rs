@@ -48,6 +48,8 @@ pub(super) struct Boot {
     pub(super) undo: loom_tools::UndoLog,
     /// The agent's working record, shared by its record tools and the agent.
     pub(super) record: loom_tools::RecordLog,
+    /// The manifest's named harnesses, built before the session (a compacting layer may summarise through one).
+    pub(super) named: crate::session::NamedHarnesses,
     /// The agent's deferred MCP tools, when it grants `tool_search`.
     pub(super) tool_search: Arc<crate::tool_search::ToolSearch>,
     /// The harness, once built (spawn_subagent reaches it through this cell).
@@ -148,6 +150,7 @@ impl Boot {
                 message: e.to_string(),
             })?;
         Ok(Boot {
+            named: crate::session::NamedHarnesses::default(),
             record,
             file,
             cwd,

@@ -28,6 +28,35 @@ impl Boot {
         }
     }
 
+    /// Builds the manifest's named harnesses (`[harnesses.NAME]`, built-in providers only) into [`Boot::named`];
+    /// one that cannot be built stops boot, naming it.
+    pub(super) fn named_harnesses(&mut self) -> Result<(), BootError> {
+        let loaded = self.loaded.clone();
+        let place = crate::harness::HarnessPlace {
+            manifest_dir: loaded.dir.clone(),
+            env: self.env.clone(),
+            models_dir: Some(crate::storage::models_dir(&self.env)),
+        };
+        for (name, spec) in &loaded.manifest.harnesses {
+            let (h, _) = build_harness_in(Some(spec), &self.chain, &place).map_err(|e| {
+                let why = match self.harness_err(e) {
+                    BootError::Harness { source, .. } => source.to_string(),
+                    other => other.to_string(),
+                };
+                BootError::Refused {
+                    file: self.file.clone(),
+                    key: format!("harnesses.{name}"),
+                    message: why
+                        .trim_start_matches("[harness]: ")
+                        .trim_start_matches("[harness] ")
+                        .to_string(),
+                }
+            })?;
+            self.named.0.insert(name.clone(), h);
+        }
+        Ok(())
+    }
+
     /// Builds the harness and its `maxTurnRequests`; `prebuilt` is the SDK's instance, `server_tools` the wire
     /// definitions of the harness server tools the grants allow.
     pub(super) fn harness(

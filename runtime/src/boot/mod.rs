@@ -83,6 +83,7 @@ pub fn boot_with(
         file: file.clone(),
         message: e.to_string(),
     })?;
+    boot.named_harnesses()?;
     let mut session = boot.session(prebuilt.layers)?;
     // contributed tool groups (skills, session layers): judged by the kernel, fail-soft, bound before tools are built
     let mut bound = bind_groups(&loaded, &ceiling, &boot.ctx, &grants, &mut session);
@@ -114,6 +115,17 @@ pub fn boot_with(
     parts
         .system
         .extend(crate::record::prompt_section(&record_tools));
+    // the supervisor: the review model is one of the named harnesses built above
+    let sup = &m.supervisor;
+    parts.supervisor = crate::agent::Supervisor {
+        enabled: sup.enabled,
+        max_rounds: sup.max_rounds,
+        review: sup
+            .review
+            .as_ref()
+            .and_then(|n| boot.named.0.get(n).map(|h| (n.clone(), h.clone()))),
+        review_budget: sup.review_budget,
+    };
     // with tool_search granted, the MCP tools' definitions stay out of requests until the model loads them
     if parts
         .tools

@@ -55,6 +55,7 @@ impl Boot {
                 &self.env,
             ),
             providers: session_providers,
+            harnesses: self.named.clone(),
         };
         let (session, session_notes) =
             build_chain_with(&m.session, &place, prebuilt).map_err(|source| {

@@ -63,6 +63,10 @@ impl Clock for SystemClock {
     }
 }
 
+/// The largest fraction of the context window a token threshold may reach: the rest is room for the request that
+/// trips it and the summarisation that follows.
+pub const MAX_FRACTION: f64 = 0.8;
+
 /// How a `compacting` layer decides and what it keeps.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CompactingConfig {
@@ -155,6 +159,13 @@ impl CompactingConfig {
             }
             (a, b) => a.or(b),
         };
+        if let Some(f) = c.token_fraction.filter(|f| *f > MAX_FRACTION) {
+            notes.push(format!(
+                "session.compacting: token_fraction {f} is above {MAX_FRACTION}, so it was capped at {MAX_FRACTION} \
+                 (compaction needs room in the window for the request that trips it and the summary)"
+            ));
+            c.token_fraction = Some(MAX_FRACTION);
+        }
         c.persist = match config.get("persist") {
             None | Some(toml::Value::Boolean(false)) => None,
             Some(toml::Value::Boolean(true)) => Some(storage.join(STATE_FILE)),
@@ -466,7 +477,14 @@ impl CompactingLayer {
     /// True when automatic compaction should run over a view of `events` events.
     fn trips(&self, events: usize) -> bool {
         if let Some(used) = self.used {
-            let by_count = self.config.token_threshold.map(|t| used >= t);
+            // an explicit token threshold never waits past MAX_FRACTION of the window, when the window is known
+            let cap = self
+                .context_window()
+                .map(|size| (MAX_FRACTION * size as f64) as u64);
+            let by_count = self
+                .config
+                .token_threshold
+                .map(|t| used >= cap.map_or(t, |c| t.min(c)));
             let by_fraction = self
                 .config
                 .token_fraction

@@ -231,6 +231,51 @@ pub const DEFAULT_INSTRUCTION: &str = "Write a handoff summary of the conversati
 pub const DEFAULT_COMPACTOR_SYSTEM: &str =
     "You summarise agent conversations faithfully and concisely for the agent that continues them.";
 
+/// The most transcript characters one request to a model with `window` tokens carries: half the window.
+fn chunk_chars_of(window: u64) -> usize {
+    usize::try_from((window / 2).max(1).saturating_mul(CHARS_PER_TOKEN)).unwrap_or(usize::MAX)
+}
+
+/// The transcript of `events` cut into chunks of at most `max` characters, at entry boundaries where possible (an
+/// entry longer than a chunk is split).
+fn chunks_of(events: &[SessionUpdate], max: usize) -> Vec<String> {
+    let mut chunks: Vec<String> = Vec::new();
+    let mut current = String::new();
+    let mut current_len = 0usize;
+    for entry in transcript(events) {
+        let line = format!("{}: {}\n", entry.who, entry.text);
+        let mut rest: &str = &line;
+        while !rest.is_empty() {
+            let room = max - current_len;
+            let take = match rest.char_indices().nth(room) {
+                Some((at, _)) => at,
+                None => rest.len(),
+            };
+            // start a fresh chunk rather than split an entry that would fit in one
+            let whole = rest.chars().count();
+            if take < rest.len() && current_len > 0 && whole <= max {
+                chunks.push(std::mem::take(&mut current));
+                current_len = 0;
+                continue;
+            }
+            current.push_str(&rest[..take]);
+            current_len += rest[..take].chars().count();
+            rest = &rest[take..];
+            if current_len >= max {
+                chunks.push(std::mem::take(&mut current));
+                current_len = 0;
+            }
+        }
+    }
+    if !current.is_empty() {
+        chunks.push(current);
+    }
+    chunks
+}
+
+/// The window a compactor sized by its harness assumes when the harness does not know its own.
+pub const AUTO_WINDOW: u64 = 32_000;
+
 /// Compaction requests are numbered apart from user turns: this bit is set in their `ModelRequest::turn`.
 pub const COMPACTION_TURN_BIT: u64 = 1 << 63;
 
@@ -264,6 +309,16 @@ impl ModelCompactor {
         }
     }
 
+    /// A compactor whose requests are sized by the context window of the harness it asks (that harness's
+    /// `contextWindow` or table of known models, else [`AUTO_WINDOW`]): what `summarizer = "model"` or a named
+    /// harness builds from a manifest.
+    pub fn sized_by_harness() -> ModelCompactor {
+        ModelCompactor {
+            context_window: 0,
+            ..ModelCompactor::new(1)
+        }
+    }
+
     /// Asks `harness` (a smaller model, say) instead of the agent's.
     pub fn with_harness(mut self, harness: Arc<dyn Harness>) -> ModelCompactor {
         self.harness = Some(harness);
@@ -284,50 +339,13 @@ impl ModelCompactor {
 
     /// The most transcript characters one request carries: half the context window.
     pub fn chunk_chars(&self) -> usize {
-        usize::try_from(
-            (self.context_window / 2)
-                .max(1)
-                .saturating_mul(CHARS_PER_TOKEN),
-        )
-        .unwrap_or(usize::MAX)
+        chunk_chars_of(self.context_window.max(1))
     }
 
     /// The transcript of `events` cut into chunks of at most [`ModelCompactor::chunk_chars`] characters, at entry
     /// boundaries where possible (an entry longer than a chunk is split).
     pub fn chunks(&self, events: &[SessionUpdate]) -> Vec<String> {
-        let max = self.chunk_chars();
-        let mut chunks: Vec<String> = Vec::new();
-        let mut current = String::new();
-        let mut current_len = 0usize;
-        for entry in transcript(events) {
-            let line = format!("{}: {}\n", entry.who, entry.text);
-            let mut rest: &str = &line;
-            while !rest.is_empty() {
-                let room = max - current_len;
-                let take = match rest.char_indices().nth(room) {
-                    Some((at, _)) => at,
-                    None => rest.len(),
-                };
-                // start a fresh chunk rather than split an entry that would fit in one
-                let whole = rest.chars().count();
-                if take < rest.len() && current_len > 0 && whole <= max {
-                    chunks.push(std::mem::take(&mut current));
-                    current_len = 0;
-                    continue;
-                }
-                current.push_str(&rest[..take]);
-                current_len += rest[..take].chars().count();
-                rest = &rest[take..];
-                if current_len >= max {
-                    chunks.push(std::mem::take(&mut current));
-                    current_len = 0;
-                }
-            }
-        }
-        if !current.is_empty() {
-            chunks.push(current);
-        }
-        chunks
+        chunks_of(events, self.chunk_chars())
     }
 
     fn body(&self, so_far: Option<&str>, chunk: &str, part: usize, parts: usize) -> String {
@@ -353,59 +371,80 @@ impl ModelCompactor {
         ctx: &CompactCtx<'_>,
     ) -> Result<String, SummaryError> {
         let n = self.requests.fetch_add(1, Ordering::SeqCst);
-        let request = ModelRequest {
-            system: vec![self.system_prompt.clone()],
-            messages: vec![Message::user_text(body)],
-            tools: Vec::new(),
-            turn: COMPACTION_TURN_BIT | n,
-            request_in_turn: 0,
+        ask_once(
+            harness,
+            &self.system_prompt,
+            body,
+            COMPACTION_TURN_BIT | n,
+            "summarisation",
+            ctx.cancel,
+        )
+        .await
+    }
+}
+
+/// One request of `harness` with `system` and one user message `body`, no tools: the answer's text, or why there
+/// is none (`what` names the request in errors: "summarisation", "review").
+pub(crate) async fn ask_once(
+    harness: &dyn Harness,
+    system: &str,
+    body: String,
+    turn: u64,
+    what: &str,
+    cancel: &tokio_util::sync::CancellationToken,
+) -> Result<String, SummaryError> {
+    let request = ModelRequest {
+        system: vec![system.to_string()],
+        messages: vec![Message::user_text(body)],
+        tools: Vec::new(),
+        turn,
+        request_in_turn: 0,
+    };
+    let failed = |e: HarnessError| match e {
+        HarnessError::Cancelled => SummaryError::Cancelled,
+        e => SummaryError::Failed(format!(
+            "the {what} request to {} failed: {e}",
+            harness.name()
+        )),
+    };
+    let mut stream = tokio::select! {
+        s = harness.stream(request, cancel.child_token()) => s.map_err(failed)?,
+        _ = cancel.cancelled() => return Err(SummaryError::Cancelled),
+    };
+    let (mut text, mut thought) = (String::new(), false);
+    loop {
+        let item = tokio::select! {
+            item = stream.next() => item,
+            _ = cancel.cancelled() => return Err(SummaryError::Cancelled),
         };
-        let failed = |e: HarnessError| match e {
-            HarnessError::Cancelled => SummaryError::Cancelled,
-            e => SummaryError::Failed(format!(
-                "the summarisation request to {} failed: {e}",
-                harness.name()
-            )),
-        };
-        let mut stream = tokio::select! {
-            s = harness.stream(request, ctx.cancel.child_token()) => s.map_err(failed)?,
-            _ = ctx.cancel.cancelled() => return Err(SummaryError::Cancelled),
-        };
-        let (mut text, mut thought) = (String::new(), false);
-        loop {
-            let item = tokio::select! {
-                item = stream.next() => item,
-                _ = ctx.cancel.cancelled() => return Err(SummaryError::Cancelled),
-            };
-            match item {
-                Some(Ok(ModelEvent::TextDelta(t))) => text.push_str(&t),
-                Some(Ok(ModelEvent::ThinkingDelta(t))) => thought |= !t.trim().is_empty(),
-                Some(Ok(ModelEvent::MessageEnd { .. })) => break,
-                Some(Ok(_)) => {}
-                Some(Err(e)) => return Err(failed(e)),
-                None => {
-                    return Err(SummaryError::Failed(format!(
-                        "{}: the summarisation response ended before it was complete",
-                        harness.name()
-                    )))
-                }
+        match item {
+            Some(Ok(ModelEvent::TextDelta(t))) => text.push_str(&t),
+            Some(Ok(ModelEvent::ThinkingDelta(t))) => thought |= !t.trim().is_empty(),
+            Some(Ok(ModelEvent::MessageEnd { .. })) => break,
+            Some(Ok(_)) => {}
+            Some(Err(e)) => return Err(failed(e)),
+            None => {
+                return Err(SummaryError::Failed(format!(
+                    "{}: the {what} response ended before it was complete",
+                    harness.name()
+                )))
             }
         }
-        if !text.trim().is_empty() {
-            return Ok(text.trim().to_string());
-        }
-        Err(SummaryError::Failed(if thought {
-            format!(
-                "{} answered the summarisation request with reasoning only and wrote no summary",
-                harness.name()
-            )
-        } else {
-            format!(
-                "{} returned an empty completion for the summarisation request",
-                harness.name()
-            )
-        }))
     }
+    if !text.trim().is_empty() {
+        return Ok(text.trim().to_string());
+    }
+    Err(SummaryError::Failed(if thought {
+        format!(
+            "{} answered the {what} request with reasoning only and wrote no answer",
+            harness.name()
+        )
+    } else {
+        format!(
+            "{} returned an empty completion for the {what} request",
+            harness.name()
+        )
+    }))
 }
 
 impl Compactor for ModelCompactor {
@@ -423,7 +462,11 @@ impl Compactor for ModelCompactor {
                 Some(h) => h.as_ref(),
                 None => ctx.harness,
             };
-            let chunks = self.chunks(events);
+            let window = match self.context_window {
+                0 => harness.context_window().unwrap_or(AUTO_WINDOW),
+                w => w,
+            };
+            let chunks = chunks_of(events, chunk_chars_of(window));
             let mut so_far: Option<String> = None;
             for (i, chunk) in chunks.iter().enumerate() {
                 let body = self.body(so_far.as_deref(), chunk, i + 1, chunks.len());

@@ -379,6 +379,18 @@ pub struct SessionPlace {
     pub skills: SkillsEnv,
     /// Layers contributed from outside the chain (a started provider's session layers), by `[providers]` handle.
     pub providers: std::collections::BTreeMap<String, Arc<dyn LayerSource>>,
+    /// The manifest's named harnesses (`[harnesses.NAME]`), built: a compacting layer's `summarizer` may name one.
+    pub harnesses: NamedHarnesses,
+}
+
+/// The manifest's named harnesses (`[harnesses.NAME]`), built at boot, by name.
+#[derive(Clone, Default)]
+pub struct NamedHarnesses(pub std::collections::BTreeMap<String, Arc<dyn Harness>>);
+
+impl std::fmt::Debug for NamedHarnesses {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.0.keys()).finish()
+    }
 }
 
 /// Where the chain gets a layer it does not build itself: a `[session]` entry naming a `[providers]` handle.
@@ -463,7 +475,24 @@ pub fn build_chain_with(
                     }
                 }
                 notes.extend(config_notes);
-                Box::new(CompactingLayer::heuristic(config)?)
+                // the summarizer: the heuristic (default), the agent's own model, or a named harness
+                let compactor: Arc<dyn Compactor> = match spec
+                    .config
+                    .get("summarizer")
+                    .and_then(toml::Value::as_str)
+                {
+                    None | Some("heuristic") => Arc::new(HeuristicCompactor),
+                    Some("model") => Arc::new(ModelCompactor::sized_by_harness()),
+                    Some(name) => {
+                        let h = place.harnesses.0.get(name).ok_or_else(|| {
+                            SessionError::Config(format!(
+                                "session.compacting.summarizer: names no harness {name:?} that was built"
+                            ))
+                        })?;
+                        Arc::new(ModelCompactor::sized_by_harness().with_harness(h.clone()))
+                    }
+                };
+                Box::new(CompactingLayer::new(config, compactor)?)
             }
             "file" => {
                 let (layer, note) = FileLayer::open(&file_log_path(
@@ -609,6 +638,7 @@ mod tests {
                 ..SkillsEnv::default()
             },
             providers: Default::default(),
+            harnesses: NamedHarnesses::default(),
         };
         build_chain(&m.session, &place)
     }

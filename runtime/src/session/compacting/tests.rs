@@ -365,6 +365,32 @@ async fn token_fraction_trips_on_the_window_the_usage_updates_report() {
 }
 
 #[tokio::test]
+async fn thresholds_are_capped_at_eighty_percent_of_the_window() {
+    let h = TestHarness::echo();
+    let d = tempfile::tempdir().unwrap();
+    let t: toml::Table = toml::from_str("token_fraction = 0.95\nkeep = 2").unwrap();
+    let (cfg, notes) = CompactingConfig::from_toml(&t, d.path()).unwrap();
+    assert_eq!(cfg.token_fraction, Some(MAX_FRACTION));
+    assert!(notes[0].contains("capped at 0.8"), "{notes:?}");
+    let below = exchanges(4);
+    // an SDK token threshold of 950 in a window of 1000 trips at 800
+    let mut layer = CompactingLayer::heuristic(CompactingConfig {
+        token_threshold: Some(950),
+        token_fraction: None,
+        threshold: 100,
+        ..cfg
+    })
+    .unwrap();
+    layer.push(vec![usage_of(799, 1000)]).unwrap();
+    assert_eq!(auto(&mut layer, &below, &h).await, None);
+    layer.push(vec![usage_of(800, 1000)]).unwrap();
+    assert!(matches!(
+        auto(&mut layer, &below, &h).await,
+        Some(Compaction::Compacted { .. })
+    ));
+}
+
+#[tokio::test]
 async fn token_usage_takes_priority_over_the_event_count() {
     let h = TestHarness::echo();
     let cfg = CompactingConfig {
