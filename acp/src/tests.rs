@@ -326,6 +326,7 @@ mod asker {
             authority: Default::default(),
             undo: Default::default(),
             record: Default::default(),
+            processes: Default::default(),
         };
         let mut parts = AgentParts::new(
             harness,

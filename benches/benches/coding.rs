@@ -60,6 +60,7 @@ fn read_tool(name: &str, root: &Path) -> (Arc<dyn loom_tools::Tool>, PathCtx, Gr
         authority: Default::default(),
         undo: Default::default(),
         record: Default::default(),
+        processes: Default::default(),
     };
     (
         builtin_tool(name, env, &SandboxEnv::default()).unwrap(),

@@ -65,6 +65,10 @@ pub use contrib::keys::{
 pub use contrib::mcp::{
     bind_schema, ArgBinding, ArgumentError, BindError, BoundTool, McpResolution,
 };
+pub use contrib::profile::{
+    judge_profile, parse_profile, ModelChoice, Profile, ProfileVerdict, DELEGATING_TOOLS,
+    MAX_PROFILE_TURNS, PROFILES_DIR,
+};
 pub use contrib::rules::{parse_rule, ProjectRule, RULES_DIR};
 pub use contrib::server_tools::{server_tool_limits, ServerToolLimitError};
 pub use contrib::shipped::{

@@ -68,6 +68,7 @@ mod guidance;
 mod hooks;
 mod inspect;
 mod load;
+mod profiles;
 mod prompt;
 mod providers;
 mod record;
@@ -117,6 +118,7 @@ pub mod frontend {
     pub use crate::baseline::{git_baseline, BaselineSpec};
     pub use crate::inspect::{inspect_server, InspectError, Inspected};
     pub use crate::load::{load_manifest_with_env, read_text, FsLoader};
+    pub use crate::profiles::{discover_profiles, FoundProfile};
     pub use crate::providers::{
         install, provider_infos, resolve_mcp_tools, shipped_sources, shipped_states,
         sources as provider_sources, InstallError, InstallOptions, ProviderInfo, Resolved,

@@ -54,6 +54,7 @@ fn fixture(harness: Arc<dyn Harness>, tools: &[(&str, &str, &str)], max: u32) ->
             authority: Default::default(),
             undo: Default::default(),
             record: Default::default(),
+            processes: Default::default(),
         };
         slots.insert(
             instance.to_string(),
@@ -509,6 +510,7 @@ async fn an_ask_rule_is_a_refusal_when_headless() {
         authority: Default::default(),
         undo: Default::default(),
         record: Default::default(),
+        processes: Default::default(),
     };
     let mut parts = AgentParts::new(
         h,

@@ -17,6 +17,7 @@ mod mcp;
 mod mcp_cwd;
 mod mcp_hostile;
 mod openai_chat;
+mod processes;
 mod project_run;
 mod prompt;
 mod providers;

@@ -182,3 +182,32 @@ fn a_named_harness_that_cannot_be_built_stops_boot_naming_it() {
     assert_ne!(r.code(), 0);
     r.stderr_has("harnesses.cloud: needs the secret ANTHROPIC_API_KEY");
 }
+
+/// Subagent profiles are judged by the kernel against the agent: audit lists a contained one with the tools it
+/// keeps, refuses (exit 1) one that names a tool the agent lacks, and boot says which cannot be used.
+#[test]
+fn profiles_are_judged_against_the_agent_by_audit_and_boot() {
+    let s = agent(
+        &[r#"{ say = "hi" }"#],
+        "[harnesses.cheap]\nprovider = \"test\"\necho = true\n",
+    );
+    s.write(
+        ".loom/agents/reviewer.md",
+        "---\nname: reviewer\ndescription: Review changes\nmodel: cheap\nmaxTurns: 5\ntools: [todo_write]\n---\nReview.\n",
+    );
+    let audit = s.loom(&["audit", "agent.toml"]);
+    audit.expect_code(0).stdout_has(
+        "subagent profile reviewer (project): contained — tools todo_write with this agent's grants, on the named \
+         harness cheap, at most 5 requests",
+    );
+    s.write(
+        ".loom/agents/wide.md",
+        "---\nname: wide\ndescription: Writes\ntools: [todo_write, write_file]\n---\nWrite.\n",
+    );
+    let audit = s.loom(&["audit", "agent.toml"]);
+    assert_eq!(audit.code(), 1, "{}", audit.stdout());
+    audit.stdout_has("subagent profile wide is refused: tools names \"write_file\", which this agent does not have");
+    let run = s.loom(&["prompt", "agent.toml", "go"]);
+    run.expect_code(0)
+        .stderr_has("subagent profile wide cannot be used: tools names \"write_file\"");
+}

@@ -586,6 +586,7 @@ pub async fn work_tree_dirty(
         authority: std::sync::Arc::default(),
         undo: super::UndoLog::default(),
         record: super::RecordLog::in_memory(),
+        processes: super::ProcessTable::default(),
     };
     let args: Vec<OsString> = [
         "status",

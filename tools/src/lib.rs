@@ -38,6 +38,7 @@ mod notebook;
 mod output;
 mod patch;
 mod paths;
+pub mod process;
 mod project_info;
 mod project_run;
 mod read_call;
@@ -78,6 +79,7 @@ pub use notebook::{NotebookEditTool, NotebookReadTool};
 pub use output::{OutputBuffer, Snapshot};
 pub use patch::{ApplyPatchTool, MAX_PATCHED_FILES, MAX_PATCHED_FILE_BYTES, MAX_PATCH_BYTES};
 pub use paths::{resolve_path, PathMode};
+pub use process::{ProcessOp, ProcessTable, ProcessTool};
 pub use project_info::ProjectInfoTool;
 pub use project_run::{ProjectRunTool, RunKind, RUN_DEFAULT_TIMEOUT_MS, RUN_MAX_TIMEOUT_MS};
 pub use read_file::ReadFileTool;
@@ -213,6 +215,9 @@ pub struct ToolEnv {
     pub undo: UndoLog,
     /// The agent's working record (checklist, tasks, notes, goal): the record tools read and change it.
     pub record: RecordLog,
+    /// The agent's background processes: `bash` with `background = true` starts them, the process tools poll and
+    /// end them.
+    pub processes: ProcessTable,
 }
 
 /// A tool the model may call.
@@ -367,10 +372,16 @@ pub fn builtin_tool(underlying: &str, env: ToolEnv, sandbox: &SandboxEnv) -> Opt
         "json_edit" => Arc::new(JsonEditTool { env }),
         "apply_patch" => Arc::new(ApplyPatchTool { env }),
         "bash" => Arc::new(BashTool::new(env, sandbox.clone())),
-        other => match (GitOp::of(other), RunKind::of(other), RecordOp::of(other)) {
-            (Some(op), _, _) => Arc::new(GitTool::new(op, env, sandbox.clone())),
-            (_, Some(kind), _) => Arc::new(ProjectRunTool::new(kind, env, sandbox.clone())),
-            (_, _, Some(op)) => Arc::new(RecordTool::new(op, env)),
+        other => match (
+            GitOp::of(other),
+            RunKind::of(other),
+            RecordOp::of(other),
+            ProcessOp::of(other),
+        ) {
+            (Some(op), _, _, _) => Arc::new(GitTool::new(op, env, sandbox.clone())),
+            (_, Some(kind), _, _) => Arc::new(ProjectRunTool::new(kind, env, sandbox.clone())),
+            (_, _, Some(op), _) => Arc::new(RecordTool::new(op, env)),
+            (_, _, _, Some(op)) => Arc::new(ProcessTool::new(op, env)),
             _ => return None,
         },
     })
@@ -464,6 +475,7 @@ mod testutil {
             authority: Arc::default(),
             undo: Default::default(),
             record: Default::default(),
+            processes: Default::default(),
         }
     }
 }

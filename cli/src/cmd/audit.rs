@@ -176,6 +176,12 @@ fn report_of(
             checks,
         },
     );
+    let profiles = loom_runtime::frontend::discover_profiles(
+        &report.manifest,
+        Path::new(&report.ctx.base),
+        &data_home(&env_map()),
+    );
+    profile_findings(&mut report, &profiles);
     if let Some(d) = skills {
         skill_findings(&mut report, &d);
         let mut summary = loom_audit::SkillsSummary::default();
@@ -253,6 +259,62 @@ pub(crate) fn provider_json(i: &loom_runtime::frontend::ProviderInfo) -> serde_j
 }
 
 /// Skills findings: each skipped (malformed) skill, and each accepted skill the agent could not bind at boot.
+/// The subagent profiles as findings: each one the kernel's verdict on it (one wider than this agent, or one that
+/// does not parse, is an error: audit does not vouch for it).
+fn profile_findings(report: &mut Report, found: &[loom_runtime::frontend::FoundProfile]) {
+    for f in found {
+        let subject = format!("profile {}", f.path.display());
+        let (level, message) = match &f.result {
+            _ if f.shadowed => (
+                Level::Note,
+                "hidden by the project profile of the same name".to_string(),
+            ),
+            Err(e) => (Level::Error, format!("not a subagent profile: {e}")),
+            Ok((p, v)) if !v.problems.is_empty() => (
+                Level::Error,
+                format!(
+                    "subagent profile {} is refused: {}",
+                    p.name,
+                    v.problems.join("; ")
+                ),
+            ),
+            Ok((p, v)) => {
+                let model = match &v.model {
+                    loom_kernel::ModelChoice::Parent => "this agent's model".to_string(),
+                    loom_kernel::ModelChoice::Model(m) => {
+                        format!("model {m} of this agent's provider")
+                    }
+                    loom_kernel::ModelChoice::Harness(h) => format!("the named harness {h}"),
+                };
+                let mut m = format!(
+                    "subagent profile {} ({}): contained — tools {} with this agent's grants, on {model}{}{}",
+                    p.name,
+                    f.scope,
+                    if v.tools.is_empty() {
+                        "none".to_string()
+                    } else {
+                        v.tools.join(", ")
+                    },
+                    p.max_turns
+                        .map(|n| format!(", at most {n} requests"))
+                        .unwrap_or_default(),
+                    if p.worktree { ", in a git worktree" } else { "" }
+                );
+                for n in &v.notes {
+                    m.push_str(&format!("; {n}"));
+                }
+                (Level::Note, m)
+            }
+        };
+        report.findings.push(Finding {
+            level,
+            subject,
+            message,
+        });
+    }
+    report.findings.sort_by_key(|f| std::cmp::Reverse(f.level));
+}
+
 fn skill_findings(report: &mut Report, found: &Discovery) {
     for w in &found.warnings {
         report.findings.push(Finding {

@@ -786,6 +786,7 @@ fn agent(dir: &std::path::Path, h: Arc<dyn Harness>) -> (Agent, Arc<Mutex<Vec<Du
         authority: Default::default(),
         undo: Default::default(),
         record: Default::default(),
+        processes: Default::default(),
     };
     let mut parts = AgentParts::new(
         h,

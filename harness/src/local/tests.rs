@@ -70,6 +70,7 @@ fn builtin_specs() -> Vec<ToolSpec> {
                 authority: Default::default(),
                 undo: Default::default(),
                 record: Default::default(),
+                processes: Default::default(),
             };
             let tool: Arc<dyn loom_tools::Tool> =
                 builtin_tool(name, env, &SandboxEnv::default()).unwrap();
@@ -84,6 +85,7 @@ fn builtin_specs() -> Vec<ToolSpec> {
         authority: Default::default(),
         undo: Default::default(),
         record: Default::default(),
+        processes: Default::default(),
     };
     let web =
         loom_tools::WebSearchTool::new(env, loom_protocol::Secret::new("k"), "http://127.0.0.1:9")
@@ -102,6 +104,7 @@ fn builtin_specs() -> Vec<ToolSpec> {
             authority: Default::default(),
             undo: Default::default(),
             record: Default::default(),
+            processes: Default::default(),
         };
         let op = loom_tools::Context7Op::of(name).unwrap();
         let c7 = loom_tools::Context7Tool::new(

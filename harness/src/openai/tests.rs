@@ -392,6 +392,7 @@ async fn a_function_call_round_trips_through_the_loop_after_a_529() {
         authority: Default::default(),
         undo: Default::default(),
         record: Default::default(),
+        processes: Default::default(),
     };
     // a reasoning model: its reasoning comes back encrypted and is replayed
     let mut reasoning = config(&server.base);

@@ -343,6 +343,7 @@ async fn a_tool_call_round_trips_through_the_loop_after_a_429() {
         authority: Default::default(),
         undo: Default::default(),
         record: Default::default(),
+        processes: Default::default(),
     };
     let mut parts = AgentParts::new(
         harness(&server.base, Some(KEY)),

@@ -39,7 +39,9 @@ pub fn builtin_contract(underlying: &str, harness: Option<&str>) -> Option<Contr
             | "todo_write"
             | "update_plan"
             | "task"
-            | "note",
+            | "note"
+            | "process_output"
+            | "process_kill",
             None,
         ) => Contract {
             requires: &[],
@@ -87,7 +89,7 @@ pub fn is_builtin_grant_kind(kind: &str) -> bool {
 }
 
 /// The names of the native built-in tools.
-pub const BUILTIN_TOOLS: [&str; 40] = [
+pub const BUILTIN_TOOLS: [&str; 42] = [
     "bash",
     "read_file",
     "write_file",
@@ -128,6 +130,8 @@ pub const BUILTIN_TOOLS: [&str; 40] = [
     "update_plan",
     "task",
     "note",
+    "process_output",
+    "process_kill",
 ];
 
 /// Problems of a grant against a contract: unknown kinds (with the nearest known kind) and missing required kinds.

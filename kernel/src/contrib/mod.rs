@@ -11,6 +11,7 @@ pub(crate) mod judge;
 pub(crate) mod key_target;
 pub(crate) mod keys;
 pub(crate) mod mcp;
+pub(crate) mod profile;
 pub(crate) mod rules;
 pub(crate) mod server_tools;
 pub(crate) mod shipped;

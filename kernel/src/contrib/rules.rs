@@ -31,24 +31,8 @@ pub fn parse_rule(text: &str) -> Result<ProjectRule, String> {
         split_frontmatter(t).map_err(|e| format!("line {}: {}", e.line, e.message))?;
     let paths = match map.get("paths") {
         None => Vec::new(),
-        Some(FmValue::Str(s)) => flow_items(s),
-        Some(FmValue::List(items)) => {
-            let mut out = Vec::new();
-            for i in items {
-                match i {
-                    FmValue::Str(s) if s.trim_start().starts_with('[') => out.extend(flow_items(s)),
-                    FmValue::Str(s) => out.push(unquote(s.trim()).to_string()),
-                    FmValue::Map(_) | FmValue::List(_) => {
-                        return Err(
-                            "paths must be a list of globs such as [src/**/*.rs, tests/**]".into(),
-                        )
-                    }
-                }
-            }
-            out
-        }
-        Some(FmValue::Map(_)) => {
-            return Err("paths must be a list of globs such as [src/**/*.rs, tests/**]".into())
+        Some(v) => {
+            list_of(v).ok_or("paths must be a list of globs such as [src/**/*.rs, tests/**]")?
         }
     };
     if let Some(bad) = paths
@@ -65,6 +49,26 @@ pub fn parse_rule(text: &str) -> Result<ProjectRule, String> {
     })
 }
 
+/// A frontmatter list — `[a, b]`, a bare `a, b`, or a block sequence of scalars — as its items, each trimmed and
+/// unquoted; `None` for a mapping or a nested list.
+pub(crate) fn list_of(v: &FmValue) -> Option<Vec<String>> {
+    match v {
+        FmValue::Str(s) => Some(flow_items(s)),
+        FmValue::List(items) => {
+            let mut out = Vec::new();
+            for i in items {
+                match i {
+                    FmValue::Str(s) if s.trim_start().starts_with('[') => out.extend(flow_items(s)),
+                    FmValue::Str(s) => out.push(unquote(s.trim()).to_string()),
+                    FmValue::Map(_) | FmValue::List(_) => return None,
+                }
+            }
+            Some(out)
+        }
+        FmValue::Map(_) => None,
+    }
+}
+
 /// The items of `[a, b]` (or of a bare `a, b`), each trimmed and unquoted.
 fn flow_items(s: &str) -> Vec<String> {
     let s = s.trim();
@@ -79,7 +83,7 @@ fn flow_items(s: &str) -> Vec<String> {
         .collect()
 }
 
-fn unquote(s: &str) -> &str {
+pub(crate) fn unquote(s: &str) -> &str {
     for q in ['"', '\''] {
         if let Some(inner) = s.strip_prefix(q).and_then(|r| r.strip_suffix(q)) {
             return inner;

@@ -134,6 +134,8 @@ pub struct AgentParts {
     pub record: loom_tools::RecordLog,
     /// The supervisor's settings.
     pub supervisor: Supervisor,
+    /// The background processes its bash started (ended with the session).
+    pub processes: loom_tools::ProcessTable,
 }
 
 impl AgentParts {
@@ -160,6 +162,7 @@ impl AgentParts {
             tool_search: None,
             record: loom_tools::RecordLog::in_memory(),
             supervisor: Supervisor::default(),
+            processes: loom_tools::ProcessTable::default(),
         }
     }
 }
@@ -187,6 +190,8 @@ pub struct Agent {
     /// The supervisor's settings, and whether it is on for this session.
     supervisor: Supervisor,
     supervising: AtomicBool,
+    /// The background processes (see [`AgentParts::processes`]).
+    processes: loom_tools::ProcessTable,
     tools: BTreeMap<String, ToolSlot>,
     ctx: PathCtx,
     permissions: Permissions,
@@ -285,6 +290,7 @@ impl Agent {
             plan_published: AtomicU64::new(0),
             supervising: AtomicBool::new(parts.supervisor.enabled),
             supervisor: parts.supervisor,
+            processes: parts.processes,
             environment: parts.environment,
             tool_search: parts.tool_search,
             tools: parts.tools,
@@ -552,6 +558,13 @@ impl Agent {
     pub async fn close(&self) -> Result<(), SessionError> {
         // SessionEnd hooks report only; they cannot keep the session open
         self.hook(HookEvent::SessionEnd, None, Map::new()).await;
+        // the session's background processes end with it
+        let killed = self.processes.kill_all();
+        if killed > 0 {
+            self.bus.publish(&SessionUpdate::notice(format!(
+                "the session ended: {killed} background process(es) still running were killed"
+            )));
+        }
         let r = self.session.lock().await.close().await;
         self.bus.close();
         r

@@ -48,6 +48,8 @@ pub(super) struct Boot {
     pub(super) undo: loom_tools::UndoLog,
     /// The agent's working record, shared by its record tools and the agent.
     pub(super) record: loom_tools::RecordLog,
+    /// The agent's background processes, shared by bash, the process tools and the agent (which ends them).
+    pub(super) processes: loom_tools::ProcessTable,
     /// The manifest's named harnesses, built before the session (a compacting layer may summarise through one).
     pub(super) named: crate::session::NamedHarnesses,
     /// The agent's deferred MCP tools, when it grants `tool_search`.
@@ -150,6 +152,7 @@ impl Boot {
                 message: e.to_string(),
             })?;
         Ok(Boot {
+            processes: loom_tools::ProcessTable::default(),
             named: crate::session::NamedHarnesses::default(),
             record,
             file,

@@ -84,6 +84,10 @@ pub fn boot_with(
         message: e.to_string(),
     })?;
     boot.named_harnesses()?;
+    // subagent profiles: judged by the kernel; one that cannot be used is a note (nothing delegates to it yet)
+    let profiles =
+        crate::profiles::discover_profiles(m, &boot.cwd, &crate::storage::data_home(&boot.env));
+    boot.notes.extend(crate::profiles::profile_notes(&profiles));
     let mut session = boot.session(prebuilt.layers)?;
     // contributed tool groups (skills, session layers): judged by the kernel, fail-soft, bound before tools are built
     let mut bound = bind_groups(&loaded, &ceiling, &boot.ctx, &grants, &mut session);
@@ -102,6 +106,7 @@ pub fn boot_with(
     // the working record: the record tools' handle, kept through compactions and published as the plan; with record
     // tools, the system prompt says how to keep it
     parts.record = boot.record.clone();
+    parts.processes = boot.processes.clone();
     let record_tools: Vec<(&str, String)> = parts
         .tools
         .iter()

@@ -85,6 +85,7 @@ impl Boot {
                 authority: self.authority.clone(),
                 undo: self.undo.clone(),
                 record: self.record.clone(),
+                processes: self.processes.clone(),
             };
             let built = if let Some((key, table)) = mcp {
                 let place = McpPlace {
@@ -217,6 +218,7 @@ impl Boot {
                         authority: self.authority.clone(),
                         undo: self.undo.clone(),
                         record: self.record.clone(),
+                        processes: self.processes.clone(),
                     };
                     // the agent's sandbox, with its secrets screened and its authority files read-only: a tool a
                     // group adds is confined exactly like the manifest's own

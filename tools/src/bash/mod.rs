@@ -138,7 +138,8 @@ impl Tool for BashTool {
                     "command": { "type": "string", "description": "The command line (or, with args, the command)." },
                     "args": { "type": "array", "items": { "type": "string" }, "description": "Arguments: runs `command` directly, without a shell." },
                     "cwd": { "type": "string", "description": "Working directory; must be inside an allowed path." },
-                    "timeout_ms": { "type": "integer", "minimum": 1, "description": "Default 30000." },
+                    "timeout_ms": { "type": "integer", "minimum": 1, "description": "Default 30000 (3600000 in the background)." },
+                    "background": { "type": "boolean", "description": "Start it and return its process id at once (poll with process_output, end with process_kill)." },
                 },
                 "required": ["command"],
             }),
@@ -147,7 +148,16 @@ impl Tool for BashTool {
 
     fn prepare(&self, input: &Value) -> Result<Prepared, String> {
         let name = self.env.instance.clone();
-        check_fields(input, &name, &["command", "args", "cwd", "timeout_ms"])?;
+        check_fields(
+            input,
+            &name,
+            &["command", "args", "cwd", "timeout_ms", "background"],
+        )?;
+        let background = match input.get("background") {
+            None | Some(Value::Null) => false,
+            Some(Value::Bool(b)) => *b,
+            Some(_) => return Err(format!("{name}: background must be true or false")),
+        };
         let command = str_field(input, &name, "command")?.to_string();
         if command.trim().is_empty() {
             return Err(format!("{name}: command is empty"));
@@ -178,6 +188,7 @@ impl Tool for BashTool {
             }
         };
         let timeout_ms = match input.get("timeout_ms") {
+            None | Some(Value::Null) if background => MAX_TIMEOUT_MS,
             None | Some(Value::Null) => DEFAULT_TIMEOUT_MS,
             Some(v) => v
                 .as_u64()
@@ -233,6 +244,9 @@ impl Tool for BashTool {
                         cwd,
                         timeout: Duration::from_millis(timeout_ms),
                     };
+                    if background {
+                        return call.run_in_background(auth);
+                    }
                     call.run(auth, ctx).await
                 })
             }),
@@ -267,6 +281,64 @@ impl Call {
         };
         BashPlan::from_authorization(&self.env.instance, auth, &self.env.grant, given)
             .map_err(|e| e.to_string())
+    }
+
+    /// Starts the command as a managed process (see [`crate::process`]) and returns its id at once: decided and
+    /// confined exactly as in the foreground, run by loom itself (never in a client's terminal).
+    fn run_in_background(self, auth: Authorization) -> ToolOutput {
+        let plan = match self.plan(auth) {
+            Ok(p) => p,
+            Err(e) => return ToolOutput::error(e),
+        };
+        let line = self
+            .argv
+            .as_ref()
+            .map_or_else(|| self.command.clone(), |a| a.join(" "));
+        let slot = Arc::new(GroupSlot::new());
+        let (id, proc_) = match self.env.processes.add(&line, slot.clone()) {
+            Ok(p) => p,
+            Err(e) => return ToolOutput::error(format!("{}: {e}", self.env.instance)),
+        };
+        let (reader, writer) = match std::io::pipe() {
+            Ok(p) => p,
+            Err(e) => {
+                proc_.ended(crate::process::ProcState::Failed(format!("no pipe: {e}")));
+                return ToolOutput::error(format!("bash: cannot create a pipe: {e}"));
+            }
+        };
+        {
+            let p = proc_.clone();
+            std::thread::spawn(move || {
+                let mut reader = reader;
+                let mut chunk = vec![0u8; 16 * 1024];
+                loop {
+                    match reader.read(&mut chunk) {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => p.append(&chunk[..n]),
+                    }
+                }
+            });
+        }
+        let Call {
+            env,
+            sandbox,
+            cwd,
+            timeout,
+            ..
+        } = self;
+        std::thread::spawn(move || {
+            let ended = match start(plan, &cwd, &env, &sandbox, timeout, writer, &slot) {
+                Ok((code, timed_out, _)) => crate::process::ProcState::Exited { code, timed_out },
+                Err(e) => crate::process::ProcState::Failed(e),
+            };
+            proc_.ended(ended);
+        });
+        let mut out = ToolOutput::ok(format!(
+            "started process {id} in the background (`{line}`); poll it with process_output {{\"id\": {id}}} and \
+             end it with process_kill {{\"id\": {id}}} (it is killed when the session ends)"
+        ));
+        out.raw_output = Some(json!({ "processId": id }));
+        out
     }
 
     async fn run(self, auth: Authorization, ctx: ToolCtx) -> ToolOutput {
