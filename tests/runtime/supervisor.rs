@@ -211,3 +211,65 @@ fn profiles_are_judged_against_the_agent_by_audit_and_boot() {
     run.expect_code(0)
         .stderr_has("subagent profile wide cannot be used: tools names \"write_file\"");
 }
+
+/// `delegate` runs a profile on one task: the child (a named `[harnesses.echo]`, so its answer is the task it got)
+/// answers with the task text alone; a profile whose child runs out of `maxTurns` returns a visible incomplete
+/// result; an ungranted profile is refused before anything starts; a grant naming a profile that does not exist
+/// stops boot.
+#[test]
+fn delegate_runs_a_profile_on_the_task_text_alone() {
+    let s = Scratch::new();
+    let manifest = |grant: &str| {
+        format!(
+            "[agent]\nname = \"lead\"\n\n[harness]\nprovider = \"test\"\nscript = [[\n\
+             {{ call = {{ tool = \"delegate\", input = {{ agent = \"echoer\", task = \"check the parser\" }} }} }},\n\
+             {{ call = {{ tool = \"delegate\", input = {{ agent = \"looper\", task = \"loop\" }} }} }},\n\
+             {{ call = {{ tool = \"delegate\", input = {{ agent = \"nobody\", task = \"x\" }} }} }},\n\
+             {{ say = \"done\" }},\n]]\n\n\
+             [harnesses.echo]\nprovider = \"test\"\necho = true\n\n\
+             [harnesses.loop]\nprovider = \"test\"\nscript = [[{{ call = {{ tool = \"todo_read\", input = {{}} }} }}, \
+             {{ call = {{ tool = \"todo_read\", input = {{}} }} }}, {{ call = {{ tool = \"todo_read\", input = {{}} }} }}]]\n\n\
+             [session]\nprovider = \"in-memory\"\n\n[tools]\ntodo_read = \"builtin\"\ndelegate = \"builtin\"\n\n\
+             [capabilities]\ntodo_read = \"*\"\ndelegate = {grant}\n"
+        )
+    };
+    s.write(
+        ".loom/agents/echoer.md",
+        "---\nname: echoer\ndescription: Says back what it was asked\nmodel: echo\ntools: [todo_read]\n---\nRepeat the task.\n",
+    );
+    s.write(
+        ".loom/agents/looper.md",
+        "---\nname: looper\ndescription: Never finishes\nmodel: loop\nmaxTurns: 2\n---\nKeep reading.\n",
+    );
+    s.write(
+        "agent.toml",
+        &manifest("{ agents = [\"echoer\", \"looper\"] }"),
+    );
+    let ups = run(&s);
+    let r = results(&ups);
+    assert_eq!(r.len(), 3, "{r:#?}");
+    assert_eq!(
+        r[0],
+        ("completed".to_string(), "check the parser".to_string()),
+        "{r:#?}"
+    );
+    assert!(
+        r[1].1
+            .starts_with("[incomplete: looper used all of its requests (maxTurns)"),
+        "{r:#?}"
+    );
+    assert_eq!(r[2].0, "failed", "{r:#?}");
+    assert!(
+        r[2].1
+            .contains("no profile \"nobody\" is granted (granted: echoer, looper)"),
+        "{r:#?}"
+    );
+    // a grant naming a profile that is not there stops boot, naming it
+    s.write(
+        "agent.toml",
+        &manifest("{ agents = [\"echoer\", \"ghost\"] }"),
+    );
+    let boot = s.loom(&["prompt", "agent.toml", "go"]);
+    assert_ne!(boot.code(), 0);
+    boot.stderr_has("tools.delegate: its grant names the profile \"ghost\", which cannot be used");
+}

@@ -497,6 +497,7 @@ mod tests {
             "context7_query_docs",
             "tool_search",
             "spawn_subagent",
+            "delegate",
         ];
         for name in IMPLEMENTED.iter().filter(|n| !by_runtime.contains(n)) {
             assert!(

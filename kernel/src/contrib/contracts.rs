@@ -30,6 +30,10 @@ pub fn builtin_contract(underlying: &str, harness: Option<&str>) -> Option<Contr
             requires: &[],
             optional: &["manifest"],
         },
+        ("delegate", None) => Contract {
+            requires: &[],
+            optional: &["agents"],
+        },
         (
             "tool_search"
             | "context7_search"
@@ -89,7 +93,7 @@ pub fn is_builtin_grant_kind(kind: &str) -> bool {
 }
 
 /// The names of the native built-in tools.
-pub const BUILTIN_TOOLS: [&str; 42] = [
+pub const BUILTIN_TOOLS: [&str; 43] = [
     "bash",
     "read_file",
     "write_file",
@@ -132,6 +136,7 @@ pub const BUILTIN_TOOLS: [&str; 42] = [
     "note",
     "process_output",
     "process_kill",
+    "delegate",
 ];
 
 /// Problems of a grant against a contract: unknown kinds (with the nearest known kind) and missing required kinds.

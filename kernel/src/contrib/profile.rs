@@ -17,7 +17,7 @@ use crate::manifest::{is_safe_id, Manifest};
 pub const PROFILES_DIR: &str = ".loom/agents";
 
 /// The built-ins a child never gets: they delegate further.
-pub const DELEGATING_TOOLS: &[&str] = &["spawn_subagent"];
+pub const DELEGATING_TOOLS: &[&str] = &["spawn_subagent", "delegate"];
 
 /// The most turns a profile may give its child.
 pub const MAX_PROFILE_TURNS: u32 = 1000;

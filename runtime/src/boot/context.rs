@@ -50,6 +50,8 @@ pub(super) struct Boot {
     pub(super) record: loom_tools::RecordLog,
     /// The agent's background processes, shared by bash, the process tools and the agent (which ends them).
     pub(super) processes: loom_tools::ProcessTable,
+    /// The subagent profiles found, with the kernel's verdicts (`delegate` runs them).
+    pub(super) profiles: Vec<crate::profiles::FoundProfile>,
     /// The manifest's named harnesses, built before the session (a compacting layer may summarise through one).
     pub(super) named: crate::session::NamedHarnesses,
     /// The agent's deferred MCP tools, when it grants `tool_search`.
@@ -153,6 +155,7 @@ impl Boot {
             })?;
         Ok(Boot {
             processes: loom_tools::ProcessTable::default(),
+            profiles: Vec::new(),
             named: crate::session::NamedHarnesses::default(),
             record,
             file,

@@ -4,6 +4,7 @@
 //! naming it — never silently dropped.
 
 mod context;
+mod delegate;
 mod harness;
 mod options;
 mod session;
@@ -88,6 +89,7 @@ pub fn boot_with(
     let profiles =
         crate::profiles::discover_profiles(m, &boot.cwd, &crate::storage::data_home(&boot.env));
     boot.notes.extend(crate::profiles::profile_notes(&profiles));
+    boot.profiles = profiles;
     let mut session = boot.session(prebuilt.layers)?;
     // contributed tool groups (skills, session layers): judged by the kernel, fail-soft, bound before tools are built
     let mut bound = bind_groups(&loaded, &ceiling, &boot.ctx, &grants, &mut session);

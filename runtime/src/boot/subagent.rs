@@ -195,6 +195,55 @@ async fn run(
             &mut child.manifest,
         );
     }
+    let history = fork_snapshot(ctx.history.as_deref().unwrap_or(&[]));
+    let run = match run_child(tool, name, child, prompt, spawn, &ctx, Some(history)).await {
+        Ok(r) => r,
+        Err(refused) => return refused,
+    };
+    let out = run.outcome;
+    let raw = serde_json::json!({
+        "agent": name,
+        "stop": format!("{:?}", out.stop),
+        "notes": run.notes,
+    });
+    let mut result = match (&out.error, out.stop) {
+        (_, loom_protocol::TurnStop::Cancelled) => ToolOutput::interrupted(&out.final_text),
+        (Some(e), _) => ToolOutput::error(format!("{tool}: the sub-agent {name:?} failed: {e}")),
+        (None, _) => ToolOutput::ok(out.final_text),
+    };
+    if let Err(e) = run.closed {
+        result = ToolOutput::error(format!(
+            "{tool}: the sub-agent {name:?} could not close its session: {e}\n{}",
+            result.text
+        ));
+    }
+    result.raw_output = Some(raw);
+    result
+}
+
+/// What one child agent's turn gave.
+pub(super) struct ChildRun {
+    /// The turn's outcome.
+    pub outcome: crate::agent::TurnOutcome,
+    /// What its boot said.
+    pub notes: Vec<String>,
+    /// Closing its session.
+    pub closed: Result<(), crate::session::SessionError>,
+}
+
+/// Checks that `child` holds no more authority than the parent (the kernel's ceiling comparison), boots it one
+/// level deeper (starting from `history` when given) and runs one turn of `prompt`, its streamed text forwarded as
+/// this call's progress. `Err`: the refusal or boot failure, as the call's result (nothing ran).
+pub(super) async fn run_child(
+    tool: &str,
+    name: &str,
+    child: Loaded,
+    prompt: &str,
+    spawn: &SpawnEnv,
+    ctx: &ToolCtx,
+    history: Option<Vec<SessionUpdate>>,
+) -> Result<ChildRun, ToolOutput> {
+    let depth = spawn.opts.lineage.depth + 1;
     // the ceiling check, at spawn time, before the sub-agent boots
     let parent_ceiling = spawn.parent.manifest.effective_ceiling(&spawn.ctx);
     let child_ceiling = child.manifest.effective_ceiling(&spawn.ctx);
@@ -220,23 +269,25 @@ async fn run(
                 ),
             })
             .collect();
-        return ToolOutput::error(format!(
+        return Err(ToolOutput::error(format!(
             "{tool}: CapabilityError: the sub-agent {name:?} would hold more authority than this agent: {}; \
              narrow the sub-manifest's [capabilities] (nothing was started)",
             keys.join("; ")
-        ));
+        )));
     }
     let mut opts = spawn.opts.clone();
     opts.lineage = Lineage {
         depth,
-        parent_history: Some(fork_snapshot(ctx.history.as_deref().unwrap_or(&[]))),
+        parent_history: history,
         parent_harness: spawn.harness.get().cloned(),
         authority: (*spawn.authority).clone(),
     };
     let booted = match (spawn.boot)(Arc::new(child), opts) {
         Ok(b) => b,
         Err(e) => {
-            return ToolOutput::error(format!("{tool}: the sub-agent {name:?} did not boot: {e}"))
+            return Err(ToolOutput::error(format!(
+                "{tool}: the sub-agent {name:?} did not boot: {e}"
+            )))
         }
     };
     let agent = booted.agent;
@@ -256,28 +307,15 @@ async fn run(
             }
         }
     });
-    let out = agent.prompt(prompt, ctx.cancel.clone()).await;
+    let outcome = agent.prompt(prompt, ctx.cancel.clone()).await;
     let closed = agent.close().await;
     drop(agent);
     let _ = forward.await;
-    let raw = serde_json::json!({
-        "agent": name,
-        "stop": format!("{:?}", out.stop),
-        "notes": booted.notes,
-    });
-    let mut result = match (&out.error, out.stop) {
-        (_, loom_protocol::TurnStop::Cancelled) => ToolOutput::interrupted(&out.final_text),
-        (Some(e), _) => ToolOutput::error(format!("{tool}: the sub-agent {name:?} failed: {e}")),
-        (None, _) => ToolOutput::ok(out.final_text),
-    };
-    if let Err(e) = closed {
-        result = ToolOutput::error(format!(
-            "{tool}: the sub-agent {name:?} could not close its session: {e}\n{}",
-            result.text
-        ));
-    }
-    result.raw_output = Some(raw);
-    result
+    Ok(ChildRun {
+        outcome,
+        notes: booted.notes,
+        closed,
+    })
 }
 
 /// The last `max` bytes of `s`, cut at a character boundary.

@@ -171,6 +171,22 @@ impl Boot {
                     boot: Arc::new(boot_loaded),
                 };
                 Some(Arc::new(SpawnSubagentTool::new(tool_env, spawn)) as Arc<dyn Tool>)
+            } else if g.underlying == "delegate" {
+                let spawn = SpawnEnv {
+                    parent: loaded.clone(),
+                    ctx: self.ctx.clone(),
+                    opts: BootOptions {
+                        cwd: Some(self.cwd.clone()),
+                        ..self.opts.clone()
+                    },
+                    harness: self.harness_cell.clone(),
+                    authority: self.authority.clone(),
+                    submanifests: self.submanifests.clone(),
+                    boot: Arc::new(boot_loaded),
+                };
+                let tool = super::delegate::DelegateTool::new(tool_env, spawn, &self.profiles)
+                    .map_err(|e| self.tool_err(&g.instance, e))?;
+                Some(Arc::new(tool) as Arc<dyn Tool>)
             } else {
                 builtin_tool(&g.underlying, tool_env, &self.sandbox)
             };

@@ -272,6 +272,24 @@ struct Call {
 
 static SPILL_SEQ: AtomicU64 = AtomicU64::new(0);
 
+/// Reads `reader` to its end on a thread of its own, handing each chunk to `sink` (which returns false to stop).
+fn drain(reader: std::io::PipeReader, mut sink: impl FnMut(&[u8]) -> bool + Send + 'static) {
+    std::thread::spawn(move || {
+        let mut reader = reader;
+        let mut chunk = vec![0u8; 16 * 1024];
+        loop {
+            match reader.read(&mut chunk) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    if !sink(&chunk[..n]) {
+                        break;
+                    }
+                }
+            }
+        }
+    });
+}
+
 impl Call {
     /// What the call asked to run: its argv, or `/bin/bash -c LINE`; the kernel's answer says how it runs.
     fn plan(&self, auth: Authorization) -> Result<BashPlan, String> {
@@ -308,15 +326,9 @@ impl Call {
         };
         {
             let p = proc_.clone();
-            std::thread::spawn(move || {
-                let mut reader = reader;
-                let mut chunk = vec![0u8; 16 * 1024];
-                loop {
-                    match reader.read(&mut chunk) {
-                        Ok(0) | Err(_) => break,
-                        Ok(n) => p.append(&chunk[..n]),
-                    }
-                }
+            drain(reader, move |chunk| {
+                p.append(chunk);
+                true
             });
         }
         let Call {
@@ -378,20 +390,7 @@ impl Call {
             Err(e) => return ToolOutput::error(format!("bash: cannot create a pipe: {e}")),
         };
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Vec<u8>>();
-        std::thread::spawn(move || {
-            let mut reader = reader;
-            let mut chunk = vec![0u8; 16 * 1024];
-            loop {
-                match reader.read(&mut chunk) {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => {
-                        if tx.send(chunk[..n].to_vec()).is_err() {
-                            break;
-                        }
-                    }
-                }
-            }
-        });
+        drain(reader, move |chunk| tx.send(chunk.to_vec()).is_ok());
         // The kill may be requested before the process exists: the slot makes whichever side comes second (the
         // start, or the kill) do it. Dropping this future mid-run (its turn abandoned) kills the tree too.
         let slot = Arc::new(GroupSlot::new());
