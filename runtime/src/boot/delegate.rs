@@ -13,7 +13,7 @@ use super::subagent::{run_child, SpawnEnv};
 use crate::load::Loaded;
 use crate::model::ToolSpec;
 use crate::profiles::FoundProfile;
-use crate::tools::{check_fields, str_field, Prepared, Tool, ToolEnv, ToolOutput};
+use crate::tools::{check_fields, str_field, Prepared, Tool, ToolEnv};
 use crate::update::ToolKind;
 
 /// The `delegate` tool.
@@ -237,36 +237,10 @@ impl Tool for DelegateTool {
                         dir: parent.dir.clone(),
                         manifest: child_manifest(&parent.manifest, &profile, &verdict),
                     };
-                    let run = match run_child(&tool, &name, child, &task, &spawn, &ctx, None).await
-                    {
-                        Ok(r) => r,
-                        Err(refused) => return refused,
-                    };
-                    let out = run.outcome;
-                    let raw = serde_json::json!({
-                        "agent": name,
-                        "stop": format!("{:?}", out.stop),
-                        "complete": out.stop == loom_protocol::TurnStop::EndTurn,
-                        "notes": run.notes,
-                    });
-                    let mut result = match (&out.error, out.stop) {
-                        (_, loom_protocol::TurnStop::Cancelled) => ToolOutput::interrupted(&out.final_text),
-                        (_, loom_protocol::TurnStop::MaxTurnRequests) => ToolOutput::ok(format!(
-                            "[incomplete: {name} used all of its requests (maxTurns) before it finished; its last \
-                             answer follows]\n{}",
-                            out.final_text
-                        )),
-                        (Some(e), _) => ToolOutput::error(format!("{tool}: {name} failed: {e}")),
-                        (None, _) => ToolOutput::ok(out.final_text),
-                    };
-                    if let Err(e) = run.closed {
-                        result = ToolOutput::error(format!(
-                            "{tool}: {name} could not close its session: {e}\n{}",
-                            result.text
-                        ));
+                    match run_child(&tool, &name, child, &task, &spawn, &ctx, None).await {
+                        Ok(run) => run.into_output(&tool, &name, &name, true),
+                        Err(refused) => refused,
                     }
-                    result.raw_output = Some(raw);
-                    result
                 })
             }),
         })

@@ -200,25 +200,7 @@ async fn run(
         Ok(r) => r,
         Err(refused) => return refused,
     };
-    let out = run.outcome;
-    let raw = serde_json::json!({
-        "agent": name,
-        "stop": format!("{:?}", out.stop),
-        "notes": run.notes,
-    });
-    let mut result = match (&out.error, out.stop) {
-        (_, loom_protocol::TurnStop::Cancelled) => ToolOutput::interrupted(&out.final_text),
-        (Some(e), _) => ToolOutput::error(format!("{tool}: the sub-agent {name:?} failed: {e}")),
-        (None, _) => ToolOutput::ok(out.final_text),
-    };
-    if let Err(e) = run.closed {
-        result = ToolOutput::error(format!(
-            "{tool}: the sub-agent {name:?} could not close its session: {e}\n{}",
-            result.text
-        ));
-    }
-    result.raw_output = Some(raw);
-    result
+    run.into_output(tool, name, &format!("the sub-agent {name:?}"), false)
 }
 
 /// What one child agent's turn gave.
@@ -229,6 +211,45 @@ pub(super) struct ChildRun {
     pub notes: Vec<String>,
     /// Closing its session.
     pub closed: Result<(), crate::session::SessionError>,
+}
+
+impl ChildRun {
+    /// The call's result: the child's last answer, or why there is none (`who` names the child in messages). With
+    /// `incomplete_ok`, a child that used up its requests gives its last answer marked incomplete instead of an
+    /// error.
+    pub(super) fn into_output(
+        self,
+        tool: &str,
+        name: &str,
+        who: &str,
+        incomplete_ok: bool,
+    ) -> ToolOutput {
+        let out = self.outcome;
+        let raw = serde_json::json!({
+            "agent": name,
+            "stop": format!("{:?}", out.stop),
+            "complete": out.stop == loom_protocol::TurnStop::EndTurn,
+            "notes": self.notes,
+        });
+        let mut result = match (&out.error, out.stop) {
+            (_, loom_protocol::TurnStop::Cancelled) => ToolOutput::interrupted(&out.final_text),
+            (_, loom_protocol::TurnStop::MaxTurnRequests) if incomplete_ok => ToolOutput::ok(format!(
+                "[incomplete: {name} used all of its requests (maxTurns) before it finished; its last answer \
+                 follows]\n{}",
+                out.final_text
+            )),
+            (Some(e), _) => ToolOutput::error(format!("{tool}: {who} failed: {e}")),
+            (None, _) => ToolOutput::ok(out.final_text),
+        };
+        if let Err(e) = self.closed {
+            result = ToolOutput::error(format!(
+                "{tool}: {who} could not close its session: {e}\n{}",
+                result.text
+            ));
+        }
+        result.raw_output = Some(raw);
+        result
+    }
 }
 
 /// Checks that `child` holds no more authority than the parent (the kernel's ceiling comparison), boots it one

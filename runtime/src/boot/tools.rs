@@ -158,32 +158,10 @@ impl Boot {
                     self.tool_search.clone(),
                 )) as Arc<dyn Tool>)
             } else if g.underlying == "spawn_subagent" {
-                let spawn = SpawnEnv {
-                    parent: loaded.clone(),
-                    ctx: self.ctx.clone(),
-                    opts: BootOptions {
-                        cwd: Some(self.cwd.clone()),
-                        ..self.opts.clone()
-                    },
-                    harness: self.harness_cell.clone(),
-                    authority: self.authority.clone(),
-                    submanifests: self.submanifests.clone(),
-                    boot: Arc::new(boot_loaded),
-                };
+                let spawn = self.spawn_env(&loaded);
                 Some(Arc::new(SpawnSubagentTool::new(tool_env, spawn)) as Arc<dyn Tool>)
             } else if g.underlying == "delegate" {
-                let spawn = SpawnEnv {
-                    parent: loaded.clone(),
-                    ctx: self.ctx.clone(),
-                    opts: BootOptions {
-                        cwd: Some(self.cwd.clone()),
-                        ..self.opts.clone()
-                    },
-                    harness: self.harness_cell.clone(),
-                    authority: self.authority.clone(),
-                    submanifests: self.submanifests.clone(),
-                    boot: Arc::new(boot_loaded),
-                };
+                let spawn = self.spawn_env(&loaded);
                 let tool = super::delegate::DelegateTool::new(tool_env, spawn, &self.profiles)
                     .map_err(|e| self.tool_err(&g.instance, e))?;
                 Some(Arc::new(tool) as Arc<dyn Tool>)
@@ -206,6 +184,22 @@ impl Boot {
             )?;
         }
         Ok(server_tools)
+    }
+
+    /// What the sub-agent tools (`spawn_subagent`, `delegate`) need to boot a child of this agent.
+    fn spawn_env(&self, loaded: &Arc<crate::load::Loaded>) -> SpawnEnv {
+        SpawnEnv {
+            parent: loaded.clone(),
+            ctx: self.ctx.clone(),
+            opts: BootOptions {
+                cwd: Some(self.cwd.clone()),
+                ..self.opts.clone()
+            },
+            harness: self.harness_cell.clone(),
+            authority: self.authority.clone(),
+            submanifests: self.submanifests.clone(),
+            boot: Arc::new(boot_loaded),
+        }
     }
 
     /// Builds the tools contributed groups add: built-ins, MCP tools of a contributed or shipped server, and the
