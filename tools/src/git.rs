@@ -379,15 +379,37 @@ fn config_keys(listing: &[u8]) -> Vec<Vec<u8>> {
         .collect()
 }
 
-/// The entry every git call carries first through `GIT_CONFIG_KEY_0`: the listing must show it back, or this git
-/// does not honour `GIT_CONFIG_COUNT` (older than 2.31) and the drivers could not be blanked.
+/// The entry every git call carries first through `GIT_CONFIG_KEY_0`, with a value new for each inspection: the
+/// listing must show it back with that value, or this git does not honour `GIT_CONFIG_COUNT` (older than 2.31) and
+/// the drivers could not be blanked. (The repository can set the key itself, but not guess the value.)
 const PROBE_KEY: &str = "loom.blanking";
 
+/// A value no repository can know in advance: the clock, the process and a counter.
+fn probe_value() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static SEQ: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    let h = crate::undo::content_hash(
+        format!(
+            "{nanos}-{}-{}",
+            std::process::id(),
+            SEQ.fetch_add(1, Ordering::Relaxed)
+        )
+        .as_bytes(),
+    );
+    h[..12].iter().map(|b| format!("{b:02x}")).collect()
+}
+
 /// Which drivers to blank in the repository at hand, from its `git config --list -z`: `Err` when the listing lacks
-/// [`PROBE_KEY`] (this git cannot be told to blank anything) or the configuration includes another file.
-fn drivers_to_blank(listing: &[u8]) -> Result<Vec<Vec<u8>>, String> {
+/// [`PROBE_KEY`] with this inspection's `probe` value (this git cannot be told to blank anything) or the
+/// configuration includes another file.
+fn drivers_to_blank(listing: &[u8], probe: &str) -> Result<Vec<Vec<u8>>, String> {
+    let want = format!("{PROBE_KEY}\n{probe}");
     let keys = config_keys(listing);
-    if !keys.iter().any(|k| k.as_slice() == PROBE_KEY.as_bytes()) {
+    if !listing.split(|b| *b == 0).any(|e| e == want.as_bytes()) {
         return Err(
             "this git does not take configuration from GIT_CONFIG_COUNT (git 2.31 or newer does), so loom cannot \
              switch off the repository's filters and drivers; install a newer git"
@@ -415,6 +437,7 @@ fn command(
     env_exe: &Path,
     git: &Path,
     top: &Path,
+    probe: &str,
     blanked: &[Vec<u8>],
     args: Vec<OsString>,
 ) -> Vec<OsString> {
@@ -422,7 +445,7 @@ fn command(
     v.extend(GIT_ENV.iter().map(OsString::from));
     v.push(format!("GIT_CONFIG_COUNT={}", blanked.len() + 1).into());
     v.push(format!("GIT_CONFIG_KEY_0={PROBE_KEY}").into());
-    v.push("GIT_CONFIG_VALUE_0=on".into());
+    v.push(format!("GIT_CONFIG_VALUE_0={probe}").into());
     for (i, k) in blanked.iter().enumerate() {
         let mut entry = format!("GIT_CONFIG_KEY_{}=", i + 1).into_bytes();
         entry.extend_from_slice(k);
@@ -521,6 +544,7 @@ async fn inspect(
     let git = program_on_path("git").ok_or("git is not installed (no `git` on loom's PATH)")?;
     let env_exe = program_on_path("env").ok_or("`env` is not on loom's PATH")?;
     let row = git_inspection_row(&top.display().to_string());
+    let probe = probe_value();
     let confined = |cap| Confined {
         env,
         sandbox,
@@ -536,6 +560,7 @@ async fn inspect(
                 &env_exe,
                 &git,
                 top,
+                &probe,
                 &[],
                 vec!["config".into(), "--list".into(), "-z".into()],
             ),
@@ -554,12 +579,12 @@ async fn inspect(
             listing.stderr.text("stderr").trim()
         ));
     }
-    let blanked = drivers_to_blank(&listing.stdout.bytes)?;
+    let blanked = drivers_to_blank(&listing.stdout.bytes, &probe)?;
     let shown: Vec<String> = args
         .iter()
         .map(|a| a.to_string_lossy().into_owned())
         .collect();
-    let argv = command(&env_exe, &git, top, &blanked, args);
+    let argv = command(&env_exe, &git, top, &probe, &blanked, args);
     let got = run_confined(
         BashPlan::Confined { row, argv },
         confined(GIT_OUTPUT_CAP),
@@ -653,8 +678,8 @@ mod tests {
 
     #[test]
     fn driver_keys_are_found_whatever_their_case() {
-        let listing = b"loom.blanking\non\0core.bare\nfalse\0filter.lfs.clean\ngit-lfs clean\0diff.Y.textconv\nsh x\0merge.m.driver\nx\0diff.external\nx\0filter.a.b.process\nx\0filter.a=b.CLEAN\nx\0filter.\xff.smudge\0user.name\nn\0";
-        let keys = drivers_to_blank(listing).unwrap();
+        let listing = b"loom.blanking\nnonce1\0core.bare\nfalse\0filter.lfs.clean\ngit-lfs clean\0diff.Y.textconv\nsh x\0merge.m.driver\nx\0diff.external\nx\0filter.a.b.process\nx\0filter.a=b.CLEAN\nx\0filter.\xff.smudge\0user.name\nn\0";
+        let keys = drivers_to_blank(listing, "nonce1").unwrap();
         let want: [&[u8]; 6] = [
             b"diff.Y.textconv",
             b"filter.a.b.process",
@@ -667,14 +692,21 @@ mod tests {
         assert!(!runs_a_program(b"filter.clean"));
         assert!(!runs_a_program(b"core.fsmonitor"));
         // a git that ignores GIT_CONFIG_COUNT, and a configuration that includes a file, are refused
-        assert!(drivers_to_blank(b"filter.x.clean\nx\0")
+        assert!(drivers_to_blank(b"filter.x.clean\nx\0", "nonce1")
             .unwrap_err()
             .contains("2.31"));
+        // the repository naming the key itself does not pass: it cannot know this inspection's value
         assert!(
-            drivers_to_blank(b"loom.blanking\non\0includeIf.gitdir:/x/.path\n/x\0")
+            drivers_to_blank(b"loom.blanking\non\0filter.x.clean\nx\0", "nonce1")
                 .unwrap_err()
-                .contains("includes another file")
+                .contains("2.31")
         );
+        assert!(drivers_to_blank(
+            b"loom.blanking\nnonce1\0includeIf.gitdir:/x/.path\n/x\0",
+            "nonce1"
+        )
+        .unwrap_err()
+        .contains("includes another file"));
     }
 
     #[test]
@@ -700,6 +732,7 @@ mod tests {
             Path::new("/usr/bin/env"),
             Path::new("/usr/bin/git"),
             Path::new("/w/r"),
+            "nonce1",
             &[b"filter.a=b.clean".to_vec()],
             args,
         );

@@ -3,8 +3,8 @@
 //! process group. The command runs exactly as a foreground `bash` call would — decided by the kernel, confined under
 //! the row it picked — only without waiting for it.
 //!
-//! The agent's [`ProcessTable`] holds them (at most [`MAX_RUNNING`] at once); each keeps the last
-//! [`KEPT_BYTES`] of its output. Ending the session kills every one still running ([`ProcessTable::kill_all`]), and
+//! The agent's [`ProcessTable`] holds them (at most [`MAX_RUNNING`] running at once, and the last [`MAX_ENDED`]
+//! that ended); each keeps the last [`KEPT_BYTES`] of its output. Ending the session kills every one still running ([`ProcessTable::kill_all`]), and
 //! so does dropping the table. Killing a group that already ended does nothing (the slot knows it was reaped); no
 //! external `kill` command ever runs.
 
@@ -26,6 +26,8 @@ pub const MAX_RUNNING: usize = 16;
 pub const KEPT_BYTES: usize = 1024 * 1024;
 /// The most bytes one `process_output` returns.
 pub const POLL_BYTES: usize = 64 * 1024;
+/// The most ended processes kept for polling (the oldest is forgotten first).
+pub const MAX_ENDED: usize = 16;
 /// The longest `wait_ms` a poll may ask for.
 pub const MAX_WAIT_MS: u64 = 30_000;
 
@@ -180,6 +182,16 @@ impl ProcessTable {
                 "{MAX_RUNNING} background processes are running already; end one with process_kill first"
             ));
         }
+        // ended ones are kept for polling, but not forever: their output is memory
+        let ended: Vec<u64> = t
+            .procs
+            .iter()
+            .filter(|(_, p)| p.state() != ProcState::Running)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in ended.iter().take(ended.len().saturating_sub(MAX_ENDED - 1)) {
+            t.procs.remove(id);
+        }
         t.next += 1;
         let id = t.next;
         let p = Arc::new(Proc {
@@ -209,6 +221,15 @@ impl ProcessTable {
                 )
             }
         })
+    }
+
+    /// How many are running.
+    pub fn running(&self) -> usize {
+        lock(&self.0)
+            .procs
+            .values()
+            .filter(|p| p.state() == ProcState::Running)
+            .count()
     }
 
     /// Kills every process still running (the session ends); how many were.
@@ -512,6 +533,56 @@ mod tests {
         assert_eq!(e.processes.kill_all(), 1);
         let last = call(&output, AlgebraKind::Default, &e, json!({"id": 3})).await;
         assert!(last.text.contains(": killed,"), "{}", last.text);
+    }
+
+    #[tokio::test]
+    async fn dropping_the_table_kills_what_still_runs_and_ended_ones_are_forgotten_in_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = env("bash", dir.path(), "\"*\"");
+        let bash = BashTool::new(e.clone(), SandboxEnv::default());
+        let out = call(
+            &bash,
+            AlgebraKind::Bash,
+            &e,
+            json!({"command": "echo $$ > pid; sleep 30", "background": true}),
+        )
+        .await;
+        assert!(!out.is_error, "{}", out.text);
+        let pid_file = dir.path().join("pid");
+        let mut pid = String::new();
+        for _ in 0..200 {
+            pid = std::fs::read_to_string(&pid_file).unwrap_or_default();
+            if !pid.trim().is_empty() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        let proc_dir = std::path::PathBuf::from(format!("/proc/{}", pid.trim()));
+        assert!(proc_dir.exists(), "the command did not start");
+        // the agent goes away without closing: its tools and their table with it
+        drop(bash);
+        drop(e);
+        let mut gone = false;
+        for _ in 0..200 {
+            if !proc_dir.exists() {
+                gone = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        assert!(gone, "the background process outlived its table");
+        // ended processes beyond MAX_ENDED are forgotten, oldest first
+        let table = ProcessTable::default();
+        for _ in 0..MAX_ENDED + 5 {
+            let (_, p) = table.add("x", Arc::new(GroupSlot::new())).unwrap();
+            p.ended(ProcState::Exited {
+                code: 0,
+                timed_out: false,
+            });
+        }
+        let t = lock(&table.0);
+        assert_eq!(t.procs.len(), MAX_ENDED);
+        assert_eq!(t.procs.keys().next(), Some(&6));
     }
 
     #[test]

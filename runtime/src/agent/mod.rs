@@ -360,6 +360,14 @@ impl Agent {
     /// switches it (`/plan`, `/plan off`, `--plan`, an ACP client's `session/set_mode`); no tool can.
     pub fn set_plan_mode(&self, on: bool) {
         self.plan_mode.store(on, Ordering::SeqCst);
+        // plan mode refuses new changes; it does not stop what runs already
+        let running = self.processes.running();
+        if on && running > 0 {
+            self.bus.publish(&SessionUpdate::notice(format!(
+                "plan mode does not stop the {running} background process(es) still running (process_kill is \
+                 refused in plan mode; leave it with /plan off to end them, or they end with the session)"
+            )));
+        }
     }
 
     /// True in plan mode.

@@ -56,7 +56,12 @@ const REVIEW_TURN_BIT: u64 = 1 << 62;
 fn verdict(answer: &str) -> Option<String> {
     let first = answer.trim().lines().next().unwrap_or("").trim();
     let upper = first.to_ascii_uppercase();
-    if upper.starts_with("COMPLETE") {
+    // the first word, exactly: "COMPLETELY unverified" is no acceptance
+    let word = upper
+        .split(|c: char| !c.is_ascii_alphabetic())
+        .find(|w| !w.is_empty())
+        .unwrap_or("");
+    if word == "COMPLETE" {
         return None;
     }
     let why = first
@@ -200,6 +205,8 @@ mod tests {
             verdict("INCOMPLETE: the tests were never run\nmore text").as_deref(),
             Some("the tests were never run")
         );
+        assert!(verdict("COMPLETELY unverified").is_some());
+        assert_eq!(verdict("**COMPLETE**"), None);
         assert!(verdict("I think so?")
             .unwrap()
             .starts_with("the reviewer did not confirm completion"));

@@ -109,17 +109,34 @@ fn child_manifest(
     m.subagents.clear();
     m.agent.system_prompt = Some(loom_kernel::SystemPrompt::Text(profile.prompt.clone()));
     m.agent.description = Some(profile.description.clone());
-    // its own conversation, kept in memory (a file layer would share the parent's log)
-    for layer in &mut m.session.layers {
-        if layer.provider == "file" {
-            layer.provider = "in-memory".into();
-            layer.config = toml::Table::new();
-        }
-        if layer.provider == "compacting" {
-            layer.config.remove("persist");
-        }
+    // its own conversation, kept in memory: the parent's skills and compaction, but no storage of the parent's (a
+    // file log, a provider's layer) and no persisted compaction state
+    let mut layers: Vec<loom_kernel::LayerSpec> = m
+        .session
+        .layers
+        .iter()
+        .filter(|l| matches!(l.provider.as_str(), "skills" | "compacting"))
+        .cloned()
+        .collect();
+    for l in &mut layers {
+        l.config.remove("persist");
     }
+    let mut memory = parent
+        .session
+        .layers
+        .first()
+        .cloned()
+        .unwrap_or_else(|| loom_kernel::SessionSpec::default_chain().layers[0].clone());
+    memory.provider = "in-memory".into();
+    memory.config = toml::Table::new();
+    memory.storage = true;
+    layers.push(memory);
+    m.session.layers = layers;
     m.supervisor = loom_kernel::SupervisorSpec::default();
+    // a profile narrows the request budget too: never more than this agent's own
+    let parent_max = crate::harness::max_turn_requests_of(parent.harness.as_ref())
+        .unwrap_or(crate::harness::DEFAULT_MAX_TURN_REQUESTS);
+    let max = profile.max_turns.map_or(parent_max, |n| n.min(parent_max));
     match &verdict.model {
         ModelChoice::Parent => {}
         ModelChoice::Harness(h) => m.harness = parent.harnesses.get(h).cloned(),
@@ -130,9 +147,11 @@ fn child_manifest(
             }
         }
     }
-    if let (Some(n), Some(h)) = (profile.max_turns, m.harness.as_mut()) {
-        h.config
-            .insert("maxTurnRequests".into(), toml::Value::Integer(i64::from(n)));
+    if let Some(h) = m.harness.as_mut() {
+        h.config.insert(
+            "maxTurnRequests".into(),
+            toml::Value::Integer(i64::from(max)),
+        );
     }
     m
 }
@@ -299,6 +318,23 @@ mod tests {
         assert_eq!(
             m.agent.system_prompt,
             Some(loom_kernel::SystemPrompt::Text("Read only.".into()))
+        );
+        // a profile cannot raise the request budget above this agent's (16, the default)
+        let greedy = loom_kernel::parse_profile(
+            "---\nname: g\ndescription: d\nmaxTurns: 500\n---\nGo.\n",
+            "g",
+        )
+        .unwrap();
+        let v = loom_kernel::judge_profile(&parent, &greedy);
+        let m = child_manifest(&parent, &greedy, &v);
+        assert_eq!(
+            m.harness
+                .as_ref()
+                .unwrap()
+                .config
+                .get("maxTurnRequests")
+                .and_then(toml::Value::as_integer),
+            Some(16)
         );
     }
 }

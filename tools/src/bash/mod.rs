@@ -332,12 +332,14 @@ impl Call {
             });
         }
         let Call {
-            env,
+            mut env,
             sandbox,
             cwd,
             timeout,
             ..
         } = self;
+        // the waiting thread must not keep the table alive: dropping the agent's table kills what still runs
+        env.processes = crate::process::ProcessTable::default();
         std::thread::spawn(move || {
             let ended = match start(plan, &cwd, &env, &sandbox, timeout, writer, &slot) {
                 Ok((code, timed_out, _)) => crate::process::ProcState::Exited { code, timed_out },
