@@ -273,3 +273,33 @@ fn delegate_runs_a_profile_on_the_task_text_alone() {
     assert_ne!(boot.code(), 0);
     boot.stderr_has("tools.delegate: its grant names the profile \"ghost\", which cannot be used");
 }
+
+/// The documented limit of project profiles (SECURITY.md): where `.loom` does not exist yet, a confined command with a
+/// write grant over the working directory can create `.loom/agents/NAME.md`, and the next agent reads it — but a
+/// planted profile still only narrows: one that asks for a tool the agent lacks is refused.
+#[test]
+fn a_profile_a_confined_command_plants_can_only_narrow_the_next_agent() {
+    if !super::sandbox_available() {
+        return;
+    }
+    let s = Scratch::new();
+    s.write(
+        "agent.toml",
+        "[agent]\nname = \"planter\"\n\n[harness]\nprovider = \"test\"\nscript = [[\n\
+         { call = { tool = \"bash\", input = { command = \"mkdir -p .loom/agents && printf -- '---\\\\nname: planted\\\\ndescription: x\\\\ntools: [bash, write_file]\\\\n---\\\\nGo.\\\\n' > .loom/agents/planted.md\" } } },\n\
+         { say = \"done\" },\n]]\n\n[session]\nprovider = \"in-memory\"\n\n[tools]\nbash = \"builtin\"\n\n\
+         [capabilities]\nbash = { commands = \"*\", paths = [\"./\"] }\n",
+    );
+    let r = results(&updates(&{
+        let run = s.loom(&["prompt", "agent.toml", "go", "--format", "jsonl"]);
+        run.expect_code(0);
+        run
+    }));
+    assert_eq!(r[0].0, "completed", "{r:#?}");
+    // what the limit allows: the file is there for the next agent
+    assert!(s.path().join(".loom/agents/planted.md").exists());
+    // what it does not: more than this agent's tools
+    let audit = s.loom(&["audit", "agent.toml"]);
+    assert_eq!(audit.code(), 1, "{}", audit.stdout());
+    audit.stdout_has("subagent profile planted is refused: tools names \"write_file\", which this agent does not have");
+}
