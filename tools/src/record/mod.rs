@@ -94,7 +94,9 @@ impl RecordLog {
                 if let Some(o) = v.as_object_mut() {
                     o.remove("version");
                 }
-                serde_json::from_value(v).map_err(|e| bad(e.to_string()))?
+                let r: Record = serde_json::from_value(v).map_err(|e| bad(e.to_string()))?;
+                r.validate().map_err(bad)?;
+                r
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Record::new(),
             Err(e) => return Err(bad(format!("cannot be read: {e}"))),

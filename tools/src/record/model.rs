@@ -424,6 +424,42 @@ impl Record {
         Ok(())
     }
 
+    /// Checks a record read back from storage as every change is checked: the checklist's items and statuses,
+    /// unique task ids below `next_id`, the task graph (dependencies exist, no cycle, no task ahead of one it waits
+    /// for), and the lengths of the notes and the goal.
+    pub fn validate(&self) -> Result<(), String> {
+        self.clone().set_todos(self.todos.clone())?;
+        if self.tasks.len() > MAX_TASKS {
+            return Err(format!("{} tasks; at most {MAX_TASKS}", self.tasks.len()));
+        }
+        let mut ids = std::collections::BTreeSet::new();
+        for t in &self.tasks {
+            if !ids.insert(t.id) || t.id == 0 || t.id >= self.next_id {
+                return Err(format!(
+                    "task id {} is repeated, zero, or not below nextId {}",
+                    t.id, self.next_id
+                ));
+            }
+            check_text(&format!("task {} title", t.id), &t.title, MAX_LINE_CHARS)?;
+            if t.description.chars().count() > MAX_TEXT_CHARS {
+                return Err(format!("task {} description is too long", t.id));
+            }
+        }
+        for t in &self.tasks {
+            self.check_tasks(t.id)?;
+        }
+        if self.notes.len() > MAX_NOTES {
+            return Err(format!("{} notes; at most {MAX_NOTES}", self.notes.len()));
+        }
+        for n in &self.notes {
+            check_text("a note", &n.text, MAX_TEXT_CHARS)?;
+        }
+        if let Some(g) = &self.goal {
+            check_text("the goal", g, MAX_LINE_CHARS)?;
+        }
+        Ok(())
+    }
+
     /// True when nothing is recorded.
     pub fn is_empty(&self) -> bool {
         self.goal.is_none()
@@ -671,5 +707,14 @@ mod tests {
         let back: Record = serde_json::from_str(&text).unwrap();
         assert_eq!(back, r);
         assert!(serde_json::from_str::<Record>("{\"todo\": []}").is_err());
+        assert_eq!(back.validate(), Ok(()));
+        // a stored record is checked like a change: a cycle, or two items in progress, is refused
+        let mut cyclic = back.clone();
+        cyclic.create_task("u", None, None, vec![1]).unwrap();
+        cyclic.tasks[0].blocked_by = vec![2];
+        assert!(cyclic.validate().unwrap_err().contains("dependency cycle"));
+        let mut busy = back;
+        busy.todos.push(todo("b", Status::InProgress));
+        assert!(busy.validate().unwrap_err().contains("in_progress"));
     }
 }
