@@ -97,7 +97,7 @@ pub enum HarnessConfigError {
 }
 
 /// The default `maxTurnRequests`.
-pub const DEFAULT_MAX_TURN_REQUESTS: u32 = 16;
+pub const DEFAULT_MAX_TURN_REQUESTS: u32 = loom_kernel::DEFAULT_MAX_TURN_REQUESTS;
 
 /// Where a harness is built: the manifest's directory (a local model's relative path) and the environment loom
 /// runs in (the data directory a known local model is installed into).

@@ -66,8 +66,8 @@ pub use contrib::mcp::{
     bind_schema, ArgBinding, ArgumentError, BindError, BoundTool, McpResolution,
 };
 pub use contrib::profile::{
-    judge_profile, parse_profile, ModelChoice, Profile, ProfileVerdict, DELEGATING_TOOLS,
-    MAX_PROFILE_TURNS, PROFILES_DIR,
+    granted_profiles, judge_profile, parse_profile, profile_manifest, ModelChoice, Profile,
+    ProfileVerdict, DEFAULT_MAX_TURN_REQUESTS, DELEGATING_TOOLS, MAX_PROFILE_TURNS, PROFILES_DIR,
 };
 pub use contrib::rules::{parse_rule, ProjectRule, RULES_DIR};
 pub use contrib::server_tools::{server_tool_limits, ServerToolLimitError};

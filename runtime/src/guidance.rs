@@ -65,12 +65,26 @@ pub(crate) fn at_start(dir: &Path) -> AtStart {
 
 /// The `*.md` regular files of `dir/.loom/rules`, sorted; none when `.loom` or `.loom/rules` is not a real directory.
 pub(crate) fn rule_files(dir: &Path) -> Vec<String> {
-    let real_dir = |p: &Path| std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir());
-    let rules = dir.join(RULES_DIR);
-    if !real_dir(&dir.join(".loom")) || !real_dir(&rules) {
+    if !real_dir(&dir.join(".loom")) {
         return Vec::new();
     }
-    let Ok(entries) = std::fs::read_dir(&rules) else {
+    let mut names = md_files(&dir.join(RULES_DIR));
+    names.truncate(MAX_RULES);
+    names
+}
+
+/// True for a directory that is not a link.
+pub(crate) fn real_dir(p: &Path) -> bool {
+    std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir())
+}
+
+/// The names of the `*.md` regular files of `dir`, sorted; none when `dir` is not a real directory (a link is never
+/// followed, to the directory or to a file in it).
+pub(crate) fn md_files(dir: &Path) -> Vec<String> {
+    if !real_dir(dir) {
+        return Vec::new();
+    }
+    let Ok(entries) = std::fs::read_dir(dir) else {
         return Vec::new();
     };
     let mut names: Vec<String> = entries
@@ -80,7 +94,6 @@ pub(crate) fn rule_files(dir: &Path) -> Vec<String> {
         .filter(|n| n.ends_with(".md"))
         .collect();
     names.sort();
-    names.truncate(MAX_RULES);
     names
 }
 

@@ -8,6 +8,8 @@ use std::path::{Path, PathBuf};
 
 use loom_kernel::{judge_profile, parse_profile, Manifest, Profile, ProfileVerdict, PROFILES_DIR};
 
+use crate::guidance::{md_files, real_dir};
+
 /// The largest profile file read.
 pub const MAX_PROFILE_BYTES: u64 = 64 * 1024;
 
@@ -22,27 +24,6 @@ pub struct FoundProfile {
     pub result: Result<(Profile, ProfileVerdict), String>,
     /// A project profile of the same name hides this one.
     pub shadowed: bool,
-}
-
-fn real_dir(p: &Path) -> bool {
-    std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir())
-}
-
-/// The `*.md` regular files of `dir` (a real directory), sorted.
-fn md_files(dir: &Path) -> Vec<PathBuf> {
-    if !real_dir(dir) {
-        return Vec::new();
-    }
-    let mut out: Vec<PathBuf> = std::fs::read_dir(dir)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "md"))
-        .collect();
-    out.sort();
-    out
 }
 
 fn read(path: &Path) -> Result<String, String> {
@@ -78,7 +59,7 @@ pub fn discover_profiles(manifest: &Manifest, cwd: &Path, data_home: &Path) -> V
         if scope == "project" && !real_dir(&cwd.join(".loom")) {
             continue;
         }
-        for path in md_files(&dir) {
+        for path in md_files(&dir).into_iter().map(|n| dir.join(n)) {
             let stem = path
                 .file_stem()
                 .and_then(|s| s.to_str())

@@ -4,7 +4,7 @@
 use loom_protocol::update::{Plan, PlanEntry, SessionUpdate};
 use loom_tools::record::{Record, Status};
 
-use crate::session::compactor::SUMMARY_ID_PREFIX;
+use crate::session::compactor::opening_summary;
 
 /// After a compaction (the history opens with its summary), the record is appended to that summary: the model keeps
 /// its checklist, tasks, notes and goal however much of the conversation was summarised. Nothing happens to a
@@ -13,16 +13,9 @@ pub(crate) fn keep_through_compaction(events: &mut [SessionUpdate], record: &Rec
     if record.is_empty() {
         return;
     }
-    let Some(SessionUpdate::UserMessageChunk(first)) = events.first_mut() else {
+    let Some(first) = opening_summary(events) else {
         return;
     };
-    if !first
-        .message_id
-        .as_deref()
-        .is_some_and(|id| id.starts_with(SUMMARY_ID_PREFIX))
-    {
-        return;
-    }
     let mut text = first.content.as_text().to_string();
     text.push_str(&format!(
         "\n\n<working-record note=\"kept through the compaction; todo_read shows it whole\">\n{}\n</working-record>",

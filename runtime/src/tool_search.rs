@@ -8,7 +8,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use loom_kernel::{CallFacts, Request, Row};
 use loom_protocol::model::ToolSpec;
 use loom_protocol::update::ToolKind;
 use loom_tools::{check_fields, Prepared, Tool, ToolEnv, ToolOutput};
@@ -144,18 +143,11 @@ impl Tool for ToolSearchTool {
         check_fields(input, &name, &["query"])?;
         let query = loom_tools::str_field(input, &name, "query")?.to_string();
         let search = self.search.clone();
-        Ok(Prepared {
-            request: Request::Args(Row::default()),
-            more: Vec::new(),
-            facts: CallFacts {
-                tool: name,
-                ..CallFacts::default()
-            },
-            locations: vec![],
-            run: Box::new(move |_auth, _ctx| {
+        Ok(
+            loom_tools::CallHead::whole_tool(&name).then(Box::new(move |_auth, _ctx| {
                 Box::pin(async move { ToolOutput::ok(search.search(&query)) })
-            }),
-        })
+            })),
+        )
     }
 }
 

@@ -7,7 +7,6 @@
 
 use std::time::Duration;
 
-use loom_kernel::{CallFacts, Request, Row};
 use serde_json::{json, Value};
 
 use super::web_search::read_capped;
@@ -196,25 +195,16 @@ impl Tool for Context7Tool {
             .bearer_auth(self.key.expose());
         let op = self.op;
         let key = self.key.clone();
-        Ok(Prepared {
-            // no capability kinds: the grant decides whether the tool may be called at all
-            request: Request::Args(Row::default()),
-            more: Vec::new(),
-            facts: CallFacts {
-                tool: tool.clone(),
-                host,
-                ..CallFacts::default()
-            },
-            locations: Vec::new(),
-            run: Box::new(move |_auth, ctx: ToolCtx| {
+        Ok(crate::CallHead::whole_tool(&tool).host(host).then(Box::new(
+            move |_auth, ctx: ToolCtx| {
                 Box::pin(async move {
                     tokio::select! {
                         out = fetch(&tool, op, request, &key) => out,
                         _ = ctx.cancel.cancelled() => ToolOutput::interrupted(""),
                     }
                 })
-            }),
-        })
+            },
+        )))
     }
 }
 

@@ -196,6 +196,69 @@ pub struct Prepared {
     pub run: Run,
 }
 
+/// What a call asks the kernel, before the run is attached ([`CallHead::then`]): the common shapes of a prepared
+/// call.
+pub struct CallHead {
+    request: Request,
+    facts: CallFacts,
+    locations: Vec<Location>,
+}
+
+impl CallHead {
+    /// A call about one path (`shown`, as the kernel decides it): the kernel decides `access` to it, permission rules
+    /// see the tool and the path, and hosts see it as the call's location.
+    pub fn one_path(tool: &str, shown: &str, access: loom_kernel::Access) -> CallHead {
+        CallHead {
+            request: Request::File {
+                path: shown.to_string(),
+                access,
+            },
+            facts: CallFacts {
+                tool: tool.to_string(),
+                path: Some(shown.to_string()),
+                ..CallFacts::default()
+            },
+            locations: vec![Location {
+                path: shown.to_string(),
+            }],
+        }
+    }
+
+    /// A call of a tool whose grant has no kinds: the kernel decides only whether the tool may be called at all.
+    pub fn whole_tool(tool: &str) -> CallHead {
+        CallHead::args(tool, loom_kernel::Row::default())
+    }
+
+    /// A call the kernel decides by the argument row `want` against the tool's grant (no path, no location).
+    pub fn args(tool: &str, want: loom_kernel::Row) -> CallHead {
+        CallHead {
+            request: Request::Args(want),
+            facts: CallFacts {
+                tool: tool.to_string(),
+                ..CallFacts::default()
+            },
+            locations: Vec::new(),
+        }
+    }
+
+    /// The same, with the host the call reaches (for permission rules that match hosts).
+    pub fn host(mut self, host: Option<String>) -> CallHead {
+        self.facts.host = host;
+        self
+    }
+
+    /// The prepared call: this head, and `run` once the kernel allows it.
+    pub fn then(self, run: Run) -> Prepared {
+        Prepared {
+            request: self.request,
+            more: Vec::new(),
+            facts: self.facts,
+            locations: self.locations,
+            run,
+        }
+    }
+}
+
 /// Where a tool instance runs and under which grant.
 #[derive(Debug, Clone)]
 pub struct ToolEnv {

@@ -12,7 +12,6 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use loom_kernel::{CallFacts, Request, Row};
 use loom_sandbox::GroupSlot;
 use serde_json::{json, Value};
 
@@ -390,15 +389,8 @@ impl Tool for ProcessTool {
         };
         let table = self.env.processes.clone();
         let op = self.op;
-        Ok(Prepared {
-            request: Request::Args(Row::default()),
-            more: Vec::new(),
-            facts: CallFacts {
-                tool: name.clone(),
-                ..CallFacts::default()
-            },
-            locations: Vec::new(),
-            run: Box::new(move |_auth, ctx| {
+        Ok(
+            crate::CallHead::whole_tool(&name).then(Box::new(move |_auth, ctx| {
                 Box::pin(async move {
                     let p = match table.get(id) {
                         Ok(p) => p,
@@ -432,8 +424,8 @@ impl Tool for ProcessTool {
                         }
                     }
                 })
-            }),
-        })
+            })),
+        )
     }
 }
 

@@ -5,13 +5,12 @@
 
 use std::path::{Path, PathBuf};
 
-use loom_kernel::{Access, CallFacts, Request};
+use loom_kernel::Access;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::beneath::{run_blocking, Target};
 use super::{resolve_path, str_field, PathMode, Prepared, ToolEnv, ToolOutput};
-use loom_protocol::update::Location;
 
 /// The work of a read call: the decided path split at its grant root, the path itself (canonical), the call's
 /// cancellation.
@@ -58,19 +57,8 @@ pub(crate) fn read_call(env: &ToolEnv, path_in: &str, work: ReadWork) -> Result<
         resolve_path(&env.cwd, path_in, PathMode::Existing).map_err(|e| format!("{name}: {e}"))?;
     let shown = path.display().to_string();
     let ctx_paths = env.ctx.clone();
-    Ok(Prepared {
-        request: Request::File {
-            path: shown.clone(),
-            access: Access::Read,
-        },
-        more: Vec::new(),
-        facts: CallFacts {
-            tool: name.clone(),
-            path: Some(shown.clone()),
-            ..CallFacts::default()
-        },
-        locations: vec![Location { path: shown }],
-        run: Box::new(move |auth, ctx| {
+    Ok(
+        crate::CallHead::one_path(name, &shown, Access::Read).then(Box::new(move |auth, ctx| {
             Box::pin(async move {
                 let target = match Target::of(&auth, &ctx_paths, &path, Access::Read) {
                     Ok(t) => t,
@@ -83,6 +71,6 @@ pub(crate) fn read_call(env: &ToolEnv, path_in: &str, work: ReadWork) -> Result<
                     Err(e) => ToolOutput::error(e),
                 }
             })
-        }),
-    })
+        })),
+    )
 }

@@ -1,13 +1,13 @@
 //! `read_file`: read a UTF-8 file, whole or a range of its lines (numbered).
 
-use loom_kernel::{Access, CallFacts, Request};
+use loom_kernel::Access;
 use serde_json::{json, Value};
 
 use super::beneath::{open_read, read_capped, size_of, Target};
 use super::client::read_text;
 use super::{check_fields, resolve_path, str_field, PathMode, Prepared, Tool, ToolEnv, ToolOutput};
 use loom_protocol::model::ToolSpec;
-use loom_protocol::update::{Location, ToolKind};
+use loom_protocol::update::ToolKind;
 
 /// The largest file `read_file` returns whole, and the most text a ranged read returns (1 MiB).
 pub const MAX_READ_BYTES: u64 = 1024 * 1024;
@@ -94,40 +94,29 @@ impl Tool for ReadFileTool {
             .map_err(|e| format!("{name}: {e}"))?;
         let shown = path.display().to_string();
         let ctx_paths = self.env.ctx.clone();
-        Ok(Prepared {
-            request: Request::File {
-                path: shown.clone(),
-                access: Access::Read,
-            },
-            more: Vec::new(),
-            facts: CallFacts {
-                tool: name.clone(),
-                path: Some(shown.clone()),
-                ..CallFacts::default()
-            },
-            locations: vec![Location {
-                path: shown.clone(),
-            }],
-            run: Box::new(move |auth, ctx| {
-                Box::pin(async move {
-                    let target = match Target::of(&auth, &ctx_paths, &path, Access::Read) {
-                        Ok(t) => t,
-                        Err(e) => return ToolOutput::error(e),
-                    };
-                    match read_text(&ctx, &path, move || read(&target, cap)).await {
-                        Ok(text) if text.len() as u64 > cap => ToolOutput::error(format!(
-                            "{shown}: {}",
-                            too_big(text.len() as u64, cap)
-                        )),
-                        Ok(text) => match range {
-                            None => ToolOutput::ok(text),
-                            Some(r) => lines_of(&text, r, &shown),
-                        },
-                        Err(e) => ToolOutput::error(format!("{shown}: {e}")),
-                    }
-                })
-            }),
-        })
+        Ok(
+            crate::CallHead::one_path(name, &shown, Access::Read).then(Box::new(
+                move |auth, ctx| {
+                    Box::pin(async move {
+                        let target = match Target::of(&auth, &ctx_paths, &path, Access::Read) {
+                            Ok(t) => t,
+                            Err(e) => return ToolOutput::error(e),
+                        };
+                        match read_text(&ctx, &path, move || read(&target, cap)).await {
+                            Ok(text) if text.len() as u64 > cap => ToolOutput::error(format!(
+                                "{shown}: {}",
+                                too_big(text.len() as u64, cap)
+                            )),
+                            Ok(text) => match range {
+                                None => ToolOutput::ok(text),
+                                Some(r) => lines_of(&text, r, &shown),
+                            },
+                            Err(e) => ToolOutput::error(format!("{shown}: {e}")),
+                        }
+                    })
+                },
+            )),
+        )
     }
 }
 

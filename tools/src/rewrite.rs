@@ -92,8 +92,8 @@ pub(crate) fn rewrite_call(
     render: fn(&str, &str) -> String,
     change: impl FnOnce(&str) -> Result<Changed, String> + Send + 'static,
 ) -> Result<super::Prepared, String> {
-    use loom_kernel::{Access, CallFacts, Request};
-    use loom_protocol::update::{Location, ToolCallContent};
+    use loom_kernel::Access;
+    use loom_protocol::update::ToolCallContent;
 
     let name = env.instance.clone();
     let path =
@@ -103,21 +103,8 @@ pub(crate) fn rewrite_call(
         })?;
     let shown = path.display().to_string();
     let (ctx_paths, log) = (env.ctx.clone(), env.undo.clone());
-    Ok(super::Prepared {
-        request: Request::File {
-            path: shown.clone(),
-            access: Access::Write,
-        },
-        more: Vec::new(),
-        facts: CallFacts {
-            tool: name.clone(),
-            path: Some(shown.clone()),
-            ..CallFacts::default()
-        },
-        locations: vec![Location {
-            path: shown.clone(),
-        }],
-        run: Box::new(move |auth, ctx| {
+    Ok(
+        super::CallHead::one_path(&name, &shown, Access::Write).then(Box::new(move |auth, ctx| {
             Box::pin(async move {
                 let target = match Target::of(&auth, &ctx_paths, &path, Access::Write) {
                     Ok(t) => t,
@@ -151,6 +138,6 @@ pub(crate) fn rewrite_call(
                     Err(e) => super::ToolOutput::error(format!("{shown}: {e}")),
                 }
             })
-        }),
-    })
+        })),
+    )
 }

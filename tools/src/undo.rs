@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use loom_kernel::{Access, CallFacts, Request};
+use loom_kernel::Access;
 use rustix::fs::OFlags;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
@@ -20,7 +20,7 @@ use sha2::{Digest, Sha256};
 use super::beneath::{read_capped, run_blocking, BeneathError, Gate, Place, Target};
 use super::{check_fields, resolve_path, str_field, PathMode, Prepared, Tool, ToolEnv, ToolOutput};
 use loom_protocol::model::ToolSpec;
-use loom_protocol::update::{Location, ToolCallContent, ToolKind};
+use loom_protocol::update::{ToolCallContent, ToolKind};
 
 /// The most bytes of old text the log holds for one agent.
 pub const UNDO_MAX_BYTES: usize = 64 * 1024 * 1024;
@@ -210,21 +210,7 @@ impl Tool for UndoTool {
         let shown = path.display().to_string();
         let ctx_paths = self.env.ctx.clone();
         let log = self.env.undo.clone();
-        Ok(Prepared {
-            request: Request::File {
-                path: shown.clone(),
-                access: Access::Write,
-            },
-            more: Vec::new(),
-            facts: CallFacts {
-                tool: name.clone(),
-                path: Some(shown.clone()),
-                ..CallFacts::default()
-            },
-            locations: vec![Location {
-                path: shown.clone(),
-            }],
-            run: Box::new(move |auth, ctx| {
+        Ok(crate::CallHead::one_path(&name, &shown, Access::Write).then(Box::new(move |auth, ctx| {
                 Box::pin(async move {
                     let Some(snap) = log.last(&path) else {
                         return ToolOutput::error(format!(
@@ -270,8 +256,7 @@ impl Tool for UndoTool {
                         Err(e) => ToolOutput::error(format!("{shown}: {e}")),
                     }
                 })
-            }),
-        })
+            })))
     }
 }
 

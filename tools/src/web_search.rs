@@ -8,8 +8,6 @@
 
 use std::time::Duration;
 
-use loom_kernel::{CallFacts, Request, Row};
-
 use super::{check_fields, str_field, Prepared, Tool, ToolCtx, ToolEnv, ToolOutput};
 use loom_protocol::model::ToolSpec;
 use loom_protocol::update::ToolKind;
@@ -167,25 +165,16 @@ impl Tool for WebSearchTool {
             .query(&params)
             .header("accept", "application/json")
             .header("x-subscription-token", self.key.expose());
-        Ok(Prepared {
-            // no capability kinds: the grant decides whether the tool may be called at all
-            request: Request::Args(Row::default()),
-            more: Vec::new(),
-            facts: CallFacts {
-                tool: tool.clone(),
-                host,
-                ..CallFacts::default()
-            },
-            locations: Vec::new(),
-            run: Box::new(move |_auth, ctx: ToolCtx| {
+        Ok(crate::CallHead::whole_tool(&tool).host(host).then(Box::new(
+            move |_auth, ctx: ToolCtx| {
                 Box::pin(async move {
                     tokio::select! {
                         out = search(&tool, request) => out,
                         _ = ctx.cancel.cancelled() => ToolOutput::interrupted(""),
                     }
                 })
-            }),
-        })
+            },
+        )))
     }
 }
 

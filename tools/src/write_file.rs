@@ -2,7 +2,7 @@
 
 use std::io::Write;
 
-use loom_kernel::{Access, CallFacts, Request};
+use loom_kernel::Access;
 use rustix::fs::OFlags;
 use serde_json::{json, Value};
 
@@ -16,7 +16,7 @@ use super::{
     ToolOutput,
 };
 use loom_protocol::model::ToolSpec;
-use loom_protocol::update::{Location, ToolCallContent, ToolKind};
+use loom_protocol::update::{ToolCallContent, ToolKind};
 
 /// The `write_file` tool.
 #[derive(Debug)]
@@ -72,114 +72,106 @@ impl Tool for WriteFileTool {
         let shown = path.display().to_string();
         let ctx_paths = self.env.ctx.clone();
         let (log, tool) = (self.env.undo.clone(), name.clone());
-        Ok(Prepared {
-            request: Request::File {
-                path: shown.clone(),
-                access: Access::Write,
-            },
-            more: Vec::new(),
-            facts: CallFacts {
-                tool: name.clone(),
-                path: Some(shown.clone()),
-                ..CallFacts::default()
-            },
-            locations: vec![Location {
-                path: shown.clone(),
-            }],
-            run: Box::new(move |auth, ctx| {
-                Box::pin(async move {
-                    let target = match Target::of(&auth, &ctx_paths, &path, Access::Write) {
-                        Ok(t) => t,
-                        Err(e) => return ToolOutput::error(format!("{shown}: {e}")),
-                    };
-                    // what the file held, for undo (a file too large to keep is written without a snapshot)
-                    let before = {
-                        let t = target.clone();
-                        run_blocking(&ctx.cancel, None, move || Ok(snapshot_of(&t))).await
-                    };
-                    let before = match before {
-                        Ok(b) => b,
-                        Err(e) => return ToolOutput::error(format!("{shown}: {e}")),
-                    };
-                    let done = match writer(&ctx) {
-                        // the client writes (its buffer, then its disk); an append is read, extended, written whole.
-                        // Missing directories are made here, beneath the root.
-                        Some(client) => {
+        Ok(
+            crate::CallHead::one_path(&name, &shown, Access::Write).then(Box::new(
+                move |auth, ctx| {
+                    Box::pin(async move {
+                        let target = match Target::of(&auth, &ctx_paths, &path, Access::Write) {
+                            Ok(t) => t,
+                            Err(e) => return ToolOutput::error(format!("{shown}: {e}")),
+                        };
+                        // what the file held, for undo (a file too large to keep is written without a snapshot)
+                        let before = {
                             let t = target.clone();
-                            let ready = run_blocking(&ctx.cancel, None, move || {
-                                Place::open(&t, create_dirs)
-                                    .map(|_| ())
-                                    .map_err(String::from)
-                            })
-                            .await;
-                            match ready {
-                                Ok(()) => {
-                                    let full = if append {
-                                        let t = target.clone();
-                                        read_text(&ctx, &path, move || read_or_empty(&t))
-                                            .await
-                                            .map(|old| old + &content)
-                                    } else {
-                                        Ok(content.clone())
-                                    };
-                                    match full {
-                                        Ok(full) => {
-                                            client.write_text_file(&path, full).await.map_err(|e| {
-                                                format!("the client could not write it: {e}")
-                                            })
+                            run_blocking(&ctx.cancel, None, move || Ok(snapshot_of(&t))).await
+                        };
+                        let before = match before {
+                            Ok(b) => b,
+                            Err(e) => return ToolOutput::error(format!("{shown}: {e}")),
+                        };
+                        let done = match writer(&ctx) {
+                            // the client writes (its buffer, then its disk); an append is read, extended, written whole.
+                            // Missing directories are made here, beneath the root.
+                            Some(client) => {
+                                let t = target.clone();
+                                let ready = run_blocking(&ctx.cancel, None, move || {
+                                    Place::open(&t, create_dirs)
+                                        .map(|_| ())
+                                        .map_err(String::from)
+                                })
+                                .await;
+                                match ready {
+                                    Ok(()) => {
+                                        let full = if append {
+                                            let t = target.clone();
+                                            read_text(&ctx, &path, move || read_or_empty(&t))
+                                                .await
+                                                .map(|old| old + &content)
+                                        } else {
+                                            Ok(content.clone())
+                                        };
+                                        match full {
+                                            Ok(full) => client
+                                                .write_text_file(&path, full)
+                                                .await
+                                                .map_err(|e| {
+                                                    format!("the client could not write it: {e}")
+                                                }),
+                                            Err(e) => Err(e),
                                         }
-                                        Err(e) => Err(e),
                                     }
+                                    Err(e) => Err(e),
                                 }
-                                Err(e) => Err(e),
                             }
-                        }
-                        None => {
-                            let gate = Gate::default();
-                            let (g, c) = (gate.clone(), content.clone());
-                            run_blocking(&ctx.cancel, Some(&gate), move || {
-                                write(&target, &c, append, create_dirs, &g)
-                            })
-                            .await
-                        }
-                    };
-                    let undo_note = match (&done, &before) {
-                        (Ok(()), Ok(old)) => {
-                            let mut after = if append {
-                                old.clone().unwrap_or_default()
-                            } else {
-                                Vec::new()
-                            };
-                            after.extend_from_slice(content.as_bytes());
-                            log.record(&path, old.as_deref(), Some(&after), &tool);
-                            String::new()
-                        }
-                        (Ok(()), Err(why)) => format!(" (no undo snapshot: the old file is {why})"),
-                        (Err(_), _) => String::new(),
-                    };
-                    match done {
-                        Ok(()) => ToolOutput {
-                            text: format!(
-                                "{} {} bytes to {shown}{undo_note}",
-                                if append { "appended" } else { "wrote" },
-                                content.len()
-                            ),
-                            content: if append {
-                                vec![]
-                            } else {
-                                vec![ToolCallContent::Diff {
-                                    path: shown.clone(),
-                                    old_text: None,
-                                    new_text: content,
-                                }]
+                            None => {
+                                let gate = Gate::default();
+                                let (g, c) = (gate.clone(), content.clone());
+                                run_blocking(&ctx.cancel, Some(&gate), move || {
+                                    write(&target, &c, append, create_dirs, &g)
+                                })
+                                .await
+                            }
+                        };
+                        let undo_note = match (&done, &before) {
+                            (Ok(()), Ok(old)) => {
+                                let mut after = if append {
+                                    old.clone().unwrap_or_default()
+                                } else {
+                                    Vec::new()
+                                };
+                                after.extend_from_slice(content.as_bytes());
+                                log.record(&path, old.as_deref(), Some(&after), &tool);
+                                String::new()
+                            }
+                            (Ok(()), Err(why)) => {
+                                format!(" (no undo snapshot: the old file is {why})")
+                            }
+                            (Err(_), _) => String::new(),
+                        };
+                        match done {
+                            Ok(()) => ToolOutput {
+                                text: format!(
+                                    "{} {} bytes to {shown}{undo_note}",
+                                    if append { "appended" } else { "wrote" },
+                                    content.len()
+                                ),
+                                content: if append {
+                                    vec![]
+                                } else {
+                                    vec![ToolCallContent::Diff {
+                                        path: shown.clone(),
+                                        old_text: None,
+                                        new_text: content,
+                                    }]
+                                },
+                                ..ToolOutput::default()
                             },
-                            ..ToolOutput::default()
-                        },
-                        Err(e) => ToolOutput::error(format!("{shown}: {e}")),
-                    }
-                })
-            }),
-        })
+                            Err(e) => ToolOutput::error(format!("{shown}: {e}")),
+                        }
+                    })
+                },
+            )),
+        )
     }
 }
 

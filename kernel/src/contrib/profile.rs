@@ -11,6 +11,8 @@ use std::collections::BTreeMap;
 
 use crate::contrib::rules::{list_of, unquote};
 use crate::contrib::skill::frontmatter::{split_frontmatter, FmValue};
+use crate::lattice::grant::Grant;
+use crate::lattice::value::Value;
 use crate::manifest::{is_safe_id, Manifest};
 
 /// Where project profiles live, relative to the working directory.
@@ -18,6 +20,9 @@ pub const PROFILES_DIR: &str = ".loom/agents";
 
 /// The built-ins a child never gets: they delegate further.
 pub const DELEGATING_TOOLS: &[&str] = &["spawn_subagent", "delegate"];
+
+/// The model requests a turn may make when `[harness]` does not say (`maxTurnRequests`).
+pub const DEFAULT_MAX_TURN_REQUESTS: u32 = 16;
 
 /// The most turns a profile may give its child.
 pub const MAX_PROFILE_TURNS: u32 = 1000;
@@ -235,6 +240,86 @@ pub fn judge_profile(manifest: &Manifest, profile: &Profile) -> ProfileVerdict {
     }
 }
 
+/// The profile names a grant allows: `None` for every one (`"*"`, or a row granting `agents = "*"`).
+pub fn granted_profiles(grant: &Grant) -> Option<Vec<String>> {
+    let rows = grant.rows()?;
+    let mut names = Vec::new();
+    for r in rows {
+        match r.get("agents") {
+            Some(Value::Star) => return None,
+            Some(v) => names.extend(
+                v.elements()
+                    .unwrap_or_default()
+                    .into_iter()
+                    .filter_map(|x| x.as_str().map(str::to_string)),
+            ),
+            None => {}
+        }
+    }
+    Some(names)
+}
+
+/// The manifest of a profile's child: `parent` narrowed to the kernel's `verdict` on `profile` — only the tool
+/// instances it keeps (with the parent's grants), the profile's prompt and description, its model, a request budget
+/// never above the parent's, a session of its own in memory (the parent's skills and compaction, no storage of the
+/// parent's, nothing persisted), no supervisor and no sub-manifests.
+pub fn profile_manifest(
+    parent: &Manifest,
+    profile: &Profile,
+    verdict: &ProfileVerdict,
+) -> Manifest {
+    let mut m = parent.clone();
+    m.tools.retain(|k, _| verdict.tools.contains(k));
+    if let Some(c) = m.capabilities.as_mut() {
+        c.retain(|k, _| verdict.tools.contains(k));
+    }
+    m.subagents.clear();
+    m.agent.system_prompt = Some(crate::SystemPrompt::Text(profile.prompt.clone()));
+    m.agent.description = Some(profile.description.clone());
+    // its own conversation, kept in memory: the parent's skills and compaction, but no storage of the parent's (a
+    // file log, a provider's layer) and no persisted compaction state
+    let mut layers: Vec<crate::LayerSpec> = m
+        .session
+        .layers
+        .iter()
+        .filter(|l| matches!(l.provider.as_str(), "skills" | "compacting"))
+        .cloned()
+        .collect();
+    for l in &mut layers {
+        l.config.remove("persist");
+    }
+    layers.push(crate::LayerSpec::builtin("in-memory"));
+    m.session.layers = layers;
+    m.supervisor = crate::SupervisorSpec::default();
+    // a profile narrows the request budget too: never more than this agent's own
+    let parent_max = parent
+        .harness
+        .as_ref()
+        .and_then(|h| h.config.get("maxTurnRequests"))
+        .and_then(toml::Value::as_integer)
+        .and_then(|n| u32::try_from(n).ok())
+        .filter(|n| *n > 0)
+        .unwrap_or(DEFAULT_MAX_TURN_REQUESTS);
+    let max = profile.max_turns.map_or(parent_max, |n| n.min(parent_max));
+    match &verdict.model {
+        ModelChoice::Parent => {}
+        ModelChoice::Harness(h) => m.harness = parent.harnesses.get(h).cloned(),
+        ModelChoice::Model(model) => {
+            if let Some(h) = m.harness.as_mut() {
+                h.config
+                    .insert("model".into(), toml::Value::String(model.clone()));
+            }
+        }
+    }
+    if let Some(h) = m.harness.as_mut() {
+        h.config.insert(
+            "maxTurnRequests".into(),
+            toml::Value::Integer(i64::from(max)),
+        );
+    }
+    m
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -331,5 +416,73 @@ mod tests {
         )
         .unwrap();
         assert!(worktree.worktree);
+    }
+
+    #[test]
+    fn the_child_is_the_parent_narrowed_to_the_verdict() {
+        let parent = crate::parse_manifest(
+            "[agent]\nname = \"p\"\n[harness]\nprovider = \"test\"\n[harnesses.cheap]\nprovider = \"test\"\necho = true\n\
+             [session]\nlayers = [\"file\"]\n[supervisor]\nenabled = true\n\
+             [tools]\nread_file = \"builtin\"\nbash = \"builtin\"\ndelegate = \"builtin\"\n\
+             [capabilities]\nread_file = { read_paths = [\"./\"] }\nbash = { commands = \"*\" }\ndelegate = \"*\"\n",
+            "agent.toml",
+            &std::collections::BTreeMap::new(),
+        )
+        .unwrap();
+        let profile = crate::parse_profile(
+            "---\nname: r\ndescription: reads\nmodel: cheap\nmaxTurns: 4\n---\nRead only.\n",
+            "r",
+        )
+        .unwrap();
+        let verdict = crate::judge_profile(&parent, &profile);
+        assert_eq!(verdict.tools, ["bash", "read_file"]);
+        let with_bash = profile_manifest(&parent, &profile, &verdict);
+        assert!(!with_bash.tools.contains_key("delegate"));
+        let narrow = crate::parse_profile(
+            "---\nname: r\ndescription: reads\nmodel: cheap\nmaxTurns: 4\ntools: [read_file]\n---\nRead only.\n",
+            "r",
+        )
+        .unwrap();
+        let v = crate::judge_profile(&parent, &narrow);
+        let m = profile_manifest(&parent, &narrow, &v);
+        assert_eq!(m.tools.keys().collect::<Vec<_>>(), ["read_file"]);
+        assert_eq!(
+            m.capabilities.as_ref().unwrap().keys().collect::<Vec<_>>(),
+            ["read_file"]
+        );
+        assert_eq!(m.session.layers[0].provider, "in-memory");
+        assert!(!m.supervisor.enabled);
+        let h = m.harness.as_ref().unwrap();
+        assert_eq!(
+            h.config.get("echo").and_then(toml::Value::as_bool),
+            Some(true)
+        );
+        assert_eq!(
+            h.config
+                .get("maxTurnRequests")
+                .and_then(toml::Value::as_integer),
+            Some(4)
+        );
+        assert_eq!(
+            m.agent.system_prompt,
+            Some(crate::SystemPrompt::Text("Read only.".into()))
+        );
+        // a profile cannot raise the request budget above this agent's (16, the default)
+        let greedy = crate::parse_profile(
+            "---\nname: g\ndescription: d\nmaxTurns: 500\n---\nGo.\n",
+            "g",
+        )
+        .unwrap();
+        let v = crate::judge_profile(&parent, &greedy);
+        let m = profile_manifest(&parent, &greedy, &v);
+        assert_eq!(
+            m.harness
+                .as_ref()
+                .unwrap()
+                .config
+                .get("maxTurnRequests")
+                .and_then(toml::Value::as_integer),
+            Some(16)
+        );
     }
 }

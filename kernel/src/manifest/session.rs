@@ -25,7 +25,7 @@ pub struct LayerSpec {
 }
 
 impl LayerSpec {
-    fn builtin(provider: &str) -> LayerSpec {
+    pub(crate) fn builtin(provider: &str) -> LayerSpec {
         LayerSpec {
             provider: provider.to_string(),
             config: toml::Table::new(),

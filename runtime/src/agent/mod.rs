@@ -496,7 +496,9 @@ impl Agent {
         session: &Chain,
     ) -> Result<Vec<SessionUpdate>, SessionError> {
         let mut events = session.pull()?;
-        crate::record::keep_through_compaction(&mut events, &self.record.snapshot());
+        if crate::session::compactor::opening_summary(&mut events).is_some() {
+            crate::record::keep_through_compaction(&mut events, &self.record.snapshot());
+        }
         Ok(events)
     }
 

@@ -7,7 +7,7 @@
 //! manifest, is checked against this agent's ceiling before it boots, and gets only the task text. The grant names
 //! the profiles a delegation may use: `delegate = { capabilities = { agents = ["reviewer"] } }`.
 
-use loom_kernel::{CallFacts, ModelChoice, Profile, ProfileVerdict, Request, Row, Value};
+use loom_kernel::{Profile, ProfileVerdict, Row, Value};
 
 use super::subagent::{run_child, SpawnEnv};
 use crate::load::Loaded;
@@ -39,7 +39,7 @@ impl DelegateTool {
             .filter(|(_, v)| v.problems.is_empty())
             .cloned()
             .collect();
-        let granted = granted_names(&env.grant);
+        let granted = loom_kernel::granted_profiles(&env.grant);
         let profiles: Vec<(Profile, ProfileVerdict)> = match &granted {
             None => usable,
             Some(names) => {
@@ -74,86 +74,6 @@ impl DelegateTool {
             profiles,
         })
     }
-}
-
-/// The profile names a grant allows: `None` for every one (`"*"`, or a row granting `agents = "*"`).
-fn granted_names(grant: &loom_kernel::Grant) -> Option<Vec<String>> {
-    let rows = grant.rows()?;
-    let mut names = Vec::new();
-    for r in rows {
-        match r.get("agents") {
-            Some(Value::Star) => return None,
-            Some(v) => names.extend(
-                v.elements()
-                    .unwrap_or_default()
-                    .into_iter()
-                    .filter_map(|x| x.as_str().map(str::to_string)),
-            ),
-            None => {}
-        }
-    }
-    Some(names)
-}
-
-/// The child's manifest: the parent narrowed to the profile's verdict.
-fn child_manifest(
-    parent: &loom_kernel::Manifest,
-    profile: &Profile,
-    verdict: &ProfileVerdict,
-) -> loom_kernel::Manifest {
-    let mut m = parent.clone();
-    m.tools.retain(|k, _| verdict.tools.contains(k));
-    if let Some(c) = m.capabilities.as_mut() {
-        c.retain(|k, _| verdict.tools.contains(k));
-    }
-    m.subagents.clear();
-    m.agent.system_prompt = Some(loom_kernel::SystemPrompt::Text(profile.prompt.clone()));
-    m.agent.description = Some(profile.description.clone());
-    // its own conversation, kept in memory: the parent's skills and compaction, but no storage of the parent's (a
-    // file log, a provider's layer) and no persisted compaction state
-    let mut layers: Vec<loom_kernel::LayerSpec> = m
-        .session
-        .layers
-        .iter()
-        .filter(|l| matches!(l.provider.as_str(), "skills" | "compacting"))
-        .cloned()
-        .collect();
-    for l in &mut layers {
-        l.config.remove("persist");
-    }
-    let mut memory = parent
-        .session
-        .layers
-        .first()
-        .cloned()
-        .unwrap_or_else(|| loom_kernel::SessionSpec::default_chain().layers[0].clone());
-    memory.provider = "in-memory".into();
-    memory.config = toml::Table::new();
-    memory.storage = true;
-    layers.push(memory);
-    m.session.layers = layers;
-    m.supervisor = loom_kernel::SupervisorSpec::default();
-    // a profile narrows the request budget too: never more than this agent's own
-    let parent_max = crate::harness::max_turn_requests_of(parent.harness.as_ref())
-        .unwrap_or(crate::harness::DEFAULT_MAX_TURN_REQUESTS);
-    let max = profile.max_turns.map_or(parent_max, |n| n.min(parent_max));
-    match &verdict.model {
-        ModelChoice::Parent => {}
-        ModelChoice::Harness(h) => m.harness = parent.harnesses.get(h).cloned(),
-        ModelChoice::Model(model) => {
-            if let Some(h) = m.harness.as_mut() {
-                h.config
-                    .insert("model".into(), toml::Value::String(model.clone()));
-            }
-        }
-    }
-    if let Some(h) = m.harness.as_mut() {
-        h.config.insert(
-            "maxTurnRequests".into(),
-            toml::Value::Integer(i64::from(max)),
-        );
-    }
-    m
 }
 
 impl Tool for DelegateTool {
@@ -239,102 +159,23 @@ impl Tool for DelegateTool {
             ));
         }
         let spawn = self.spawn.clone();
-        Ok(Prepared {
-            // the kernel decides the profile against the grant's `agents`
-            request: Request::Args(Row::from_pairs([("agents", Value::strs([name.as_str()]))])),
-            more: Vec::new(),
-            facts: CallFacts {
-                tool: tool.clone(),
-                ..CallFacts::default()
-            },
-            locations: Vec::new(),
-            run: Box::new(move |_auth, ctx| {
-                Box::pin(async move {
-                    let parent = &spawn.parent;
-                    let child = Loaded {
-                        path: parent.path.clone(),
-                        dir: parent.dir.clone(),
-                        manifest: child_manifest(&parent.manifest, &profile, &verdict),
-                    };
-                    match run_child(&tool, &name, child, &task, &spawn, &ctx, None).await {
-                        Ok(run) => run.into_output(&tool, &name, &name, true),
-                        Err(refused) => refused,
-                    }
-                })
-            }),
-        })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_child_is_the_parent_narrowed_to_the_verdict() {
-        let parent = loom_kernel::parse_manifest(
-            "[agent]\nname = \"p\"\n[harness]\nprovider = \"test\"\n[harnesses.cheap]\nprovider = \"test\"\necho = true\n\
-             [session]\nlayers = [\"file\"]\n[supervisor]\nenabled = true\n\
-             [tools]\nread_file = \"builtin\"\nbash = \"builtin\"\ndelegate = \"builtin\"\n\
-             [capabilities]\nread_file = { read_paths = [\"./\"] }\nbash = { commands = \"*\" }\ndelegate = \"*\"\n",
-            "agent.toml",
-            &std::collections::BTreeMap::new(),
+        Ok(crate::tools::CallHead::args(
+            &tool,
+            Row::from_pairs([("agents", Value::strs([name.as_str()]))]),
         )
-        .unwrap();
-        let profile = loom_kernel::parse_profile(
-            "---\nname: r\ndescription: reads\nmodel: cheap\nmaxTurns: 4\n---\nRead only.\n",
-            "r",
-        )
-        .unwrap();
-        let verdict = loom_kernel::judge_profile(&parent, &profile);
-        assert_eq!(verdict.tools, ["bash", "read_file"]);
-        let with_bash = child_manifest(&parent, &profile, &verdict);
-        assert!(!with_bash.tools.contains_key("delegate"));
-        let narrow = loom_kernel::parse_profile(
-            "---\nname: r\ndescription: reads\nmodel: cheap\nmaxTurns: 4\ntools: [read_file]\n---\nRead only.\n",
-            "r",
-        )
-        .unwrap();
-        let v = loom_kernel::judge_profile(&parent, &narrow);
-        let m = child_manifest(&parent, &narrow, &v);
-        assert_eq!(m.tools.keys().collect::<Vec<_>>(), ["read_file"]);
-        assert_eq!(
-            m.capabilities.as_ref().unwrap().keys().collect::<Vec<_>>(),
-            ["read_file"]
-        );
-        assert_eq!(m.session.layers[0].provider, "in-memory");
-        assert!(!m.supervisor.enabled);
-        let h = m.harness.as_ref().unwrap();
-        assert_eq!(
-            h.config.get("echo").and_then(toml::Value::as_bool),
-            Some(true)
-        );
-        assert_eq!(
-            h.config
-                .get("maxTurnRequests")
-                .and_then(toml::Value::as_integer),
-            Some(4)
-        );
-        assert_eq!(
-            m.agent.system_prompt,
-            Some(loom_kernel::SystemPrompt::Text("Read only.".into()))
-        );
-        // a profile cannot raise the request budget above this agent's (16, the default)
-        let greedy = loom_kernel::parse_profile(
-            "---\nname: g\ndescription: d\nmaxTurns: 500\n---\nGo.\n",
-            "g",
-        )
-        .unwrap();
-        let v = loom_kernel::judge_profile(&parent, &greedy);
-        let m = child_manifest(&parent, &greedy, &v);
-        assert_eq!(
-            m.harness
-                .as_ref()
-                .unwrap()
-                .config
-                .get("maxTurnRequests")
-                .and_then(toml::Value::as_integer),
-            Some(16)
-        );
+        .then(Box::new(move |_auth, ctx| {
+            Box::pin(async move {
+                let parent = &spawn.parent;
+                let child = Loaded {
+                    path: parent.path.clone(),
+                    dir: parent.dir.clone(),
+                    manifest: loom_kernel::profile_manifest(&parent.manifest, &profile, &verdict),
+                };
+                match run_child(&tool, &name, child, &task, &spawn, &ctx, None).await {
+                    Ok(run) => run.into_output(&tool, &name, &name, true),
+                    Err(refused) => refused,
+                }
+            })
+        })))
     }
 }

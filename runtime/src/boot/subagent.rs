@@ -14,8 +14,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use loom_kernel::{
-    ceiling_excess, manifest_from_table, subagent_choices, Authority, CallFacts, Manifest, PathCtx,
-    Request, Row, SubagentChoice, MAX_DEPTH,
+    ceiling_excess, manifest_from_table, subagent_choices, Authority, Manifest, PathCtx, Row,
+    SubagentChoice, MAX_DEPTH,
 };
 
 use super::options::{BootFn, BootOptions, HarnessCell, Lineage};
@@ -152,18 +152,11 @@ impl Tool for SpawnSubagentTool {
             want.insert("manifest", v.clone());
         }
         let spawn = self.spawn.clone();
-        Ok(Prepared {
-            request: Request::Args(want),
-            more: Vec::new(),
-            facts: CallFacts {
-                tool: tool.clone(),
-                ..CallFacts::default()
-            },
-            locations: Vec::new(),
-            run: Box::new(move |_auth, ctx| {
+        Ok(
+            crate::tools::CallHead::args(&tool, want).then(Box::new(move |_auth, ctx| {
                 Box::pin(async move { run(&tool, &name, &choice, &prompt, &spawn, ctx).await })
-            }),
-        })
+            })),
+        )
     }
 }
 

@@ -273,6 +273,21 @@ fn chunks_of(events: &[SessionUpdate], max: usize) -> Vec<String> {
     chunks
 }
 
+/// The compaction summary that opens `events`, when one does (a user message whose id starts with
+/// [`SUMMARY_ID_PREFIX`]): what is kept through a compaction (loaded skills, the working record) is appended to it.
+pub(crate) fn opening_summary(events: &mut [SessionUpdate]) -> Option<&mut crate::update::Chunk> {
+    match events.first_mut() {
+        Some(SessionUpdate::UserMessageChunk(c))
+            if c.message_id
+                .as_deref()
+                .is_some_and(|id| id.starts_with(SUMMARY_ID_PREFIX)) =>
+        {
+            Some(c)
+        }
+        _ => None,
+    }
+}
+
 /// The window a compactor sized by its harness assumes when the harness does not know its own.
 pub const AUTO_WINDOW: u64 = 32_000;
 

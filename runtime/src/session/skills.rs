@@ -15,8 +15,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use futures::future::BoxFuture;
 use loom_kernel::{
-    compile_skill, parse_skill_md, path_within, Access, CallFacts, Grant, Request, Row, SkillFacts,
-    ToolGroup, Value, READ_SKILL,
+    compile_skill, parse_skill_md, path_within, Access, Grant, Row, SkillFacts, ToolGroup, Value,
+    READ_SKILL,
 };
 use serde_json::json;
 
@@ -24,7 +24,7 @@ use super::{Layer, SessionError};
 use crate::model::ToolSpec;
 use crate::tools::beneath::{open_read, read_capped, run_blocking, size_of, BeneathError, Target};
 use crate::tools::{check_fields, Prepared, Tool, ToolOutput};
-use crate::update::{Location, SessionUpdate, ToolKind};
+use crate::update::{SessionUpdate, ToolKind};
 
 /// The label of the session's own group (`read_skill = { provider = "session" }`).
 pub const SKILLS_SESSION_GROUP: &str = "skills session";
@@ -623,18 +623,8 @@ impl Layer for SkillsLayer {
 /// After a compaction (the history starts with the compaction's summary), the loaded skills whose activation is no
 /// longer in the history are appended to the summary message, so their instructions stay in force.
 fn reinject(mut below: Vec<SessionUpdate>, loaded: &[(String, String)]) -> Vec<SessionUpdate> {
-    use crate::session::compactor::SUMMARY_ID_PREFIX;
-    if loaded.is_empty() {
-        return below;
-    }
-    let Some(SessionUpdate::UserMessageChunk(first)) = below.first() else {
-        return below;
-    };
-    if !first
-        .message_id
-        .as_deref()
-        .is_some_and(|id| id.starts_with(SUMMARY_ID_PREFIX))
-    {
+    use crate::session::compactor::opening_summary;
+    if loaded.is_empty() || opening_summary(&mut below).is_none() {
         return below;
     }
     // one pass over the history: the tool results' text, in which kept activations show their `<skill name=…>` tag
@@ -655,15 +645,15 @@ fn reinject(mut below: Vec<SessionUpdate>, loaded: &[(String, String)]) -> Vec<S
     if missing.is_empty() {
         return below;
     }
-    let mut text = first.content.as_text().to_string();
-    text.push_str(
-        "\n\nSkills activated earlier in this session (kept through the compaction; their instructions still apply):",
-    );
-    for (_, activation) in missing {
-        text.push_str("\n\n");
-        text.push_str(activation);
-    }
-    if let Some(SessionUpdate::UserMessageChunk(first)) = below.first_mut() {
+    if let Some(first) = opening_summary(&mut below) {
+        let mut text = first.content.as_text().to_string();
+        text.push_str(
+            "\n\nSkills activated earlier in this session (kept through the compaction; their instructions still apply):",
+        );
+        for (_, activation) in missing {
+            text.push_str("\n\n");
+            text.push_str(activation);
+        }
         first.content = crate::update::Content::text(text);
     }
     below
@@ -809,36 +799,27 @@ impl Tool for ReadSkill {
         };
         let state = self.state.clone();
         let shown = target.display().to_string();
-        Ok(Prepared {
-            request: Request::File {
-                path: shown.clone(),
-                access: Access::Read,
-            },
-            more: Vec::new(),
-            facts: CallFacts {
-                tool: READ_SKILL.into(),
-                path: Some(shown.clone()),
-                ..CallFacts::default()
-            },
-            locations: vec![Location { path: shown }],
-            run: Box::new(move |_auth, ctx| {
-                Box::pin(async move {
-                    // the read and, for an activation, saving the loaded list: off the async workers
-                    match run_blocking(&ctx.cancel, None, move || {
-                        let text = run_read(&skill, path.as_deref(), &target)?;
-                        if path.is_none() {
-                            remember(&state, &skill.name, &text);
+        Ok(
+            crate::tools::CallHead::one_path(READ_SKILL, &shown, Access::Read).then(Box::new(
+                move |_auth, ctx| {
+                    Box::pin(async move {
+                        // the read and, for an activation, saving the loaded list: off the async workers
+                        match run_blocking(&ctx.cancel, None, move || {
+                            let text = run_read(&skill, path.as_deref(), &target)?;
+                            if path.is_none() {
+                                remember(&state, &skill.name, &text);
+                            }
+                            Ok(text)
+                        })
+                        .await
+                        {
+                            Ok(text) => ToolOutput::ok(text),
+                            Err(e) => ToolOutput::error(e),
                         }
-                        Ok(text)
                     })
-                    .await
-                    {
-                        Ok(text) => ToolOutput::ok(text),
-                        Err(e) => ToolOutput::error(e),
-                    }
-                })
-            }),
-        })
+                },
+            )),
+        )
     }
 }
 

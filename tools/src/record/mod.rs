@@ -12,7 +12,6 @@ pub mod model;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use loom_kernel::{CallFacts, Request, Row};
 use serde_json::{json, Value};
 
 use super::{check_fields, str_field, Prepared, Tool, ToolEnv, ToolOutput};
@@ -578,16 +577,8 @@ impl Tool for RecordTool {
         let name = self.env.instance.clone();
         let action = self.parse(input)?;
         let log = self.env.record.clone();
-        Ok(Prepared {
-            // no capability kinds: the grant decides whether the tool may be called at all
-            request: Request::Args(Row::default()),
-            more: Vec::new(),
-            facts: CallFacts {
-                tool: name.clone(),
-                ..CallFacts::default()
-            },
-            locations: Vec::new(),
-            run: Box::new(move |_auth, _ctx| {
+        Ok(
+            crate::CallHead::whole_tool(&name).then(Box::new(move |_auth, _ctx| {
                 Box::pin(async move {
                     match perform(&log, action) {
                         Ok(text) => ToolOutput::ok(text),
@@ -596,8 +587,8 @@ impl Tool for RecordTool {
                         }
                     }
                 })
-            }),
-        })
+            })),
+        )
     }
 }
 
