@@ -100,8 +100,13 @@ impl Scratch {
 
     /// Like [`Scratch::loom`], with extra environment variables.
     pub fn loom_env(&self, args: &[&str], env: &[(&str, &str)]) -> Run {
+        self.loom_in(self.path(), args, env)
+    }
+
+    /// Like [`Scratch::loom_env`], run from `cwd` (a directory below the scratch one, usually).
+    pub fn loom_in(&self, cwd: &Path, args: &[&str], env: &[(&str, &str)]) -> Run {
         let mut cmd = Command::new(loom_bin());
-        cmd.args(args).current_dir(self.path()).env_clear();
+        cmd.args(args).current_dir(cwd).env_clear();
         for key in ["PATH", "HOME", "TMPDIR"] {
             if let Ok(v) = std::env::var(key) {
                 cmd.env(key, v);
@@ -117,7 +122,7 @@ impl Scratch {
             .unwrap_or_else(|e| panic!("invariant failed: cannot run loom: {e}"));
         Run {
             args: args.iter().map(|s| s.to_string()).collect(),
-            cwd: self.path().to_path_buf(),
+            cwd: cwd.to_path_buf(),
             output,
         }
     }

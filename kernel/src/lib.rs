@@ -105,9 +105,9 @@ pub use manifest::{
     DEFAULT_TOOLS, MAX_ID_LEN, MAX_MANIFEST_BYTES, MAX_NESTING, META_FACTORIES,
 };
 pub use policy::authority::{
-    authority_candidates, authority_denial, authority_exposure, command_words, guidance_candidates,
-    protected_name_in, Authority, AuthorityFile, AuthorityKind, Exposure, GUIDANCE_FILES,
-    PROTECTED_NAMES,
+    authority_candidates, authority_denial, authority_exposure, command_words, dirs_to_make,
+    guidance_candidates, protected_name_in, Authority, AuthorityFile, AuthorityKind, Exposure,
+    GUIDANCE_FILES, PROJECT_STATE_DIR, PROTECTED_NAMES,
 };
 pub use policy::decide::{
     brokered_commands, caller_var_crosses, code_runners, command_dir_fits, decide, decide_brokered,

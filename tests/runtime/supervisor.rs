@@ -274,32 +274,50 @@ fn delegate_runs_a_profile_on_the_task_text_alone() {
     boot.stderr_has("tools.delegate: its grant names the profile \"ghost\", which cannot be used");
 }
 
-/// The documented limit of project profiles (SECURITY.md): where `.loom` does not exist yet, a confined command with a
-/// write grant over the working directory can create `.loom/agents/NAME.md`, and the next agent reads it — but a
-/// planted profile still only narrows: one that asks for a tool the agent lacks is refused.
+/// Project profiles and rules are out of a confined command's reach: loom makes the working directory's `.loom`
+/// before an agent that runs commands boots, and the sandbox keeps it read-only — where it did not exist yet, and
+/// where the working directory lies below the writable root (so `.loom` is not directly in it). Planting a profile,
+/// or moving `.loom` away to plant a fresh one, fails; the next agent finds no such profile.
 #[test]
-fn a_profile_a_confined_command_plants_can_only_narrow_the_next_agent() {
+fn a_confined_command_cannot_plant_a_profile_for_the_next_agent() {
     if !super::sandbox_available() {
         return;
     }
+    const PLANT: &str = "mkdir -p .loom/agents && printf -- '---\\\\nname: planted\\\\ndescription: x\\\\n---\\\\nGo.\\\\n' > .loom/agents/planted.md";
     let s = Scratch::new();
     s.write(
         "agent.toml",
-        "[agent]\nname = \"planter\"\n\n[harness]\nprovider = \"test\"\nscript = [[\n\
-         { call = { tool = \"bash\", input = { command = \"mkdir -p .loom/agents && printf -- '---\\\\nname: planted\\\\ndescription: x\\\\ntools: [bash, write_file]\\\\n---\\\\nGo.\\\\n' > .loom/agents/planted.md\" } } },\n\
-         { say = \"done\" },\n]]\n\n[session]\nprovider = \"in-memory\"\n\n[tools]\nbash = \"builtin\"\n\n\
-         [capabilities]\nbash = { commands = \"*\", paths = [\"./\"] }\n",
+        &format!(
+            "[agent]\nname = \"planter\"\n\n[harness]\nprovider = \"test\"\nscript = [[\n\
+             {{ call = {{ tool = \"bash\", input = {{ command = \"{PLANT}\" }} }} }},\n\
+             {{ call = {{ tool = \"bash\", input = {{ command = \"mv .loom moved && mkdir -p .loom/agents && echo ok\" }} }} }},\n\
+             {{ say = \"done\" }},\n]]\n\n[session]\nprovider = \"in-memory\"\n\n[tools]\nbash = \"builtin\"\n\n\
+             [capabilities]\nbash = {{ commands = \"*\", paths = [\"./\"] }}\n"
+        ),
     );
-    let r = results(&updates(&{
-        let run = s.loom(&["prompt", "agent.toml", "go", "--format", "jsonl"]);
+    std::fs::create_dir(s.path().join("proj")).unwrap();
+    for cwd in [s.path().to_path_buf(), s.path().join("proj")] {
+        let manifest = s.path().join("agent.toml");
+        let run = s.loom_in(
+            &cwd,
+            &[
+                "prompt",
+                &manifest.to_string_lossy(),
+                "go",
+                "--format",
+                "jsonl",
+            ],
+            &[],
+        );
         run.expect_code(0);
-        run
-    }));
-    assert_eq!(r[0].0, "completed", "{r:#?}");
-    // what the limit allows: the file is there for the next agent
-    assert!(s.path().join(".loom/agents/planted.md").exists());
-    // what it does not: more than this agent's tools
+        let r = results(&updates(&run));
+        assert_eq!(r.len(), 2, "{r:#?}");
+        assert!(r.iter().all(|(status, _)| status == "failed"), "{r:#?}");
+        // loom made `.loom`, and it stays as loom made it: empty, not moved
+        assert!(cwd.join(".loom").is_dir(), "{}", cwd.display());
+        assert_eq!(std::fs::read_dir(cwd.join(".loom")).unwrap().count(), 0);
+        assert!(!cwd.join("moved").exists());
+    }
     let audit = s.loom(&["audit", "agent.toml"]);
-    assert_eq!(audit.code(), 1, "{}", audit.stdout());
-    audit.stdout_has("subagent profile planted is refused: tools names \"write_file\", which this agent does not have");
+    assert!(!audit.stdout().contains("planted"), "{}", audit.stdout());
 }

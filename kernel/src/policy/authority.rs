@@ -230,7 +230,7 @@ pub const GUIDANCE_FILES: [&str; 2] = ["AGENTS.md", "CLAUDE.md"];
 /// file, so the agent can neither rewrite nor create the instructions it will be given on its next turn.
 pub fn guidance_candidates(cwd: &str) -> Vec<AuthorityFile> {
     let ctx = PathCtx::new(cwd, None);
-    GUIDANCE_FILES
+    let mut out: Vec<AuthorityFile> = GUIDANCE_FILES
         .iter()
         .map(|name| {
             AuthorityFile::new(
@@ -239,7 +239,33 @@ pub fn guidance_candidates(cwd: &str) -> Vec<AuthorityFile> {
                 "read into the system prompt each turn",
             )
         })
-        .collect()
+        .collect();
+    out.push(AuthorityFile::new(
+        ctx.normalize(PROJECT_STATE_DIR),
+        AuthorityKind::LoomState,
+        ".loom in the working directory (subagent profiles, project rules)",
+    ));
+    out
+}
+
+/// The directory in an agent's working directory that holds what loom trusts from the project: subagent profiles
+/// (`.loom/agents`) and project rules (`.loom/rules`).
+pub const PROJECT_STATE_DIR: &str = ".loom";
+
+/// The directories loom makes (empty) in `cwd` before an agent that declares a built-in command tool boots, so the
+/// sandbox has something to keep read-only: a path that does not exist cannot be bound over, and a confined command
+/// could otherwise create `.loom/agents/NAME.md` for the next agent started there. Empty when the manifest declares
+/// no command tool (the file tools refuse every protected name on their own).
+pub fn dirs_to_make(manifest: &Manifest, cwd: &str) -> Vec<String> {
+    let runs_commands = manifest.tools.iter().any(|(instance, entry)| {
+        entry.provider == crate::ProviderRef::Builtin
+            && crate::lattice::algebra::COMMAND_TOOLS.contains(&manifest.underlying(instance))
+    });
+    if runs_commands {
+        vec![PathCtx::new(cwd, None).normalize(PROJECT_STATE_DIR)]
+    } else {
+        Vec::new()
+    }
 }
 
 /// The words of a hook or server command line that may name a file loom would run or read: every word but options
@@ -420,6 +446,28 @@ mod tests {
 
     fn ctx() -> PathCtx {
         PathCtx::new("/p", Some("/home/u".into()))
+    }
+
+    #[test]
+    fn the_project_state_dir_is_made_only_for_an_agent_that_runs_commands() {
+        let base = "[agent]\nname = \"a\"\n[harness]\nprovider = \"test\"\n[session]\nprovider = \"in-memory\"\n";
+        let with = |tools: &str| manifest(&format!("{base}[tools]\n{tools}\n"));
+        assert_eq!(
+            dirs_to_make(&with("bash = \"builtin\""), "/p/w"),
+            vec!["/p/w/.loom"]
+        );
+        assert_eq!(
+            dirs_to_make(
+                &with("sh = { provider = \"builtin\", tool = \"bash\" }"),
+                "/p/w"
+            ),
+            vec!["/p/w/.loom"]
+        );
+        assert!(dirs_to_make(&with("read_file = \"builtin\""), "/p/w").is_empty());
+        // it is an authority file whether it exists or not
+        assert!(guidance_candidates("/p/w")
+            .iter()
+            .any(|f| f.path == "/p/w/.loom" && f.kind == AuthorityKind::LoomState));
     }
 
     #[test]

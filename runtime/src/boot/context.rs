@@ -105,6 +105,16 @@ impl Boot {
         // per-tool secret filtering: a command sees only the secrets its row is granted
         let mut sandbox = opts.sandbox.clone();
         sandbox.secrets = chain.facts(SECRET_SLOTS, &m.agent.secrets);
+        // what the sandbox keeps read-only must exist before a command runs (a missing `.loom` could be created)
+        for dir in loom_kernel::dirs_to_make(m, &cwd.to_string_lossy()) {
+            match std::fs::create_dir(&dir) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(e) => notes.push(format!(
+                    "cannot create {dir}, which commands must find read-only: {e}"
+                )),
+            }
+        }
         // authority files: what loom runs or trusts stays out of the agent's reach (a sub-agent keeps its parent's too)
         let authority = {
             let stores = crate::authority::secret_stores(&loaded.dir, &cwd, &env);
