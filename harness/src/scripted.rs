@@ -2,7 +2,8 @@
 //!
 //! `[harness] provider = "test"` with either `echo = true` (each response replays the latest user message and ends
 //! the turn) or `script = [[ step, … ], [ … ]]`: one list of steps per user turn. A step is `{ say = "…" }` (text),
-//! `{ think = "…" }` (reasoning), `{ call = { tool = "…", input = { … } } }` (a tool call) or `{ stop = true }`
+//! `{ think = "…" }` (reasoning), `{ echo = true }` (the latest user message's text, as text),
+//! `{ call = { tool = "…", input = { … } } }` (a tool call) or `{ stop = true }`
 //! (the answer ends here, with no call, so the turn ends). Within a turn, each model request consumes steps up to
 //! and including the next `call` or `stop` (or to the end), so a call is followed by the rest of the turn after its
 //! result comes back, and the steps after a `stop` answer a request the runtime makes anyway (a Stop hook sending
@@ -24,6 +25,8 @@ pub enum TestStep {
     Say(String),
     /// Think this text.
     Think(String),
+    /// Say the latest user message's text.
+    Echo,
     /// Call a tool with this JSON input text (normally serialised from `input`; verbatim from `raw`).
     Call {
         /// The tool instance.
@@ -129,19 +132,7 @@ impl TestHarness {
             events.push(ModelEvent::MessageEnd { stop_reason });
         };
         if self.echo {
-            let text = request
-                .messages
-                .iter()
-                .rev()
-                .find(|m| {
-                    m.role == Role::User
-                        && m.content
-                            .iter()
-                            .any(|b| matches!(b, ContentBlock::Text { .. }))
-                })
-                .map(|m| m.text())
-                .unwrap_or_default();
-            events.push(ModelEvent::TextDelta(text));
+            events.push(ModelEvent::TextDelta(latest_user_text(request)));
             end(&mut events, StopReason::EndTurn);
             return Ok(events);
         }
@@ -170,6 +161,7 @@ impl TestHarness {
             match &steps[i] {
                 TestStep::Say(t) => events.push(ModelEvent::TextDelta(t.clone())),
                 TestStep::Think(t) => events.push(ModelEvent::ThinkingDelta(t.clone())),
+                TestStep::Echo => events.push(ModelEvent::TextDelta(latest_user_text(request))),
                 TestStep::Stop => break,
                 TestStep::Call { tool, input_json } => {
                     let id = format!("call_{}_{}", c.index, i);
@@ -192,12 +184,28 @@ impl TestHarness {
     }
 }
 
+/// The text of the latest user message that has text.
+fn latest_user_text(request: &ModelRequest) -> String {
+    request
+        .messages
+        .iter()
+        .rev()
+        .find(|m| {
+            m.role == Role::User
+                && m.content
+                    .iter()
+                    .any(|b| matches!(b, ContentBlock::Text { .. }))
+        })
+        .map(|m| m.text())
+        .unwrap_or_default()
+}
+
 fn parse_step(step: &toml::Value) -> Result<TestStep, String> {
     let t = step
         .as_table()
         .ok_or("a step is a table: { say = \"…\" }, { think = \"…\" }, { call = { tool, input } } or { stop = true }")?;
     if t.len() != 1 {
-        return Err("a step has exactly one of say, think, call, stop".into());
+        return Err("a step has exactly one of say, think, echo, call, stop".into());
     }
     let text = |v: &toml::Value, k: &str| {
         v.as_str()
@@ -207,6 +215,10 @@ fn parse_step(step: &toml::Value) -> Result<TestStep, String> {
     match t.iter().next() {
         Some((k, v)) if k == "say" => Ok(TestStep::Say(text(v, k)?)),
         Some((k, v)) if k == "think" => Ok(TestStep::Think(text(v, k)?)),
+        Some((k, v)) if k == "echo" => match v {
+            toml::Value::Boolean(true) => Ok(TestStep::Echo),
+            _ => Err("echo takes true".into()),
+        },
         Some((k, v)) if k == "stop" => match v {
             toml::Value::Boolean(true) => Ok(TestStep::Stop),
             _ => Err("stop takes true".into()),
@@ -241,7 +253,7 @@ fn parse_step(step: &toml::Value) -> Result<TestStep, String> {
             Ok(TestStep::Call { tool, input_json })
         }
         Some((k, _)) => Err(format!(
-            "unknown step {k:?} (expected say, think, call or stop)"
+            "unknown step {k:?} (expected say, think, echo, call or stop)"
         )),
         None => Err("an empty step".into()),
     }

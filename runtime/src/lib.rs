@@ -58,6 +58,7 @@
 mod agent;
 mod approvals;
 mod authority;
+mod background;
 mod baseline;
 mod boot;
 mod contributed;

@@ -6,6 +6,7 @@
 mod acp;
 mod anthropic;
 mod authority;
+mod background;
 mod coding_tools;
 mod compacting;
 mod file_races;

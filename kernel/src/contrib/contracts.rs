@@ -30,7 +30,7 @@ pub fn builtin_contract(underlying: &str, harness: Option<&str>) -> Option<Contr
             requires: &[],
             optional: &["manifest"],
         },
-        ("delegate", None) => Contract {
+        ("delegate" | "background_spawn", None) => Contract {
             requires: &[],
             optional: &["agents"],
         },
@@ -45,7 +45,10 @@ pub fn builtin_contract(underlying: &str, harness: Option<&str>) -> Option<Contr
             | "task"
             | "note"
             | "process_output"
-            | "process_kill",
+            | "process_kill"
+            | "background_list"
+            | "background_message"
+            | "background_kill",
             None,
         ) => Contract {
             requires: &[],
@@ -93,7 +96,7 @@ pub fn is_builtin_grant_kind(kind: &str) -> bool {
 }
 
 /// The names of the native built-in tools.
-pub const BUILTIN_TOOLS: [&str; 43] = [
+pub const BUILTIN_TOOLS: [&str; 47] = [
     "bash",
     "read_file",
     "write_file",
@@ -137,6 +140,10 @@ pub const BUILTIN_TOOLS: [&str; 43] = [
     "process_output",
     "process_kill",
     "delegate",
+    "background_spawn",
+    "background_list",
+    "background_message",
+    "background_kill",
 ];
 
 /// Problems of a grant against a contract: unknown kinds (with the nearest known kind) and missing required kinds.

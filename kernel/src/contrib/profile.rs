@@ -18,8 +18,15 @@ use crate::manifest::{is_safe_id, Manifest};
 /// Where project profiles live, relative to the working directory.
 pub const PROFILES_DIR: &str = ".loom/agents";
 
-/// The built-ins a child never gets: they delegate further.
-pub const DELEGATING_TOOLS: &[&str] = &["spawn_subagent", "delegate"];
+/// The built-ins a child never gets: they delegate further (or act on agents only a delegating tool starts).
+pub const DELEGATING_TOOLS: &[&str] = &[
+    "spawn_subagent",
+    "delegate",
+    "background_spawn",
+    "background_list",
+    "background_message",
+    "background_kill",
+];
 
 /// The model requests a turn may make when `[harness]` does not say (`maxTurnRequests`).
 pub const DEFAULT_MAX_TURN_REQUESTS: u32 = 16;

@@ -136,6 +136,9 @@ pub struct AgentParts {
     pub supervisor: Supervisor,
     /// The background processes its bash started (ended with the session).
     pub processes: loom_tools::ProcessTable,
+    /// The background agents its `background_spawn` started: their reports enter the history at step boundaries;
+    /// they end with the session.
+    pub background: crate::background::BackgroundTable,
 }
 
 impl AgentParts {
@@ -163,6 +166,7 @@ impl AgentParts {
             record: loom_tools::RecordLog::in_memory(),
             supervisor: Supervisor::default(),
             processes: loom_tools::ProcessTable::default(),
+            background: crate::background::BackgroundTable::default(),
         }
     }
 }
@@ -192,6 +196,8 @@ pub struct Agent {
     supervising: AtomicBool,
     /// The background processes (see [`AgentParts::processes`]).
     processes: loom_tools::ProcessTable,
+    /// The background agents (see [`AgentParts::background`]).
+    background: crate::background::BackgroundTable,
     tools: BTreeMap<String, ToolSlot>,
     ctx: PathCtx,
     permissions: Permissions,
@@ -291,6 +297,7 @@ impl Agent {
             supervising: AtomicBool::new(parts.supervisor.enabled),
             supervisor: parts.supervisor,
             processes: parts.processes,
+            background: parts.background,
             environment: parts.environment,
             tool_search: parts.tool_search,
             tools: parts.tools,
@@ -366,6 +373,14 @@ impl Agent {
             self.bus.publish(&SessionUpdate::notice(format!(
                 "plan mode does not stop the {running} background process(es) still running (process_kill is \
                  refused in plan mode; leave it with /plan off to end them, or they end with the session)"
+            )));
+        }
+        let agents = self.background.running();
+        if on && agents > 0 {
+            self.bus.publish(&SessionUpdate::notice(format!(
+                "plan mode does not stop the {agents} background agent(s) still running: they work outside plan \
+                 mode (background_kill is refused in plan mode; leave it with /plan off to end them, or they end \
+                 with the session)"
             )));
         }
     }
@@ -568,7 +583,13 @@ impl Agent {
     pub async fn close(&self) -> Result<(), SessionError> {
         // SessionEnd hooks report only; they cannot keep the session open
         self.hook(HookEvent::SessionEnd, None, Map::new()).await;
-        // the session's background processes end with it
+        // the session's background agents and processes end with it
+        let agents = self.background.close().await;
+        if agents > 0 {
+            self.bus.publish(&SessionUpdate::notice(format!(
+                "the session ended: {agents} background agent(s) still running were cancelled"
+            )));
+        }
         let killed = self.processes.kill_all();
         if killed > 0 {
             self.bus.publish(&SessionUpdate::notice(format!(
@@ -634,6 +655,16 @@ impl Agent {
                 session,
                 format!("user-{}-{turn}-steer-{i}", self.nonce),
                 text,
+            )
+            .await?;
+        }
+        // finished background agents' reports: shown to the user, and given to the model as the child's output
+        for report in self.background.take_reports() {
+            self.bus.publish(&SessionUpdate::notice(report.headline()));
+            self.user_message(
+                session,
+                format!("user-{}-{turn}-{}", self.nonce, report.id),
+                report.message(),
             )
             .await?;
         }

@@ -50,6 +50,9 @@ pub(super) struct Boot {
     pub(super) record: loom_tools::RecordLog,
     /// The agent's background processes, shared by bash, the process tools and the agent (which ends them).
     pub(super) processes: loom_tools::ProcessTable,
+    /// The agent's background agents, shared by the background tools and the agent (which takes their reports and
+    /// ends them).
+    pub(super) background: crate::background::BackgroundTable,
     /// The subagent profiles found, with the kernel's verdicts (`delegate` runs them).
     pub(super) profiles: Vec<crate::profiles::FoundProfile>,
     /// The manifest's named harnesses, built before the session (a compacting layer may summarise through one).
@@ -165,6 +168,7 @@ impl Boot {
             })?;
         Ok(Boot {
             processes: loom_tools::ProcessTable::default(),
+            background: crate::background::BackgroundTable::default(),
             profiles: Vec::new(),
             named: crate::session::NamedHarnesses::default(),
             record,

@@ -16,22 +16,36 @@ use crate::profiles::FoundProfile;
 use crate::tools::{check_fields, str_field, Prepared, Tool, ToolEnv};
 use crate::update::ToolKind;
 
-/// The `delegate` tool.
-pub struct DelegateTool {
-    env: ToolEnv,
-    spawn: SpawnEnv,
-    /// The usable profiles this grant names, with the kernel's verdicts.
-    profiles: Vec<(Profile, ProfileVerdict)>,
+/// The profiles one granted instance of `delegate` or `background_spawn` may run, with the kernel's verdicts.
+#[derive(Clone)]
+pub(super) struct GrantedProfiles(Vec<(Profile, ProfileVerdict)>);
+
+/// A profile picked by a call, with its task.
+pub(super) struct Picked {
+    pub name: String,
+    pub task: String,
+    pub profile: Profile,
+    pub verdict: ProfileVerdict,
 }
 
-impl DelegateTool {
-    /// The tool for one granted instance: the profiles found (`found`) that its grant names. A name the grant gives
-    /// that is no usable profile is an error (boot stops naming it).
+impl Picked {
+    /// The child's manifest: the parent's narrowed to the profile (the kernel's [`loom_kernel::profile_manifest`]).
+    pub fn child(&self, parent: &Loaded) -> Loaded {
+        Loaded {
+            path: parent.path.clone(),
+            dir: parent.dir.clone(),
+            manifest: loom_kernel::profile_manifest(&parent.manifest, &self.profile, &self.verdict),
+        }
+    }
+}
+
+impl GrantedProfiles {
+    /// The profiles found (`found`) that `grant` names. A name the grant gives that is no usable profile is an error
+    /// (boot stops naming it).
     pub fn new(
-        env: ToolEnv,
-        spawn: SpawnEnv,
+        grant: &loom_kernel::Grant,
         found: &[FoundProfile],
-    ) -> Result<DelegateTool, String> {
+    ) -> Result<GrantedProfiles, String> {
         let usable: Vec<(Profile, ProfileVerdict)> = found
             .iter()
             .filter(|f| !f.shadowed)
@@ -39,35 +53,129 @@ impl DelegateTool {
             .filter(|(_, v)| v.problems.is_empty())
             .cloned()
             .collect();
-        let granted = loom_kernel::granted_profiles(&env.grant);
-        let profiles: Vec<(Profile, ProfileVerdict)> = match &granted {
-            None => usable,
-            Some(names) => {
-                for n in names {
-                    if !usable.iter().any(|(p, _)| &p.name == n) {
-                        let why = found
-                            .iter()
-                            .find(|f| f.path.file_stem().and_then(|s| s.to_str()) == Some(n.as_str()))
-                            .map(|f| match &f.result {
-                                Err(e) => format!("{} does not parse: {e}", f.path.display()),
-                                Ok((_, v)) => format!("{} is refused: {}", f.path.display(), v.problems.join("; ")),
-                            })
-                            .unwrap_or_else(|| {
-                                format!(
-                                    "there is no {n}.md in .loom/agents or loom's data directory's agents/"
-                                )
-                            });
-                        return Err(format!(
-                            "its grant names the profile {n:?}, which cannot be used: {why}"
-                        ));
-                    }
-                }
-                usable
-                    .into_iter()
-                    .filter(|(p, _)| names.contains(&p.name))
-                    .collect()
-            }
+        let Some(names) = loom_kernel::granted_profiles(grant) else {
+            return Ok(GrantedProfiles(usable));
         };
+        for n in &names {
+            if !usable.iter().any(|(p, _)| &p.name == n) {
+                let why = found
+                    .iter()
+                    .find(|f| f.path.file_stem().and_then(|s| s.to_str()) == Some(n.as_str()))
+                    .map(|f| match &f.result {
+                        Err(e) => format!("{} does not parse: {e}", f.path.display()),
+                        Ok((_, v)) => {
+                            format!("{} is refused: {}", f.path.display(), v.problems.join("; "))
+                        }
+                    })
+                    .unwrap_or_else(|| {
+                        format!(
+                            "there is no {n}.md in .loom/agents or loom's data directory's agents/"
+                        )
+                    });
+                return Err(format!(
+                    "its grant names the profile {n:?}, which cannot be used: {why}"
+                ));
+            }
+        }
+        Ok(GrantedProfiles(
+            usable
+                .into_iter()
+                .filter(|(p, _)| names.contains(&p.name))
+                .collect(),
+        ))
+    }
+
+    /// The profiles' names.
+    pub fn names(&self) -> Vec<&str> {
+        self.0.iter().map(|(p, _)| p.name.as_str()).collect()
+    }
+
+    /// Each profile with its description and tools, for a tool's description.
+    pub fn listing(&self) -> String {
+        let list: Vec<String> = self
+            .0
+            .iter()
+            .map(|(p, v)| {
+                format!(
+                    "{} ({}; tools: {})",
+                    p.name,
+                    p.description,
+                    v.tools.join(", ")
+                )
+            })
+            .collect();
+        if list.is_empty() {
+            "none".to_string()
+        } else {
+            list.join("; ")
+        }
+    }
+
+    /// The input schema of a call that names a profile and a task.
+    pub fn schema(&self) -> serde_json::Value {
+        serde_json::json!({
+            "type": "object",
+            "properties": {
+                "agent": { "type": "string", "enum": self.names() },
+                "task": { "type": "string", "description": "Everything the subagent needs to know: it sees nothing else." },
+            },
+            "required": ["agent", "task"],
+            "additionalProperties": false
+        })
+    }
+
+    /// The profile and task `input` (`{agent, task}`) names: an unknown or ungranted profile, or an empty task, is
+    /// the call's error.
+    pub fn pick(&self, tool: &str, input: &serde_json::Value) -> Result<Picked, String> {
+        check_fields(input, tool, &["agent", "task"])?;
+        let name = str_field(input, tool, "agent")?.to_string();
+        let task = str_field(input, tool, "task")?.to_string();
+        if task.trim().is_empty() {
+            return Err(format!(
+                "{tool}: task is empty; say what the subagent should do"
+            ));
+        }
+        let (profile, verdict) = self
+            .0
+            .iter()
+            .find(|(p, _)| p.name == name)
+            .cloned()
+            .ok_or_else(|| {
+                let names = self.names();
+                format!(
+                    "{tool}: no profile {name:?} is granted (granted: {})",
+                    if names.is_empty() {
+                        "none".to_string()
+                    } else {
+                        names.join(", ")
+                    }
+                )
+            })?;
+        Ok(Picked {
+            name,
+            task,
+            profile,
+            verdict,
+        })
+    }
+}
+
+/// The `delegate` tool.
+pub struct DelegateTool {
+    env: ToolEnv,
+    spawn: SpawnEnv,
+    profiles: GrantedProfiles,
+}
+
+impl DelegateTool {
+    /// The tool for one granted instance: the profiles found (`found`) that its grant names (see
+    /// [`GrantedProfiles::new`]).
+    pub fn new(
+        env: ToolEnv,
+        spawn: SpawnEnv,
+        found: &[FoundProfile],
+    ) -> Result<DelegateTool, String> {
+        let profiles = GrantedProfiles::new(&env.grant, found)?;
         Ok(DelegateTool {
             env,
             spawn,
@@ -90,89 +198,38 @@ impl Tool for DelegateTool {
     }
 
     fn spec(&self) -> ToolSpec {
-        let names: Vec<&str> = self.profiles.iter().map(|(p, _)| p.name.as_str()).collect();
-        let list: Vec<String> = self
-            .profiles
-            .iter()
-            .map(|(p, v)| {
-                format!(
-                    "{} ({}; tools: {})",
-                    p.name,
-                    p.description,
-                    v.tools.join(", ")
-                )
-            })
-            .collect();
         ToolSpec {
             name: self.env.instance.clone(),
             description: format!(
                 "Give one task to a subagent and wait for its answer. It sees only the task text, works with its own \
                  history and at most your tools and authority, and cannot delegate further. Agents: {}.",
-                if list.is_empty() {
-                    "none".to_string()
-                } else {
-                    list.join("; ")
-                }
+                self.profiles.listing()
             ),
-            input_schema: serde_json::json!({
-                "type": "object",
-                "properties": {
-                    "agent": { "type": "string", "enum": names },
-                    "task": { "type": "string", "description": "Everything the subagent needs to know: it sees nothing else." },
-                },
-                "required": ["agent", "task"],
-                "additionalProperties": false
-            }),
+            input_schema: self.profiles.schema(),
         }
     }
 
     fn prepare(&self, input: &serde_json::Value) -> Result<Prepared, String> {
         let tool = self.env.instance.clone();
-        check_fields(input, &tool, &["agent", "task"])?;
-        let name = str_field(input, &tool, "agent")?.to_string();
-        let task = str_field(input, &tool, "task")?.to_string();
-        if task.trim().is_empty() {
+        let picked = self.profiles.pick(&tool, input)?;
+        if picked.profile.worktree {
             return Err(format!(
-                "{tool}: task is empty; say what the subagent should do"
-            ));
-        }
-        let (profile, verdict) = self
-            .profiles
-            .iter()
-            .find(|(p, _)| p.name == name)
-            .cloned()
-            .ok_or_else(|| {
-                let names: Vec<&str> = self.profiles.iter().map(|(p, _)| p.name.as_str()).collect();
-                format!(
-                    "{tool}: no profile {name:?} is granted (granted: {})",
-                    if names.is_empty() {
-                        "none".to_string()
-                    } else {
-                        names.join(", ")
-                    }
-                )
-            })?;
-        if profile.worktree {
-            return Err(format!(
-                "{tool}: profile {name:?} asks for isolation: worktree, which this build of loom does not provide yet; \
-                 nothing was started (remove the isolation key to run it in the working directory)"
+                "{tool}: profile {:?} asks for isolation: worktree, which this build of loom does not provide yet; \
+                 nothing was started (remove the isolation key to run it in the working directory)",
+                picked.name
             ));
         }
         let spawn = self.spawn.clone();
         Ok(crate::tools::CallHead::args(
             &tool,
-            Row::from_pairs([("agents", Value::strs([name.as_str()]))]),
+            Row::from_pairs([("agents", Value::strs([picked.name.as_str()]))]),
         )
         .then(Box::new(move |_auth, ctx| {
             Box::pin(async move {
-                let parent = &spawn.parent;
-                let child = Loaded {
-                    path: parent.path.clone(),
-                    dir: parent.dir.clone(),
-                    manifest: loom_kernel::profile_manifest(&parent.manifest, &profile, &verdict),
-                };
-                match run_child(&tool, &name, child, &task, &spawn, &ctx, None).await {
-                    Ok(run) => run.into_output(&tool, &name, &name, true),
+                let child = picked.child(&spawn.parent);
+                let name = &picked.name;
+                match run_child(&tool, name, child, &picked.task, &spawn, &ctx, None).await {
+                    Ok(run) => run.into_output(&tool, name, name, true),
                     Err(refused) => refused,
                 }
             })

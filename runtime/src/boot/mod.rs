@@ -3,6 +3,7 @@
 //! session chain and the tools. Anything the manifest names that this build does not implement yet is a boot error
 //! naming it — never silently dropped.
 
+mod background;
 mod context;
 mod delegate;
 mod harness;
@@ -109,6 +110,7 @@ pub fn boot_with(
     // tools, the system prompt says how to keep it
     parts.record = boot.record.clone();
     parts.processes = boot.processes.clone();
+    parts.background = boot.background.clone();
     let record_tools: Vec<(&str, String)> = parts
         .tools
         .iter()

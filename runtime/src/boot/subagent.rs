@@ -257,6 +257,44 @@ pub(super) async fn run_child(
     ctx: &ToolCtx,
     history: Option<Vec<SessionUpdate>>,
 ) -> Result<ChildRun, ToolOutput> {
+    let booted = boot_child(tool, name, child, spawn, history).map_err(|e| *e)?;
+    let agent = booted.agent;
+    // the sub-agent's streamed text becomes this call's progress
+    let sub = agent.subscribe(Capacity::Bounded(crate::bus::DEFAULT_CAPACITY));
+    let progress = ctx.progress.clone();
+    let forward = tokio::spawn(async move {
+        let mut text = String::new();
+        while let Some(u) = sub.recv().await {
+            if let SessionUpdate::AgentMessageChunk(c) = &u {
+                text.push_str(c.content.as_text());
+                progress(Progress {
+                    content: tail(&text, 4096).to_string(),
+                    raw_output: None,
+                    terminal: None,
+                });
+            }
+        }
+    });
+    let outcome = agent.prompt(prompt, ctx.cancel.clone()).await;
+    let closed = agent.close().await;
+    drop(agent);
+    let _ = forward.await;
+    Ok(ChildRun {
+        outcome,
+        notes: booted.notes,
+        closed,
+    })
+}
+
+/// The ceiling check and boot of [`run_child`], without the turn: the booted child, or the refusal or boot failure
+/// as the call's result (nothing started).
+pub(super) fn boot_child(
+    tool: &str,
+    name: &str,
+    child: Loaded,
+    spawn: &SpawnEnv,
+    history: Option<Vec<SessionUpdate>>,
+) -> Result<super::options::Booted, Box<ToolOutput>> {
     let depth = spawn.opts.lineage.depth + 1;
     // the ceiling check, at spawn time, before the sub-agent boots
     let parent_ceiling = spawn.parent.manifest.effective_ceiling(&spawn.ctx);
@@ -283,11 +321,11 @@ pub(super) async fn run_child(
                 ),
             })
             .collect();
-        return Err(ToolOutput::error(format!(
+        return Err(Box::new(ToolOutput::error(format!(
             "{tool}: CapabilityError: the sub-agent {name:?} would hold more authority than this agent: {}; \
              narrow the sub-manifest's [capabilities] (nothing was started)",
             keys.join("; ")
-        )));
+        ))));
     }
     let mut opts = spawn.opts.clone();
     opts.lineage = Lineage {
@@ -296,39 +334,10 @@ pub(super) async fn run_child(
         parent_harness: spawn.harness.get().cloned(),
         authority: (*spawn.authority).clone(),
     };
-    let booted = match (spawn.boot)(Arc::new(child), opts) {
-        Ok(b) => b,
-        Err(e) => {
-            return Err(ToolOutput::error(format!(
-                "{tool}: the sub-agent {name:?} did not boot: {e}"
-            )))
-        }
-    };
-    let agent = booted.agent;
-    // the sub-agent's streamed text becomes this call's progress
-    let sub = agent.subscribe(Capacity::Bounded(crate::bus::DEFAULT_CAPACITY));
-    let progress = ctx.progress.clone();
-    let forward = tokio::spawn(async move {
-        let mut text = String::new();
-        while let Some(u) = sub.recv().await {
-            if let SessionUpdate::AgentMessageChunk(c) = &u {
-                text.push_str(c.content.as_text());
-                progress(Progress {
-                    content: tail(&text, 4096).to_string(),
-                    raw_output: None,
-                    terminal: None,
-                });
-            }
-        }
-    });
-    let outcome = agent.prompt(prompt, ctx.cancel.clone()).await;
-    let closed = agent.close().await;
-    drop(agent);
-    let _ = forward.await;
-    Ok(ChildRun {
-        outcome,
-        notes: booted.notes,
-        closed,
+    (spawn.boot)(Arc::new(child), opts).map_err(|e| {
+        Box::new(ToolOutput::error(format!(
+            "{tool}: the sub-agent {name:?} did not boot: {e}"
+        )))
     })
 }
 

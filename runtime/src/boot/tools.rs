@@ -160,6 +160,17 @@ impl Boot {
             } else if g.underlying == "spawn_subagent" {
                 let spawn = self.spawn_env(&loaded);
                 Some(Arc::new(SpawnSubagentTool::new(tool_env, spawn)) as Arc<dyn Tool>)
+            } else if let Some(op) = super::background::BackgroundOp::of(&g.underlying) {
+                let spawn = self.spawn_env(&loaded);
+                let tool = super::background::BackgroundTool::new(
+                    op,
+                    tool_env,
+                    self.background.clone(),
+                    spawn,
+                    &self.profiles,
+                )
+                .map_err(|e| self.tool_err(&g.instance, e))?;
+                Some(Arc::new(tool) as Arc<dyn Tool>)
             } else if g.underlying == "delegate" {
                 let spawn = self.spawn_env(&loaded);
                 let tool = super::delegate::DelegateTool::new(tool_env, spawn, &self.profiles)
