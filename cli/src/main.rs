@@ -77,6 +77,8 @@ enum Command {
     Job(cmd::job::Args),
     /// List the skills an agent finds (workspace, user, bundled with loom) with their verdicts.
     Skills(cmd::skills::Args),
+    /// List or remove the git worktrees isolated subagents ran in (`isolation: worktree`).
+    Worktrees(cmd::worktrees::Args),
     /// Print the installed version.
     Version,
 }
@@ -148,6 +150,7 @@ fn main() {
         Command::Model(args) => cmd::model::run(args),
         Command::Job(args) => cmd::job::run(args),
         Command::Skills(args) => cmd::skills::run(args),
+        Command::Worktrees(args) => cmd::worktrees::run(args),
         Command::Version => {
             println!("loom {}", env!("CARGO_PKG_VERSION"));
             exit::OK

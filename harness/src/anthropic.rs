@@ -13,7 +13,7 @@ use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
 use super::client::{http_client, post_json, read_json, sse_stream, vec_stream, Decoder, Header};
-use super::settings::Settings;
+use super::settings::{Effort, Settings};
 use super::{classify_http, EventStream, Harness, HarnessConfigError, HarnessError, SseEvent};
 use crate::model::{ContentBlock, ModelEvent, ModelRequest, Role, StopReason, Usage};
 use loom_protocol::{Secret, SecretLookup};
@@ -41,6 +41,7 @@ const KEYS: &[&str] = &[
     "stream",
     "contextWindow",
     "thinkingBudget",
+    "effort",
 ];
 
 /// The `[harness]` settings of `anthropic`, with the seed's defaults.
@@ -75,13 +76,22 @@ impl AnthropicConfig {
             .unwrap_or(ANTHROPIC_DEFAULT_MAX_TOKENS);
         let stream = settings.flag("stream", true)?;
         let context_window = settings.positive("contextWindow")?;
-        let thinking_budget = settings.positive("thinkingBudget")?;
+        let mut thinking_budget = settings.positive("thinkingBudget")?;
         if let Some(b) = thinking_budget {
             if b < ANTHROPIC_MIN_THINKING_BUDGET || b >= max_tokens {
                 return Err(HarnessConfigError::Invalid(format!(
-                    "thinkingBudget {b} must be at least {ANTHROPIC_MIN_THINKING_BUDGET} and below maxTokens                      ({max_tokens}), which also holds the answer; e.g. thinkingBudget = 2048 with maxTokens = 8192"
+                    "thinkingBudget {b} must be at least {ANTHROPIC_MIN_THINKING_BUDGET} and below maxTokens \
+                     ({max_tokens}), which also holds the answer; e.g. thinkingBudget = 2048 with maxTokens = 8192"
                 )));
             }
+        }
+        if let Some(effort) = settings.effort()? {
+            if thinking_budget.is_some() {
+                return Err(HarnessConfigError::Invalid(
+                    "effort and thinkingBudget both set how much the model thinks; keep one".into(),
+                ));
+            }
+            thinking_budget = effort_budget(effort, max_tokens);
         }
         Ok(AnthropicConfig {
             model,
@@ -93,6 +103,19 @@ impl AnthropicConfig {
             server_tools: Vec::new(),
         })
     }
+}
+
+/// The thinking budget `effort` stands for: none for `low`; 4096 tokens for `medium` and 16384 for `high`, each
+/// kept 1024 tokens below `max_tokens` (which also holds the answer) — none when that leaves less than the API's
+/// minimum.
+pub fn effort_budget(effort: Effort, max_tokens: u64) -> Option<u64> {
+    let want = match effort {
+        Effort::Low => return None,
+        Effort::Medium => 4096,
+        Effort::High => 16384,
+    };
+    let budget = want.min(max_tokens.saturating_sub(1024));
+    (budget >= ANTHROPIC_MIN_THINKING_BUDGET).then_some(budget)
 }
 
 /// Prompt-cache breakpoints (`cache_control: ephemeral`, at most three of the API's four): after the last of loom's

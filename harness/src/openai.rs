@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::client::{http_client, post_json, read_json, sse_stream, vec_stream, Decoder, Header};
 use super::openai_chat::OPENAI_API_KEY;
-use super::settings::Settings;
+use super::settings::{Effort, Settings};
 use super::{classify_http, EventStream, Harness, HarnessConfigError, HarnessError, SseEvent};
 use crate::model::{ContentBlock, ModelEvent, ModelRequest, Role, StopReason, Usage};
 use loom_protocol::{Secret, SecretLookup};
@@ -27,6 +27,7 @@ const KEYS: &[&str] = &[
     "maxTurnRequests",
     "stream",
     "contextWindow",
+    "effort",
 ];
 
 /// The `[harness]` settings of `openai` (the seed's keys and defaults).
@@ -42,15 +43,19 @@ pub struct OpenAiConfig {
     pub stream: bool,
     /// `contextWindow`: the model's context window in tokens, overriding the table of known models.
     pub context_window: Option<u64>,
+    /// `effort`: sent as `reasoning.effort` to a reasoning model ([`reasons`]); other models take no such setting
+    /// and are sent none.
+    pub effort: Option<Effort>,
 }
 
 impl OpenAiConfig {
     /// Reads `[harness]` (unknown keys are refused, naming the known ones).
     pub fn from_config(config: &toml::Table) -> Result<OpenAiConfig, HarnessConfigError> {
-        Settings::new("openai", config, KEYS)?;
+        let effort = Settings::new("openai", config, KEYS)?.effort()?;
         // the same keys and rules as openai-chat
         let mut t = config.clone();
         t.remove("provider");
+        t.remove("effort");
         let c = super::openai_chat::OpenAiChatConfig::from_config(&t)?;
         Ok(OpenAiConfig {
             model: c.model,
@@ -58,6 +63,7 @@ impl OpenAiConfig {
             max_output_tokens: c.max_output_tokens,
             stream: c.stream,
             context_window: c.context_window,
+            effort,
         })
     }
 }
@@ -126,6 +132,9 @@ pub fn responses_request_body(request: &ModelRequest, config: &OpenAiConfig) -> 
     if reasons(&config.model) {
         // stateless (store = false): the reasoning comes back encrypted, to be replayed in later requests
         body["include"] = json!(["reasoning.encrypted_content"]);
+        if let Some(e) = config.effort {
+            body["reasoning"] = json!({ "effort": e.word() });
+        }
     }
     let system: Vec<&str> = request
         .system

@@ -2,6 +2,28 @@
 
 use super::HarnessConfigError;
 
+/// How hard a reasoning model thinks (`effort`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Effort {
+    /// Little or no reasoning.
+    Low,
+    /// Some.
+    Medium,
+    /// Much.
+    High,
+}
+
+impl Effort {
+    /// The word the APIs use.
+    pub fn word(self) -> &'static str {
+        match self {
+            Effort::Low => "low",
+            Effort::Medium => "medium",
+            Effort::High => "high",
+        }
+    }
+}
+
 /// A `[harness]` table whose keys were checked against the provider's known keys.
 pub(crate) struct Settings<'a> {
     config: &'a toml::Table,
@@ -65,6 +87,22 @@ impl<'a> Settings<'a> {
                     .ok_or_else(|| invalid(format!("{key} must be a positive integer")))
             })
             .transpose()
+    }
+
+    /// `effort`: `low`, `medium` or `high`, if set (how hard a reasoning model thinks; a subagent profile's `effort`
+    /// lands here).
+    pub(crate) fn effort(&self) -> Result<Option<Effort>, HarnessConfigError> {
+        match self.config.get("effort") {
+            None => Ok(None),
+            Some(v) => match v.as_str() {
+                Some("low") => Ok(Some(Effort::Low)),
+                Some("medium") => Ok(Some(Effort::Medium)),
+                Some("high") => Ok(Some(Effort::High)),
+                _ => Err(invalid(format!(
+                    "effort must be \"low\", \"medium\" or \"high\", not {v}"
+                ))),
+            },
+        }
     }
 
     /// A boolean, or `default`.

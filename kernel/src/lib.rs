@@ -66,8 +66,9 @@ pub use contrib::mcp::{
     bind_schema, ArgBinding, ArgumentError, BindError, BoundTool, McpResolution,
 };
 pub use contrib::profile::{
-    granted_profiles, judge_profile, parse_profile, profile_manifest, ModelChoice, Profile,
-    ProfileVerdict, DEFAULT_MAX_TURN_REQUESTS, DELEGATING_TOOLS, MAX_PROFILE_TURNS, PROFILES_DIR,
+    granted_profiles, judge_profile, parse_profile, profile_manifest, worktree_ctx, ModelChoice,
+    Profile, ProfileVerdict, DEFAULT_MAX_TURN_REQUESTS, DELEGATING_TOOLS, EFFORT_PROVIDERS,
+    MAX_PROFILE_TURNS, PROFILES_DIR,
 };
 pub use contrib::rules::{parse_rule, ProjectRule, RULES_DIR};
 pub use contrib::server_tools::{server_tool_limits, ServerToolLimitError};
@@ -121,7 +122,7 @@ pub use policy::hooks::{
     HookSpec, HookVerdict, Hooks, DEFAULT_HOOK_TIMEOUT_SECS,
 };
 pub use policy::inherit::{inherit_policy, inherited_counts};
-pub use policy::inspection::git_inspection_row;
+pub use policy::inspection::{git_inspection_row, git_worktree_row};
 pub use policy::narrow::{narrow, Narrowed, Narrowing};
 pub use policy::plan::{plan_mode_verdict, Effect};
 pub use policy::rules::{

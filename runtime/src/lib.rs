@@ -79,6 +79,7 @@ mod secrets;
 mod session;
 mod storage;
 mod tool_search;
+mod worktrees;
 
 use loom_harness as harness;
 use loom_mcp as mcp;
@@ -125,4 +126,8 @@ pub mod frontend {
         sources as provider_sources, InstallError, InstallOptions, ProviderInfo, Resolved,
     };
     pub use crate::session::{manifest_skills, session_group, Discovery, SkillSource, SkillsEnv};
+    pub use crate::worktrees::{
+        list_worktrees, remove_worktree_blocking, worktrees_home, Listed as ListedWorktree,
+        RemoveError as WorktreeRemoveError, WorktreeRecord,
+    };
 }

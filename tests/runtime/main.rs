@@ -41,6 +41,7 @@ mod terminal;
 mod thinking;
 mod torn_log;
 mod typed_keys;
+mod worktrees;
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};

@@ -541,9 +541,22 @@ async fn inspect(
     args: Vec<OsString>,
     cancel: &tokio_util::sync::CancellationToken,
 ) -> Result<ToolOutput, String> {
+    let row = git_inspection_row(&top.display().to_string());
+    run_git(env, sandbox, top, row, args, cancel).await
+}
+
+/// Runs git on the repository at `top` under the sandbox `row`, hardened as every git call loom makes is (module
+/// doc): `git config --list` first, then the command with the repository's drivers blanked.
+pub(crate) async fn run_git(
+    env: &ToolEnv,
+    sandbox: &SandboxEnv,
+    top: &Path,
+    row: loom_kernel::Row,
+    args: Vec<OsString>,
+    cancel: &tokio_util::sync::CancellationToken,
+) -> Result<ToolOutput, String> {
     let git = program_on_path("git").ok_or("git is not installed (no `git` on loom's PATH)")?;
     let env_exe = program_on_path("env").ok_or("`env` is not on loom's PATH")?;
-    let row = git_inspection_row(&top.display().to_string());
     let probe = probe_value();
     let confined = |cap| Confined {
         env,
@@ -602,17 +615,7 @@ pub async fn work_tree_dirty(
     sandbox: &SandboxEnv,
     cancel: &tokio_util::sync::CancellationToken,
 ) -> Result<bool, String> {
-    let top_s = top.display().to_string();
-    let env = ToolEnv {
-        instance: "environment".into(),
-        grant: loom_kernel::Grant::Set(Vec::new()),
-        ctx: loom_kernel::PathCtx::new(top_s, None),
-        cwd: top.to_path_buf(),
-        authority: std::sync::Arc::default(),
-        undo: super::UndoLog::default(),
-        record: super::RecordLog::in_memory(),
-        processes: super::ProcessTable::default(),
-    };
+    let env = loom_env(top, "environment");
     let args: Vec<OsString> = [
         "status",
         "--porcelain",
@@ -627,6 +630,20 @@ pub async fn work_tree_dirty(
         return Err(out.text);
     }
     Ok(out.text != "(no output)" && !out.text.trim().is_empty())
+}
+
+/// The environment of a git command loom runs for itself (no tool instance, no grant: its row is the kernel's).
+pub(crate) fn loom_env(top: &Path, instance: &str) -> ToolEnv {
+    ToolEnv {
+        instance: instance.into(),
+        grant: loom_kernel::Grant::Set(Vec::new()),
+        ctx: loom_kernel::PathCtx::new(top.display().to_string(), None),
+        cwd: top.to_path_buf(),
+        authority: std::sync::Arc::default(),
+        undo: super::UndoLog::default(),
+        record: super::RecordLog::in_memory(),
+        processes: super::ProcessTable::default(),
+    }
 }
 
 /// The tool's result: git's output, or its error with the exit status.

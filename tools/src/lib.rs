@@ -50,6 +50,7 @@ mod tree;
 mod undo;
 mod walk;
 mod web_search;
+mod worktree;
 mod write_file;
 
 use std::path::PathBuf;
@@ -90,6 +91,7 @@ pub use undo::{
     content_hash, UndoLog, UndoTool, UNDO_MAX_BYTES, UNDO_MAX_FILE_BYTES, UNDO_MAX_PER_FILE,
 };
 pub use web_search::{WebSearchTool, BRAVE_ENDPOINT, BRAVE_SEARCH_API_KEY};
+pub use worktree::{add_worktree, prune_worktrees};
 pub use write_file::WriteFileTool;
 
 /// The built-in tools this build implements, by underlying name: every built-in the kernel has a contract for

@@ -16,3 +16,4 @@ pub mod run;
 pub mod sandbox;
 pub mod scope;
 pub mod skills;
+pub mod worktrees;

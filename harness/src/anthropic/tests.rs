@@ -506,6 +506,34 @@ fn the_body_replays_redacted_thinking_as_its_data() {
 }
 
 #[test]
+fn effort_stands_for_a_thinking_budget_within_max_tokens() {
+    let budget = |text: &str| {
+        let t: toml::Table = toml::from_str(text).unwrap();
+        AnthropicConfig::from_config(&t).map(|c| c.thinking_budget)
+    };
+    assert_eq!(budget("effort = \"low\"").unwrap(), None);
+    assert_eq!(
+        budget("effort = \"medium\"\nmaxTokens = 32000").unwrap(),
+        Some(4096)
+    );
+    assert_eq!(
+        budget("effort = \"high\"\nmaxTokens = 32000").unwrap(),
+        Some(16384)
+    );
+    // the default maxTokens (4096) leaves room for 3072 tokens of thinking
+    assert_eq!(budget("effort = \"high\"").unwrap(), Some(3072));
+    assert_eq!(budget("effort = \"high\"\nmaxTokens = 2000").unwrap(), None);
+    let both = budget("effort = \"high\"\nthinkingBudget = 2048\nmaxTokens = 8192").unwrap_err();
+    assert!(both.to_string().contains("keep one"), "{both}");
+    let bad = budget("effort = \"max\"").unwrap_err();
+    assert!(
+        bad.to_string()
+            .contains("effort must be \"low\", \"medium\" or \"high\""),
+        "{bad}"
+    );
+}
+
+#[test]
 fn a_thinking_budget_turns_extended_thinking_on_within_max_tokens() {
     let t: toml::Table = toml::from_str("thinkingBudget = 2048\nmaxTokens = 8192").unwrap();
     let c = AnthropicConfig::from_config(&t).unwrap();

@@ -124,6 +124,24 @@ async fn collect(h: &OpenAiHarness) -> Vec<Result<ModelEvent, HarnessError>> {
 }
 
 #[test]
+fn effort_is_sent_as_the_reasoning_effort_of_a_reasoning_model_only() {
+    let body = |text: &str| {
+        let t: toml::Table = toml::from_str(text).unwrap();
+        responses_request_body(&hello(), &OpenAiConfig::from_config(&t).unwrap())
+    };
+    assert_eq!(
+        body("model = \"gpt-5-mini\"\neffort = \"low\"")["reasoning"],
+        json!({"effort": "low"})
+    );
+    assert!(body("model = \"gpt-5-mini\"").get("reasoning").is_none());
+    assert!(body("model = \"gpt-4.1\"\neffort = \"high\"")
+        .get("reasoning")
+        .is_none());
+    let t: toml::Table = toml::from_str("effort = 3").unwrap();
+    assert!(OpenAiConfig::from_config(&t).is_err());
+}
+
+#[test]
 fn config_defaults_follow_the_seed_and_the_key_is_required() {
     let c = OpenAiConfig::from_config(&toml::Table::new()).unwrap();
     assert_eq!(
@@ -134,6 +152,7 @@ fn config_defaults_follow_the_seed_and_the_key_is_required() {
             max_output_tokens: None,
             stream: true,
             context_window: None,
+            effort: None,
         }
     );
     let h = loom_kernel::HarnessSpec {

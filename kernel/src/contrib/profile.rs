@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 use crate::contrib::rules::{list_of, unquote};
 use crate::contrib::skill::frontmatter::{split_frontmatter, FmValue};
 use crate::lattice::grant::Grant;
+use crate::lattice::path::{path_within, PathCtx};
 use crate::lattice::value::Value;
 use crate::manifest::{is_safe_id, Manifest};
 
@@ -239,6 +240,19 @@ pub fn judge_profile(manifest: &Manifest, profile: &Profile) -> ProfileVerdict {
         }
         Some(m) => ModelChoice::Model(m.clone()),
     };
+    if let Some(e) = &profile.effort {
+        let provider = match &model {
+            ModelChoice::Harness(h) => manifest.harnesses.get(h).map(|h| h.provider.as_str()),
+            _ => manifest.harness.as_ref().map(|h| h.provider.as_str()),
+        };
+        if !provider.is_some_and(|p| EFFORT_PROVIDERS.contains(&p)) {
+            notes.push(format!(
+                "effort {e:?} is not applied: the child's harness ({}) has no reasoning effort setting (only {} do)",
+                provider.unwrap_or("none"),
+                EFFORT_PROVIDERS.join(" and ")
+            ));
+        }
+    }
     ProfileVerdict {
         tools,
         model,
@@ -246,6 +260,10 @@ pub fn judge_profile(manifest: &Manifest, profile: &Profile) -> ProfileVerdict {
         notes,
     }
 }
+
+/// The harnesses that take `effort` (`low`, `medium`, `high`): `anthropic` (as a thinking budget) and `openai` (as
+/// the reasoning effort of a reasoning model). A profile's `effort` is applied to its child's harness there.
+pub const EFFORT_PROVIDERS: &[&str] = &["anthropic", "openai"];
 
 /// The profile names a grant allows: `None` for every one (`"*"`, or a row granting `agents = "*"`).
 pub fn granted_profiles(grant: &Grant) -> Option<Vec<String>> {
@@ -264,6 +282,48 @@ pub fn granted_profiles(grant: &Grant) -> Option<Vec<String>> {
         }
     }
     Some(names)
+}
+
+/// How the grants of a child that runs in a git worktree (`isolation: worktree`) resolve: relative paths against its
+/// working directory in the worktree (`child_cwd`, inside `worktree`), so the child's `./` is its own checkout and
+/// never the parent's tree; absolute and `~` paths name what they named for the parent. The ceiling check compares
+/// parent and child under this one context (the parent's relative grants rebased the same way). `Err` lists each
+/// grant path of `manifest` that a rebase would move outside the worktree (a relative path climbing out of it): it
+/// would name a place neither tree is, so such a child is not started.
+pub fn worktree_ctx(
+    manifest: &Manifest,
+    parent: &PathCtx,
+    worktree: &str,
+    child_cwd: &str,
+) -> Result<PathCtx, Vec<String>> {
+    let ctx = PathCtx::new(child_cwd, parent.home.clone());
+    let grants = manifest.capabilities.iter().flat_map(|c| c.iter()).chain(
+        manifest
+            .tools
+            .iter()
+            .filter_map(|(k, e)| e.capabilities.as_ref().map(|g| (k, g))),
+    );
+    let mut problems = Vec::new();
+    for (instance, grant) in grants {
+        for row in grant.rows().unwrap_or_default() {
+            for kind in ["paths", "read_paths"] {
+                let raws = row.get(kind).and_then(Value::elements).unwrap_or_default();
+                for raw in raws.into_iter().filter_map(Value::as_str) {
+                    let moved = ctx.normalize(raw);
+                    if moved != parent.normalize(raw) && !path_within(worktree, &moved) {
+                        problems.push(format!(
+                            "{instance}: {kind} {raw:?} would resolve to {moved}, outside the worktree {worktree}"
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    if problems.is_empty() {
+        Ok(ctx)
+    } else {
+        Err(problems)
+    }
 }
 
 /// The manifest of a profile's child: `parent` narrowed to the kernel's `verdict` on `profile` — only the tool
@@ -323,6 +383,15 @@ pub fn profile_manifest(
             "maxTurnRequests".into(),
             toml::Value::Integer(i64::from(max)),
         );
+        // the profile's effort replaces the harness's own reasoning setting where the harness has one
+        if let (Some(e), true) = (
+            &profile.effort,
+            EFFORT_PROVIDERS.contains(&h.provider.as_str()),
+        ) {
+            h.config.remove("thinkingBudget");
+            h.config
+                .insert("effort".into(), toml::Value::String(e.clone()));
+        }
     }
     m
 }
@@ -348,6 +417,36 @@ mod tests {
     }
 
     #[test]
+    fn a_worktree_child_s_relative_grants_resolve_in_its_worktree_and_never_climb_out() {
+        let m = |caps: &str| {
+            parse_manifest(
+                &format!(
+                    "[agent]\nname = \"p\"\n[harness]\nprovider = \"test\"\n[tools]\nbash = \"builtin\"\n\
+                     read_file = \"builtin\"\n[capabilities]\n{caps}\n"
+                ),
+                "agent.toml",
+                &BTreeMap::new(),
+            )
+            .unwrap()
+        };
+        let parent = PathCtx::new("/repo/sub", Some("/home/u".into()));
+        let ok = m(
+            "bash = { commands = [\"ls\"], paths = [\"./\", \"../\", \"/opt/x\", \"~/notes\"] }\n\
+                    read_file = { read_paths = [\"src\"] }",
+        );
+        let ctx = worktree_ctx(&ok, &parent, "/wt/bg-1", "/wt/bg-1/sub").unwrap();
+        assert_eq!(ctx.normalize("./"), "/wt/bg-1/sub");
+        assert_eq!(ctx.normalize("../"), "/wt/bg-1");
+        assert_eq!(ctx.normalize("/opt/x"), "/opt/x");
+        assert_eq!(ctx.normalize("~/notes"), "/home/u/notes");
+        let out = m("bash = { commands = [\"ls\"], paths = [\"../../shared\"] }");
+        assert_eq!(
+            worktree_ctx(&out, &parent, "/wt/bg-1", "/wt/bg-1/sub").unwrap_err(),
+            ["bash: paths \"../../shared\" would resolve to /wt/shared, outside the worktree /wt/bg-1"]
+        );
+    }
+
+    #[test]
     fn a_profile_parses_and_narrows_the_parent() {
         let p = parse_profile(REVIEWER, "reviewer").unwrap();
         assert_eq!(p.max_turns, Some(20));
@@ -362,7 +461,11 @@ mod tests {
         assert_eq!(v.model, ModelChoice::Harness("cheap".into()));
         assert_eq!(
             v.notes,
-            ["disallowedTools names \"apply_patch\", which this agent does not have (no effect)"]
+            [
+                "disallowedTools names \"apply_patch\", which this agent does not have (no effect)",
+                "effort \"high\" is not applied: the child's harness (test) has no reasoning effort setting (only \
+                 anthropic and openai do)"
+            ]
         );
         // no tools named: all of the parent's but the delegating ones and the disallowed
         let all = parse_profile(
@@ -491,5 +594,44 @@ mod tests {
                 .and_then(toml::Value::as_integer),
             Some(16)
         );
+    }
+
+    #[test]
+    fn a_profile_s_effort_replaces_the_reasoning_setting_of_a_harness_that_has_one() {
+        let parent = crate::parse_manifest(
+            "[agent]\nname = \"p\"\n[harness]\nprovider = \"anthropic\"\nmaxTokens = 32000\nthinkingBudget = 2048\n\
+             [harnesses.fast]\nprovider = \"openai\"\nmodel = \"gpt-5-mini\"\n[harnesses.local]\nprovider = \"test\"\n\
+             echo = true\n[tools]\nread_file = \"builtin\"\n",
+            "agent.toml",
+            &std::collections::BTreeMap::new(),
+        )
+        .unwrap();
+        let config = |model: &str| {
+            let p = crate::parse_profile(
+                &format!("---\nname: r\ndescription: d\n{model}effort: high\n---\nGo.\n"),
+                "r",
+            )
+            .unwrap();
+            let v = crate::judge_profile(&parent, &p);
+            (
+                profile_manifest(&parent, &p, &v).harness.unwrap().config,
+                v.notes,
+            )
+        };
+        let (anthropic, notes) = config("");
+        assert_eq!(
+            anthropic.get("effort").and_then(toml::Value::as_str),
+            Some("high")
+        );
+        assert!(anthropic.get("thinkingBudget").is_none());
+        assert!(notes.is_empty(), "{notes:?}");
+        let (openai, _) = config("model: fast\n");
+        assert_eq!(
+            openai.get("effort").and_then(toml::Value::as_str),
+            Some("high")
+        );
+        let (test, notes) = config("model: local\n");
+        assert!(test.get("effort").is_none());
+        assert_eq!(notes.len(), 1, "{notes:?}");
     }
 }

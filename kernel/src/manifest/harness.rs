@@ -31,6 +31,7 @@ pub(crate) fn builtin_harness_schema(provider: &str) -> Option<&'static [(&'stat
             ("stream", Ty::Bool),
             ("contextWindow", Ty::Count),
             ("thinkingBudget", Ty::Count),
+            ("effort", Ty::Str),
         ],
         "openai" => &[
             ("model", Ty::Str),
@@ -39,6 +40,7 @@ pub(crate) fn builtin_harness_schema(provider: &str) -> Option<&'static [(&'stat
             ("maxTurnRequests", Ty::Count),
             ("stream", Ty::Bool),
             ("contextWindow", Ty::Count),
+            ("effort", Ty::Str),
         ],
         "openai-chat" => &[
             ("model", Ty::Str),

@@ -20,6 +20,22 @@ pub fn git_inspection_row(repo: &str) -> Row {
     ])
 }
 
+/// The sandbox row of a git command that changes which worktrees the repository at `repo` has: `git worktree add` of
+/// a new checkout at `dest` (an empty directory loom made) or `git worktree prune` (no `dest`). It writes the
+/// repository's `.git` as an explicit `.git` root (so its hooks and configuration stay read-only) and `dest`, reads
+/// the repository, and has no network and no inherited environment.
+pub fn git_worktree_row(repo: &str, dest: Option<&str>) -> Row {
+    let git = format!("{}/.git", repo.trim_end_matches('/'));
+    let mut paths = vec![git.as_str()];
+    paths.extend(dest);
+    Row::from_pairs([
+        ("commands", Value::strs(["git"])),
+        ("paths", Value::strs(paths)),
+        ("read_paths", Value::strs([repo])),
+        ("env", Value::List(Vec::new())),
+    ])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -35,5 +51,20 @@ mod tests {
         assert!(row.get("paths").is_none());
         assert!(row.get("network").is_none());
         assert_eq!(sandbox_row_refusal(&row), None);
+    }
+
+    #[test]
+    fn the_worktree_row_writes_the_git_directory_and_the_new_checkout_only() {
+        let row = git_worktree_row("/w/repo", Some("/s/wt/bg-1"));
+        assert_eq!(
+            row.to_toml(),
+            r#"{ commands = ["git"], env = [], paths = ["/s/wt/bg-1", "/w/repo/.git"], read_paths = ["/w/repo"] }"#
+        );
+        assert!(row.get("network").is_none());
+        assert_eq!(sandbox_row_refusal(&row), None);
+        assert_eq!(
+            git_worktree_row("/w/repo", None).get("paths"),
+            Some(&Value::strs(["/w/repo/.git"]))
+        );
     }
 }

@@ -11,8 +11,8 @@
 
 use loom_kernel::{Row, Value};
 
-use super::delegate::GrantedProfiles;
-use super::subagent::{boot_child, ChildRun, SpawnEnv};
+use super::delegate::{worktree_note, GrantedProfiles};
+use super::subagent::{boot_child, ChildRun, ChildStart, SpawnEnv};
 use crate::background::{BackgroundTable, Ended};
 use crate::model::ToolSpec;
 use crate::profiles::FoundProfile;
@@ -209,43 +209,49 @@ impl Tool for BackgroundTool {
                     return Err(format!("{tool}: built without its profiles (a bug)"));
                 };
                 let picked = profiles.pick(&tool, input)?;
-                if picked.profile.worktree {
-                    return Err(format!(
-                        "{tool}: profile {:?} asks for isolation: worktree, which this build of loom does not \
-                         provide yet; nothing was started (remove the isolation key to run it in the working \
-                         directory)",
-                        picked.name
-                    ));
-                }
                 Ok(crate::tools::CallHead::args(
                     &tool,
                     Row::from_pairs([("agents", Value::strs([picked.name.as_str()]))]),
                 )
-                .then(Box::new(move |_auth, _ctx| {
+                .then(Box::new(move |_auth, ctx| {
                     Box::pin(async move {
                         let slot = match table.reserve(&picked.name, &picked.task) {
                             Ok(s) => s,
                             Err(e) => return ToolOutput::error(format!("{tool}: {e}; nothing was started")),
                         };
                         let child = picked.child(&spawn.parent);
-                        let booted = match boot_child(&tool, &picked.name, child, &spawn, None) {
-                            Ok(b) => b,
-                            Err(refused) => return *refused,
+                        let placed = match picked.isolate(&tool, &child, &spawn, &ctx.cancel).await {
+                            Ok(p) => p,
+                            Err(e) => return ToolOutput::error(e),
                         };
+                        let place = placed.as_ref().map(|(p, _)| p);
+                        let booted =
+                            match boot_child(&tool, &picked.name, child, &spawn, ChildStart { history: None, place }) {
+                                Ok(b) => b,
+                                Err(refused) => return *refused,
+                            };
                         let name = picked.name.clone();
                         let t = tool.clone();
+                        let note = placed.as_ref().map(|(_, rec)| worktree_note(rec));
                         let id = slot.start(booted.agent, picked.task, move |outcome, closed| {
-                            report(&t, &name, outcome, closed)
+                            let (ended, mut text) = report(&t, &name, outcome, closed);
+                            text.push_str(note.as_deref().unwrap_or_default());
+                            (ended, text)
                         });
-                        let mut out = ToolOutput::ok(format!(
+                        let mut text = format!(
                             "started {id} ({}) in the background; its report reaches you when it finishes \
                              (background_list shows its status)",
                             picked.name
-                        ));
+                        );
+                        if let Some((_, rec)) = &placed {
+                            text.push_str(&worktree_note(rec));
+                        }
+                        let mut out = ToolOutput::ok(text);
                         out.raw_output = Some(serde_json::json!({
                             "id": id,
                             "agent": picked.name,
                             "notes": booted.notes,
+                            "worktree": placed.as_ref().map(|(_, rec)| serde_json::json!({ "id": rec.id, "path": rec.path })),
                         }));
                         out
                     })

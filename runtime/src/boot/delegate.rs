@@ -9,12 +9,15 @@
 
 use loom_kernel::{Profile, ProfileVerdict, Row, Value};
 
-use super::subagent::{run_child, SpawnEnv};
+use tokio_util::sync::CancellationToken;
+
+use super::subagent::{run_child, ChildStart, Place, SpawnEnv};
 use crate::load::Loaded;
 use crate::model::ToolSpec;
 use crate::profiles::FoundProfile;
-use crate::tools::{check_fields, str_field, Prepared, Tool, ToolEnv};
+use crate::tools::{check_fields, str_field, Prepared, Tool, ToolEnv, ToolOutput};
 use crate::update::ToolKind;
+use crate::worktrees::WorktreeRecord;
 
 /// The profiles one granted instance of `delegate` or `background_spawn` may run, with the kernel's verdicts.
 #[derive(Clone)]
@@ -37,6 +40,68 @@ impl Picked {
             manifest: loom_kernel::profile_manifest(&parent.manifest, &self.profile, &self.verdict),
         }
     }
+
+    /// Where `child` runs: in the parent's working directory (`None`), or — for a profile with `isolation: worktree`
+    /// — in a fresh worktree of the repository's committed `HEAD`, its relative grants resolving there
+    /// ([`loom_kernel::worktree_ctx`]). `Err`: the call's error (not in a repository, a grant that would climb out of
+    /// the worktree, git's refusal), with no worktree left behind.
+    pub async fn isolate(
+        &self,
+        tool: &str,
+        child: &Loaded,
+        spawn: &SpawnEnv,
+        cancel: &CancellationToken,
+    ) -> Result<Option<(Place, WorktreeRecord)>, String> {
+        if !self.profile.worktree {
+            return Ok(None);
+        }
+        let name = &self.name;
+        let refuse = |e: String| {
+            format!("{tool}: profile {name:?} runs in a git worktree, but {e}; nothing was started")
+        };
+        let cwd = match &spawn.opts.cwd {
+            Some(c) => c.clone(),
+            None => std::env::current_dir().map_err(|e| refuse(e.to_string()))?,
+        };
+        let env = crate::load::env_map();
+        let made = crate::worktrees::make_worktree(
+            &cwd,
+            &env,
+            &spawn.parent.manifest.agent.name,
+            name,
+            &self.task,
+            &spawn.opts.sandbox,
+            cancel,
+        )
+        .await
+        .map_err(refuse)?;
+        let rec = made.record;
+        match loom_kernel::worktree_ctx(
+            &child.manifest,
+            &spawn.ctx,
+            &rec.path.to_string_lossy(),
+            &made.cwd.to_string_lossy(),
+        ) {
+            Ok(ctx) => Ok(Some((Place { cwd: made.cwd, ctx }, rec))),
+            Err(problems) => {
+                let _ = crate::worktrees::remove_worktree(&env, &rec.id, &spawn.opts.sandbox).await;
+                Err(refuse(format!(
+                    "its grants cannot move there: {}",
+                    problems.join("; ")
+                )))
+            }
+        }
+    }
+}
+
+/// What a worktree child's result or report ends with: where it worked, and how to remove the worktree.
+pub(super) fn worktree_note(rec: &WorktreeRecord) -> String {
+    format!(
+        "\n[worked in the git worktree {} (id {}), kept for review; `loom worktrees remove {}` deletes it]",
+        rec.path.display(),
+        rec.id,
+        rec.id
+    )
 }
 
 impl GrantedProfiles {
@@ -212,13 +277,6 @@ impl Tool for DelegateTool {
     fn prepare(&self, input: &serde_json::Value) -> Result<Prepared, String> {
         let tool = self.env.instance.clone();
         let picked = self.profiles.pick(&tool, input)?;
-        if picked.profile.worktree {
-            return Err(format!(
-                "{tool}: profile {:?} asks for isolation: worktree, which this build of loom does not provide yet; \
-                 nothing was started (remove the isolation key to run it in the working directory)",
-                picked.name
-            ));
-        }
         let spawn = self.spawn.clone();
         Ok(crate::tools::CallHead::args(
             &tool,
@@ -228,10 +286,38 @@ impl Tool for DelegateTool {
             Box::pin(async move {
                 let child = picked.child(&spawn.parent);
                 let name = &picked.name;
-                match run_child(&tool, name, child, &picked.task, &spawn, &ctx, None).await {
+                let placed = match picked.isolate(&tool, &child, &spawn, &ctx.cancel).await {
+                    Ok(p) => p,
+                    Err(e) => return ToolOutput::error(e),
+                };
+                let place = placed.as_ref().map(|(p, _)| p);
+                let mut out = match run_child(
+                    &tool,
+                    name,
+                    child,
+                    &picked.task,
+                    &spawn,
+                    &ctx,
+                    ChildStart {
+                        history: None,
+                        place,
+                    },
+                )
+                .await
+                {
                     Ok(run) => run.into_output(&tool, name, name, true),
                     Err(refused) => refused,
+                };
+                if let Some((_, rec)) = &placed {
+                    out.text.push_str(&worktree_note(rec));
+                    if let Some(serde_json::Value::Object(raw)) = out.raw_output.as_mut() {
+                        raw.insert(
+                            "worktree".into(),
+                            serde_json::json!({ "id": rec.id, "path": rec.path }),
+                        );
+                    }
                 }
+                out
             })
         })))
     }

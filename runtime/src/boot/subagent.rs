@@ -189,7 +189,20 @@ async fn run(
         );
     }
     let history = fork_snapshot(ctx.history.as_deref().unwrap_or(&[]));
-    let run = match run_child(tool, name, child, prompt, spawn, &ctx, Some(history)).await {
+    let run = match run_child(
+        tool,
+        name,
+        child,
+        prompt,
+        spawn,
+        &ctx,
+        ChildStart {
+            history: Some(history),
+            place: None,
+        },
+    )
+    .await
+    {
         Ok(r) => r,
         Err(refused) => return refused,
     };
@@ -255,9 +268,9 @@ pub(super) async fn run_child(
     prompt: &str,
     spawn: &SpawnEnv,
     ctx: &ToolCtx,
-    history: Option<Vec<SessionUpdate>>,
+    start: ChildStart<'_>,
 ) -> Result<ChildRun, ToolOutput> {
-    let booted = boot_child(tool, name, child, spawn, history).map_err(|e| *e)?;
+    let booted = boot_child(tool, name, child, spawn, start).map_err(|e| *e)?;
     let agent = booted.agent;
     // the sub-agent's streamed text becomes this call's progress
     let sub = agent.subscribe(Capacity::Bounded(crate::bus::DEFAULT_CAPACITY));
@@ -286,25 +299,47 @@ pub(super) async fn run_child(
     })
 }
 
+/// How a child starts: from a copy of its parent's history (`spawn_subagent`), and somewhere other than its parent's
+/// working directory (a worktree).
+#[derive(Default)]
+pub(super) struct ChildStart<'a> {
+    /// The history it starts from.
+    pub history: Option<Vec<SessionUpdate>>,
+    /// Where it runs.
+    pub place: Option<&'a Place>,
+}
+
+/// Where a child runs when not in its parent's working directory: its own working directory and how its grants
+/// resolve there (a worktree: [`loom_kernel::worktree_ctx`]).
+pub(super) struct Place {
+    /// The child's working directory.
+    pub cwd: PathBuf,
+    /// How grants resolve for the ceiling check and the child.
+    pub ctx: PathCtx,
+}
+
 /// The ceiling check and boot of [`run_child`], without the turn: the booted child, or the refusal or boot failure
-/// as the call's result (nothing started).
+/// as the call's result (nothing started). With `place`, the child works there, and the ceiling check compares
+/// parent and child under its context.
 pub(super) fn boot_child(
     tool: &str,
     name: &str,
     child: Loaded,
     spawn: &SpawnEnv,
-    history: Option<Vec<SessionUpdate>>,
+    start: ChildStart<'_>,
 ) -> Result<super::options::Booted, Box<ToolOutput>> {
     let depth = spawn.opts.lineage.depth + 1;
+    let ChildStart { history, place } = start;
+    let ctx = place.map_or(&spawn.ctx, |p| &p.ctx);
     // the ceiling check, at spawn time, before the sub-agent boots
-    let parent_ceiling = spawn.parent.manifest.effective_ceiling(&spawn.ctx);
-    let child_ceiling = child.manifest.effective_ceiling(&spawn.ctx);
+    let parent_ceiling = spawn.parent.manifest.effective_ceiling(ctx);
+    let child_ceiling = child.manifest.effective_ceiling(ctx);
     let excess = ceiling_excess(
         &spawn.parent.manifest,
         &parent_ceiling,
         &child.manifest,
         &child_ceiling,
-        &spawn.ctx,
+        ctx,
     );
     if !excess.is_empty() {
         let keys: Vec<String> = excess
@@ -328,6 +363,9 @@ pub(super) fn boot_child(
         ))));
     }
     let mut opts = spawn.opts.clone();
+    if let Some(p) = place {
+        opts.cwd = Some(p.cwd.clone());
+    }
     opts.lineage = Lineage {
         depth,
         parent_history: history,
