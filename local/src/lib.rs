@@ -35,6 +35,7 @@ mod catalog;
 mod grammar;
 mod install;
 mod process;
+mod text_call;
 mod verify;
 
 pub use catalog::{known_model, KnownModel, Part, DEFAULT_MODEL, KNOWN_MODELS};
@@ -52,4 +53,5 @@ pub use protocol::{EngineError, EngineOptions, JobEvent, JobSpec, Sampling};
 pub mod testing {
     pub use crate::grammar::matcher::Grammar;
 }
+pub use text_call::{call_in_text, possible_call_start, TextCall};
 pub use verify::{check_gguf_header, sha256_file, verify_known, ModelFileError};

@@ -25,9 +25,9 @@ mod engine_harness {
 
     use futures::future::BoxFuture;
     use loom_local::{
-        check_gguf_header, engine_program, install, installed_path, parse_response,
-        stderr_progress, verify_known, Engine, EngineError, EngineOptions, Job, JobEvent, Response,
-        Sampling,
+        call_in_text, check_gguf_header, engine_program, install, installed_path, parse_response,
+        possible_call_start, stderr_progress, verify_known, Engine, EngineError, EngineOptions,
+        Job, JobEvent, Response, Sampling,
     };
     use tokio::sync::mpsc;
     use tokio_util::sync::CancellationToken;
@@ -115,14 +115,18 @@ mod engine_harness {
         }
     }
 
-    /// Turns the engine's text into model events: the first character decides between a call (held until it is
-    /// complete) and an answer (streamed as it comes).
-    struct Decoder {
-        tx: mpsc::UnboundedSender<Result<ModelEvent, HarnessError>>,
-        text: String,
-        streaming: Option<bool>,
-        prompt_tokens: u64,
-        call_id: String,
+    /// Turns the engine's text into model events. An answer streams as it comes, except from a line that may open a
+    /// call written as text (```` ``` ```` or `{`), which is held until the response is complete: the grammar's call
+    /// form, or a call the model wrote in prose ([`call_in_text`]; not on a turn's last request, when only an answer
+    /// can follow), becomes a tool call and is never shown as the answer; anything else is then streamed.
+    pub(super) struct Decoder {
+        pub(super) tx: mpsc::UnboundedSender<Result<ModelEvent, HarnessError>>,
+        pub(super) text: String,
+        /// How much of `text` was streamed.
+        pub(super) sent: usize,
+        pub(super) final_only: bool,
+        pub(super) prompt_tokens: u64,
+        pub(super) call_id: String,
     }
 
     impl Decoder {
@@ -130,7 +134,31 @@ mod engine_harness {
             self.tx.send(Ok(e)).is_ok()
         }
 
-        fn on(&mut self, e: JobEvent) -> bool {
+        /// Streams `text` up to `to` (what is not yet sent).
+        fn stream_to(&mut self, to: usize) -> bool {
+            if to <= self.sent {
+                return !self.tx.is_closed();
+            }
+            let part = self.text[self.sent..to].to_string();
+            self.sent = to;
+            self.send(ModelEvent::TextDelta(part))
+        }
+
+        fn call(&self, tool: String, input: &serde_json::Value) {
+            self.send(ModelEvent::ToolUseStart {
+                id: self.call_id.clone(),
+                name: tool,
+            });
+            self.send(ModelEvent::ToolUseInputDelta {
+                id: self.call_id.clone(),
+                partial_json: serde_json::to_string(input).unwrap_or_else(|_| "{}".into()),
+            });
+            self.send(ModelEvent::ToolUseEnd {
+                id: self.call_id.clone(),
+            });
+        }
+
+        pub(super) fn on(&mut self, e: JobEvent) -> bool {
             match e {
                 JobEvent::Prompt { tokens, .. } => {
                     self.prompt_tokens = tokens as u64;
@@ -138,12 +166,8 @@ mod engine_harness {
                 }
                 JobEvent::Text(t) => {
                     self.text.push_str(&t);
-                    let streaming = *self.streaming.get_or_insert(!self.text.starts_with('{'));
-                    if streaming {
-                        self.send(ModelEvent::TextDelta(t))
-                    } else {
-                        !self.tx.is_closed()
-                    }
+                    let to = possible_call_start(&self.text, self.sent).unwrap_or(self.text.len());
+                    self.stream_to(to)
                 }
                 JobEvent::Done {
                     generated,
@@ -160,26 +184,31 @@ mod engine_harness {
                         output_tokens: generated as u64,
                         ..Usage::default()
                     }));
-                    let stop = match parse_response(&self.text) {
-                        Some(Response::Call { tool, input })
-                            if !hit_limit || self.streaming == Some(false) =>
-                        {
-                            self.send(ModelEvent::ToolUseStart {
-                                id: self.call_id.clone(),
-                                name: tool,
-                            });
-                            self.send(ModelEvent::ToolUseInputDelta {
-                                id: self.call_id.clone(),
-                                partial_json: serde_json::to_string(&input)
-                                    .unwrap_or_else(|_| "{}".into()),
-                            });
-                            self.send(ModelEvent::ToolUseEnd {
-                                id: self.call_id.clone(),
-                            });
+                    let grammar_call = match parse_response(&self.text) {
+                        Some(Response::Call { tool, input }) if self.sent == 0 => {
+                            Some((0, tool, input))
+                        }
+                        _ => None,
+                    };
+                    let written = || {
+                        call_in_text(&self.text)
+                            .filter(|c| !self.final_only && !hit_limit && c.start >= self.sent)
+                            .map(|c| (c.start, c.tool, c.input))
+                    };
+                    let stop = match grammar_call.or_else(written) {
+                        Some((start, tool, input)) => {
+                            self.stream_to(start);
+                            self.call(tool, &input);
                             StopReason::ToolUse
                         }
-                        _ if hit_limit => StopReason::MaxTokens,
-                        _ => StopReason::EndTurn,
+                        None => {
+                            self.stream_to(self.text.len());
+                            if hit_limit {
+                                StopReason::MaxTokens
+                            } else {
+                                StopReason::EndTurn
+                            }
+                        }
                     };
                     self.send(ModelEvent::MessageEnd { stop_reason: stop })
                 }
@@ -217,7 +246,8 @@ mod engine_harness {
                 let mut decoder = Decoder {
                     tx: tx.clone(),
                     text: String::new(),
-                    streaming: None,
+                    sent: 0,
+                    final_only,
                     prompt_tokens: 0,
                     call_id: format!(
                         "call_local_{}_{}_{n}",

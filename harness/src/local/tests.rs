@@ -6,7 +6,7 @@ use serde_json::json;
 
 use super::config::DEFAULT_MAX_TOKENS;
 use super::*;
-use crate::model::{ContentBlock, Message, ModelRequest, Role, ToolSpec};
+use crate::model::{ContentBlock, Message, ModelEvent, ModelRequest, Role, StopReason, ToolSpec};
 use loom_tools::{builtin_tool, SandboxEnv, ToolEnv, IMPLEMENTED};
 
 fn table(text: &str) -> toml::Table {
@@ -223,4 +223,114 @@ fn the_conversation_maps_onto_chat_messages() {
     assert!(last[3]
         .1
         .ends_with("answer now, in plain text, with what you know.)"));
+}
+
+/// Feeds `chunks` through the local harness's decoder as one response; the events it sends.
+fn decode(chunks: &[&str], final_only: bool) -> Vec<ModelEvent> {
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let mut d = super::engine_harness::Decoder {
+        tx,
+        text: String::new(),
+        sent: 0,
+        final_only,
+        prompt_tokens: 0,
+        call_id: "c1".into(),
+    };
+    for c in chunks {
+        assert!(d.on(loom_local::JobEvent::Text((*c).to_string())));
+    }
+    d.on(loom_local::JobEvent::Done {
+        generated: 10,
+        hit_limit: false,
+        cancelled: false,
+        millis: 1,
+    });
+    drop(d);
+    let mut out = Vec::new();
+    while let Ok(e) = rx.try_recv() {
+        out.push(e.unwrap());
+    }
+    out
+}
+
+fn texts(events: &[ModelEvent]) -> String {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            ModelEvent::TextDelta(t) => Some(t.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn called(events: &[ModelEvent]) -> Option<(String, String)> {
+    let name = events.iter().find_map(|e| match e {
+        ModelEvent::ToolUseStart { name, .. } => Some(name.clone()),
+        _ => None,
+    })?;
+    let input = events.iter().find_map(|e| match e {
+        ModelEvent::ToolUseInputDelta { partial_json, .. } => Some(partial_json.clone()),
+        _ => None,
+    })?;
+    Some((name, input))
+}
+
+#[test]
+fn a_call_written_as_fenced_json_is_a_call_and_never_shown_as_the_answer() {
+    let ev = decode(
+        &[
+            "I'll read it.\n",
+            "``",
+            "`json\n{\"tool\": \"read_file\", ",
+            "\"input\": {\"path\": \"notes.txt\"}}\n```",
+        ],
+        false,
+    );
+    assert_eq!(texts(&ev), "I'll read it.\n");
+    assert_eq!(
+        called(&ev),
+        Some(("read_file".into(), "{\"path\":\"notes.txt\"}".into()))
+    );
+    assert!(matches!(
+        ev.last(),
+        Some(ModelEvent::MessageEnd {
+            stop_reason: StopReason::ToolUse
+        })
+    ));
+    // an invented tool is still a call: the runtime answers it with an error the model can correct
+    let ev = decode(
+        &["{\"name\": \"open_file\", \"arguments\": {\"p\": 1}}"],
+        false,
+    );
+    assert_eq!(called(&ev).map(|c| c.0), Some("open_file".into()));
+    assert_eq!(texts(&ev), "");
+}
+
+#[test]
+fn answers_stream_and_code_blocks_stay_answers() {
+    let ev = decode(&["The first ", "line is\n", "hello"], false);
+    assert_eq!(texts(&ev), "The first line is\nhello");
+    assert!(called(&ev).is_none());
+    // the first chunk streams before the response ends
+    assert_eq!(
+        ev.iter()
+            .filter(|e| matches!(e, ModelEvent::TextDelta(_)))
+            .count(),
+        3
+    );
+    let code = "Run this:\n```sh\nls -l\n```\nDone.";
+    let ev = decode(&[code], false);
+    assert_eq!(texts(&ev), code);
+    assert!(called(&ev).is_none());
+    // on a turn's last request a written call stays text: no call could follow
+    let last = "```json\n{\"tool\": \"read_file\", \"input\": {\"path\": \"a\"}}\n```";
+    let ev = decode(&[last], true);
+    assert_eq!(texts(&ev), last);
+    assert!(called(&ev).is_none());
+    // the grammar's own call form
+    let ev = decode(
+        &["{\"tool\": \"read_file\", \"input\": {\"path\": \"a\"}}"],
+        false,
+    );
+    assert_eq!(called(&ev).map(|c| c.0), Some("read_file".into()));
 }
