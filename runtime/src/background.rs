@@ -276,7 +276,11 @@ impl BackgroundTable {
             let woken = self.0.ended.notified();
             tokio::pin!(woken);
             woken.as_mut().enable();
-            if self.lock().ended != start || self.running() == 0 {
+            let (ended, running) = {
+                let inner = self.lock();
+                (inner.ended, Self::running_in(&inner))
+            };
+            if ended != start || running == 0 {
                 return;
             }
             tokio::select! {
@@ -290,11 +294,7 @@ impl BackgroundTable {
     /// Reserves a place for a child of `profile` working on `task`: `Err` when [`MAX_RUNNING`] children run already.
     pub fn reserve(&self, profile: &str, task: &str) -> Result<Slot, String> {
         let mut inner = self.lock();
-        let running = inner
-            .entries
-            .values()
-            .filter(|e| !matches!(e.state, State::Finished { .. }))
-            .count();
+        let running = Self::running_in(&inner);
         if running >= MAX_RUNNING {
             return Err(format!(
                 "{running} background agents are running already (the most is {MAX_RUNNING}); wait for one to \
@@ -456,7 +456,11 @@ impl BackgroundTable {
 
     /// How many children are running.
     pub fn running(&self) -> usize {
-        self.lock()
+        Self::running_in(&self.lock())
+    }
+
+    fn running_in(inner: &Inner) -> usize {
+        inner
             .entries
             .values()
             .filter(|e| !matches!(e.state, State::Finished { .. }))
@@ -545,6 +549,27 @@ mod tests {
         let r = t.take_reports();
         assert!(r[0].text.len() <= REPORT_BYTES + 40);
         assert!(r[0].text.ends_with("[report cut at 64 KiB]"));
+    }
+
+    /// On the paused test clock (virtual time, nothing measured): a wait with nothing running ends at once, and one
+    /// with a child running ends when it finishes, long before the deadline.
+    #[tokio::test(start_paused = true)]
+    async fn a_wait_ends_when_a_child_finishes_or_at_once_when_none_runs() {
+        let t = BackgroundTable::default();
+        let wait = std::time::Duration::from_secs(60);
+        let begin = tokio::time::Instant::now();
+        t.wait_for_an_end(wait, &CancellationToken::new()).await;
+        assert_eq!(tokio::time::Instant::now(), begin);
+        std::mem::forget(t.reserve("p", "t").unwrap());
+        let weak = Arc::downgrade(&t.0);
+        let ender = tokio::spawn(async move {
+            tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+            finished(&weak, 1, Ended::Complete, "x".into());
+        });
+        t.wait_for_an_end(wait, &CancellationToken::new()).await;
+        assert!(tokio::time::Instant::now() - begin < wait);
+        assert_eq!(t.list()[0].status, "complete");
+        ender.await.unwrap();
     }
 
     #[test]
