@@ -73,7 +73,8 @@ pub fn call_in_text(text: &str) -> Option<TextCall> {
     if !trimmed.ends_with('}') {
         return None;
     }
-    let mut candidates: Vec<usize> = trimmed
+    // opening braces that start a line, in order (match_indices yields them so)
+    let candidates: Vec<usize> = trimmed
         .match_indices('{')
         .map(|(i, _)| i)
         .filter(|i| {
@@ -81,7 +82,6 @@ pub fn call_in_text(text: &str) -> Option<TextCall> {
             before.is_empty() || before.ends_with('\n')
         })
         .collect();
-    candidates.sort_unstable();
     for i in candidates {
         if let Some((tool, input)) = call_shape(&trimmed[i..]) {
             let start = trimmed[..i].rfind('\n').map_or(0, |n| n + 1);

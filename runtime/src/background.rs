@@ -367,31 +367,20 @@ impl BackgroundTable {
     }
 
     fn entry<'a>(inner: &'a mut Inner, id: &str) -> Result<&'a mut Entry, String> {
-        let known = || {
-            let ids: Vec<String> = inner.entries.keys().map(|n| id_of(*n)).collect();
-            ids
-        };
-        let n = id
-            .strip_prefix("bg-")
+        let ids: Vec<String> = inner.entries.keys().map(|n| id_of(*n)).collect();
+        id.strip_prefix("bg-")
             .and_then(|n| n.parse::<u64>().ok())
-            .filter(|n| inner.entries.contains_key(n));
-        match n {
-            Some(n) => inner
-                .entries
-                .get_mut(&n)
-                .ok_or_else(|| format!("no background agent {id:?}")),
-            None => {
-                let ids = known();
-                Err(format!(
+            .and_then(|n| inner.entries.get_mut(&n))
+            .ok_or_else(|| {
+                format!(
                     "no background agent {id:?} (this agent's: {})",
                     if ids.is_empty() {
                         "none".to_string()
                     } else {
                         ids.join(", ")
                     }
-                ))
-            }
-        }
+                )
+            })
     }
 
     /// Sends `text` to running child `id`: it enters the child's history at its next step boundary.

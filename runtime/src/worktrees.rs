@@ -49,27 +49,45 @@ pub struct WorktreeRecord {
     pub created: u64,
 }
 
+/// Whom a worktree is made for: the agent, the profile its child runs, and the child's task.
+#[derive(Debug, Clone, Copy)]
+pub struct Purpose<'a> {
+    /// The agent.
+    pub agent: &'a str,
+    /// The profile.
+    pub profile: &'a str,
+    /// The task.
+    pub task: &'a str,
+}
+
 /// A worktree made for a child.
 #[derive(Debug, Clone)]
-pub struct Made {
+pub struct Made<T> {
     /// Its record.
     pub record: WorktreeRecord,
     /// The child's working directory: the parent's, at the same place below the repository's top.
     pub cwd: PathBuf,
+    /// What `check` gave.
+    pub checked: T,
 }
 
-/// Makes a worktree for a child of `agent` running `profile` on `task`, from the repository holding `cwd` (the
-/// parent's working directory, canonical). `Err`: why not (not in a repository, a repository without commits, a
-/// worktrees home inside the repository, git's refusal), with nothing left behind.
-pub async fn make_worktree(
+/// Makes a worktree for `purpose`, from the repository holding `cwd` (the parent's working directory, canonical).
+/// `check` sees the worktree's directory and the child's working directory in it once they are chosen, before git
+/// checks anything out: its `Err` stops there. `Err`: why not (not in a repository, a repository without commits, a
+/// worktrees home inside the repository, `check`, git's refusal), with nothing left behind.
+pub async fn make_worktree<T>(
     cwd: &Path,
     env: &BTreeMap<String, String>,
-    agent: &str,
-    profile: &str,
-    task: &str,
+    purpose: Purpose<'_>,
+    check: impl FnOnce(&Path, &Path) -> Result<T, String>,
     sandbox: &SandboxEnv,
     cancel: &CancellationToken,
-) -> Result<Made, String> {
+) -> Result<Made<T>, String> {
+    let Purpose {
+        agent,
+        profile,
+        task,
+    } = purpose;
     let repo = loom_tools::find_repo(cwd).map_err(|e| format!("cannot make a worktree: {e}"))?;
     let home = worktrees_home(env);
     std::fs::create_dir_all(&home)
@@ -110,14 +128,18 @@ pub async fn make_worktree(
             home.display()
         ));
     };
-    if let Err(e) = loom_tools::add_worktree(&repo.top, &dest, sandbox, cancel).await {
-        let _ = std::fs::remove_dir_all(&dest);
-        return Err(format!(
-            "git could not check out HEAD of {} into a worktree: {}",
-            repo.top.display(),
-            e.trim()
-        ));
-    }
+    let child_cwd = match &repo.below {
+        Some(below) => dest.join(below),
+        None => dest.clone(),
+    };
+    let checked = match check(&dest, &child_cwd) {
+        Ok(t) => t,
+        Err(e) => {
+            let _ = std::fs::remove_dir(&dest);
+            return Err(e);
+        }
+    };
+    // the record is written before git checks anything out, so a failure leaves at most an empty directory to remove
     let record = WorktreeRecord {
         id: id.clone(),
         path: dest.clone(),
@@ -127,21 +149,40 @@ pub async fn make_worktree(
         task: first_line(task),
         created,
     };
-    let text = serde_json::to_string_pretty(&record).map_err(|e| e.to_string())?;
     let side = home.join(format!("{id}.json"));
-    let tmp = home.join(format!(".{id}.json.tmp"));
-    if let Err(e) = std::fs::write(&tmp, text).and_then(|()| std::fs::rename(&tmp, &side)) {
-        let _ = std::fs::remove_file(&tmp);
+    if let Err(e) = write_record(&home, &record) {
+        let _ = std::fs::remove_dir(&dest);
         return Err(format!(
             "cannot record the worktree in {}: {e}",
             side.display()
         ));
     }
-    let cwd = match &repo.below {
-        Some(below) => dest.join(below),
-        None => dest,
-    };
-    Ok(Made { record, cwd })
+    if let Err(e) = loom_tools::add_worktree(&repo.top, &dest, sandbox, cancel).await {
+        let _ = std::fs::remove_dir_all(&dest);
+        let _ = std::fs::remove_file(&side);
+        return Err(format!(
+            "git could not check out HEAD of {} into a worktree: {}",
+            repo.top.display(),
+            e.trim()
+        ));
+    }
+    Ok(Made {
+        record,
+        cwd: child_cwd,
+        checked,
+    })
+}
+
+/// Writes `<id>.json` in `home` through a temporary file and a rename, so a reader never sees half a record.
+fn write_record(home: &Path, record: &WorktreeRecord) -> std::io::Result<()> {
+    let text = serde_json::to_string_pretty(record).map_err(std::io::Error::other)?;
+    let side = home.join(format!("{}.json", record.id));
+    let tmp = home.join(format!(".{}.json.tmp", record.id));
+    let written = std::fs::write(&tmp, text).and_then(|()| std::fs::rename(&tmp, &side));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
 }
 
 /// A worktree id: the profile, the time and four hex digits from the clock's nanoseconds, the process and `attempt`.

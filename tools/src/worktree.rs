@@ -24,11 +24,7 @@ pub async fn add_worktree(
     sandbox: &SandboxEnv,
     cancel: &CancellationToken,
 ) -> Result<(), String> {
-    let row = git_worktree_row(
-        &top.display().to_string(),
-        Some(&dest.display().to_string()),
-    );
-    let args: Vec<OsString> = vec![
+    let args = [
         "worktree".into(),
         "add".into(),
         "--detach".into(),
@@ -36,11 +32,7 @@ pub async fn add_worktree(
         dest.into(),
         "HEAD".into(),
     ];
-    let out = run_git(&loom_env(top, "worktree"), sandbox, top, row, args, cancel).await?;
-    if out.is_error || out.interrupted {
-        return Err(out.text);
-    }
-    Ok(())
+    worktree_git(top, Some(dest), args.into(), sandbox, cancel).await
 }
 
 /// Drops the repository's record of worktrees whose directory is gone (`git worktree prune`).
@@ -49,8 +41,26 @@ pub async fn prune_worktrees(
     sandbox: &SandboxEnv,
     cancel: &CancellationToken,
 ) -> Result<(), String> {
-    let row = git_worktree_row(&top.display().to_string(), None);
-    let args: Vec<OsString> = vec!["worktree".into(), "prune".into()];
+    worktree_git(
+        top,
+        None,
+        vec!["worktree".into(), "prune".into()],
+        sandbox,
+        cancel,
+    )
+    .await
+}
+
+/// Runs `git ARGS` on the repository at `top` under the kernel's worktree row (writing `dest` too, when given).
+async fn worktree_git(
+    top: &Path,
+    dest: Option<&Path>,
+    args: Vec<OsString>,
+    sandbox: &SandboxEnv,
+    cancel: &CancellationToken,
+) -> Result<(), String> {
+    let dest = dest.map(|d| d.display().to_string());
+    let row = git_worktree_row(&top.display().to_string(), dest.as_deref());
     let out = run_git(&loom_env(top, "worktree"), sandbox, top, row, args, cancel).await?;
     if out.is_error || out.interrupted {
         return Err(out.text);

@@ -11,7 +11,7 @@
 
 use loom_kernel::{Row, Value};
 
-use super::delegate::{worktree_note, GrantedProfiles};
+use super::delegate::{worktree_json, worktree_note, GrantedProfiles};
 use super::subagent::{boot_child, ChildRun, ChildStart, SpawnEnv};
 use crate::background::{BackgroundTable, Ended};
 use crate::model::ToolSpec;
@@ -251,7 +251,7 @@ impl Tool for BackgroundTool {
                             "id": id,
                             "agent": picked.name,
                             "notes": booted.notes,
-                            "worktree": placed.as_ref().map(|(_, rec)| serde_json::json!({ "id": rec.id, "path": rec.path })),
+                            "worktree": placed.as_ref().map(|(_, rec)| worktree_json(rec)),
                         }));
                         out
                     })

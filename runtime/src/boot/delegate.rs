@@ -63,34 +63,37 @@ impl Picked {
             Some(c) => c.clone(),
             None => std::env::current_dir().map_err(|e| refuse(e.to_string()))?,
         };
-        let env = crate::load::env_map();
+        // the kernel rebases the grants before anything is checked out
+        let rebase = |dest: &std::path::Path, child_cwd: &std::path::Path| {
+            loom_kernel::worktree_ctx(
+                &child.manifest,
+                &spawn.ctx,
+                &dest.to_string_lossy(),
+                &child_cwd.to_string_lossy(),
+            )
+            .map_err(|problems| format!("its grants cannot move there: {}", problems.join("; ")))
+        };
         let made = crate::worktrees::make_worktree(
             &cwd,
-            &env,
-            &spawn.parent.manifest.agent.name,
-            name,
-            &self.task,
+            &crate::load::env_map(),
+            crate::worktrees::Purpose {
+                agent: &spawn.parent.manifest.agent.name,
+                profile: name,
+                task: &self.task,
+            },
+            rebase,
             &spawn.opts.sandbox,
             cancel,
         )
         .await
         .map_err(refuse)?;
-        let rec = made.record;
-        match loom_kernel::worktree_ctx(
-            &child.manifest,
-            &spawn.ctx,
-            &rec.path.to_string_lossy(),
-            &made.cwd.to_string_lossy(),
-        ) {
-            Ok(ctx) => Ok(Some((Place { cwd: made.cwd, ctx }, rec))),
-            Err(problems) => {
-                let _ = crate::worktrees::remove_worktree(&env, &rec.id, &spawn.opts.sandbox).await;
-                Err(refuse(format!(
-                    "its grants cannot move there: {}",
-                    problems.join("; ")
-                )))
-            }
-        }
+        Ok(Some((
+            Place {
+                cwd: made.cwd,
+                ctx: made.checked,
+            },
+            made.record,
+        )))
     }
 }
 
@@ -102,6 +105,11 @@ pub(super) fn worktree_note(rec: &WorktreeRecord) -> String {
         rec.id,
         rec.id
     )
+}
+
+/// The worktree as a call's raw output names it.
+pub(super) fn worktree_json(rec: &WorktreeRecord) -> serde_json::Value {
+    serde_json::json!({ "id": rec.id, "path": rec.path })
 }
 
 impl GrantedProfiles {
@@ -311,10 +319,7 @@ impl Tool for DelegateTool {
                 if let Some((_, rec)) = &placed {
                     out.text.push_str(&worktree_note(rec));
                     if let Some(serde_json::Value::Object(raw)) = out.raw_output.as_mut() {
-                        raw.insert(
-                            "worktree".into(),
-                            serde_json::json!({ "id": rec.id, "path": rec.path }),
-                        );
+                        raw.insert("worktree".into(), worktree_json(rec));
                     }
                 }
                 out
