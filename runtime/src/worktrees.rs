@@ -157,13 +157,32 @@ pub async fn make_worktree<T>(
             side.display()
         ));
     }
-    if let Err(e) = loom_tools::add_worktree(&repo.top, &dest, sandbox, cancel).await {
+    // undoes a checkout: the directory, the record, and git's own record of it in the repository
+    let undo = || async {
         let _ = std::fs::remove_dir_all(&dest);
         let _ = std::fs::remove_file(&side);
+        let _ = loom_tools::prune_worktrees(&repo.top, sandbox, &CancellationToken::new()).await;
+    };
+    if let Err(e) = loom_tools::add_worktree(&repo.top, &dest, sandbox, cancel).await {
+        undo().await;
         return Err(format!(
             "git could not check out HEAD of {} into a worktree: {}",
             repo.top.display(),
             e.trim()
+        ));
+    }
+    // the child works at its place in the checkout, which must be a real directory there: a directory that is not
+    // committed is missing, and a link in HEAD could lead out of the checkout
+    let real = std::fs::canonicalize(&child_cwd)
+        .ok()
+        .filter(|c| c.is_dir() && c.starts_with(&dest));
+    if real.is_none() {
+        undo().await;
+        return Err(format!(
+            "{} is not a directory of HEAD's checkout (is it committed, and not a link?)",
+            repo.below
+                .as_ref()
+                .map_or_else(|| ".".to_string(), |b| b.display().to_string())
         ));
     }
     Ok(Made {
@@ -197,7 +216,7 @@ fn new_id(profile: &str, created: u64, attempt: u32) -> String {
 
 fn first_line(task: &str) -> String {
     let line = task.lines().next().unwrap_or_default();
-    line.chars().take(200).collect()
+    line.chars().filter(|c| !c.is_control()).take(200).collect()
 }
 
 /// One worktree `loom worktrees list` shows.
@@ -251,8 +270,9 @@ pub enum RemoveError {
     Failed(String),
 }
 
-/// Removes worktree `id`: its directory (only ever one directly in the worktrees home, never through a link) and
-/// `<id>.json`, then prunes the repository its own `.git` file named. Returns that repository, when there was one.
+/// Removes worktree `id`: its directory (only ever one directly in the worktrees home, never through a link, and only
+/// with its `<id>.json` record) and the record, then prunes the recorded repository when the checkout's `.git` file
+/// names it too. Returns that repository, when there was one.
 pub async fn remove_worktree(
     env: &BTreeMap<String, String>,
     id: &str,
@@ -280,9 +300,24 @@ pub async fn remove_worktree(
             )))
         }
     }
+    // only a directory loom made and recorded: the worktrees home may be set to a directory that holds other things
+    let record = std::fs::read_to_string(home.join(format!("{id}.json")))
+        .ok()
+        .and_then(|t| serde_json::from_str::<WorktreeRecord>(&t).ok())
+        .filter(|r| r.id == id)
+        .ok_or_else(|| {
+            RemoveError::NoSuch(format!(
+                "{} has no record ({id}.json) of a worktree loom made, so loom leaves it alone; remove it yourself \
+                 if it is one",
+                dest.display()
+            ))
+        })?;
+    // the repository to prune: the recorded one, when the checkout's own `.git` file (which its agent could write)
+    // agrees
     let repo = std::fs::read_to_string(dest.join(".git"))
         .ok()
-        .and_then(|t| repo_of_gitdir(&t));
+        .and_then(|t| repo_of_gitdir(&t))
+        .filter(|r| *r == record.repo);
     std::fs::remove_dir_all(&dest)
         .map_err(|e| RemoveError::Failed(format!("cannot remove {}: {e}", dest.display())))?;
     let _ = std::fs::remove_file(home.join(format!("{id}.json")));
@@ -364,6 +399,28 @@ mod tests {
         assert_eq!(repo_of_gitdir("gitdir: /src/proj/.git/modules/x\n"), None);
         assert_eq!(repo_of_gitdir("gitdir: rel/.git/worktrees/x\n"), None);
         assert_eq!(repo_of_gitdir("nonsense"), None);
+    }
+
+    #[test]
+    fn a_directory_without_loom_s_record_is_left_alone() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let home = tempfile::tempdir().unwrap();
+        std::fs::create_dir(home.path().join("Documents")).unwrap();
+        std::fs::write(home.path().join("Documents/keep.txt"), "mine").unwrap();
+        let env = BTreeMap::from([(
+            "LOOM_WORKTREES_HOME".to_string(),
+            home.path().to_string_lossy().into_owned(),
+        )]);
+        let e = rt
+            .block_on(remove_worktree(&env, "Documents", &SandboxEnv::default()))
+            .unwrap_err();
+        assert!(
+            matches!(&e, RemoveError::NoSuch(m) if m.contains("has no record")),
+            "{e}"
+        );
+        assert!(home.path().join("Documents/keep.txt").is_file());
     }
 
     #[test]

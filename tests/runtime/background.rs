@@ -13,7 +13,9 @@ use loom_tests::Scratch;
 use super::repl::Pty;
 use super::{results, sandbox_available, updates};
 
-const CHILD_WAITS: &str = r#"{ call = { tool = "bash", input = { command = "touch started && while [ ! -f go ]; do sleep 0.05; done" } } }"#;
+/// The child's command: it says it started, waits for `go`, then leaves `outlived` (seen after loom ended, it outlived
+/// it).
+const CHILD_WAITS: &str = r#"{ call = { tool = "bash", input = { command = "touch started && while [ ! -f go ]; do sleep 0.05; done; touch outlived" } } }"#;
 const PARENT_WAITS: &str = r#"{ call = { tool = "bash", input = { command = "while [ ! -f started ]; do sleep 0.05; done" } } }"#;
 const SPAWN: &str = r#"{ call = { tool = "background_spawn", input = { agent = "waiter", task = "wait for go" } } }"#;
 const LIST_WAIT: &str = r#"{ call = { tool = "background_list", input = { wait_ms = 60000 } } }"#;
@@ -124,10 +126,23 @@ fn a_background_agent_is_steered_lists_its_report_and_reaches_the_parent() {
     // the report entered the parent's history once, marked as the child's output, and the user was told
     let reports: Vec<String> = user_texts(&ups)
         .into_iter()
-        .filter(|t| t.starts_with("[report of background agent bg-1 (profile waiter), complete;"))
+        .filter(|t| t.starts_with("[report of background agent bg-1 (profile waiter), complete:"))
         .collect();
     assert_eq!(reports.len(), 1, "{ups:#?}");
-    assert!(reports[0].ends_with("\nsteered: say this"), "{reports:?}");
+    // fenced by a mark the child never saw, opened and closed around its text
+    let fence = reports[0]
+        .split_once("\n<<")
+        .and_then(|(_, rest)| rest.split_once('\n'))
+        .map(|(fence, _)| fence.to_string())
+        .unwrap_or_default();
+    assert!(
+        fence.starts_with("report-") && fence.len() == 23,
+        "{reports:?}"
+    );
+    assert!(
+        reports[0].ends_with(&format!("\nsteered: say this\n{fence}>>")),
+        "{reports:?}"
+    );
     assert!(
         notices(&ups).contains(&"background agent bg-1 (waiter) finished: complete".to_string()),
         "{:?}",
@@ -174,9 +189,14 @@ fn background_kill_cancels_one_and_the_sessions_end_cancels_the_rest() {
         ),
         "{n:?}"
     );
-    // nothing of the children outlives loom: no waiting loop is left to see `go`
+    // nothing of the children outlives loom: no waiting loop is left to see `go` (one would leave `outlived` within
+    // 50 ms of it)
     s.write("go", "");
     std::thread::sleep(std::time::Duration::from_millis(300));
+    assert!(
+        !s.path().join("outlived").exists(),
+        "a child's command outlived loom"
+    );
     let ps = std::process::Command::new("pgrep")
         .args(["-f", "while \\[ ! -f go \\]"])
         .output()
@@ -198,7 +218,8 @@ fn a_report_that_arrives_while_the_parent_is_idle_reaches_its_next_turn() {
     }
     let s = lead(&[
         &[SPAWN, r#"{ say = "spawned it" }"#],
-        &[LIST_WAIT, r#"{ say = "second turn over" }"#],
+        // no step boundary before the answer: the report can only arrive at the turn's start
+        &[r#"{ say = "second turn over" }"#],
     ]);
     let mut t = Pty::spawn(s.path(), &["run", "agent.toml"]);
     t.expect("> ");
@@ -206,8 +227,18 @@ fn a_report_that_arrives_while_the_parent_is_idle_reaches_its_next_turn() {
     t.expect("spawned it");
     let first = t.expect("> ");
     assert!(!first.contains("finished: complete"), "{first}");
-    // the child cannot finish before this: it waits for `go`
+    // the child cannot finish before this: it waits for `go`; then it finishes while the parent waits for the user
     s.write("go", "");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !s.path().join("outlived").exists() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(
+        s.path().join("outlived").exists(),
+        "the child never finished its command"
+    );
+    // its last step (a scripted answer) takes no time; this leaves it ample room to end
+    std::thread::sleep(std::time::Duration::from_millis(500));
     t.send("and now?\r");
     let second = t.expect("second turn over");
     assert!(

@@ -277,7 +277,8 @@ fn delegate_runs_a_profile_on_the_task_text_alone() {
 /// Project profiles and rules are out of a confined command's reach: loom makes the working directory's `.loom`
 /// before an agent that runs commands boots, and the sandbox keeps it read-only — where it did not exist yet, and
 /// where the working directory lies below the writable root (so `.loom` is not directly in it). Planting a profile,
-/// or moving `.loom` away to plant a fresh one, fails; the next agent finds no such profile.
+/// or moving `.loom` (or, below the root, the working directory itself) away to plant a fresh one, fails; the next
+/// agent finds no such profile.
 #[test]
 fn a_confined_command_cannot_plant_a_profile_for_the_next_agent() {
     if !super::sandbox_available() {
@@ -285,18 +286,32 @@ fn a_confined_command_cannot_plant_a_profile_for_the_next_agent() {
     }
     const PLANT: &str = "mkdir -p .loom/agents && printf -- '---\\\\nname: planted\\\\ndescription: x\\\\n---\\\\nGo.\\\\n' > .loom/agents/planted.md";
     let s = Scratch::new();
-    s.write(
-        "agent.toml",
-        &format!(
-            "[agent]\nname = \"planter\"\n\n[harness]\nprovider = \"test\"\nscript = [[\n\
-             {{ call = {{ tool = \"bash\", input = {{ command = \"{PLANT}\" }} }} }},\n\
-             {{ call = {{ tool = \"bash\", input = {{ command = \"mv .loom moved && mkdir -p .loom/agents && echo ok\" }} }} }},\n\
-             {{ say = \"done\" }},\n]]\n\n[session]\nprovider = \"in-memory\"\n\n[tools]\nbash = \"builtin\"\n\n\
-             [capabilities]\nbash = {{ commands = \"*\", paths = [\"./\"] }}\n"
-        ),
-    );
     std::fs::create_dir(s.path().join("proj")).unwrap();
-    for cwd in [s.path().to_path_buf(), s.path().join("proj")] {
+    // the working directory as the writable root; then below it (the grant is the directory above), where moving
+    // the working directory itself away would leave the path free for a fresh `.loom`
+    let cases = [
+        (
+            s.path().to_path_buf(),
+            "./",
+            "mv .loom moved && mkdir -p .loom/agents && echo ok",
+        ),
+        (
+            s.path().join("proj"),
+            "../",
+            "cd .. && mv proj moved && mkdir -p proj/.loom/agents && echo ok",
+        ),
+    ];
+    for (cwd, grant, escape) in cases {
+        s.write(
+            "agent.toml",
+            &format!(
+                "[agent]\nname = \"planter\"\n\n[harness]\nprovider = \"test\"\nscript = [[\n\
+                 {{ call = {{ tool = \"bash\", input = {{ command = \"{PLANT}\" }} }} }},\n\
+                 {{ call = {{ tool = \"bash\", input = {{ command = \"{escape}\" }} }} }},\n\
+                 {{ say = \"done\" }},\n]]\n\n[session]\nprovider = \"in-memory\"\n\n[tools]\nbash = \"builtin\"\n\n\
+                 [capabilities]\nbash = {{ commands = \"*\", paths = [\"{grant}\"] }}\n"
+            ),
+        );
         let manifest = s.path().join("agent.toml");
         let run = s.loom_in(
             &cwd,
@@ -312,11 +327,15 @@ fn a_confined_command_cannot_plant_a_profile_for_the_next_agent() {
         run.expect_code(0);
         let r = results(&updates(&run));
         assert_eq!(r.len(), 2, "{r:#?}");
-        assert!(r.iter().all(|(status, _)| status == "failed"), "{r:#?}");
+        assert!(
+            r.iter().all(|(status, _)| status == "failed"),
+            "{}: {r:#?}",
+            cwd.display()
+        );
         // loom made `.loom`, and it stays as loom made it: empty, not moved
         assert!(cwd.join(".loom").is_dir(), "{}", cwd.display());
         assert_eq!(std::fs::read_dir(cwd.join(".loom")).unwrap().count(), 0);
-        assert!(!cwd.join("moved").exists());
+        assert!(!s.path().join("moved").exists());
     }
     let audit = s.loom(&["audit", "agent.toml"]);
     assert!(!audit.stdout().contains("planted"), "{}", audit.stdout());

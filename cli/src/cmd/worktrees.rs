@@ -84,7 +84,11 @@ pub fn run(args: Args) -> i32 {
                         r.repo.display(),
                         r.agent,
                         r.profile,
+                        // the model wrote the task: no escape sequence of it reaches the terminal
                         r.task
+                            .chars()
+                            .filter(|c| !c.is_control())
+                            .collect::<String>()
                     )),
                     None => text.push_str("    (no record of what it was made for)\n"),
                 }

@@ -11,7 +11,7 @@
 
 use loom_kernel::{Row, Value};
 
-use super::delegate::{worktree_json, worktree_note, GrantedProfiles};
+use super::delegate::{discard_worktree, worktree_json, worktree_note, GrantedProfiles};
 use super::subagent::{boot_child, ChildRun, ChildStart, SpawnEnv};
 use crate::background::{BackgroundTable, Ended};
 use crate::model::ToolSpec;
@@ -228,7 +228,13 @@ impl Tool for BackgroundTool {
                         let booted =
                             match boot_child(&tool, &picked.name, child, &spawn, ChildStart { history: None, place }) {
                                 Ok(b) => b,
-                                Err(refused) => return *refused,
+                                Err(refused) => {
+                                    let mut out = *refused;
+                                    if let Some((_, rec)) = &placed {
+                                        out.text.push_str(&discard_worktree(rec, &spawn.opts.sandbox).await);
+                                    }
+                                    return out;
+                                }
                             };
                         let name = picked.name.clone();
                         let t = tool.clone();

@@ -314,7 +314,14 @@ impl Tool for DelegateTool {
                 .await
                 {
                     Ok(run) => run.into_output(&tool, name, name, true),
-                    Err(refused) => refused,
+                    Err(mut refused) => {
+                        if let Some((_, rec)) = &placed {
+                            refused
+                                .text
+                                .push_str(&discard_worktree(rec, &spawn.opts.sandbox).await);
+                        }
+                        return refused;
+                    }
                 };
                 if let Some((_, rec)) = &placed {
                     out.text.push_str(&worktree_note(rec));
@@ -325,5 +332,20 @@ impl Tool for DelegateTool {
                 out
             })
         })))
+    }
+}
+
+/// Removes the worktree of a child that never ran (it holds nothing worth keeping); what to add to the refusal.
+pub(crate) async fn discard_worktree(
+    rec: &WorktreeRecord,
+    sandbox: &loom_tools::SandboxEnv,
+) -> String {
+    let env = crate::load::env_map();
+    match crate::worktrees::remove_worktree(&env, &rec.id, sandbox).await {
+        Ok(_) => format!(" (its worktree {} was removed)", rec.id),
+        Err(e) => format!(
+            " (its worktree {} could not be removed: {e}; `loom worktrees remove {}` removes it)",
+            rec.id, rec.id
+        ),
     }
 }
