@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The `local` harness against raw llama.cpp (issue 8): first-token latency, prompt processing and generation speed
 # of the engine loom runs (the `loom-engine` process, driven over its pipes exactly as the harness drives it) — with
-# no grammar (`raw`) and with the tool grammar (`call`) — side by side with
+# no grammar (`raw`), with the tool grammar in loom's form (`call`) and with the model's own tool format on (`lazy`: the
+# tagged format's lazy grammar and trigger, as Qwen and other ChatML models run) — side by side with
 # benches/llama_raw.c, the same work through llama.cpp's C API with no loom and no Rust, linked against the very
 # static libraries llama-cpp-sys-2 built for loom (same sources, same SIMD options from .cargo/config.toml). The
 # crate vendors llama.cpp without its tools/ directory, so llama-bench cannot be built from the same sources.
@@ -28,10 +29,10 @@ for line in sys.stdin:
     kv = dict(p.split("=", 1) for p in line.split())
     rows[kv.pop("mode")].append({k: float(v) for k, v in kv.items()})
 names = {"llama.cpp": "raw llama.cpp (llama_raw.c)", "raw": "loom engine, no grammar",
-         "call": "loom engine, tool grammar"}
+         "call": "loom engine, tool grammar", "lazy": "loom engine, own tool format (lazy grammar)"}
 print("| engine | prompt tokens | first token [ms] | prompt [tok/s] | generation [tok/s] |")
 print("|:--|--:|--:|--:|--:|")
-for mode in ("llama.cpp", "raw", "call"):
+for mode in ("llama.cpp", "raw", "call", "lazy"):
     r = rows.get(mode, [])
     if r:
         m = {k: sum(x[k] for x in r) / len(r) for k in r[0]}
@@ -49,6 +50,7 @@ for m in smollm2-135m/SmolLM2-135M-Instruct.Q4_1.gguf qwen2.5-coder-1.5b/qwen2.5
     "$RAW" "$f" "$T" 1 2>/dev/null
     "$TARGET/release/examples/local_probe" "$f" "$T" raw 1 2>/dev/null
     "$TARGET/release/examples/local_probe" "$f" "$T" call 1 2>/dev/null
+    "$TARGET/release/examples/local_probe" "$f" "$T" lazy 1 2>/dev/null
   done | python3 -c "$SUMMARY"
 done
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"

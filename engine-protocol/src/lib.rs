@@ -59,6 +59,9 @@ pub enum JobEvent {
     },
     /// Generated text (whole UTF-8 characters).
     Text(String),
+    /// The model opened a tool call (the job's [`Trigger`] appeared): the text from here on is the call, decoded
+    /// under the job's grammar; the text before it was free.
+    Call,
     /// The job ended.
     Done {
         /// Tokens generated.
@@ -77,12 +80,25 @@ pub enum JobEvent {
 pub struct JobSpec {
     /// The conversation as (role, content) pairs, rendered with the model's own chat template.
     pub messages: Vec<(String, String)>,
-    /// The GBNF grammar the output must follow (start rule `root`); empty: free text (benchmarks only).
+    /// The GBNF grammar the output must follow (start rule `root`); empty: free text.
     pub grammar: String,
+    /// With a trigger, the grammar is lazy: the output is free text until the trigger's text appears, and the grammar
+    /// (whose language begins with that text) applies from there; without one, from the first token.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trigger: Option<Trigger>,
     /// Output cap in tokens.
     pub max_tokens: u32,
     /// Sampling settings.
     pub sampling: Sampling,
+}
+
+/// Where a lazy grammar starts to apply: the text that opens a tool call in the model's own format.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Trigger {
+    /// The opening text, e.g. `<tool_call>`; the grammar's language begins with it.
+    pub text: String,
+    /// Only at the start of the output (after white space); otherwise anywhere in it.
+    pub at_start: bool,
 }
 
 /// A line loom writes to the engine.
@@ -110,7 +126,10 @@ pub enum Request {
 #[serde(rename_all = "snake_case")]
 pub enum Reply {
     /// The model is loaded.
-    Ready,
+    Ready {
+        /// The chat template its GGUF file carries (the text loom recognises the model's tool-call format by).
+        chat_template: String,
+    },
     /// The model could not be loaded; the engine exits after this line.
     LoadFailed(EngineError),
     /// An event of job `id`.
@@ -198,6 +217,10 @@ mod tests {
                 job: JobSpec {
                     messages: vec![("user".into(), "hi\nthere \u{1F600}".into())],
                     grammar: "root ::= \"a\"".into(),
+                    trigger: Some(Trigger {
+                        text: "<tool_call>".into(),
+                        at_start: false,
+                    }),
                     max_tokens: 5,
                     sampling: Sampling {
                         temperature: 0.5,
@@ -215,11 +238,18 @@ mod tests {
             assert_eq!(serde_json::from_str::<Request>(&l).unwrap(), r);
         }
         let replies = vec![
-            Reply::Ready,
+            Reply::Ready {
+                chat_template: "{% for m in messages %}<|im_start|>{{ m.role }}\n{% endfor %}"
+                    .into(),
+            },
             Reply::LoadFailed(EngineError::NoTemplate("x".into())),
             Reply::Event {
                 id: 1,
                 event: JobEvent::Text("é".into()),
+            },
+            Reply::Event {
+                id: 1,
+                event: JobEvent::Call,
             },
             Reply::Event {
                 id: 1,

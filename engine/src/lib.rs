@@ -16,6 +16,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 mod model;
+mod trigger;
 
 use std::collections::BTreeSet;
 use std::io::{BufRead, Write};
@@ -59,7 +60,9 @@ pub fn serve(mut input: impl BufRead, output: impl Write + Send + 'static) -> i3
             return 1;
         }
     };
-    if !write(&Reply::Ready) {
+    if !write(&Reply::Ready {
+        chat_template: model.chat_template().to_string(),
+    }) {
         return 0;
     }
     let cancelled: Arc<Mutex<BTreeSet<u64>>> = Arc::default();

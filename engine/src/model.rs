@@ -22,6 +22,8 @@ use llama_cpp_2::token::LlamaToken;
 use loom_engine_protocol::ROOT;
 use loom_engine_protocol::{EngineError, EngineOptions, JobEvent, JobSpec};
 
+use crate::trigger::{cut, look, Seen};
+
 /// One generation job inside the engine.
 pub struct Job {
     /// The work.
@@ -53,6 +55,7 @@ fn backend() -> Result<&'static LlamaBackend, EngineError> {
 pub struct Model {
     jobs: mpsc::Sender<Job>,
     label: String,
+    chat_template: String,
 }
 
 impl std::fmt::Debug for Model {
@@ -98,7 +101,13 @@ impl Model {
                         return;
                     }
                 };
-                let _ = ready_tx.send(Ok(()));
+                // a model without a template loads; its first job fails with NoTemplate
+                let template = model
+                    .chat_template(None)
+                    .ok()
+                    .and_then(|t| t.to_string().ok())
+                    .unwrap_or_default();
+                let _ = ready_tx.send(Ok(template));
                 let mut worker = Worker {
                     model: &model,
                     ctx,
@@ -117,8 +126,12 @@ impl Model {
                 }
             })
             .map_err(|e| EngineError::Backend(e.to_string()))?;
-        ready_rx.recv().map_err(|_| EngineError::Stopped)??;
-        Ok(Model { jobs, label })
+        let chat_template = ready_rx.recv().map_err(|_| EngineError::Stopped)??;
+        Ok(Model {
+            jobs,
+            label,
+            chat_template,
+        })
     }
 
     /// Queues a job; its events and end arrive through the job's own channels.
@@ -129,6 +142,11 @@ impl Model {
     /// The model's label.
     pub fn label(&self) -> &str {
         &self.label
+    }
+
+    /// The chat template the model's GGUF file carries (empty when it has none).
+    pub fn chat_template(&self) -> &str {
+        &self.chat_template
     }
 }
 
@@ -178,7 +196,7 @@ impl Worker<'_> {
                 context,
             });
         }
-        let (mut grammar, mut sampler) = self.samplers(&job)?;
+        let (grammar, mut sampler) = self.samplers(&job)?;
         // keep the cached prefix, re-evaluating at least the last prompt token for its logits
         let mut keep = self
             .cached
@@ -203,12 +221,18 @@ impl Worker<'_> {
             millis: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
         });
         let started = Instant::now();
-        let mut utf8 = Utf8Buffer::default();
-        let mut generated = 0usize;
+        // with a trigger the grammar waits for it (it is made now all the same, so a bad one fails the job at once)
+        let (mut watch, mut grammar, mut waiting) = match (job.spec.trigger.clone(), grammar) {
+            (Some(t), Some(g)) => (Some(t), None, Some(g)),
+            (_, g) => (None, g, None),
+        };
+        let base = self.cached.len();
+        let mut out = Output::default();
+        let mut sampled = 0usize;
         let mut hit_limit = false;
         let mut cancelled = !go_on;
         while !cancelled {
-            if generated >= job.spec.max_tokens as usize {
+            if sampled >= job.spec.max_tokens as usize {
                 hit_limit = true;
                 break;
             }
@@ -216,24 +240,86 @@ impl Worker<'_> {
             if self.model.vocab().is_eog(token) {
                 break;
             }
-            generated += 1;
-            let piece = self.model.vocab().token_to_piece(token, false, None);
-            if let Some(text) = utf8.push(&piece) {
-                if !(job.events)(JobEvent::Text(text)) {
-                    cancelled = true;
+            sampled += 1;
+            let at = out.raw.len();
+            out.raw
+                .extend(self.model.vocab().token_to_piece(token, false, None));
+            let mut show = out.valid_len();
+            if let Some(t) = &watch {
+                match look(t, out.valid_text()) {
+                    Seen::Free(upto) => show = upto,
+                    Seen::Never => watch = None,
+                    Seen::Fire(from) => {
+                        // the call begins at `from`: the text before it is shown, the tokens reaching past it are
+                        // taken back, and from there the model writes under the grammar (this token is not kept)
+                        cancelled |= !out.show(from, &mut job.events);
+                        self.rewind(base, &mut out, at, from)?;
+                        watch = None;
+                        grammar = waiting.take();
+                        cancelled |= !(job.events)(JobEvent::Call);
+                        continue;
+                    }
                 }
             }
+            cancelled |= !out.show(show, &mut job.events);
+            out.starts.push(at);
             self.decode(&[token], true)?;
         }
-        if let Some(rest) = utf8.finish() {
-            let _ = (job.events)(JobEvent::Text(rest));
-        }
+        out.finish(&mut job.events);
         (job.events)(JobEvent::Done {
-            generated,
+            generated: out.starts.len(),
             hit_limit,
             cancelled,
             millis: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
         });
+        Ok(())
+    }
+
+    /// Takes back the generated tokens that reach past byte `from` of the output (the current token, which starts at
+    /// `at`, was never decoded), and decodes the text between the last kept token and `from` again, so the cache and
+    /// the logits stand exactly at `from`.
+    fn rewind(
+        &mut self,
+        base: usize,
+        out: &mut Output,
+        at: usize,
+        from: usize,
+    ) -> Result<(), EngineError> {
+        let (keep, partial_start) = cut(&out.starts, at, from);
+        let partial = out.raw[partial_start..from].to_vec();
+        let dropped = keep < out.starts.len();
+        if dropped {
+            self.forget_from(base + keep)?;
+            out.starts.truncate(keep);
+        }
+        out.raw.truncate(from);
+        let tokens = self.model.vocab().tokenize(&partial, false, false);
+        if !tokens.is_empty() {
+            // their starts only count them: the trigger fires once, so nothing is rewound again
+            out.starts
+                .extend(std::iter::repeat_n(partial_start, tokens.len()));
+            self.decode(&tokens, true)?;
+        } else if dropped {
+            // the logits must be those of the last kept token: decode it again
+            let last = self.cached.len().saturating_sub(1);
+            let token = self.cached.get(last).copied().ok_or_else(|| {
+                EngineError::Decode("no token is left to take the logits from".into())
+            })?;
+            self.forget_from(last)?;
+            self.decode(&[token], true)?;
+        }
+        Ok(())
+    }
+
+    /// Drops the cache from position `pos` on.
+    fn forget_from(&mut self, pos: usize) -> Result<(), EngineError> {
+        let p = u32::try_from(pos).unwrap_or(u32::MAX);
+        if self.ctx.clear_kv_cache_seq(Some(0), Some(p), None).ok() != Some(true) {
+            return Err(EngineError::Decode(
+                "the model's cache could not be rewound to where the tool call begins".into(),
+            ));
+        }
+        self.cached.truncate(pos);
         Ok(())
     }
 
@@ -407,36 +493,50 @@ fn split_rendered(rendered: &str, nonce: u64, count: usize) -> Vec<Piece<'_>> {
     out
 }
 
-/// Joins token pieces into whole UTF-8 characters (a character may span tokens).
+/// The bytes generated so far and how much of them was shown.
 #[derive(Default)]
-struct Utf8Buffer {
-    pending: Vec<u8>,
+struct Output {
+    raw: Vec<u8>,
+    /// Where each kept generated token's piece starts in `raw`.
+    starts: Vec<usize>,
+    /// Bytes sent as text.
+    shown: usize,
 }
 
-impl Utf8Buffer {
-    fn push(&mut self, bytes: &[u8]) -> Option<String> {
-        self.pending.extend_from_slice(bytes);
-        let valid = match std::str::from_utf8(&self.pending) {
-            Ok(_) => self.pending.len(),
-            Err(e) if e.error_len().is_some() => {
-                // not UTF-8 at all: replace it rather than hold it forever
-                let s = String::from_utf8_lossy(&self.pending).into_owned();
-                self.pending.clear();
-                return Some(s);
-            }
+impl Output {
+    /// The length of the longest prefix of whole UTF-8 characters (a character may span tokens); bytes that are not
+    /// UTF-8 at all count as characters, to be replaced when shown.
+    fn valid_len(&self) -> usize {
+        match std::str::from_utf8(&self.raw) {
+            Ok(_) => self.raw.len(),
+            Err(e) if e.error_len().is_some() => self.raw.len(),
             Err(e) => e.valid_up_to(),
-        };
-        if valid == 0 {
-            return None;
         }
-        let rest = self.pending.split_off(valid);
-        let text = String::from_utf8(std::mem::replace(&mut self.pending, rest)).ok()?;
-        Some(text)
     }
 
-    fn finish(&mut self) -> Option<String> {
-        (!self.pending.is_empty())
-            .then(|| String::from_utf8_lossy(&std::mem::take(&mut self.pending)).into_owned())
+    /// The longest prefix of whole UTF-8 characters.
+    fn valid_text(&self) -> &str {
+        let valid = match std::str::from_utf8(&self.raw) {
+            Ok(t) => return t,
+            Err(e) => e.valid_up_to(),
+        };
+        std::str::from_utf8(&self.raw[..valid]).unwrap_or_default()
+    }
+
+    /// Sends the text up to byte `to` that was not sent yet; false when the receiver wants the job stopped.
+    fn show(&mut self, to: usize, events: &mut impl FnMut(JobEvent) -> bool) -> bool {
+        let to = to.min(self.raw.len());
+        if to <= self.shown {
+            return true;
+        }
+        let text = String::from_utf8_lossy(&self.raw[self.shown..to]).into_owned();
+        self.shown = to;
+        events(JobEvent::Text(text))
+    }
+
+    /// Sends whatever was held back.
+    fn finish(&mut self, events: &mut impl FnMut(JobEvent) -> bool) {
+        let _ = self.show(self.raw.len(), events);
     }
 }
 

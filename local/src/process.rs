@@ -25,8 +25,10 @@ const STDERR_TAIL: usize = 4096;
 pub struct Job {
     /// The conversation as (role, content) pairs, rendered with the model's own chat template.
     pub messages: Vec<(String, String)>,
-    /// The GBNF grammar the output must follow (start rule `root`); empty: free text (benchmarks only).
+    /// The GBNF grammar the output must follow (start rule `root`); empty: free text.
     pub grammar: String,
+    /// Makes the grammar lazy: free text until this opens a call ([`crate::protocol::Trigger`]).
+    pub trigger: Option<crate::protocol::Trigger>,
     /// Output cap in tokens.
     pub max_tokens: u32,
     /// Sampling settings.
@@ -113,6 +115,7 @@ pub struct Engine {
     child: Mutex<Child>,
     next: std::sync::atomic::AtomicU64,
     label: String,
+    chat_template: String,
 }
 
 impl std::fmt::Debug for Engine {
@@ -150,17 +153,18 @@ impl Engine {
             stderr: tail,
         });
         let label = opts.label.clone();
-        let engine = Engine {
+        let mut engine = Engine {
             shared: shared.clone(),
             child: Mutex::new(child),
             next: std::sync::atomic::AtomicU64::new(1),
             label,
+            chat_template: String::new(),
         };
         let mut lines = BufReader::new(stdout);
         let ready = shared
             .send(&Request::Load(opts))
             .and_then(|()| match read_reply(&mut lines) {
-                Some(Ok(Reply::Ready)) => Ok(()),
+                Some(Ok(Reply::Ready { chat_template })) => Ok(chat_template),
                 Some(Ok(Reply::LoadFailed(e))) => Err(e),
                 Some(Ok(other)) => Err(EngineError::Process(format!(
                     "broke the protocol: it answered the load with {}",
@@ -169,8 +173,9 @@ impl Engine {
                 Some(Err(e)) => Err(e),
                 None => Err(EngineError::Stopped),
             });
-        if let Err(e) = ready {
-            return Err(engine.ended(e));
+        match ready {
+            Ok(t) => engine.chat_template = t,
+            Err(e) => return Err(engine.ended(e)),
         }
         let reader = shared.clone();
         std::thread::Builder::new()
@@ -211,6 +216,7 @@ impl Engine {
         let spec = JobSpec {
             messages: job.messages,
             grammar: job.grammar,
+            trigger: job.trigger,
             max_tokens: job.max_tokens,
             sampling: job.sampling,
         };
@@ -238,6 +244,11 @@ impl Engine {
     /// The model's label.
     pub fn label(&self) -> &str {
         &self.label
+    }
+
+    /// The chat template the model's GGUF file carries.
+    pub fn chat_template(&self) -> &str {
+        &self.chat_template
     }
 }
 
@@ -381,11 +392,11 @@ mod tests {
             Some(Err(EngineError::Process(m))) => assert!(m.len() < 1_000, "{m}"),
             other => panic!("{other:?}"),
         }
-        let ok = format!("{}\n", crate::protocol::line(&Reply::Ready).trim_end());
-        assert!(matches!(
-            read_reply(&mut ok.as_bytes()),
-            Some(Ok(Reply::Ready))
-        ));
+        let ready = Reply::Ready {
+            chat_template: "<|im_start|>".into(),
+        };
+        let ok = format!("{}\n", crate::protocol::line(&ready).trim_end());
+        assert_eq!(read_reply(&mut ok.as_bytes()).unwrap().unwrap(), ready);
     }
 
     /// A fake engine in Python that speaks the protocol: it loads anything but `bad.gguf`, answers each job with the
@@ -399,7 +410,7 @@ load = json.loads(sys.stdin.readline())["load"]
 if load["model"].endswith("bad.gguf"):
     out({"load_failed": {"NoTemplate": load["label"]}}); sys.exit(1)
 assert "HOME" not in os.environ and "PATH" not in os.environ, "loom's environment was passed on"
-out("ready")
+out({"ready": {"chat_template": "{{ fake }}"}})
 for raw in sys.stdin:
     req = json.loads(raw)
     if "cancel" in req:
@@ -448,6 +459,7 @@ for raw in sys.stdin:
             .submit(Job {
                 messages: vec![("user".into(), text.into())],
                 grammar: String::new(),
+                trigger: None,
                 max_tokens: 8,
                 sampling: Sampling {
                     temperature: 0.0,
@@ -540,6 +552,7 @@ for raw in sys.stdin:
         let refused = engine.submit(Job {
             messages: vec![],
             grammar: String::new(),
+            trigger: None,
             max_tokens: 1,
             sampling: Sampling {
                 temperature: 0.0,

@@ -4,6 +4,9 @@
 //! Such a call is recognised, so it runs (or, naming a tool that does not exist or with input that does not fit,
 //! comes back as a tool error the model can correct) instead of ending the turn as an answer.
 //!
+//! Tags in the Hermes style (`<tool_call>{…}</tool_call>`) count too, for a model that writes them where no lazy
+//! grammar watches for them.
+//!
 //! Only a call that ends the text counts: prose may come before it, nothing but whitespace after it. Pure: the
 //! harness decides when to ask (never on the last request of a turn, when only an answer can follow).
 
@@ -22,11 +25,14 @@ pub struct TextCall {
 }
 
 /// Where a line that may open a written call starts in `text`, at or after `from`: a line (first, or after a
-/// newline) whose first non-blank characters are ```` ``` ```` or `{`. For holding text back while it streams:
-/// `Some` also for a last line that could still become one (its start is blank, or a prefix of ```` ``` ````).
+/// newline) whose first non-blank characters are ```` ``` ````, `{` or `<tool_call>`. For holding text back while it
+/// streams: `Some` also for a last line that could still become one (its start is blank, or a prefix of one of
+/// those).
 pub fn possible_call_start(text: &str, from: usize) -> Option<usize> {
     let from = from.min(text.len());
-    let opens = |lead: &str| lead.starts_with("```") || lead.starts_with('{');
+    let opens = |lead: &str| {
+        lead.starts_with("```") || lead.starts_with('{') || lead.starts_with("<tool_call>")
+    };
     // from the start of the line holding `from`
     let mut start = text[..from].rfind('\n').map_or(0, |i| i + 1);
     loop {
@@ -40,7 +46,8 @@ pub fn possible_call_start(text: &str, from: usize) -> Option<usize> {
             }
             None => {
                 let lead = rest.trim_start();
-                return (opens(lead) || "```".starts_with(lead)).then_some(start);
+                let may_open = "```".starts_with(lead) || "<tool_call>".starts_with(lead);
+                return (opens(lead) || may_open).then_some(start);
             }
         }
     }
@@ -49,6 +56,16 @@ pub fn possible_call_start(text: &str, from: usize) -> Option<usize> {
 /// The call that ends `text`, if it ends in one (module doc).
 pub fn call_in_text(text: &str) -> Option<TextCall> {
     let trimmed = text.trim_end();
+    // Hermes-style tags that end the text
+    if let Some(body_end) = trimmed.strip_suffix("</tool_call>").map(str::len) {
+        let open = trimmed[..body_end].rfind("<tool_call>")?;
+        let (tool, input) = call_shape(trimmed[open + "<tool_call>".len()..body_end].trim())?;
+        return Some(TextCall {
+            start: open,
+            tool,
+            input,
+        });
+    }
     // a fenced block that ends the text
     if let Some(body_end) = trimmed.strip_suffix("```").map(str::len) {
         let open = trimmed[..body_end].rfind("```")?;
@@ -93,7 +110,7 @@ pub fn call_in_text(text: &str) -> Option<TextCall> {
 
 /// The tool and input of a JSON text shaped like a call: `{"tool", "input"}`, `{"name", "arguments"}` or
 /// `{"name", "parameters"}` (arguments given as a JSON string are read too), and no other keys.
-fn call_shape(json: &str) -> Option<(String, Value)> {
+pub(crate) fn call_shape(json: &str) -> Option<(String, Value)> {
     let v: Value = serde_json::from_str(json).ok()?;
     let o = v.as_object()?;
     let (name_key, input_key) = if o.contains_key("tool") {
@@ -131,6 +148,7 @@ mod tests {
             "```\n{\"name\": \"read_file\", \"arguments\": {\"path\": \"notes.txt\"}}\n```\n",
             "{\"name\": \"read_file\", \"parameters\": {\"path\": \"notes.txt\"}}",
             "{\"name\": \"read_file\", \"arguments\": \"{\\\"path\\\": \\\"notes.txt\\\"}\"}",
+            "<tool_call>\n{\"name\": \"read_file\", \"arguments\": {\"path\": \"notes.txt\"}}\n</tool_call>\n",
         ] {
             assert_eq!(
                 call(text),
@@ -155,6 +173,8 @@ mod tests {
             "```json\n{\"tool\": \"read_file\", \"input\": {}}\n```\nand then more text",
             "{\"tool\": \"read_file\", \"input\": [1]}",
             "{\"tool\": \"read_file\", \"input\": {",
+            "<tool_call>\n{\"name\": \"read_file\"}\n</tool_call>",
+            "Close it with </tool_call>",
         ] {
             assert_eq!(call(text), None, "{text}");
         }
@@ -167,6 +187,8 @@ mod tests {
         assert_eq!(possible_call_start("{\"tool\"", 0), Some(0));
         assert_eq!(possible_call_start("Sure.\nThe answer", 0), None);
         assert_eq!(possible_call_start("Sure.\n", 0), Some(6));
+        assert_eq!(possible_call_start("Sure.\n<tool_c", 0), Some(6));
+        assert_eq!(possible_call_start("Sure.\n<b>bold</b>", 0), None);
         // from: lines wholly before it are not looked at again
         assert_eq!(possible_call_start("{\n}\nText", 4), None);
     }

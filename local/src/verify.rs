@@ -220,6 +220,8 @@ mod tests {
             file: "m.gguf",
             sha256: sha,
             size: body.len() as u64,
+            recommended: false,
+            tool_use: "",
         };
         verify_known(&model, &p).unwrap_or_else(|e| panic!("{e}"));
         assert!(stamp_path(&p).exists());

@@ -62,6 +62,8 @@ pub fn run(args: Args) -> i32 {
                         "bytes": m.size,
                         "description": m.description,
                         "license": m.license,
+                        "recommendedForTools": m.recommended,
+                        "toolUse": m.tool_use,
                         "source": m.provenance,
                         "state": state,
                         "problem": problem,
@@ -96,11 +98,12 @@ pub fn run(args: Args) -> i32 {
                     }
                 };
                 out.push_str(&format!(
-                    "  {:<20} {:>5} MB  {}  [{}]\n      {}\n      source: {}\n",
+                    "  {:<20} {:>5} MB  {}  [{}]\n      tools: {}\n      {}\n      source: {}\n",
                     m.name,
                     m.size / 1_000_000,
                     m.description,
                     m.license,
+                    m.tool_use,
                     state,
                     m.provenance
                 ));

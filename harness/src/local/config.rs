@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
-use loom_local::{known_model, KnownModel, DEFAULT_MODEL};
+use loom_local::{known_model, KnownModel, DEFAULT_MODEL, RECOMMENDED_MODEL};
 
 use crate::settings::Settings;
 use crate::HarnessConfigError;
@@ -19,6 +19,7 @@ pub(crate) const KEYS: &[&str] = &[
     "top_p",
     "seed",
     "maxTurnRequests",
+    "tool_choice",
 ];
 
 /// The default context window, in tokens.
@@ -33,6 +34,14 @@ pub(crate) enum ModelChoice {
     Known(&'static KnownModel),
     /// A GGUF file the manifest names.
     Path(PathBuf),
+    /// `model = "auto"`: the recommended model when it is installed, else the default one (installed if missing),
+    /// with a note on how to get the recommended one.
+    Auto {
+        /// The model wanted.
+        recommended: &'static KnownModel,
+        /// The one used without it.
+        fallback: &'static KnownModel,
+    },
 }
 
 /// The parsed `[harness]` of a local model.
@@ -46,6 +55,8 @@ pub(crate) struct LocalConfig {
     pub top_k: i32,
     pub top_p: f32,
     pub seed: u32,
+    /// `tool_choice = "required"`: the first request of each turn must be a call.
+    pub call_first: bool,
 }
 
 fn invalid(m: String) -> HarnessConfigError {
@@ -85,6 +96,19 @@ impl LocalConfig {
         let name = s.string("model", DEFAULT_MODEL)?;
         let model = match known_model(&name) {
             Some(k) => ModelChoice::Known(k),
+            None if name == "auto" => {
+                match (known_model(RECOMMENDED_MODEL), known_model(DEFAULT_MODEL)) {
+                    (Some(recommended), Some(fallback)) => ModelChoice::Auto {
+                        recommended,
+                        fallback,
+                    },
+                    _ => {
+                        return Err(invalid(
+                            "the model catalog has no recommended or default model".into(),
+                        ))
+                    }
+                }
+            }
             None if name.ends_with(".gguf") || name.contains('/') => {
                 let p = PathBuf::from(&name);
                 ModelChoice::Path(if p.is_absolute() {
@@ -96,7 +120,7 @@ impl LocalConfig {
             None => {
                 let known: Vec<&str> = loom_local::KNOWN_MODELS.iter().map(|m| m.name).collect();
                 return Err(invalid(format!(
-                    "model {name:?} is neither a known model ({}) nor a path to a .gguf file",
+                    "model {name:?} is neither a known model ({}), \"auto\" nor a path to a .gguf file",
                     known.join(", ")
                 )));
             }
@@ -127,8 +151,19 @@ impl LocalConfig {
                 .and_then(|n| u32::try_from(n).ok())
                 .ok_or_else(|| invalid("seed must be an integer from 0 to 4294967295".into()))?,
         };
+        let call_first = match s.string("tool_choice", "auto")?.as_str() {
+            "auto" => false,
+            "required" => true,
+            other => {
+                return Err(invalid(format!(
+                    "tool_choice must be \"auto\" (the model calls a tool when it opens a call) or \"required\" \
+                     (the first request of each turn is a call), not {other:?}"
+                )))
+            }
+        };
         Ok(LocalConfig {
             model,
+            call_first,
             threads,
             context: context as u32,
             max_tokens: max_tokens as u32,

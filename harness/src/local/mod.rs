@@ -1,11 +1,14 @@
 //! The `local` harness: a GGUF model run by llama.cpp in the engine process `loom-engine` (crates `loom-local`, the
 //! client and protocol, and `loom-engine`, the process), started when the harness is built and ended with it.
 //!
-//! Each request renders the conversation with the model's own chat template and decodes under a grammar built from
-//! the request's tools, so every response is either a call of one of those tools with input of its schema's shape or
-//! a plain-text answer; on the last request a turn allows (`maxTurnRequests`), only the answer form. The engine keeps
-//! its KV cache between requests, so the next request of a turn only processes the new messages. A decoded call is
-//! a proposal like any model's: the kernel decides it and the sandbox confines it.
+//! Each request renders the conversation with the model's own chat template, with the tools, earlier calls and their
+//! results in the tool-call format of the model's family (recognised from the template when the engine starts;
+//! [`loom_local::Family`]). The response is free text until the model opens a call the way its format does, and from
+//! there it is decoded under a grammar built from the request's tools, so a call always names one of them with input
+//! of its schema's shape (for a template loom does not recognise: loom's own protocol, a call or an answer from the
+//! first token). On the last request a turn allows (`maxTurnRequests`), only an answer. The engine keeps its KV cache
+//! between requests, so the next request of a turn only processes the new messages. A decoded call is a proposal
+//! like any model's: the kernel decides it and the sandbox confines it.
 
 mod config;
 mod prompt;
@@ -27,7 +30,7 @@ mod engine_harness {
     use loom_local::{
         call_in_text, check_gguf_header, engine_program, install, installed_path, parse_response,
         possible_call_start, stderr_progress, verify_known, Engine, EngineError, EngineOptions,
-        Job, JobEvent, Response, Sampling,
+        Family, Job, JobEvent, Respond, Response, Sampling, ToolFormat,
     };
     use tokio::sync::mpsc;
     use tokio_util::sync::CancellationToken;
@@ -39,6 +42,7 @@ mod engine_harness {
     /// The local harness: the engine and the settings of `[harness]`.
     pub struct LocalHarness {
         engine: Engine,
+        family: Family,
         config: LocalConfig,
         max_turn_requests: u32,
         calls: AtomicU64,
@@ -67,8 +71,30 @@ mod engine_harness {
             max_turn_requests: u32,
         ) -> Result<LocalHarness, HarnessConfigError> {
             let config = LocalConfig::parse(config, manifest_dir)?;
-            let (path, label) = match &config.model {
-                ModelChoice::Known(k) => {
+            let known = match &config.model {
+                ModelChoice::Known(k) => Some(*k),
+                ModelChoice::Auto {
+                    recommended,
+                    fallback,
+                } => Some(match models {
+                    Some(m) if installed_path(m, recommended).is_file() => *recommended,
+                    _ => {
+                        eprintln!(
+                            "loom: model = \"auto\": using {} — {}; the recommended {} is not installed: `loom \
+                             model install {}` gets it ({} MB)",
+                            fallback.name,
+                            fallback.tool_use,
+                            recommended.name,
+                            recommended.name,
+                            recommended.size / 1_000_000
+                        );
+                        *fallback
+                    }
+                }),
+                ModelChoice::Path(_) => None,
+            };
+            let (path, label) = match (known, &config.model) {
+                (Some(k), _) => {
                     let models = models.ok_or_else(|| {
                         HarnessConfigError::Invalid(format!(
                             "model = {:?} is a known model, but no models directory was given to find it in; \
@@ -90,9 +116,14 @@ mod engine_harness {
                     }
                     (path, k.name.to_string())
                 }
-                ModelChoice::Path(p) => {
+                (None, ModelChoice::Path(p)) => {
                     check_gguf_header(p).map_err(|e| HarnessConfigError::Invalid(e.to_string()))?;
                     (p.clone(), p.display().to_string())
+                }
+                (None, _) => {
+                    return Err(HarnessConfigError::Invalid(
+                        "the local model could not be resolved".into(),
+                    ))
                 }
             };
             let program = engine_program(env).map_err(engine_err)?;
@@ -106,12 +137,30 @@ mod engine_harness {
                 },
             )
             .map_err(engine_err)?;
+            let family = Family::recognise(engine.chat_template());
+            if family == Family::Unrecognised {
+                // named once, at start: the model still works, in a format it was not trained on
+                eprintln!(
+                    "loom: the chat template of {} is not one loom recognises (Qwen 2.5, Hermes/ChatML, SmolLM, \
+                     Llama 3.x), so its tools are described and called in loom's own JSON protocol (README: Local \
+                     models)",
+                    engine.label()
+                );
+            }
             Ok(LocalHarness {
                 engine,
+                family,
                 config,
                 max_turn_requests,
                 calls: AtomicU64::new(0),
             })
+        }
+    }
+
+    impl LocalHarness {
+        /// The model's family, recognised from its chat template.
+        pub fn family(&self) -> Family {
+            self.family
         }
     }
 
@@ -127,6 +176,9 @@ mod engine_harness {
         pub(super) final_only: bool,
         pub(super) prompt_tokens: u64,
         pub(super) call_id: String,
+        pub(super) format: ToolFormat,
+        /// Where the call the model opened in its own format (the engine's [`JobEvent::Call`]) begins in `text`.
+        pub(super) call_from: Option<usize>,
     }
 
     impl Decoder {
@@ -166,8 +218,16 @@ mod engine_harness {
                 }
                 JobEvent::Text(t) => {
                     self.text.push_str(&t);
+                    if self.call_from.is_some() {
+                        // the call's own text, decoded under the grammar: never shown
+                        return !self.tx.is_closed();
+                    }
                     let to = possible_call_start(&self.text, self.sent).unwrap_or(self.text.len());
                     self.stream_to(to)
+                }
+                JobEvent::Call => {
+                    self.call_from = Some(self.text.len());
+                    !self.tx.is_closed()
                 }
                 JobEvent::Done {
                     generated,
@@ -184,11 +244,20 @@ mod engine_harness {
                         output_tokens: generated as u64,
                         ..Usage::default()
                     }));
-                    let grammar_call = match parse_response(&self.text) {
-                        Some(Response::Call { tool, input }) if self.sent == 0 => {
-                            Some((0, tool, input))
-                        }
-                        _ => None,
+                    let grammar_call = match self.call_from {
+                        // a call opened in the model's own format: whole unless the output cap cut it off
+                        Some(from) => self
+                            .format
+                            .parse_call(&self.text[from..])
+                            .map(|(tool, input)| (from, tool, input)),
+                        None if self.format == ToolFormat::Loom => match parse_response(&self.text)
+                        {
+                            Some(Response::Call { tool, input }) if self.sent == 0 => {
+                                Some((0, tool, input))
+                            }
+                            _ => None,
+                        },
+                        None => None,
                     };
                     let written = || {
                         call_in_text(&self.text)
@@ -233,11 +302,19 @@ mod engine_harness {
             Box::pin(async move {
                 let final_only = request.tools.is_empty()
                     || request.request_in_turn + 1 >= self.max_turn_requests;
-                let grammar =
-                    grammar_for(&request, final_only).map_err(|e| HarnessError::Protocol {
+                let format = self.family.format();
+                let respond = if final_only {
+                    Respond::Answer
+                } else if self.config.call_first && request.request_in_turn == 0 {
+                    Respond::Call
+                } else {
+                    Respond::Either
+                };
+                let (grammar, trigger) =
+                    grammar_for(&request, respond, format).map_err(|e| HarnessError::Protocol {
                         message: e.to_string(),
                     })?;
-                let messages = chat_messages(&request, final_only);
+                let messages = chat_messages(&request, final_only, format);
                 let n = self.calls.fetch_add(1, Ordering::Relaxed);
                 let (tx, mut rx) = mpsc::unbounded_channel();
                 let _ = tx.send(Ok(ModelEvent::MessageStart {
@@ -253,6 +330,8 @@ mod engine_harness {
                         "call_local_{}_{}_{n}",
                         request.turn, request.request_in_turn
                     ),
+                    format,
+                    call_from: None,
                 };
                 let stop = cancel.clone();
                 let fail = tx.clone();
@@ -261,6 +340,7 @@ mod engine_harness {
                     .submit(Job {
                         messages,
                         grammar,
+                        trigger,
                         max_tokens: c.max_tokens,
                         sampling: Sampling {
                             temperature: c.temperature,

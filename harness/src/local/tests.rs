@@ -2,6 +2,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use loom_local::testing::Grammar;
+use loom_local::{JobEvent, Respond, ToolFormat};
 use serde_json::json;
 
 use super::config::DEFAULT_MAX_TOKENS;
@@ -29,6 +30,11 @@ fn config_defaults_known_models_paths_and_bad_values() {
     .unwrap();
     assert_eq!(c.model, ModelChoice::Path("/m/models/x.gguf".into()));
     assert_eq!(c.threads, 2);
+    let c = LocalConfig::parse(&table("model = \"auto\""), Path::new("/m")).unwrap();
+    assert!(
+        matches!(c.model, ModelChoice::Auto { recommended, fallback }
+        if recommended.name == "qwen2.5-coder-1.5b" && fallback.name == "smollm2-135m")
+    );
     for (bad, says) in [
         ("model = \"gpt-9\"", "neither a known model"),
         ("context = 100000000", "context must be"),
@@ -152,8 +158,23 @@ fn every_built_in_tool_has_a_grammar_that_takes_its_calls() {
         tools: specs.clone(),
         ..ModelRequest::default()
     };
-    let text = grammar_for(&request, false).unwrap();
+    let text = grammar_for(&request, Respond::Either, ToolFormat::Loom)
+        .unwrap()
+        .0;
     let g = Grammar::parse(&text).unwrap();
+    // and the lazy grammars of the models' own formats
+    let tagged = Grammar::parse(
+        &grammar_for(&request, Respond::Either, ToolFormat::Tagged)
+            .unwrap()
+            .0,
+    )
+    .unwrap();
+    let llama = Grammar::parse(
+        &grammar_for(&request, Respond::Either, ToolFormat::Llama3)
+            .unwrap()
+            .0,
+    )
+    .unwrap();
     // one valid call of each, built from the schema's required keys
     for s in &specs {
         let mut input = serde_json::Map::new();
@@ -166,14 +187,26 @@ fn every_built_in_tool_has_a_grammar_that_takes_its_calls() {
             let v = sample(&s.name, &s.input_schema["properties"][key]);
             input.insert(key.to_string(), v);
         }
-        let call = loom_local::call_text(&s.name, &serde_json::Value::Object(input));
-        assert!(g.accepts(&call), "{}: {call}", s.name);
-        let wrong = loom_local::call_text(&s.name, &json!({"nope": 1}));
-        assert!(!g.accepts(&wrong), "{}: {wrong}", s.name);
+        let input = serde_json::Value::Object(input);
+        for (f, g) in [
+            (ToolFormat::Loom, &g),
+            (ToolFormat::Tagged, &tagged),
+            (ToolFormat::Llama3, &llama),
+        ] {
+            let call = f.call_text(&s.name, &input);
+            assert!(g.accepts(&call), "{}: {call}", s.name);
+            let wrong = f.call_text(&s.name, &json!({"nope": 1}));
+            assert!(!g.accepts(&wrong), "{}: {wrong}", s.name);
+        }
     }
     assert!(g.accepts("Here is the answer."));
     // the last request of a turn takes no call
-    let last = Grammar::parse(&grammar_for(&request, true).unwrap()).unwrap();
+    let last = Grammar::parse(
+        &grammar_for(&request, Respond::Answer, ToolFormat::Tagged)
+            .unwrap()
+            .0,
+    )
+    .unwrap();
     assert!(!last.accepts(&loom_local::call_text("bash", &json!({"command": "ls"}))));
 }
 
@@ -212,21 +245,60 @@ fn the_conversation_maps_onto_chat_messages() {
         ],
         ..ModelRequest::default()
     };
-    let m = chat_messages(&request, false);
+    let m = chat_messages(&request, false, ToolFormat::Loom);
     let roles: Vec<&str> = m.iter().map(|(r, _)| r.as_str()).collect();
     assert_eq!(roles, ["system", "user", "assistant", "user"]);
     assert!(m[0].1.starts_with("Be brief.\n\nYou can use tools."));
     assert!(m[0].1.contains("- bash: "));
     assert_eq!(m[2].1, r#"{"tool": "bash", "input": {"command": "ls"}}"#);
     assert_eq!(m[3].1, "[bash result]\na.txt");
-    let last = chat_messages(&request, true);
+    let last = chat_messages(&request, true, ToolFormat::Loom);
     assert!(last[3]
         .1
         .ends_with("answer now, in plain text, with what you know.)"));
+
+    // Qwen 2.5 and other ChatML models: a tools section, tags for calls and results
+    let m = chat_messages(&request, false, ToolFormat::Tagged);
+    let roles: Vec<&str> = m.iter().map(|(r, _)| r.as_str()).collect();
+    assert_eq!(roles, ["system", "user", "assistant", "user"]);
+    assert!(m[0].1.starts_with("Be brief.\n\n# Tools\n"), "{}", m[0].1);
+    assert!(m[0]
+        .1
+        .contains("<tools>\n{\"type\": \"function\", \"function\": {"));
+    assert_eq!(
+        m[2].1,
+        "<tool_call>\n{\"name\": \"bash\", \"arguments\": {\"command\": \"ls\"}}\n</tool_call>"
+    );
+    assert_eq!(m[3].1, "<tool_response>\na.txt\n</tool_response>");
+
+    // Llama 3.x: results in an ipython turn, and the last request's note in a user turn after it
+    let m = chat_messages(&request, true, ToolFormat::Llama3);
+    let roles: Vec<&str> = m.iter().map(|(r, _)| r.as_str()).collect();
+    assert_eq!(roles, ["system", "user", "assistant", "ipython", "user"]);
+    assert_eq!(
+        m[2].1,
+        r#"{"name": "bash", "parameters": {"command": "ls"}}"#
+    );
+    assert_eq!(m[3].1, "a.txt");
+    assert!(m[4].1.starts_with("(No more tool calls"));
 }
 
-/// Feeds `chunks` through the local harness's decoder as one response; the events it sends.
+/// Feeds `chunks` through the local harness's decoder as one response in loom's format; the events it sends.
 fn decode(chunks: &[&str], final_only: bool) -> Vec<ModelEvent> {
+    let events: Vec<JobEvent> = chunks
+        .iter()
+        .map(|c| JobEvent::Text((*c).to_string()))
+        .collect();
+    decode_events(events, final_only, ToolFormat::Loom, false)
+}
+
+/// Feeds engine events through the decoder, then `Done`; the events it sends.
+fn decode_events(
+    events: Vec<JobEvent>,
+    final_only: bool,
+    format: ToolFormat,
+    hit_limit: bool,
+) -> Vec<ModelEvent> {
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let mut d = super::engine_harness::Decoder {
         tx,
@@ -235,13 +307,15 @@ fn decode(chunks: &[&str], final_only: bool) -> Vec<ModelEvent> {
         final_only,
         prompt_tokens: 0,
         call_id: "c1".into(),
+        format,
+        call_from: None,
     };
-    for c in chunks {
-        assert!(d.on(loom_local::JobEvent::Text((*c).to_string())));
+    for e in events {
+        assert!(d.on(e));
     }
-    d.on(loom_local::JobEvent::Done {
+    d.on(JobEvent::Done {
         generated: 10,
-        hit_limit: false,
+        hit_limit,
         cancelled: false,
         millis: 1,
     });
@@ -330,6 +404,68 @@ fn answers_stream_and_code_blocks_stay_answers() {
     // the grammar's own call form
     let ev = decode(
         &["{\"tool\": \"read_file\", \"input\": {\"path\": \"a\"}}"],
+        false,
+    );
+    assert_eq!(called(&ev).map(|c| c.0), Some("read_file".into()));
+}
+
+#[test]
+fn a_call_opened_in_the_model_s_own_format_is_a_call_and_only_the_prose_before_it_is_shown() {
+    let text = |t: &str| JobEvent::Text(t.to_string());
+    let ev = decode_events(
+        vec![
+            text("Let me look."),
+            JobEvent::Call,
+            text("<tool_call>\n{\"name\": \"read_file\", "),
+            text("\"arguments\": {\"path\": \"notes.txt\"}}\n</tool_call>"),
+        ],
+        false,
+        ToolFormat::Tagged,
+        false,
+    );
+    assert_eq!(texts(&ev), "Let me look.");
+    assert_eq!(
+        called(&ev),
+        Some(("read_file".into(), "{\"path\":\"notes.txt\"}".into()))
+    );
+    assert!(matches!(
+        ev.last(),
+        Some(ModelEvent::MessageEnd {
+            stop_reason: StopReason::ToolUse
+        })
+    ));
+    // Llama's bare form
+    let ev = decode_events(
+        vec![
+            JobEvent::Call,
+            text("{\"name\": \"bash\", \"parameters\": {\"command\": \"ls\"}}"),
+        ],
+        false,
+        ToolFormat::Llama3,
+        false,
+    );
+    assert_eq!(called(&ev).map(|c| c.0), Some("bash".into()));
+    assert_eq!(texts(&ev), "");
+    // a call the output cap cut off is no call: the text is what there is, and the stop says why
+    let ev = decode_events(
+        vec![
+            JobEvent::Call,
+            text("<tool_call>\n{\"name\": \"read_file\", \"argu"),
+        ],
+        false,
+        ToolFormat::Tagged,
+        true,
+    );
+    assert!(called(&ev).is_none());
+    assert!(matches!(
+        ev.last(),
+        Some(ModelEvent::MessageEnd {
+            stop_reason: StopReason::MaxTokens
+        })
+    ));
+    // a call in the tagged format written where no trigger watched (the fallback's free text) is found too
+    let ev = decode(
+        &["<tool_call>\n{\"name\": \"read_file\", \"arguments\": {\"path\": \"a\"}}\n</tool_call>"],
         false,
     );
     assert_eq!(called(&ev).map(|c| c.0), Some("read_file".into()));

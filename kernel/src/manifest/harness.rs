@@ -66,6 +66,7 @@ pub(crate) fn builtin_harness_schema(provider: &str) -> Option<&'static [(&'stat
             ("top_k", Ty::Count),
             ("seed", Ty::Count),
             ("maxTurnRequests", Ty::Count),
+            ("tool_choice", Ty::Str),
         ],
         _ => return None,
     })

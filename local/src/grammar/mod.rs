@@ -74,12 +74,46 @@ array ::= "[" ( value ( ", " value )* )? "]"
 answer ::= [^{ \t\r\n\x00] [^\x00]*
 "#;
 
-/// The grammar for one response: a call of one of `tools` or a final answer; with `final_only` (the last request of
-/// a turn, or no tools), the answer form alone.
+/// How a call is spelled: the text before the tool's name (a JSON string), between the name and the input object,
+/// and after the input.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CallSyntax {
+    /// Before the name, e.g. `{"tool": `.
+    pub open: &'static str,
+    /// Between the name and the input, e.g. `, "input": `.
+    pub between: &'static str,
+    /// After the input, e.g. `}`.
+    pub close: &'static str,
+}
+
+/// loom's own call form, `{"tool": "<name>", "input": {...}}`.
+pub const LOOM_CALL: CallSyntax = CallSyntax {
+    open: "{\"tool\": ",
+    between: ", \"input\": ",
+    close: "}",
+};
+
+/// The grammar for one response: a call of one of `tools` (in loom's form) or a final answer; with `final_only`
+/// (the last request of a turn, or no tools), the answer form alone.
 pub fn response_grammar(tools: &[ToolShape<'_>], final_only: bool) -> Result<String, GrammarError> {
+    build(tools, &LOOM_CALL, !final_only, true)
+}
+
+/// The grammar of one call of one of `tools` spelled as `syntax`, and nothing else: for a lazy grammar, which
+/// applies from where the model opens a call (the `open` text) in free text.
+pub fn call_grammar(tools: &[ToolShape<'_>], syntax: &CallSyntax) -> Result<String, GrammarError> {
+    build(tools, syntax, true, false)
+}
+
+fn build(
+    tools: &[ToolShape<'_>],
+    syntax: &CallSyntax,
+    with_calls: bool,
+    with_answer: bool,
+) -> Result<String, GrammarError> {
     let mut g = Builder::default();
     let mut calls = Vec::new();
-    if !final_only {
+    if with_calls {
         for (i, t) in tools.iter().enumerate() {
             let mut at = Walk {
                 tool: t.name,
@@ -94,8 +128,9 @@ pub fn response_grammar(tools: &[ToolShape<'_>], final_only: bool) -> Result<Str
             g.define(
                 &rule,
                 format!(
-                    "{} \", \\\"input\\\": \" {input}",
-                    literal(&json_str(t.name))
+                    "{} {} {input}",
+                    literal(&json_str(t.name)),
+                    literal(syntax.between)
                 ),
             );
             calls.push(rule);
@@ -103,13 +138,17 @@ pub fn response_grammar(tools: &[ToolShape<'_>], final_only: bool) -> Result<Str
     }
     let mut out = String::new();
     if calls.is_empty() {
+        // no tools: an answer is all there is (a harness asks for no lazy call grammar then)
         let _ = writeln!(out, "{ROOT} ::= answer");
     } else {
-        let _ = writeln!(out, "{ROOT} ::= call | answer");
+        let alternatives = if with_answer { "call | answer" } else { "call" };
+        let _ = writeln!(out, "{ROOT} ::= {alternatives}");
         let _ = writeln!(
             out,
-            "call ::= \"{{\\\"tool\\\": \" ( {} ) \"}}\"",
-            calls.join(" | ")
+            "call ::= {} ( {} ) {}",
+            literal(syntax.open),
+            calls.join(" | "),
+            literal(syntax.close)
         );
     }
     for (name, body) in &g.rules {
