@@ -1,0 +1,3 @@
+def parse(text):
+    # TODO: handle empty input
+    return text.split(",")

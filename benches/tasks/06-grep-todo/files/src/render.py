@@ -1,0 +1,2 @@
+def render(rows):
+    return "\n".join(rows)

@@ -1,0 +1,2 @@
+name = "World"
+print("Hello, " + "name" + "!")
