@@ -284,7 +284,8 @@ impl BackgroundTable {
         self.0.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Waits until a child finishes, at most `wait` (or until `cancel` fires); at once when none is running.
+    /// Waits until a child finishes, at most `wait` (or until `cancel` fires); at once when none is running or a
+    /// finished child's report is not read yet.
     pub async fn wait_for_an_end(&self, wait: std::time::Duration, cancel: &CancellationToken) {
         let deadline = tokio::time::Instant::now() + wait;
         let start = self.lock().ended;
@@ -292,11 +293,21 @@ impl BackgroundTable {
             let woken = self.0.ended.notified();
             tokio::pin!(woken);
             woken.as_mut().enable();
-            let (ended, running) = {
+            let (ended, running, unread) = {
                 let inner = self.lock();
-                (inner.ended, Self::running_in(&inner))
+                let unread = inner.entries.values().any(|e| {
+                    matches!(
+                        e.state,
+                        State::Finished {
+                            delivered: false,
+                            ..
+                        }
+                    )
+                });
+                (inner.ended, Self::running_in(&inner), unread)
             };
-            if ended != start || running == 0 {
+            // a child that finished just before the wait began counts: its report is not read yet
+            if ended != start || running == 0 || unread {
                 return;
             }
             tokio::select! {
@@ -576,6 +587,15 @@ mod tests {
         assert!(tokio::time::Instant::now() - begin < wait);
         assert_eq!(t.list()[0].status, "complete");
         ender.await.unwrap();
+        // bg-1's report is not read yet, and a second child runs: the wait ends at once, not when bg-2 does
+        std::mem::forget(t.reserve("p", "t").unwrap());
+        let again = tokio::time::Instant::now();
+        t.wait_for_an_end(wait, &CancellationToken::new()).await;
+        assert_eq!(tokio::time::Instant::now(), again);
+        // once it is read, the wait is for bg-2 (here: until the deadline)
+        assert_eq!(t.take_reports().len(), 1);
+        t.wait_for_an_end(wait, &CancellationToken::new()).await;
+        assert_eq!(tokio::time::Instant::now(), again + wait);
     }
 
     #[test]

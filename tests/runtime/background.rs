@@ -94,7 +94,9 @@ fn a_background_agent_is_steered_lists_its_report_and_reaches_the_parent() {
         r[2],
         (
             "completed".to_string(),
-            "sent to bg-1: it enters that agent's conversation at its next step".to_string()
+            "sent to bg-1: it enters that agent's conversation at its next step (if it finishes first, it never \
+             reads it; its report shows what it did)"
+                .to_string()
         )
     );
     assert!(

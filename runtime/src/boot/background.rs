@@ -332,7 +332,8 @@ impl Tool for BackgroundTool {
                         Box::pin(async move {
                             match table.message(&id, &message) {
                                 Ok(()) => ToolOutput::ok(format!(
-                                "sent to {id}: it enters that agent's conversation at its next step"
+                                "sent to {id}: it enters that agent's conversation at its next step (if it finishes \
+                                 first, it never reads it; its report shows what it did)"
                             )),
                                 Err(e) => ToolOutput::error(format!("{tool}: {e}")),
                             }
