@@ -7,8 +7,11 @@
 //! Tags in the Hermes style (`<tool_call>{…}</tool_call>`) count too, for a model that writes them where no lazy
 //! grammar watches for them.
 //!
-//! Only a call that ends the text counts: prose may come before it, nothing but whitespace after it. Pure: the
-//! harness decides when to ask (never on the last request of a turn, when only an answer can follow).
+//! A call that ends the text counts whatever tool it names (prose may come before it, nothing but whitespace after
+//! it): one that names no granted tool comes back as an error the model can correct. A fenced block with prose
+//! after it (the model explaining what the call will do) counts only when it names a granted tool: the first such
+//! block is the call, and the prose after it, a guess at the result, is dropped. Pure: the harness decides when to
+//! ask (never on the last request of a turn, when only an answer can follow).
 
 use serde_json::Value;
 
@@ -53,8 +56,42 @@ pub fn possible_call_start(text: &str, from: usize) -> Option<usize> {
     }
 }
 
-/// The call that ends `text`, if it ends in one (module doc).
-pub fn call_in_text(text: &str) -> Option<TextCall> {
+/// The call `text` makes, if it makes one (module doc); `granted` says whether a tool name is one of the request's.
+pub fn call_in_text(text: &str, granted: &dyn Fn(&str) -> bool) -> Option<TextCall> {
+    call_at_end(text).or_else(|| fenced_call_before_prose(text, granted))
+}
+
+/// The first fenced block, its fence starting a line, that is a call of a granted tool.
+fn fenced_call_before_prose(text: &str, granted: &dyn Fn(&str) -> bool) -> Option<TextCall> {
+    let mut from = 0;
+    while let Some(i) = text[from..].find("```") {
+        let open = from + i;
+        let line_start = text[..open].rfind('\n').map_or(0, |n| n + 1);
+        let close = text[open + 3..].find("```").map(|c| open + 3 + c);
+        let close = close?;
+        if text[line_start..open].trim().is_empty() {
+            let inner = &text[open + 3..close];
+            if let Some((lang, body)) = inner.split_once('\n') {
+                if matches!(lang.trim(), "" | "json" | "JSON" | "tool_call" | "tool") {
+                    if let Some((tool, input)) = call_shape(body.trim()) {
+                        if granted(&tool) {
+                            return Some(TextCall {
+                                start: line_start,
+                                tool,
+                                input,
+                            });
+                        }
+                    }
+                }
+            }
+        }
+        from = close + 3;
+    }
+    None
+}
+
+/// The call that ends `text`, if it ends in one.
+fn call_at_end(text: &str) -> Option<TextCall> {
     let trimmed = text.trim_end();
     // Hermes-style tags that end the text
     if let Some(body_end) = trimmed.strip_suffix("</tool_call>").map(str::len) {
@@ -137,7 +174,8 @@ mod tests {
     use serde_json::json;
 
     fn call(text: &str) -> Option<(String, String, Value)> {
-        call_in_text(text).map(|c| (text[..c.start].to_string(), c.tool, c.input))
+        call_in_text(text, &|t| t == "read_file")
+            .map(|c| (text[..c.start].to_string(), c.tool, c.input))
     }
 
     #[test]
@@ -164,13 +202,40 @@ mod tests {
     }
 
     #[test]
+    fn a_fenced_call_of_a_granted_tool_followed_by_prose_is_the_call() {
+        let read = json!({"path": "server.ini"});
+        let text = "To find the port, read the file:\n\n```json\n{\"name\": \"read_file\", \"arguments\": \
+                    {\"path\": \"server.ini\"}}\n```\n\nThis will show the port.";
+        assert_eq!(
+            call(text),
+            Some((
+                "To find the port, read the file:\n\n".into(),
+                "read_file".into(),
+                read
+            ))
+        );
+        // a tool that is not granted, followed by prose: an example, not a call
+        let other = text.replace("read_file", "open_file");
+        assert_eq!(call(&other), None);
+        // the first granted call wins; a block that is not a call is passed over
+        let two = "```sh\nls\n```\n```json\n{\"tool\": \"read_file\", \"input\": {\"path\": \"a\"}}\n```\n\
+                   then\n```json\n{\"tool\": \"read_file\", \"input\": {\"path\": \"b\"}}\n```\nok";
+        assert_eq!(call(two).map(|c| c.2), Some(json!({"path": "a"})));
+        // an unclosed fence is no call
+        assert_eq!(
+            call("```json\n{\"tool\": \"read_file\", \"input\": {}}\nand more"),
+            None
+        );
+    }
+
+    #[test]
     fn answers_that_only_mention_json_stay_answers() {
         for text in [
             "The first line is: hello",
             "Use {\"tool\": \"x\"} like this.",
             "```python\nprint({\"name\": \"a\", \"arguments\": {}})\n```",
             "```json\n{\"name\": \"a\", \"arguments\": {}, \"extra\": 1}\n```",
-            "```json\n{\"tool\": \"read_file\", \"input\": {}}\n```\nand then more text",
+            "```json\n{\"tool\": \"write_it\", \"input\": {}}\n```\nand then more text",
             "{\"tool\": \"read_file\", \"input\": [1]}",
             "{\"tool\": \"read_file\", \"input\": {",
             "<tool_call>\n{\"name\": \"read_file\"}\n</tool_call>",

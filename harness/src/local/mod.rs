@@ -177,6 +177,8 @@ mod engine_harness {
         pub(super) prompt_tokens: u64,
         pub(super) call_id: String,
         pub(super) format: ToolFormat,
+        /// The request's tool names (a fenced call followed by prose counts only for one of these).
+        pub(super) granted: Vec<String>,
         /// Where the call the model opened in its own format (the engine's [`JobEvent::Call`]) begins in `text`.
         pub(super) call_from: Option<usize>,
     }
@@ -260,7 +262,8 @@ mod engine_harness {
                         None => None,
                     };
                     let written = || {
-                        call_in_text(&self.text)
+                        let granted = |t: &str| self.granted.iter().any(|g| g == t);
+                        call_in_text(&self.text, &granted)
                             .filter(|c| !self.final_only && !hit_limit && c.start >= self.sent)
                             .map(|c| (c.start, c.tool, c.input))
                     };
@@ -331,6 +334,7 @@ mod engine_harness {
                         request.turn, request.request_in_turn
                     ),
                     format,
+                    granted: request.tools.iter().map(|t| t.name.clone()).collect(),
                     call_from: None,
                 };
                 let stop = cancel.clone();

@@ -308,6 +308,7 @@ fn decode_events(
         prompt_tokens: 0,
         call_id: "c1".into(),
         format,
+        granted: vec!["read_file".into(), "bash".into()],
         call_from: None,
     };
     for e in events {
@@ -469,4 +470,26 @@ fn a_call_opened_in_the_model_s_own_format_is_a_call_and_only_the_prose_before_i
         false,
     );
     assert_eq!(called(&ev).map(|c| c.0), Some("read_file".into()));
+}
+
+#[test]
+fn a_fenced_call_with_prose_after_it_is_a_call_and_the_prose_after_it_is_dropped() {
+    let ev = decode(
+        &[
+            "To find the port, I read the file.\n",
+            "```json\n{\"name\": \"read_file\", \"arguments\": {\"path\": \"server.ini\"}}\n```\n",
+            "This will show the port, which is 8080.",
+        ],
+        false,
+    );
+    assert_eq!(texts(&ev), "To find the port, I read the file.\n");
+    assert_eq!(
+        called(&ev),
+        Some(("read_file".into(), "{\"path\":\"server.ini\"}".into()))
+    );
+    // a tool the request does not have, with prose after it: an answer, shown whole
+    let example = "Like this:\n```json\n{\"name\": \"open_file\", \"arguments\": {}}\n```\nDone.";
+    let ev = decode(&[example], false);
+    assert!(called(&ev).is_none());
+    assert_eq!(texts(&ev), example);
 }
