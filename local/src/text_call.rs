@@ -70,24 +70,29 @@ fn fenced_call_before_prose(text: &str, granted: &dyn Fn(&str) -> bool) -> Optio
         let close = text[open + 3..].find("```").map(|c| open + 3 + c);
         let close = close?;
         if text[line_start..open].trim().is_empty() {
-            let inner = &text[open + 3..close];
-            if let Some((lang, body)) = inner.split_once('\n') {
-                if matches!(lang.trim(), "" | "json" | "JSON" | "tool_call" | "tool") {
-                    if let Some((tool, input)) = call_shape(body.trim()) {
-                        if granted(&tool) {
-                            return Some(TextCall {
-                                start: line_start,
-                                tool,
-                                input,
-                            });
-                        }
-                    }
+            if let Some((tool, input)) = fenced_call(&text[open + 3..close]) {
+                if granted(&tool) {
+                    return Some(TextCall {
+                        start: line_start,
+                        tool,
+                        input,
+                    });
                 }
             }
         }
         from = close + 3;
     }
     None
+}
+
+/// The call inside a fence (what lies between its backticks): a language line that JSON calls may carry, then the
+/// call.
+fn fenced_call(inner: &str) -> Option<(String, Value)> {
+    let (lang, body) = inner.split_once('\n')?;
+    if !matches!(lang.trim(), "" | "json" | "JSON" | "tool_call" | "tool") {
+        return None;
+    }
+    call_shape(body.trim())
 }
 
 /// The call that ends `text`, if it ends in one.
@@ -114,12 +119,7 @@ fn call_at_end(text: &str) -> Option<TextCall> {
         {
             return None;
         }
-        let inner = &trimmed[open + 3..body_end];
-        let (lang, body) = inner.split_once('\n')?;
-        if !matches!(lang.trim(), "" | "json" | "JSON" | "tool_call" | "tool") {
-            return None;
-        }
-        let (tool, input) = call_shape(body.trim())?;
+        let (tool, input) = fenced_call(&trimmed[open + 3..body_end])?;
         let start = trimmed[..open].rfind('\n').map_or(0, |i| i + 1);
         return Some(TextCall { start, tool, input });
     }

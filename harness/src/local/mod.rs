@@ -23,14 +23,14 @@ pub use engine_harness::LocalHarness;
 
 mod engine_harness {
     use std::collections::BTreeMap;
-    use std::path::Path;
+    use std::path::{Path, PathBuf};
     use std::sync::atomic::{AtomicU64, Ordering};
 
     use futures::future::BoxFuture;
     use loom_local::{
         call_in_text, check_gguf_header, engine_program, install, installed_path, parse_response,
         possible_call_start, stderr_progress, verify_known, Engine, EngineError, EngineOptions,
-        Family, Job, JobEvent, Respond, Response, Sampling, ToolFormat,
+        Family, Job, JobEvent, KnownModel, Respond, Response, Sampling, ToolFormat,
     };
     use tokio::sync::mpsc;
     use tokio_util::sync::CancellationToken;
@@ -71,13 +71,15 @@ mod engine_harness {
             max_turn_requests: u32,
         ) -> Result<LocalHarness, HarnessConfigError> {
             let config = LocalConfig::parse(config, manifest_dir)?;
-            let known = match &config.model {
-                ModelChoice::Known(k) => Some(*k),
+            let (path, label) = match &config.model {
+                ModelChoice::Known(k) => known_file(k, models, env)?,
                 ModelChoice::Auto {
                     recommended,
                     fallback,
-                } => Some(match models {
-                    Some(m) if installed_path(m, recommended).is_file() => *recommended,
+                } => match models {
+                    Some(m) if installed_path(m, recommended).is_file() => {
+                        known_file(recommended, models, env)?
+                    }
                     _ => {
                         eprintln!(
                             "loom: model = \"auto\": using {} — {}; the recommended {} is not installed: `loom \
@@ -88,42 +90,12 @@ mod engine_harness {
                             recommended.name,
                             recommended.size / 1_000_000
                         );
-                        *fallback
+                        known_file(fallback, models, env)?
                     }
-                }),
-                ModelChoice::Path(_) => None,
-            };
-            let (path, label) = match (known, &config.model) {
-                (Some(k), _) => {
-                    let models = models.ok_or_else(|| {
-                        HarnessConfigError::Invalid(format!(
-                            "model = {:?} is a known model, but no models directory was given to find it in; \
-                             build the harness through loom's boot (it passes $LOOM_DATA_HOME/models)",
-                            k.name
-                        ))
-                    })?;
-                    let path = installed_path(models, k);
-                    if path.is_file() {
-                        verify_known(k, &path)
-                            .map_err(|e| HarnessConfigError::Invalid(e.to_string()))?;
-                    } else {
-                        let python = env
-                            .get("LOOM_PYTHON")
-                            .cloned()
-                            .unwrap_or_else(|| "python3".into());
-                        install(models, k, &python, false, &mut stderr_progress(k.name))
-                            .map_err(|e| HarnessConfigError::Invalid(e.to_string()))?;
-                    }
-                    (path, k.name.to_string())
-                }
-                (None, ModelChoice::Path(p)) => {
+                },
+                ModelChoice::Path(p) => {
                     check_gguf_header(p).map_err(|e| HarnessConfigError::Invalid(e.to_string()))?;
                     (p.clone(), p.display().to_string())
-                }
-                (None, _) => {
-                    return Err(HarnessConfigError::Invalid(
-                        "the local model could not be resolved".into(),
-                    ))
                 }
             };
             let program = engine_program(env).map_err(engine_err)?;
@@ -155,6 +127,33 @@ mod engine_harness {
                 calls: AtomicU64::new(0),
             })
         }
+    }
+
+    /// The file of known model `k` in `models`, checked, or installed first when it is missing; and its label.
+    fn known_file(
+        k: &'static KnownModel,
+        models: Option<&Path>,
+        env: &BTreeMap<String, String>,
+    ) -> Result<(PathBuf, String), HarnessConfigError> {
+        let models = models.ok_or_else(|| {
+            HarnessConfigError::Invalid(format!(
+                "model = {:?} is a known model, but no models directory was given to find it in; build the \
+                 harness through loom's boot (it passes $LOOM_DATA_HOME/models)",
+                k.name
+            ))
+        })?;
+        let path = installed_path(models, k);
+        if path.is_file() {
+            verify_known(k, &path).map_err(|e| HarnessConfigError::Invalid(e.to_string()))?;
+        } else {
+            let python = env
+                .get("LOOM_PYTHON")
+                .cloned()
+                .unwrap_or_else(|| "python3".into());
+            install(models, k, &python, false, &mut stderr_progress(k.name))
+                .map_err(|e| HarnessConfigError::Invalid(e.to_string()))?;
+        }
+        Ok((path, k.name.to_string()))
     }
 
     impl LocalHarness {
