@@ -187,8 +187,9 @@ fn the_local_agent_example_installs_its_model_on_first_use_and_runs() {
     );
     let ups = updates(&run);
     let requests = model_requests(&ups);
+    // within the example's maxTurnRequests (with tool_choice = "required" every response but the last is a call)
     assert!(
-        (1..=4).contains(&requests),
+        (1..=6).contains(&requests),
         "{requests} requests\n{}",
         run.stdout()
     );
@@ -592,6 +593,22 @@ fn the_135m_model_calls_a_granted_tool_that_then_runs() {
             && u["toolCallId"] == *id
             && u["status"] == "completed"),
         "the call did not run to completion\n{}",
+        run.stdout()
+    );
+    // every later response was a call too, to the tool or to the answer step, which is never a tool call: the turn
+    // ends with an answer, within maxTurnRequests
+    assert!(
+        ups.iter()
+            .filter(|u| u["sessionUpdate"] == "tool_call")
+            .all(|u| u["title"] == "todo_read"),
+        "{}",
+        run.stdout()
+    );
+    assert!(model_requests(&ups) <= 3, "{}", run.stdout());
+    assert!(
+        ups.iter()
+            .any(|u| u["sessionUpdate"] == "agent_message_chunk"),
+        "no answer\n{}",
         run.stdout()
     );
 }

@@ -55,8 +55,9 @@ pub(crate) struct LocalConfig {
     pub top_k: i32,
     pub top_p: f32,
     pub seed: u32,
-    /// `tool_choice = "required"`: the first request of each turn must be a call.
-    pub call_first: bool,
+    /// `tool_choice = "required"`: every response is a call — the first of a turn to a tool, later ones to a tool
+    /// or to the answer step that ends the turn.
+    pub required: bool,
 }
 
 fn invalid(m: String) -> HarnessConfigError {
@@ -151,19 +152,19 @@ impl LocalConfig {
                 .and_then(|n| u32::try_from(n).ok())
                 .ok_or_else(|| invalid("seed must be an integer from 0 to 4294967295".into()))?,
         };
-        let call_first = match s.string("tool_choice", "auto")?.as_str() {
+        let required = match s.string("tool_choice", "auto")?.as_str() {
             "auto" => false,
             "required" => true,
             other => {
                 return Err(invalid(format!(
                     "tool_choice must be \"auto\" (the model calls a tool when it opens a call) or \"required\" \
-                     (the first request of each turn is a call), not {other:?}"
+                     (every response is a call; the turn ends with a call to the answer step), not {other:?}"
                 )))
             }
         };
         Ok(LocalConfig {
             model,
-            call_first,
+            required,
             threads,
             context: context as u32,
             max_tokens: max_tokens as u32,

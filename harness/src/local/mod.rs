@@ -17,7 +17,7 @@ mod tests;
 
 pub use config::DEFAULT_CONTEXT;
 pub(crate) use config::{LocalConfig, ModelChoice};
-pub(crate) use prompt::{chat_messages, grammar_for};
+pub(crate) use prompt::{chat_messages, grammar_for, AnswerStep};
 
 pub use engine_harness::LocalHarness;
 
@@ -35,7 +35,7 @@ mod engine_harness {
     use tokio::sync::mpsc;
     use tokio_util::sync::CancellationToken;
 
-    use super::{chat_messages, grammar_for, LocalConfig, ModelChoice};
+    use super::{chat_messages, grammar_for, AnswerStep, LocalConfig, ModelChoice};
     use crate::model::{ModelEvent, ModelRequest, StopReason, Usage};
     use crate::{EventStream, Harness, HarnessConfigError, HarnessError};
 
@@ -178,8 +178,11 @@ mod engine_harness {
         pub(super) format: ToolFormat,
         /// The request's tool names (a fenced call followed by prose counts only for one of these).
         pub(super) granted: Vec<String>,
-        /// Where the call the model opened in its own format (the engine's [`JobEvent::Call`]) begins in `text`.
+        /// Where the call the model opened in its own format (the engine's [`JobEvent::Call`]) begins in `text`
+        /// (0 when the response must be a call).
         pub(super) call_from: Option<usize>,
+        /// The answer step (`tool_choice = "required"`): a call to it is the turn's answer, not a tool call.
+        pub(super) answer: Option<AnswerStep>,
     }
 
     impl Decoder {
@@ -269,8 +272,20 @@ mod engine_harness {
                     let stop = match grammar_call.or_else(written) {
                         Some((start, tool, input)) => {
                             self.stream_to(start);
-                            self.call(tool, &input);
-                            StopReason::ToolUse
+                            match self
+                                .answer
+                                .as_ref()
+                                .and_then(|a| a.answer_of(&tool, &input))
+                            {
+                                Some(text) => {
+                                    self.send(ModelEvent::TextDelta(text));
+                                    StopReason::EndTurn
+                                }
+                                None => {
+                                    self.call(tool, &input);
+                                    StopReason::ToolUse
+                                }
+                            }
                         }
                         None => {
                             self.stream_to(self.text.len());
@@ -305,18 +320,24 @@ mod engine_harness {
                 let final_only = request.tools.is_empty()
                     || request.request_in_turn + 1 >= self.max_turn_requests;
                 let format = self.family.format();
+                let answer = self
+                    .config
+                    .required
+                    .then(|| AnswerStep::for_request(&request));
                 let respond = if final_only {
                     Respond::Answer
-                } else if self.config.call_first && request.request_in_turn == 0 {
+                } else if self.config.required {
                     Respond::Call
                 } else {
                     Respond::Either
                 };
-                let (grammar, trigger) =
-                    grammar_for(&request, respond, format).map_err(|e| HarnessError::Protocol {
+                // the first request of a turn looks before it answers
+                let may_answer = answer.as_ref().filter(|_| request.request_in_turn > 0);
+                let (grammar, trigger) = grammar_for(&request, respond, format, may_answer)
+                    .map_err(|e| HarnessError::Protocol {
                         message: e.to_string(),
                     })?;
-                let messages = chat_messages(&request, final_only, format);
+                let messages = chat_messages(&request, final_only, format, answer.as_ref());
                 let n = self.calls.fetch_add(1, Ordering::Relaxed);
                 let (tx, mut rx) = mpsc::unbounded_channel();
                 let _ = tx.send(Ok(ModelEvent::MessageStart {
@@ -334,7 +355,8 @@ mod engine_harness {
                     ),
                     format,
                     granted: request.tools.iter().map(|t| t.name.clone()).collect(),
-                    call_from: None,
+                    call_from: (respond == Respond::Call).then_some(0),
+                    answer,
                 };
                 let stop = cancel.clone();
                 let fail = tx.clone();

@@ -5,25 +5,80 @@
 use std::collections::BTreeMap;
 
 use loom_local::{GrammarError, Respond, ToolDoc, ToolFormat, ToolShape, Trigger};
+use serde_json::{json, Value};
 
 use crate::model::{ContentBlock, ModelRequest, Role};
+
+/// What the model is told the answer step does (`tool_choice = "required"`, where every response is a call).
+const ANSWER_DESCRIPTION: &str =
+    "Give the user your final answer and end your turn. Call it only after the other \
+tools have done the task, with what you found or did in `text`.";
+
+/// The step a turn ends with when every response must be a call (`tool_choice = "required"`): described to the
+/// model as a tool named `name`, but never run — the harness turns a call to it into the turn's answer. It is model
+/// protocol, not a tool: it reaches neither the kernel nor the session's tool list.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct AnswerStep {
+    /// The name the model calls it by: `answer`, unless a granted tool has that name.
+    pub name: String,
+    schema: Value,
+}
+
+impl AnswerStep {
+    /// The answer step for `request`: named `answer`, else `final_answer`, else `answer_`, `answer__` … — the
+    /// first name none of the request's tools has.
+    pub(crate) fn for_request(request: &ModelRequest) -> AnswerStep {
+        let taken = |n: &str| request.tools.iter().any(|t| t.name == n);
+        let mut name = if taken("answer") {
+            "final_answer".to_string()
+        } else {
+            "answer".to_string()
+        };
+        if taken(&name) {
+            name = "answer_".into();
+            while taken(&name) {
+                name.push('_');
+            }
+        }
+        AnswerStep {
+            name,
+            schema: json!({"type": "object", "properties": {"text": {"type": "string",
+                "description": "The answer: what you found, or what you did and its result."}},
+                "required": ["text"]}),
+        }
+    }
+
+    /// The answer a call to this step gives, when `tool` names it.
+    pub(crate) fn answer_of(&self, tool: &str, input: &Value) -> Option<String> {
+        (tool == self.name).then(|| {
+            input
+                .get("text")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string()
+        })
+    }
+}
 
 /// Said on the last request of a turn, when only an answer can follow.
 const FINAL_NOTE: &str = "(No more tool calls are possible in this turn: answer now, in plain text, with what you know.)";
 
 /// The chat messages (role, content) for `request` in `format`; `final_only` adds the note that only an answer can
-/// follow.
+/// follow. With an `answer` step (`tool_choice = "required"`), it is described after the tools on every request (so
+/// the prompt, and the engine's cache of it, stays the same through a turn), and an earlier answer is written back
+/// as the call to it that gave it.
 pub(crate) fn chat_messages(
     request: &ModelRequest,
     final_only: bool,
     format: ToolFormat,
+    answer: Option<&AnswerStep>,
 ) -> Vec<(String, String)> {
     let mut system = request.system.join("\n\n");
     if !request.tools.is_empty() {
         if !system.is_empty() {
             system.push_str("\n\n");
         }
-        let docs: Vec<ToolDoc<'_>> = request
+        let mut docs: Vec<ToolDoc<'_>> = request
             .tools
             .iter()
             .map(|t| ToolDoc {
@@ -32,6 +87,13 @@ pub(crate) fn chat_messages(
                 schema: &t.input_schema,
             })
             .collect();
+        if let Some(a) = answer {
+            docs.push(ToolDoc {
+                name: &a.name,
+                description: ANSWER_DESCRIPTION,
+                schema: &a.schema,
+            });
+        }
         system.push_str(&format.tools_section(&docs));
     }
     let mut out = Vec::new();
@@ -53,6 +115,25 @@ pub(crate) fn chat_messages(
             Role::Assistant => "assistant",
         };
         let mut parts: Vec<String> = Vec::new();
+        // an answer (an assistant message of text alone) was a call to the answer step
+        let answered = match answer {
+            Some(a) if m.role == Role::Assistant && !request.tools.is_empty() => {
+                let text = m.text();
+                let only_text = m.content.iter().all(|b| {
+                    !matches!(
+                        b,
+                        ContentBlock::ToolUse { .. } | ContentBlock::ToolResult { .. }
+                    )
+                });
+                (only_text && !text.is_empty())
+                    .then(|| format.call_text(&a.name, &json!({ "text": text })))
+            }
+            _ => None,
+        };
+        if let Some(call) = answered {
+            push(&mut out, "assistant", call);
+            continue;
+        }
         for b in &m.content {
             match b {
                 ContentBlock::Text { text } => parts.push(text.clone()),
@@ -96,13 +177,15 @@ pub(crate) fn chat_messages(
     out
 }
 
-/// The grammar for `request` and, for a lazy one, its trigger ([`ToolFormat::grammar`]).
+/// The grammar for `request` and, for a lazy one, its trigger ([`ToolFormat::grammar`]); `answer`, the answer step a
+/// call may also name (not on the first request of a turn, which must look before it answers).
 pub(crate) fn grammar_for(
     request: &ModelRequest,
     respond: Respond,
     format: ToolFormat,
+    answer: Option<&AnswerStep>,
 ) -> Result<(String, Option<Trigger>), GrammarError> {
-    let shapes: Vec<ToolShape<'_>> = request
+    let mut shapes: Vec<ToolShape<'_>> = request
         .tools
         .iter()
         .map(|t| ToolShape {
@@ -110,5 +193,11 @@ pub(crate) fn grammar_for(
             schema: &t.input_schema,
         })
         .collect();
+    if let Some(a) = answer {
+        shapes.push(ToolShape {
+            name: &a.name,
+            schema: &a.schema,
+        });
+    }
     format.grammar(&shapes, respond)
 }

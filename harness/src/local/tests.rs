@@ -158,19 +158,19 @@ fn every_built_in_tool_has_a_grammar_that_takes_its_calls() {
         tools: specs.clone(),
         ..ModelRequest::default()
     };
-    let text = grammar_for(&request, Respond::Either, ToolFormat::Loom)
+    let text = grammar_for(&request, Respond::Either, ToolFormat::Loom, None)
         .unwrap()
         .0;
     let g = Grammar::parse(&text).unwrap();
     // and the lazy grammars of the models' own formats
     let tagged = Grammar::parse(
-        &grammar_for(&request, Respond::Either, ToolFormat::Tagged)
+        &grammar_for(&request, Respond::Either, ToolFormat::Tagged, None)
             .unwrap()
             .0,
     )
     .unwrap();
     let llama = Grammar::parse(
-        &grammar_for(&request, Respond::Either, ToolFormat::Llama3)
+        &grammar_for(&request, Respond::Either, ToolFormat::Llama3, None)
             .unwrap()
             .0,
     )
@@ -202,7 +202,7 @@ fn every_built_in_tool_has_a_grammar_that_takes_its_calls() {
     assert!(g.accepts("Here is the answer."));
     // the last request of a turn takes no call
     let last = Grammar::parse(
-        &grammar_for(&request, Respond::Answer, ToolFormat::Tagged)
+        &grammar_for(&request, Respond::Answer, ToolFormat::Tagged, None)
             .unwrap()
             .0,
     )
@@ -245,20 +245,20 @@ fn the_conversation_maps_onto_chat_messages() {
         ],
         ..ModelRequest::default()
     };
-    let m = chat_messages(&request, false, ToolFormat::Loom);
+    let m = chat_messages(&request, false, ToolFormat::Loom, None);
     let roles: Vec<&str> = m.iter().map(|(r, _)| r.as_str()).collect();
     assert_eq!(roles, ["system", "user", "assistant", "user"]);
     assert!(m[0].1.starts_with("Be brief.\n\nYou can use tools."));
     assert!(m[0].1.contains("- bash: "));
     assert_eq!(m[2].1, r#"{"tool": "bash", "input": {"command": "ls"}}"#);
     assert_eq!(m[3].1, "[bash result]\na.txt");
-    let last = chat_messages(&request, true, ToolFormat::Loom);
+    let last = chat_messages(&request, true, ToolFormat::Loom, None);
     assert!(last[3]
         .1
         .ends_with("answer now, in plain text, with what you know.)"));
 
     // Qwen 2.5 and other ChatML models: a tools section, tags for calls and results
-    let m = chat_messages(&request, false, ToolFormat::Tagged);
+    let m = chat_messages(&request, false, ToolFormat::Tagged, None);
     let roles: Vec<&str> = m.iter().map(|(r, _)| r.as_str()).collect();
     assert_eq!(roles, ["system", "user", "assistant", "user"]);
     assert!(m[0].1.starts_with("Be brief.\n\n# Tools\n"), "{}", m[0].1);
@@ -272,7 +272,7 @@ fn the_conversation_maps_onto_chat_messages() {
     assert_eq!(m[3].1, "<tool_response>\na.txt\n</tool_response>");
 
     // Llama 3.x: results in an ipython turn, and the last request's note in a user turn after it
-    let m = chat_messages(&request, true, ToolFormat::Llama3);
+    let m = chat_messages(&request, true, ToolFormat::Llama3, None);
     let roles: Vec<&str> = m.iter().map(|(r, _)| r.as_str()).collect();
     assert_eq!(roles, ["system", "user", "assistant", "ipython", "user"]);
     assert_eq!(
@@ -299,8 +299,16 @@ fn decode_events(
     format: ToolFormat,
     hit_limit: bool,
 ) -> Vec<ModelEvent> {
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-    let mut d = super::engine_harness::Decoder {
+    let (d, rx) = decoder(final_only, format);
+    drive(d, rx, events, hit_limit)
+}
+
+type Events = tokio::sync::mpsc::UnboundedReceiver<Result<ModelEvent, crate::HarnessError>>;
+
+/// A decoder for one response in `format` with `read_file` and `bash` granted, and where its events go.
+fn decoder(final_only: bool, format: ToolFormat) -> (super::engine_harness::Decoder, Events) {
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let d = super::engine_harness::Decoder {
         tx,
         text: String::new(),
         sent: 0,
@@ -310,7 +318,18 @@ fn decode_events(
         format,
         granted: vec!["read_file".into(), "bash".into()],
         call_from: None,
+        answer: None,
     };
+    (d, rx)
+}
+
+/// Feeds `events` and then `Done` through `d`; the events it sent.
+fn drive(
+    mut d: super::engine_harness::Decoder,
+    mut rx: Events,
+    events: Vec<JobEvent>,
+    hit_limit: bool,
+) -> Vec<ModelEvent> {
     for e in events {
         assert!(d.on(e));
     }
@@ -492,4 +511,142 @@ fn a_fenced_call_with_prose_after_it_is_a_call_and_the_prose_after_it_is_dropped
     let ev = decode(&[example], false);
     assert!(called(&ev).is_none());
     assert_eq!(texts(&ev), example);
+}
+
+/// `tool_choice = "required"`: the answer step is described after the tools, its name is one no granted tool has,
+/// an earlier answer is written back as the call that gave it, and the grammar takes a call to it only when given
+/// it (not on a turn's first request).
+#[test]
+fn the_answer_step_is_described_named_apart_and_written_back_as_a_call() {
+    let mut tools: Vec<ToolSpec> = builtin_specs()
+        .into_iter()
+        .filter(|t| t.name == "bash")
+        .collect();
+    let request = ModelRequest {
+        tools: tools.clone(),
+        messages: vec![
+            Message::user_text("hi"),
+            Message {
+                role: Role::Assistant,
+                content: vec![ContentBlock::Text {
+                    text: "Hello.".into(),
+                }],
+            },
+            Message::user_text("list files"),
+        ],
+        ..ModelRequest::default()
+    };
+    let step = AnswerStep::for_request(&request);
+    assert_eq!(step.name, "answer");
+    let m = chat_messages(&request, false, ToolFormat::Tagged, Some(&step));
+    assert!(
+        m[0].1
+            .contains("\"name\": \"answer\", \"description\": \"Give the user your final answer"),
+        "{}",
+        m[0].1
+    );
+    assert_eq!(
+        m[2],
+        (
+            "assistant".to_string(),
+            "<tool_call>\n{\"name\": \"answer\", \"arguments\": {\"text\": \"Hello.\"}}\n</tool_call>".to_string()
+        )
+    );
+    // without the step (tool_choice = "auto"), the answer is plain text
+    assert_eq!(
+        chat_messages(&request, false, ToolFormat::Tagged, None)[2].1,
+        "Hello."
+    );
+    // a granted tool named `answer` (or `final_answer`) keeps its name; the step takes another
+    let mut named = |names: &[&str]| {
+        for n in names {
+            let mut t = tools[0].clone();
+            t.name = (*n).into();
+            tools.push(t);
+        }
+        AnswerStep::for_request(&ModelRequest {
+            tools: tools.clone(),
+            ..ModelRequest::default()
+        })
+        .name
+    };
+    assert_eq!(named(&["answer"]), "final_answer");
+    assert_eq!(named(&["final_answer", "answer_"]), "answer__");
+
+    let request = ModelRequest {
+        tools: builtin_specs()
+            .into_iter()
+            .filter(|t| t.name == "bash")
+            .collect(),
+        ..ModelRequest::default()
+    };
+    let step = AnswerStep::for_request(&request);
+    let call = ToolFormat::Tagged.call_text("answer", &json!({"text": "done"}));
+    let with = Grammar::parse(
+        &grammar_for(&request, Respond::Call, ToolFormat::Tagged, Some(&step))
+            .unwrap()
+            .0,
+    )
+    .unwrap();
+    assert!(with.accepts(&call), "{call}");
+    assert!(!with.accepts("done"));
+    let first = Grammar::parse(
+        &grammar_for(&request, Respond::Call, ToolFormat::Tagged, None)
+            .unwrap()
+            .0,
+    )
+    .unwrap();
+    assert!(!first.accepts(&call));
+    assert!(first.accepts(&ToolFormat::Tagged.call_text("bash", &json!({"command": "ls"}))));
+}
+
+/// A call to the answer step ends the turn with its text as the answer; it is never a tool call. A call to a tool
+/// in the same mode stays a call.
+#[test]
+fn a_call_to_the_answer_step_is_the_turn_s_answer() {
+    let decode_required = |text: &str| {
+        // a response that must be a call is one from its first character
+        let (mut d, rx) = decoder(false, ToolFormat::Tagged);
+        d.call_from = Some(0);
+        d.answer = Some(AnswerStep::for_request(&ModelRequest::default()));
+        drive(d, rx, vec![JobEvent::Text(text.into())], false)
+    };
+    let out =
+        decode_required(&ToolFormat::Tagged.call_text("answer", &json!({"text": "It is 42."})));
+    let texts: Vec<&ModelEvent> = out
+        .iter()
+        .filter(|e| {
+            matches!(
+                e,
+                ModelEvent::TextDelta(_) | ModelEvent::ToolUseStart { .. }
+            )
+        })
+        .collect();
+    assert_eq!(
+        texts,
+        [&ModelEvent::TextDelta("It is 42.".into())],
+        "{out:?}"
+    );
+    assert!(matches!(
+        out.last(),
+        Some(ModelEvent::MessageEnd {
+            stop_reason: StopReason::EndTurn
+        })
+    ));
+    let out = decode_required(&ToolFormat::Tagged.call_text("bash", &json!({"command": "ls"})));
+    assert!(
+        out.iter()
+            .any(|e| matches!(e, ModelEvent::ToolUseStart { name, .. } if name == "bash")),
+        "{out:?}"
+    );
+    assert!(
+        !out.iter().any(|e| matches!(e, ModelEvent::TextDelta(_))),
+        "{out:?}"
+    );
+    assert!(matches!(
+        out.last(),
+        Some(ModelEvent::MessageEnd {
+            stop_reason: StopReason::ToolUse
+        })
+    ));
 }
