@@ -5,7 +5,7 @@
 # agent left and its answer. Prints one line per task and a markdown row per model: tasks passed, mean wall time.
 # Usage: benches/tasks.sh [MODEL...]   (default: smollm2-135m qwen2.5-coder-1.5b; models must be installed:
 #   loom model install NAME). KEEP=1 keeps the scratch directories; TASKS="01 03" runs only those tasks;
-#   TOOL_CHOICE=required runs the agent with tool_choice = "required" instead of "auto".
+#   TOOL_CHOICE=auto runs the agent with tool_choice = "auto" instead of "required".
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TARGET=${CARGO_TARGET_DIR:-target}
@@ -25,7 +25,7 @@ for model in "${MODELS[@]}"; do
     work=$SCRATCH/$model/$name
     mkdir -p "$work"
     cp -R "$task/files/." "$work/"
-    sed -e "s/@MODEL@/$model/" -e "s/@TOOL_CHOICE@/${TOOL_CHOICE:-auto}/" benches/tasks/agent.toml \
+    sed -e "s/@MODEL@/$model/" -e "s/@TOOL_CHOICE@/${TOOL_CHOICE:-required}/" benches/tasks/agent.toml \
       > "$SCRATCH/$model/$name.toml"
     start=$(date +%s%N)
     # the answer is what `loom prompt` prints (the final agent message); its stderr goes to a log beside it
