@@ -5,16 +5,20 @@
 # agent left and its answer. Prints one line per task and a markdown row per model: tasks passed, mean wall time.
 # Usage: benches/tasks.sh [MODEL...]   (default: smollm2-135m qwen2.5-coder-1.5b; models must be installed:
 #   loom model install NAME). KEEP=1 keeps the scratch directories; TASKS="01 03" runs only those tasks;
-#   TOOL_CHOICE=auto runs the agent with tool_choice = "auto" instead of "required".
+#   TOOL_CHOICE=auto runs the agent with tool_choice = "auto" instead of "required"; SCRATCH=DIR runs in DIR.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TARGET=${CARGO_TARGET_DIR:-target}
-cargo build -q --release -p loom-cli -p loom-engine
+# loom, its model engine, and the sandbox's inner stage and broker shim it runs commands through
+cargo build -q --release -p loom-cli -p loom-engine -p loom-sandbox -p loom-broker --bins
 case $TARGET in /*) ;; *) TARGET=$(pwd)/$TARGET ;; esac
 LOOM=$TARGET/release/loom
 MODELS=("$@")
 [ ${#MODELS[@]} -gt 0 ] || MODELS=(smollm2-135m qwen2.5-coder-1.5b)
-SCRATCH=$(mktemp -d)
+# the scratch path is in the prompt, so with sampling it changes a run: SCRATCH=DIR (new or empty) repeats one
+[ -n "${SCRATCH:-}" ] && KEEP=1   # a directory named by the caller is theirs to remove
+SCRATCH=${SCRATCH:-$(mktemp -d)}
+mkdir -p "$SCRATCH"
 ROWS=()
 for model in "${MODELS[@]}"; do
   passed=0 total=0 millis=0
@@ -23,8 +27,8 @@ for model in "${MODELS[@]}"; do
     name=$(basename "$task")
     if [ -n "${TASKS:-}" ] && ! grep -qw "${name%%-*}" <<<"$TASKS"; then continue; fi
     work=$SCRATCH/$model/$name
-    mkdir -p "$work"
-    cp -R "$task/files/." "$work/"
+    rm -rf "$work"; mkdir -p "$work"
+    if [ -d "$task/files" ]; then cp -R "$task/files/." "$work/"; fi
     sed -e "s/@MODEL@/$model/" -e "s/@TOOL_CHOICE@/${TOOL_CHOICE:-required}/" benches/tasks/agent.toml \
       > "$SCRATCH/$model/$name.toml"
     start=$(date +%s%N)
