@@ -9,6 +9,10 @@
 //! first token). On the last request a turn allows (`maxTurnRequests`), only an answer. The engine keeps its KV cache
 //! between requests, so the next request of a turn only processes the new messages. A decoded call is a proposal
 //! like any model's: the kernel decides it and the sandbox confines it.
+//!
+//! With `tool_choice = "required"` every response is a call and the turn ends with a call to the answer step; a
+//! request after a result recalls the turn's task at its end, and a response that repeats the call just made is
+//! drawn again (hotter, another seed) before anything of it is sent — small-model aids, not authority.
 
 mod config;
 mod prompt;
@@ -17,7 +21,7 @@ mod tests;
 
 pub use config::DEFAULT_CONTEXT;
 pub(crate) use config::{LocalConfig, ModelChoice};
-pub(crate) use prompt::{chat_messages, grammar_for, AnswerStep};
+pub(crate) use prompt::{chat_messages, grammar_for, previous_call, AnswerStep};
 
 pub use engine_harness::LocalHarness;
 
@@ -25,6 +29,7 @@ mod engine_harness {
     use std::collections::BTreeMap;
     use std::path::{Path, PathBuf};
     use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::{Arc, Mutex};
 
     use futures::future::BoxFuture;
     use loom_local::{
@@ -35,7 +40,7 @@ mod engine_harness {
     use tokio::sync::mpsc;
     use tokio_util::sync::CancellationToken;
 
-    use super::{chat_messages, grammar_for, AnswerStep, LocalConfig, ModelChoice};
+    use super::{chat_messages, grammar_for, previous_call, AnswerStep, LocalConfig, ModelChoice};
     use crate::model::{ModelEvent, ModelRequest, StopReason, Usage};
     use crate::{EventStream, Harness, HarnessConfigError, HarnessError};
 
@@ -183,6 +188,12 @@ mod engine_harness {
         pub(super) call_from: Option<usize>,
         /// The answer step (`tool_choice = "required"`): a call to it is the turn's answer, not a tool call.
         pub(super) answer: Option<AnswerStep>,
+        /// The call just made ([`previous_call`]), when a response repeating it is to be drawn again: such a
+        /// response sends nothing, and the tokens it took go to `repeated`.
+        pub(super) avoid: Option<(String, serde_json::Value)>,
+        pub(super) repeated: Arc<Mutex<Option<u64>>>,
+        /// Output tokens of earlier draws of this response that repeated that call (counted in its usage).
+        pub(super) discarded: u64,
     }
 
     impl Decoder {
@@ -243,11 +254,6 @@ mod engine_harness {
                         let _ = self.tx.send(Err(HarnessError::Cancelled));
                         return false;
                     }
-                    self.send(ModelEvent::Usage(Usage {
-                        input_tokens: self.prompt_tokens,
-                        output_tokens: generated as u64,
-                        ..Usage::default()
-                    }));
                     let grammar_call = match self.call_from {
                         // a call opened in the model's own format: whole unless the output cap cut it off
                         Some(from) => self
@@ -269,7 +275,21 @@ mod engine_harness {
                             .filter(|c| !self.final_only && !hit_limit && c.start >= self.sent)
                             .map(|c| (c.start, c.tool, c.input))
                     };
-                    let stop = match grammar_call.or_else(written) {
+                    let found = grammar_call.or_else(written);
+                    if let (Some((_, tool, input)), Some((t, i))) = (&found, &self.avoid) {
+                        if tool == t && input == i {
+                            if let Ok(mut r) = self.repeated.lock() {
+                                *r = Some(generated as u64);
+                            }
+                            return true;
+                        }
+                    }
+                    self.send(ModelEvent::Usage(Usage {
+                        input_tokens: self.prompt_tokens,
+                        output_tokens: generated as u64 + self.discarded,
+                        ..Usage::default()
+                    }));
+                    let stop = match found {
                         Some((start, tool, input)) => {
                             self.stream_to(start);
                             match self
@@ -339,64 +359,108 @@ mod engine_harness {
                     })?;
                 let messages = chat_messages(&request, final_only, format, answer.as_ref());
                 let n = self.calls.fetch_add(1, Ordering::Relaxed);
-                let (tx, mut rx) = mpsc::unbounded_channel();
-                let _ = tx.send(Ok(ModelEvent::MessageStart {
-                    message_id: format!("local-{n}"),
-                }));
-                let mut decoder = Decoder {
-                    tx: tx.clone(),
-                    text: String::new(),
-                    sent: 0,
-                    final_only,
-                    prompt_tokens: 0,
-                    call_id: format!(
-                        "call_local_{}_{}_{n}",
-                        request.turn, request.request_in_turn
-                    ),
-                    format,
-                    granted: request.tools.iter().map(|t| t.name.clone()).collect(),
-                    call_from: (respond == Respond::Call).then_some(0),
-                    answer,
-                };
-                let stop = cancel.clone();
-                let fail = tx.clone();
+                // a response that must be a call is shown only once whole, so one that repeats the call just made
+                // can be drawn again, hotter, before anything is sent
+                let avoid = (respond == Respond::Call)
+                    .then(|| previous_call(&request))
+                    .flatten();
+                let granted: Vec<String> = request.tools.iter().map(|t| t.name.clone()).collect();
                 let c = &self.config;
-                self.engine
-                    .submit(Job {
-                        messages,
-                        grammar,
-                        trigger,
-                        max_tokens: c.max_tokens,
-                        sampling: Sampling {
-                            temperature: c.temperature,
-                            top_k: c.top_k,
-                            top_p: c.top_p,
-                            seed: c.seed,
-                        },
-                        events: Box::new(move |e| !stop.is_cancelled() && decoder.on(e)),
-                        done: Box::new(move |r| {
-                            if let Err(e) = r {
-                                let _ = fail.send(Err(match e {
-                                    EngineError::ContextOverflow { .. } => {
-                                        HarnessError::ContextOverflow {
-                                            message: e.to_string(),
+                let mut discarded = 0;
+                let mut draw = 0;
+                loop {
+                    let last = avoid.is_none() || draw == REDRAWS;
+                    let (tx, mut rx) = mpsc::unbounded_channel();
+                    let _ = tx.send(Ok(ModelEvent::MessageStart {
+                        message_id: format!("local-{n}"),
+                    }));
+                    let repeated = Arc::new(Mutex::new(None));
+                    let decoder = Decoder {
+                        tx: tx.clone(),
+                        text: String::new(),
+                        sent: 0,
+                        final_only,
+                        prompt_tokens: 0,
+                        call_id: format!(
+                            "call_local_{}_{}_{n}",
+                            request.turn, request.request_in_turn
+                        ),
+                        format,
+                        granted: granted.clone(),
+                        call_from: (respond == Respond::Call).then_some(0),
+                        answer: answer.clone(),
+                        avoid: if last { None } else { avoid.clone() },
+                        repeated: repeated.clone(),
+                        discarded,
+                    };
+                    let stop = cancel.clone();
+                    let fail = tx.clone();
+                    let (ended, finished) = tokio::sync::oneshot::channel();
+                    let mut decoder = decoder;
+                    self.engine
+                        .submit(Job {
+                            messages: messages.clone(),
+                            grammar: grammar.clone(),
+                            trigger: trigger.clone(),
+                            max_tokens: c.max_tokens,
+                            sampling: redraw_sampling(c, draw),
+                            events: Box::new(move |e| !stop.is_cancelled() && decoder.on(e)),
+                            done: Box::new(move |r| {
+                                if let Err(e) = r {
+                                    let _ = fail.send(Err(match e {
+                                        EngineError::ContextOverflow { .. } => {
+                                            HarnessError::ContextOverflow {
+                                                message: e.to_string(),
+                                            }
                                         }
-                                    }
-                                    other => HarnessError::Protocol {
-                                        message: other.to_string(),
-                                    },
-                                }));
-                            }
-                        }),
-                    })
-                    .map_err(|e| HarnessError::Protocol {
-                        message: e.to_string(),
-                    })?;
-                drop(tx);
-                let stream: EventStream =
-                    Box::pin(futures::stream::poll_fn(move |cx| rx.poll_recv(cx)));
-                Ok(stream)
+                                        other => HarnessError::Protocol {
+                                            message: other.to_string(),
+                                        },
+                                    }));
+                                }
+                                let _ = ended.send(());
+                            }),
+                        })
+                        .map_err(|e| HarnessError::Protocol {
+                            message: e.to_string(),
+                        })?;
+                    drop(tx);
+                    if !last {
+                        let _ = finished.await;
+                        let again = repeated.lock().ok().and_then(|mut r| r.take());
+                        if let Some(tokens) = again {
+                            discarded += tokens;
+                            draw += 1;
+                            continue;
+                        }
+                    }
+                    let stream: EventStream =
+                        Box::pin(futures::stream::poll_fn(move |cx| rx.poll_recv(cx)));
+                    return Ok(stream);
+                }
             })
         }
     }
+
+    /// How many more times a response that repeats the call just made is drawn.
+    const REDRAWS: u32 = 2;
+
+    /// The sampling of draw `draw` of a response: the configured one first; a redraw (of a response that repeated
+    /// the call just made) with another seed, and at least [`REDRAW_TEMPERATURE`], so even greedy decoding can differ.
+    fn redraw_sampling(c: &LocalConfig, draw: u32) -> Sampling {
+        let mut s = Sampling {
+            temperature: c.temperature,
+            top_k: c.top_k,
+            top_p: c.top_p,
+            seed: c.seed,
+        };
+        if draw > 0 {
+            s.temperature = s.temperature.max(REDRAW_TEMPERATURE);
+            s.seed = s.seed.wrapping_add(draw);
+        }
+        s
+    }
+
+    /// The least temperature of a redraw.
+    const REDRAW_TEMPERATURE: f32 = 1.0;
 }

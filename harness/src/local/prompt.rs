@@ -165,16 +165,67 @@ pub(crate) fn chat_messages(
             push(&mut out, role, parts.join("\n\n"));
         }
     }
-    if final_only && !request.tools.is_empty() {
-        match out.last_mut() {
-            Some((r, c)) if r == "user" => {
-                c.push_str("\n\n");
-                c.push_str(FINAL_NOTE);
-            }
-            _ => out.push(("user".into(), FINAL_NOTE.into())),
-        }
+    let note = if request.tools.is_empty() {
+        None
+    } else if final_only {
+        Some(FINAL_NOTE.to_string())
+    } else {
+        answer.and_then(|a| reminder(request, a))
+    };
+    if let Some(note) = note {
+        append_note(&mut out, note);
     }
     out
+}
+
+/// `note` at the end of the prompt: in the last user message, or as one.
+fn append_note(out: &mut Vec<(String, String)>, note: String) {
+    match out.last_mut() {
+        Some((r, c)) if r == "user" => {
+            c.push_str("\n\n");
+            c.push_str(&note);
+        }
+        _ => out.push(("user".into(), note)),
+    }
+}
+
+/// The longest task [`reminder`] repeats word for word; a longer one is referred to.
+const REMINDER_TASK_CHARS: usize = 400;
+
+/// With the answer step, after a result: the turn's task again, and what to do next — a small model otherwise
+/// takes the first result for the end of the task (it answers with a file it was asked to transform) or does
+/// something else. Only on the request's last message, so the prompt changes just there from one request to the
+/// next (the engine's cache keeps the rest). `None` on a turn's first request.
+fn reminder(request: &ModelRequest, answer: &AnswerStep) -> Option<String> {
+    let last = request.messages.last()?;
+    let after_result = last.role == Role::User
+        && last
+            .content
+            .iter()
+            .any(|b| matches!(b, ContentBlock::ToolResult { .. }));
+    if !after_result {
+        return None;
+    }
+    // the turn's task: the last user message that is not results
+    let task = request.messages.iter().rev().find(|m| {
+        m.role == Role::User
+            && !m
+                .content
+                .iter()
+                .any(|b| matches!(b, ContentBlock::ToolResult { .. }))
+    })?;
+    let task = task.text();
+    let task = task.trim();
+    let next = format!(
+        "If a step of it is not done yet, make the call that does it; when every step is done, call {} with \
+         the result.",
+        answer.name
+    );
+    Some(if task.chars().count() <= REMINDER_TASK_CHARS {
+        format!("(The task: {task}\n{next})")
+    } else {
+        format!("(Go on with the task above. {next})")
+    })
 }
 
 /// The grammar for `request` and, for a lazy one, its trigger ([`ToolFormat::grammar`]); `answer`, the answer step a
@@ -200,4 +251,31 @@ pub(crate) fn grammar_for(
         });
     }
     format.grammar(&shapes, respond)
+}
+
+/// The call just made: the previous response's one call when its result is the last message of `request` — so a
+/// response that makes it again, unchanged, with nothing done in between, can be drawn again. Its result would be
+/// the same (a failure fails again; a file read or a program run again shows what it just showed); a small model
+/// that repeats itself otherwise goes on repeating until the turn's last request. (The same call after something
+/// else happened, such as a test run again after an edit, is not this.)
+pub(crate) fn previous_call(request: &ModelRequest) -> Option<(String, Value)> {
+    let [.., asked, answered] = request.messages.as_slice() else {
+        return None;
+    };
+    if asked.role != Role::Assistant || answered.role != Role::User {
+        return None;
+    }
+    let mut calls = asked.content.iter().filter_map(|b| match b {
+        ContentBlock::ToolUse { id, name, input } => Some((id, name, input)),
+        _ => None,
+    });
+    let (id, name, input) = calls.next()?;
+    if calls.next().is_some() {
+        return None;
+    }
+    let answered = answered
+        .content
+        .iter()
+        .any(|b| matches!(b, ContentBlock::ToolResult { tool_use_id, .. } if tool_use_id == id));
+    answered.then(|| (name.clone(), input.clone()))
 }

@@ -319,6 +319,9 @@ fn decoder(final_only: bool, format: ToolFormat) -> (super::engine_harness::Deco
         granted: vec!["read_file".into(), "bash".into()],
         call_from: None,
         answer: None,
+        avoid: None,
+        repeated: Default::default(),
+        discarded: 0,
     };
     (d, rx)
 }
@@ -649,4 +652,164 @@ fn a_call_to_the_answer_step_is_the_turn_s_answer() {
             stop_reason: StopReason::ToolUse
         })
     ));
+}
+
+/// The conversation of a call (`tool`, `input`) whose result came back, failed or not, as the request's last message.
+fn after_call(calls: &[(&str, serde_json::Value)], failed: bool) -> ModelRequest {
+    let uses = calls
+        .iter()
+        .enumerate()
+        .map(|(i, (name, input))| ContentBlock::ToolUse {
+            id: format!("u{i}"),
+            name: name.to_string(),
+            input: input.clone(),
+        })
+        .collect();
+    let results = (0..calls.len())
+        .map(|i| ContentBlock::ToolResult {
+            tool_use_id: format!("u{i}"),
+            content: "sh: 0: cannot open hello.sh: No such file".into(),
+            is_error: failed,
+        })
+        .collect();
+    ModelRequest {
+        messages: vec![
+            Message::user_text("write hello.sh and run it"),
+            Message {
+                role: Role::Assistant,
+                content: uses,
+            },
+            Message {
+                role: Role::User,
+                content: results,
+            },
+        ],
+        ..ModelRequest::default()
+    }
+}
+
+/// With the answer step, a request after a result ends with the turn's task and what to do next — only there, so
+/// the prompt before it stays as the engine cached it; not on a turn's first request, not without the step, and
+/// the last request's note (answer now) replaces it.
+#[test]
+fn after_a_result_the_task_is_recalled_at_the_end_of_the_prompt() {
+    let mut request = after_call(&[("bash", json!({"command": "sh hello.sh"}))], true);
+    request.tools = builtin_specs()
+        .into_iter()
+        .filter(|t| t.name == "bash")
+        .collect();
+    let step = AnswerStep::for_request(&request);
+    let m = chat_messages(&request, false, ToolFormat::Tagged, Some(&step));
+    let last = m.last().map(|(_, c)| c.clone()).unwrap_or_default();
+    assert!(
+        last.ends_with(
+            "(The task: write hello.sh and run it\nIf a step of it is not done yet, make the call that does it; \
+             when every step is done, call answer with the result.)"
+        ),
+        "{last}"
+    );
+    // the result itself is still there, before it
+    assert!(last.contains("cannot open hello.sh"), "{last}");
+    // no step (tool_choice = "auto"): no reminder
+    let plain = chat_messages(&request, false, ToolFormat::Tagged, None);
+    assert!(!plain.iter().any(|(_, c)| c.contains("(The task:")));
+    // the last request: only the answer-now note
+    let last_request = chat_messages(&request, true, ToolFormat::Tagged, Some(&step));
+    assert!(!last_request.iter().any(|(_, c)| c.contains("(The task:")));
+    assert!(last_request
+        .iter()
+        .any(|(_, c)| c.contains("No more tool calls")));
+    // a turn's first request: nothing to recall
+    let first = ModelRequest {
+        tools: request.tools.clone(),
+        messages: vec![Message::user_text("write hello.sh and run it")],
+        ..ModelRequest::default()
+    };
+    let m = chat_messages(&first, false, ToolFormat::Tagged, Some(&step));
+    assert_eq!(
+        m.last().map(|(_, c)| c.as_str()),
+        Some("write hello.sh and run it")
+    );
+    // a long task is referred to, not repeated
+    let mut long = request.clone();
+    long.messages[0] = Message::user_text("x".repeat(401));
+    let m = chat_messages(&long, false, ToolFormat::Tagged, Some(&step));
+    let last = m.last().map(|(_, c)| c.clone()).unwrap_or_default();
+    assert!(last.ends_with("call answer with the result.)"), "{last}");
+    assert!(last.contains("(Go on with the task above."), "{last}");
+    assert!(!last.contains(&"x".repeat(401)));
+}
+
+/// Only the one call of the previous response, when nothing came after its result, is the call just made.
+#[test]
+fn the_call_just_made_is_the_previous_response_s_one_call() {
+    let run = ("bash", json!({"command": "sh hello.sh"}));
+    assert_eq!(
+        previous_call(&after_call(std::slice::from_ref(&run), true)),
+        Some(("bash".to_string(), json!({"command": "sh hello.sh"})))
+    );
+    // a call that worked is repeated to no more use than one that failed
+    assert_eq!(
+        previous_call(&after_call(std::slice::from_ref(&run), false)),
+        Some(("bash".to_string(), json!({"command": "sh hello.sh"})))
+    );
+    // two calls in one response: which to avoid is not clear, so neither is
+    let two = after_call(&[run.clone(), ("read_file", json!({"path": "a"}))], true);
+    assert_eq!(previous_call(&two), None);
+    // the user spoke after the failure: a new prompt, not a repeat
+    let mut spoke = after_call(&[run], true);
+    spoke.messages.push(Message::user_text("try again"));
+    assert_eq!(previous_call(&spoke), None);
+    assert_eq!(previous_call(&ModelRequest::default()), None);
+}
+
+/// A response that repeats the call to avoid sends nothing and says how many tokens it took; any other response
+/// goes out as usual, its usage counting the discarded draws too.
+#[test]
+fn a_response_repeating_the_call_to_avoid_is_held_back_for_a_redraw() {
+    let repeat = ToolFormat::Tagged.call_text("bash", &json!({"command": "sh hello.sh"}));
+    let (mut d, rx) = decoder(false, ToolFormat::Tagged);
+    d.call_from = Some(0);
+    d.avoid = Some(("bash".into(), json!({"command": "sh hello.sh"})));
+    let repeated = d.repeated.clone();
+    let mut d = d;
+    assert!(d.on(JobEvent::Text(repeat.clone())));
+    assert!(d.on(JobEvent::Done {
+        generated: 12,
+        hit_limit: false,
+        cancelled: false,
+        millis: 1,
+    }));
+    drop(d);
+    let mut rx = rx;
+    assert!(rx.try_recv().is_err(), "a held-back response sends nothing");
+    assert_eq!(*repeated.lock().unwrap(), Some(12));
+
+    // another call (or the same tool with other input) goes out, with the discarded tokens in its usage
+    let (mut d, rx) = decoder(false, ToolFormat::Tagged);
+    d.call_from = Some(0);
+    d.avoid = Some(("bash".into(), json!({"command": "sh hello.sh"})));
+    d.discarded = 12;
+    let repeated = d.repeated.clone();
+    let other = ToolFormat::Tagged.call_text("bash", &json!({"command": "ls"}));
+    let out = drive(d, rx, vec![JobEvent::Text(other)], false);
+    assert_eq!(
+        called(&out),
+        Some(("bash".into(), "{\"command\":\"ls\"}".into()))
+    );
+    assert!(
+        out.iter()
+            .any(|e| matches!(e, ModelEvent::Usage(u) if u.output_tokens == 22)),
+        "{out:?}"
+    );
+    assert_eq!(*repeated.lock().unwrap(), None);
+
+    // with nothing to avoid, the repeat is a call like any other
+    let (mut d, rx) = decoder(false, ToolFormat::Tagged);
+    d.call_from = Some(0);
+    let out = drive(d, rx, vec![JobEvent::Text(repeat)], false);
+    assert_eq!(
+        called(&out),
+        Some(("bash".into(), "{\"command\":\"sh hello.sh\"}".into()))
+    );
 }
