@@ -375,7 +375,7 @@ mod engine_harness {
                         message_id: format!("local-{n}"),
                     }));
                     let repeated = Arc::new(Mutex::new(None));
-                    let decoder = Decoder {
+                    let mut decoder = Decoder {
                         tx: tx.clone(),
                         text: String::new(),
                         sent: 0,
@@ -396,7 +396,6 @@ mod engine_harness {
                     let stop = cancel.clone();
                     let fail = tx.clone();
                     let (ended, finished) = tokio::sync::oneshot::channel();
-                    let mut decoder = decoder;
                     self.engine
                         .submit(Job {
                             messages: messages.clone(),

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use loom_local::{GrammarError, Respond, ToolDoc, ToolFormat, ToolShape, Trigger};
 use serde_json::{json, Value};
 
-use crate::model::{ContentBlock, ModelRequest, Role};
+use crate::model::{ContentBlock, Message, ModelRequest, Role};
 
 /// What the model is told the answer step does (`tool_choice = "required"`, where every response is a call).
 const ANSWER_DESCRIPTION: &str =
@@ -197,23 +197,21 @@ const REMINDER_TASK_CHARS: usize = 400;
 /// something else. Only on the request's last message, so the prompt changes just there from one request to the
 /// next (the engine's cache keeps the rest). `None` on a turn's first request.
 fn reminder(request: &ModelRequest, answer: &AnswerStep) -> Option<String> {
-    let last = request.messages.last()?;
-    let after_result = last.role == Role::User
-        && last
-            .content
-            .iter()
-            .any(|b| matches!(b, ContentBlock::ToolResult { .. }));
-    if !after_result {
+    let holds_results = |m: &Message| {
+        m.role == Role::User
+            && m.content
+                .iter()
+                .any(|b| matches!(b, ContentBlock::ToolResult { .. }))
+    };
+    if !holds_results(request.messages.last()?) {
         return None;
     }
     // the turn's task: the last user message that is not results
-    let task = request.messages.iter().rev().find(|m| {
-        m.role == Role::User
-            && !m
-                .content
-                .iter()
-                .any(|b| matches!(b, ContentBlock::ToolResult { .. }))
-    })?;
+    let task = request
+        .messages
+        .iter()
+        .rev()
+        .find(|m| m.role == Role::User && !holds_results(m))?;
     let task = task.text();
     let task = task.trim();
     let next = format!(
