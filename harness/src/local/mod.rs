@@ -191,6 +191,8 @@ mod engine_harness {
         /// The call just made ([`previous_call`]), when a response repeating it is to be drawn again: such a
         /// response sends nothing, and the tokens it took go to `repeated`.
         pub(super) avoid: Option<(String, serde_json::Value)>,
+        /// Set, to the output tokens it took, when this response repeated `avoid` — read by the request once the
+        /// engine's job is done (the decoder lives in the job's event callback, out of the request's reach).
         pub(super) repeated: Arc<Mutex<Option<u64>>>,
         /// Output tokens of earlier draws of this response that repeated that call (counted in its usage).
         pub(super) discarded: u64,

@@ -768,11 +768,10 @@ fn the_call_just_made_is_the_previous_response_s_one_call() {
 #[test]
 fn a_response_repeating_the_call_to_avoid_is_held_back_for_a_redraw() {
     let repeat = ToolFormat::Tagged.call_text("bash", &json!({"command": "sh hello.sh"}));
-    let (mut d, rx) = decoder(false, ToolFormat::Tagged);
+    let (mut d, mut rx) = decoder(false, ToolFormat::Tagged);
     d.call_from = Some(0);
     d.avoid = Some(("bash".into(), json!({"command": "sh hello.sh"})));
     let repeated = d.repeated.clone();
-    let mut d = d;
     assert!(d.on(JobEvent::Text(repeat.clone())));
     assert!(d.on(JobEvent::Done {
         generated: 12,
@@ -781,7 +780,6 @@ fn a_response_repeating_the_call_to_avoid_is_held_back_for_a_redraw() {
         millis: 1,
     }));
     drop(d);
-    let mut rx = rx;
     assert!(rx.try_recv().is_err(), "a held-back response sends nothing");
     assert_eq!(*repeated.lock().unwrap(), Some(12));
 
