@@ -67,9 +67,9 @@ pub enum TrialError {
     /// The sandbox refused or failed to start `true`.
     #[error("{0}")]
     Refused(String),
-    /// `true` ran, and exited with this code.
-    #[error("`true` exited {0} inside the sandbox")]
-    Exited(i32),
+    /// `true` ran, and exited with this code; then what it said on stderr (`: ...`, or nothing).
+    #[error("`true` exited {0} inside the sandbox{1}")]
+    Exited(i32, String),
     /// The tier was not tried.
     #[error("not tried")]
     NotTried,

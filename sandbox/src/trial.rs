@@ -9,6 +9,8 @@
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
+use std::io::{Read, Seek, SeekFrom};
+use std::os::fd::{FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -16,7 +18,7 @@ use crate::env::EnvPolicy;
 use crate::error::TrialError;
 use crate::probe::{host_support, tier_status, BackendError, HostSupport, Tier};
 use crate::profile::{Entry, Facts, Limits, Profile, SystemDir, SYSTEM_DIRS};
-use crate::spawn::{spawn_sandboxed, Launch};
+use crate::spawn::{spawn_sandboxed_io, Launch, Stream, Streams};
 
 /// The variable naming the tier to use (`a`, `b` or `c`; `--tier` sets it).
 pub const TIER_VAR: &str = "LOOM_SANDBOX_TIER";
@@ -83,10 +85,53 @@ pub fn try_tier(
         argv: &argv,
         env: vec![("PATH".into(), "/usr/bin:/bin".into())],
     };
-    match spawn_sandboxed(&launch) {
+    // The trial holds none of the caller's streams: a process of it that outlives the caller (bubblewrap's child,
+    // when the caller is killed while bubblewrap sets up; SECURITY.md) would otherwise keep the caller's pipes open
+    // and whoever reads them waiting. What it says on stderr goes to a memory file, read once it ended (a file, not
+    // a pipe: reading it never waits for a writer).
+    let said =
+        memory_file().map_err(|e| TrialError::Refused(format!("no file for its stderr: {e}")))?;
+    let stderr = said
+        .try_clone()
+        .map_err(|e| TrialError::Refused(format!("no file for its stderr: {e}")))?;
+    let streams = Streams {
+        stdin: Stream::Null,
+        stdout: Stream::Null,
+        stderr: Stream::Fd(stderr.into()),
+    };
+    let outcome = spawn_sandboxed_io(&launch, streams, &mut |_| {});
+    let said = what_it_said(said);
+    match outcome {
         Ok(o) if o.code == 0 => Ok(o.enforced),
-        Ok(o) => Err(TrialError::Exited(o.code)),
-        Err(e) => Err(TrialError::Refused(e.to_string())),
+        Ok(o) => Err(TrialError::Exited(o.code, said)),
+        Err(e) => Err(TrialError::Refused(format!("{e}{said}"))),
+    }
+}
+
+/// The most of a trial's stderr [`what_it_said`] keeps.
+const SAID_BYTES: u64 = 2048;
+
+/// An anonymous file in memory, close-on-exec (the child gets its own descriptor of it as stderr).
+fn memory_file() -> std::io::Result<std::fs::File> {
+    // SAFETY: a NUL-terminated name and a flag; the result is checked before it is owned.
+    let fd = unsafe { libc::memfd_create(c"loom-trial-stderr".as_ptr(), libc::MFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: `fd` was just created and is owned by nobody else.
+    Ok(std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) }))
+}
+
+/// What the trial wrote on stderr, as `: <text>` for an error message (its first [`SAID_BYTES`] bytes, trimmed), or
+/// nothing when it wrote nothing.
+fn what_it_said(mut file: std::fs::File) -> String {
+    let mut text = String::new();
+    let read = file
+        .seek(SeekFrom::Start(0))
+        .and_then(|_| (&mut file).take(SAID_BYTES).read_to_string(&mut text));
+    match read {
+        Ok(_) if !text.trim().is_empty() => format!(": {}", text.trim()),
+        _ => String::new(),
     }
 }
 
@@ -237,5 +282,41 @@ mod tests {
         assert!(choose_by_trial(None, &env(&[(DISABLE_VAR, "a,b,c")]), &mut ok).is_err());
         assert!(choose_by_trial(Some(Tier::A), &env(&[(DISABLE_VAR, "a")]), &mut ok).is_err());
         assert!(choose_by_trial(None, &env(&[(DISABLE_VAR, "x")]), &mut ok).is_err());
+    }
+
+    /// The trial gives the sandbox none of the caller's streams (stdin and stdout are /dev/null), so nothing of it
+    /// that outlives the caller keeps the caller's pipes open; what it says on stderr is in the error. A stand-in
+    /// for bubblewrap records its streams and fails.
+    #[test]
+    fn a_trial_holds_none_of_the_caller_s_streams_and_its_stderr_is_in_the_error() {
+        let host = host_support();
+        if let Err(e) = tier_status(host, Tier::A) {
+            eprintln!("SKIPPED: tier A is not available on this host ({e})");
+            return;
+        }
+        let dir = std::env::temp_dir().join(format!("loom-trial-streams-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let seen = dir.join("streams");
+        let fake = dir.join("bwrap");
+        std::fs::write(
+            &fake,
+            format!(
+                "#!/bin/sh\nin=$(readlink /proc/$$/fd/0); out=$(readlink /proc/$$/fd/1)\necho \"$in $out\" > '{}'\necho 'bwrap: no user namespaces here' >&2\nexit 1\n",
+                seen.display()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        let mut h = host.clone();
+        h.bwrap = Some(fake);
+        let e = try_tier(&h, Tier::A, Some(Path::new("/bin/true"))).unwrap_err();
+        assert!(
+            e.to_string().contains("bwrap: no user namespaces here"),
+            "{e}"
+        );
+        let streams = std::fs::read_to_string(&seen).unwrap();
+        assert_eq!(streams, "/dev/null /dev/null\n");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -64,6 +64,9 @@ async function withAgent(manifest, script) {
           resolve(t.exit);
         }),
       );
+      // ended: the process exited, whether or not something it started still holds its output open (a process of
+      // bubblewrap's setup can outlive a killed `loom sandbox run`: SECURITY.md); exited also waits for the output
+      t.ended = new Promise((resolve) => child.on("exit", (exitCode, signal) => resolve({ exitCode, signal })));
       state.terminals[id] = t;
       return { terminalId: id };
     })
@@ -81,7 +84,8 @@ async function withAgent(manifest, script) {
       state.calls.push({ method: "terminal/kill", terminalId: params.terminalId });
       const t = state.terminals[params.terminalId];
       if (!t.exit) process.kill(-t.child.pid, "SIGKILL");
-      await t.exited;
+      const ended = await t.ended;
+      if (!t.exit) t.exit = ended;
       return {};
     })
     .onRequest("terminal/release", async ({ params }) => {

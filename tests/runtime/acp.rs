@@ -1137,6 +1137,51 @@ fn acp_client_dir() -> Option<std::path::PathBuf> {
     Some(dir)
 }
 
+/// How long the npm client may take before it is taken to hang: far beyond its usual second or two, even on a loaded
+/// machine — a guard that turns a hang into a failure with the client's output, not a measure of speed.
+const HANG_GUARD: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// Runs `cmd` to the end with its output captured, like [`Command::output`], but kills it and fails the test, with
+/// what it printed, when it has not ended after `limit`.
+fn output_within(cmd: &mut Command, limit: std::time::Duration) -> std::process::Output {
+    use std::io::Read;
+    let mut child = cmd
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let drain = |mut r: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            let _ = r.read_to_end(&mut buf);
+            buf
+        })
+    };
+    let stdout = drain(Box::new(child.stdout.take().unwrap()));
+    let stderr = drain(Box::new(child.stderr.take().unwrap()));
+    let started = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if started.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            let stderr = stderr.join().unwrap_or_default();
+            panic!(
+                "{cmd:?} did not end within {limit:?} and was killed; its stderr:\n{}",
+                String::from_utf8_lossy(&stderr)
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    std::process::Output {
+        status,
+        stdout: stdout.join().unwrap_or_default(),
+        stderr: stderr.join().unwrap_or_default(),
+    }
+}
+
 #[test]
 fn a_real_acp_client_drives_loom_acp_serve() {
     let Some(client) = acp_client_dir() else {
@@ -1150,8 +1195,8 @@ fn a_real_acp_client_drives_loom_acp_serve() {
     s.write("term.toml", TERM);
     s.write("work/.keep", "");
     s.write("a.txt", "hello\n");
-    let out = Command::new("node")
-        .arg(client.join("client.mjs"))
+    let mut out = Command::new("node");
+    out.arg(client.join("client.mjs"))
         .arg(loom_bin())
         .arg(s.path().join("plain.toml"))
         .arg(s.path().join("ask.toml"))
@@ -1161,9 +1206,8 @@ fn a_real_acp_client_drives_loom_acp_serve() {
         .arg(s.path().join("term.toml"))
         .arg(s.path().join("work"))
         .current_dir(&client)
-        .env("LOOM_DATA_HOME", s.path().join(".loom-data"))
-        .output()
-        .unwrap();
+        .env("LOOM_DATA_HOME", s.path().join(".loom-data"));
+    let out = output_within(&mut out, HANG_GUARD);
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
