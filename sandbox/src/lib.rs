@@ -48,6 +48,7 @@ mod env;
 mod error;
 mod facts;
 mod group;
+mod guard;
 mod inner;
 mod landlock;
 mod locate;

@@ -89,9 +89,9 @@ pub fn spawn_sandboxed(launch: &Launch<'_>) -> Result<Outcome, SpawnError> {
 }
 
 /// Like [`spawn_sandboxed`], with the command's standard streams given by `streams`, and `started` called with the
-/// pid of the spawned process as soon as it exists. That pid leads its own process group (and, for tiers A and C,
-/// is the bwrap process whose death kills the sandbox's pid namespace), so `kill(-pid, SIGKILL)` ends the whole
-/// tree. Blocks until the command ends. (Used by loom-broker to relay streams and cancel calls.)
+/// pid of the spawned process as soon as it exists. That pid leads its own process group (for tiers A and C, it is
+/// the guard of the bwrap process whose death kills the sandbox's pid namespace: `guard`), so `kill(-pid, SIGKILL)`
+/// ends the whole tree. Blocks until the command ends. (Used by loom-broker to relay streams and cancel calls.)
 pub fn spawn_sandboxed_io(
     launch: &Launch<'_>,
     streams: Streams,
@@ -159,17 +159,19 @@ fn spawn_in_view(
     cmd.stdin(streams.stdin.into_stdio())
         .stdout(streams.stdout.into_stdio())
         .stderr(streams.stderr.into_stdio());
-    // SAFETY: the closure only calls async-signal-safe functions (setpgid, prctl, fcntl) on integers.
+    let loom = std::process::id() as libc::pid_t;
+    // SAFETY: the closure only calls async-signal-safe functions (setpgid, fcntl) on integers, and the guard's split,
+    // which makes raw system calls only (see `guard`).
     unsafe {
         cmd.pre_exec(move || {
             libc::setpgid(0, 0);
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
             for fd in &keep {
                 if libc::fcntl(*fd, libc::F_SETFD, 0) != 0 {
                     return Err(std::io::Error::last_os_error());
                 }
             }
-            Ok(())
+            // the spawned process becomes the group's guard; bubblewrap runs in a child of it
+            crate::guard::split_off_guard(loom)
         });
     }
     let child = cmd.spawn()?;

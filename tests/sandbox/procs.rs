@@ -304,6 +304,80 @@ fn cancelling_loom_kills_the_whole_tree() {
     }
 }
 
+/// Host processes in session `sid`, but for zombies (dead, holding nothing, waiting for their new parent — pid 1 —
+/// to reap them).
+fn session_members(sid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        // field 6 of stat, counted after the command name's closing parenthesis
+        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
+            continue;
+        };
+        let after = stat.rsplit_once(')').map(|(_, rest)| rest).unwrap_or("");
+        let fields: Vec<&str> = after.split_whitespace().collect();
+        if fields.first() != Some(&"Z") && fields.get(3) == Some(&sid.to_string().as_str()) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+/// loom killed at any moment — by a client that kills its terminal's process group, a CI timeout — leaves nothing
+/// of the sandbox behind: not the trial's or the command's bubblewrap, not the command. The kills land at moments
+/// spread over loom's start, the trial, bubblewrap's setup and the command's run; each run gets a session of its
+/// own, which everything it started stays in until bubblewrap's `--new-session`, and the command carries a marker.
+/// (The narrow moment inside bubblewrap's setup is hit on purpose by the guard's own test, `sandbox/src/guard.rs`.)
+#[test]
+fn killing_loom_at_any_moment_leaves_nothing_behind() {
+    need_sandbox!();
+    let s = Sbx::new();
+    for i in 0..12u64 {
+        let mark = marker("killed");
+        let (h, t) = mark.split_at(mark.len() / 2);
+        let script = format!("M={h}; exec sh -c 'sleep 120; :' \"${{M}}{t}\"");
+        let mut loom = Command::new("setsid")
+            .arg(crate::loom())
+            .args(["sandbox", "run", "--grant", &s.grant(), "--cwd"])
+            .arg(&s.work)
+            .args(["--", "sh", "-c", &script])
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let sid = loom.id();
+        std::thread::sleep(Duration::from_millis(i * 10));
+        let sent = Command::new("kill")
+            .args(["-KILL", "--", &format!("-{sid}")])
+            .status()
+            .unwrap();
+        assert!(sent.success());
+        let _ = loom.wait();
+        assert!(
+            wait_for(
+                || session_members(sid).is_empty() && host_procs_with(&mark).is_empty(),
+                Duration::from_secs(5)
+            ),
+            "killed after {} ms, these outlived loom: session {:?}, command {:?}",
+            i * 10,
+            session_members(sid),
+            host_procs_with(&mark)
+        );
+        // and nothing holds the streams loom was given
+        let mut out = String::new();
+        use std::io::Read;
+        loom.stdout
+            .take()
+            .unwrap()
+            .read_to_string(&mut out)
+            .unwrap();
+    }
+}
+
 #[test]
 fn file_size_is_bounded() {
     need_sandbox!();
