@@ -85,9 +85,9 @@ pub fn try_tier(
         argv: &argv,
         env: vec![("PATH".into(), "/usr/bin:/bin".into())],
     };
-    // The trial holds none of the caller's streams: a process of it that outlives the caller (bubblewrap's child,
-    // when the caller is killed while bubblewrap sets up; SECURITY.md) would otherwise keep the caller's pipes open
-    // and whoever reads them waiting. What it says on stderr goes to a memory file, read once it ended (a file, not
+    // The trial holds none of the caller's streams: a process of it that outlived the caller (bubblewrap's child,
+    // should the caller be killed while bubblewrap sets up and the guard not take it: SECURITY.md) would otherwise
+    // keep the caller's pipes open and whoever reads them waiting. What it says on stderr goes to a memory file, read once it ended (a file, not
     // a pipe: reading it never waits for a writer).
     let said =
         memory_file().map_err(|e| TrialError::Refused(format!("no file for its stderr: {e}")))?;
@@ -125,10 +125,11 @@ fn memory_file() -> std::io::Result<std::fs::File> {
 /// What the trial wrote on stderr, as `: <text>` for an error message (its first [`SAID_BYTES`] bytes, trimmed), or
 /// nothing when it wrote nothing.
 fn what_it_said(mut file: std::fs::File) -> String {
-    let mut text = String::new();
+    let mut bytes = Vec::new();
     let read = file
         .seek(SeekFrom::Start(0))
-        .and_then(|_| (&mut file).take(SAID_BYTES).read_to_string(&mut text));
+        .and_then(|_| (&mut file).take(SAID_BYTES).read_to_end(&mut bytes));
+    let text = String::from_utf8_lossy(&bytes);
     match read {
         Ok(_) if !text.trim().is_empty() => format!(": {}", text.trim()),
         _ => String::new(),
