@@ -64,8 +64,9 @@ async function withAgent(manifest, script) {
           resolve(t.exit);
         }),
       );
-      // ended: the process exited, whether or not something it started still holds its output open (a process of
-      // bubblewrap's setup can outlive a killed `loom sandbox run`: SECURITY.md); exited also waits for the output
+      // ended: the process exited, whether or not something it started still holds its output open (nothing should:
+      // SECURITY.md, "loom killed while bubblewrap starts"; but a stray must not hang the client); exited also waits
+      // for the output
       t.ended = new Promise((resolve) => child.on("exit", (exitCode, signal) => resolve({ exitCode, signal })));
       state.terminals[id] = t;
       return { terminalId: id };
