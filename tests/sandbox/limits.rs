@@ -57,17 +57,7 @@ use std::process::{Command, Stdio};
 
 use loom_tests::Run;
 
-use crate::{is_root, marker, need_sandbox, verdicts, Sbx};
-
-/// Can `loom sandbox run --tier <tier>` run here? Prints the reason when not.
-fn tier_available(s: &Sbx, tier: &str) -> bool {
-    let r = s.run(&s.grant(), &["--tier", tier], &["true"]);
-    if r.code() == 0 {
-        return true;
-    }
-    eprintln!("SKIPPED tier {tier}: not available here: {}", r.stderr());
-    false
-}
+use crate::{is_root, marker, need_sandbox, tier_available, verdicts, Sbx};
 
 #[test]
 fn protected_names_absent_at_start_can_be_created() {

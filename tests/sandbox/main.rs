@@ -196,6 +196,16 @@ pub fn verdicts(run: &Run, blocked: &[&str], allowed: &[&str]) {
 }
 
 /// True when the test runs as root.
+/// Can `loom sandbox run --tier <tier>` run here? Prints the reason when not.
+pub fn tier_available(s: &Sbx, tier: &str) -> bool {
+    let r = s.run(&s.grant(), &["--tier", tier], &["true"]);
+    if r.code() == 0 {
+        return true;
+    }
+    eprintln!("SKIPPED: tier {tier} is not available here: {}", r.stderr());
+    false
+}
+
 pub fn is_root() -> bool {
     // SAFETY: geteuid cannot fail.
     unsafe { libc_geteuid() == 0 }

@@ -3,7 +3,7 @@
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::{host_procs_with, is_root, marker, need_sandbox, verdicts, Sbx};
+use crate::{host_procs_with, is_root, marker, need_sandbox, tier_available, verdicts, Sbx};
 
 /// A host process with a secret in its environment and a marker on its command line, killed on drop.
 struct HostVictim(Child);
@@ -121,8 +121,13 @@ attempt("control_getpid", lambda: libc.syscall(39))
 }
 
 fn spawn_loom(s: &Sbx, extra: &[&str], argv: &[&str]) -> Child {
-    Command::new(crate::loom())
-        .args(["sandbox", "run", "--grant", &s.grant(), "--cwd"])
+    sandbox_run(&mut Command::new(crate::loom()), s, extra, argv)
+}
+
+/// `cmd` (loom, or a program that runs it) given `sandbox run --grant G --cwd work [extra] -- argv...`, a clean
+/// environment and piped output, started.
+fn sandbox_run(cmd: &mut Command, s: &Sbx, extra: &[&str], argv: &[&str]) -> Child {
+    cmd.args(["sandbox", "run", "--grant", &s.grant(), "--cwd"])
         .arg(&s.work)
         .args(extra)
         .arg("--")
@@ -325,64 +330,114 @@ fn session_members(sid: u32) -> Vec<u32> {
     out
 }
 
+/// `loom sandbox run [extra] -- sh -c script` in a session of its own (its pid is the session's id), so whatever it
+/// starts can be found by session until bubblewrap's `--new-session`.
+fn spawn_loom_in_session(s: &Sbx, extra: &[&str], script: &str) -> Child {
+    let mut setsid = Command::new("setsid");
+    setsid.arg(crate::loom());
+    sandbox_run(&mut setsid, s, extra, &["sh", "-c", script])
+}
+
+/// A command marked `<mark>-cmd` that started `<mark>-child` in the background, both sleeping; the marks are
+/// assembled inside the sandbox, so loom's own command line does not carry them.
+fn marked_command_and_child(mark: &str) -> String {
+    let (h, t) = mark.split_at(mark.len() / 2);
+    format!(
+        "M={h}; bash -c \"exec -a ${{M}}{t}-child sleep 120\" & exec bash -c \"exec -a ${{M}}{t}-cmd sleep 120\""
+    )
+}
+
+/// SIGKILL to loom's group, as a client kills its terminal's, and to loom itself in case `setsid` has not run yet
+/// (then there is no group of that id, and kill says so for it); loom must have died of it.
+fn kill_loom(loom: &mut Child) {
+    let pid = loom.id();
+    let _ = Command::new("kill")
+        .args(["-KILL", "--", &format!("-{pid}"), &pid.to_string()])
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    let status = loom.wait().unwrap();
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&status),
+        Some(9),
+        "{status:?}"
+    );
+}
+
 /// loom killed at any moment — by a client that kills its terminal's process group, a CI timeout — leaves nothing
-/// of the sandbox behind: not the trial's or the command's bubblewrap, not the command. The kills land at moments
-/// spread over loom's start, the trial, bubblewrap's setup and the command's run; each run gets a session of its
-/// own, which everything it started stays in until bubblewrap's `--new-session`, and the command carries a marker.
-/// (The narrow moment inside bubblewrap's setup is hit on purpose by the guard's own test, `sandbox/src/guard.rs`.)
+/// of the sandbox behind in tiers A and C: not the trial's or the command's bubblewrap, not the command, not what
+/// the command started. The kills land at moments spread over loom's start, the trial, bubblewrap's setup and the
+/// command's run; the session catches what carries no mark. (The narrow moment inside bubblewrap's setup is hit on
+/// purpose by the guard's own test, `sandbox/src/guard.rs`.)
 #[test]
 fn killing_loom_at_any_moment_leaves_nothing_behind() {
     need_sandbox!();
     let s = Sbx::new();
-    for i in 0..12u64 {
-        let mark = marker("killed");
-        let (h, t) = mark.split_at(mark.len() / 2);
-        let script = format!("M={h}; exec sh -c 'sleep 120; :' \"${{M}}{t}\"");
-        let mut loom = Command::new("setsid")
-            .arg(crate::loom())
-            .args(["sandbox", "run", "--grant", &s.grant(), "--cwd"])
-            .arg(&s.work)
-            .args(["--", "sh", "-c", &script])
-            .env_clear()
-            .env("PATH", "/usr/bin:/bin")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let sid = loom.id();
-        std::thread::sleep(Duration::from_millis(i * 10));
-        // the group, as a client kills its terminal's, and the process itself in case setsid has not run yet (then
-        // there is no group of that id, and kill says so for it)
-        let _ = Command::new("kill")
-            .args(["-KILL", "--", &format!("-{sid}"), &sid.to_string()])
-            .stderr(Stdio::null())
-            .status()
-            .unwrap();
-        let status = loom.wait().unwrap();
-        assert_eq!(
-            std::os::unix::process::ExitStatusExt::signal(&status),
-            Some(9),
-            "{status:?}"
-        );
-        assert!(
-            wait_for(
-                || session_members(sid).is_empty() && host_procs_with(&mark).is_empty(),
-                Duration::from_secs(5)
-            ),
-            "killed after {} ms, these outlived loom: session {:?}, command {:?}",
-            i * 10,
-            session_members(sid),
-            host_procs_with(&mark)
-        );
-        // and nothing holds the streams loom was given
-        let mut out = String::new();
-        use std::io::Read;
-        loom.stdout
-            .take()
-            .unwrap()
-            .read_to_string(&mut out)
-            .unwrap();
+    for tier in ["a", "c"] {
+        if !tier_available(&s, tier) {
+            continue;
+        }
+        for i in 0..12u64 {
+            let mark = marker("killed");
+            let mut loom =
+                spawn_loom_in_session(&s, &["--tier", tier], &marked_command_and_child(&mark));
+            let sid = loom.id();
+            std::thread::sleep(Duration::from_millis(i * 10));
+            kill_loom(&mut loom);
+            assert!(
+                wait_for(
+                    || session_members(sid).is_empty() && host_procs_with(&mark).is_empty(),
+                    Duration::from_secs(5)
+                ),
+                "tier {tier}, killed after {} ms, these outlived loom: session {:?}, command {:?}",
+                i * 10,
+                session_members(sid),
+                host_procs_with(&mark)
+            );
+            // and nothing holds the streams loom was given
+            let mut out = String::new();
+            use std::io::Read;
+            loom.stdout
+                .take()
+                .unwrap()
+                .read_to_string(&mut out)
+                .unwrap();
+        }
     }
+}
+
+/// The limit of tier B (SECURITY.md): loom killed with SIGKILL — nothing to catch — ends the command by its
+/// parent-death signal, but what the command started in the background keeps running, confined, until it ends;
+/// nothing kills its session then.
+#[test]
+fn killing_loom_in_tier_b_leaves_what_the_command_started_in_the_background() {
+    need_sandbox!();
+    let s = Sbx::new();
+    if !tier_available(&s, "b") {
+        return;
+    }
+    let mark = marker("tierb");
+    let mut loom = spawn_loom_in_session(&s, &["--tier", "b"], &marked_command_and_child(&mark));
+    let (cmd, child) = (format!("{mark}-cmd"), format!("{mark}-child"));
+    assert!(
+        wait_for(
+            || !host_procs_with(&cmd).is_empty() && !host_procs_with(&child).is_empty(),
+            Duration::from_secs(5)
+        ),
+        "the command and its child never started"
+    );
+    kill_loom(&mut loom);
+    assert!(
+        wait_for(|| host_procs_with(&cmd).is_empty(), Duration::from_secs(5)),
+        "the command outlived loom in tier B"
+    );
+    let left = host_procs_with(&child);
+    for pid in &left {
+        let _ = Command::new("kill")
+            .args(["-KILL", &pid.to_string()])
+            .status();
+    }
+    assert_eq!(left.len(), 1, "what the command started: {left:?}");
 }
 
 #[test]

@@ -2,16 +2,7 @@
 
 use std::process::Command;
 
-use crate::{verdicts, Sbx, PRELUDE};
-
-fn tier_available(s: &Sbx, tier: &str) -> bool {
-    let r = s.run(&s.grant(), &["--tier", tier], &["true"]);
-    if r.code() == 0 {
-        return true;
-    }
-    eprintln!("SKIPPED: tier {tier} is not available here: {}", r.stderr());
-    false
-}
+use crate::{tier_available, verdicts, Sbx, PRELUDE};
 
 #[test]
 fn tier_b_landlock_alone_confines_files_and_network() {
