@@ -1,5 +1,5 @@
-//! Why a confined spawn failed ([`SpawnError`]) or a tier's trial run did ([`TrialError`]), and the one raw helper every stage of a spawn shares: a pipe whose
-//! ends close on exec.
+//! Why a confined spawn failed ([`SpawnError`]) or a tier's trial run did ([`TrialError`]), and the raw helpers the
+//! stages of a spawn share: a pipe whose ends close on exec, and a close-on-exec file in memory.
 
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::path::PathBuf;
@@ -73,6 +73,20 @@ pub enum TrialError {
     /// The tier was not tried.
     #[error("not tried")]
     NotTried,
+}
+
+/// An anonymous file in memory named `name`, close-on-exec, with `flags` (`MFD_*`) besides.
+pub(crate) fn memory_file(
+    name: &std::ffi::CStr,
+    flags: libc::c_uint,
+) -> std::io::Result<std::fs::File> {
+    // SAFETY: a NUL-terminated name and flags; the result is checked before it is owned.
+    let fd = unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC | flags) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: `fd` was just created and is owned by nobody else.
+    Ok(std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) }))
 }
 
 /// A pipe, both ends close-on-exec.

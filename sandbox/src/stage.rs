@@ -173,18 +173,8 @@ fn seal(path: &Path) -> Result<OwnedFd, SpawnError> {
         )));
     }
     let image = loadable_image(&bytes).map_err(refuse)?;
-    // SAFETY: a constant NUL-terminated name and flags; the result is checked.
-    let raw = unsafe {
-        libc::memfd_create(
-            c"loom-sandbox-exec".as_ptr(),
-            libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING,
-        )
-    };
-    if raw < 0 {
-        return Err(what(std::io::Error::last_os_error()));
-    }
-    // SAFETY: the descriptor was just created and is owned by nobody else.
-    let mut dst = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(raw) });
+    let mut dst =
+        crate::error::memory_file(c"loom-sandbox-exec", libc::MFD_ALLOW_SEALING).map_err(what)?;
     dst.write_all(&image).map_err(what)?;
     let seals = libc::F_SEAL_SEAL | libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_WRITE;
     // SAFETY: adding seals to our own memfd.

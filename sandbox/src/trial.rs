@@ -10,12 +10,11 @@
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::io::{Read, Seek, SeekFrom};
-use std::os::fd::{FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use crate::env::EnvPolicy;
-use crate::error::TrialError;
+use crate::error::{memory_file, TrialError};
 use crate::probe::{host_support, tier_status, BackendError, HostSupport, Tier};
 use crate::profile::{Entry, Facts, Limits, Profile, SystemDir, SYSTEM_DIRS};
 use crate::spawn::{spawn_sandboxed_io, Launch, Stream, Streams};
@@ -89,8 +88,9 @@ pub fn try_tier(
     // should the caller be killed while bubblewrap sets up and the guard not take it: SECURITY.md) would otherwise
     // keep the caller's pipes open and whoever reads them waiting. What it says on stderr goes to a memory file, read once it ended (a file, not
     // a pipe: reading it never waits for a writer).
-    let said =
-        memory_file().map_err(|e| TrialError::Refused(format!("no file for its stderr: {e}")))?;
+    // (close-on-exec: the child gets its own descriptor of it as stderr)
+    let said = memory_file(c"loom-trial-stderr", 0)
+        .map_err(|e| TrialError::Refused(format!("no file for its stderr: {e}")))?;
     let stderr = said
         .try_clone()
         .map_err(|e| TrialError::Refused(format!("no file for its stderr: {e}")))?;
@@ -110,17 +110,6 @@ pub fn try_tier(
 
 /// The most of a trial's stderr [`what_it_said`] keeps.
 const SAID_BYTES: u64 = 2048;
-
-/// An anonymous file in memory, close-on-exec (the child gets its own descriptor of it as stderr).
-fn memory_file() -> std::io::Result<std::fs::File> {
-    // SAFETY: a NUL-terminated name and a flag; the result is checked before it is owned.
-    let fd = unsafe { libc::memfd_create(c"loom-trial-stderr".as_ptr(), libc::MFD_CLOEXEC) };
-    if fd < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: `fd` was just created and is owned by nobody else.
-    Ok(std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) }))
-}
 
 /// What the trial wrote on stderr, as `: <text>` for an error message (its first [`SAID_BYTES`] bytes, trimmed), or
 /// nothing when it wrote nothing.
