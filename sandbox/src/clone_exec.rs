@@ -4,8 +4,9 @@
 //!
 //! Everything the child needs is prepared before the clone ([`ChildPlan`]: the three stream descriptors, the
 //! working directory, the [`Confinement`], the candidate paths of the PATH search, argv and envp as C arrays). The
-//! child then runs only raw, async-signal-safe system calls on that data: it resets signal handlers and the signal
-//! mask, moves the streams onto 0–2, enters the working directory, sets `PR_SET_PDEATHSIG`, enforces the
+//! child then runs only raw, async-signal-safe system calls on that data: it writes its pid to the session guard's
+//! pipe (`session_guard`), resets signal handlers and the signal mask, moves the streams onto 0–2, enters the working
+//! directory, sets `PR_SET_PDEATHSIG` and checks that its parent is still this process, enforces the
 //! confinement (session, limits, capabilities, `no_new_privs`, Landlock, seccomp), marks every descriptor above 2
 //! close-on-exec and execs. A failed step is written to the failure pipe (5 bytes: the step and the errno) and the
 //! child `_exit`s with 127; nothing ran.
@@ -25,7 +26,7 @@
 
 use std::collections::BTreeMap;
 use std::ffi::{CStr, CString, OsStr, OsString};
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
@@ -91,6 +92,10 @@ struct ChildPlan<'a> {
     cwd: &'a CStr,
     confinement: &'a Confinement,
     failed_fd: RawFd,
+    /// The write end of the session guard's pipe (tier B's `session_guard`), told the child's pid first of all.
+    guard_fd: RawFd,
+    /// This process's pid: the child checks, once its parent-death signal is armed, that it is still its parent.
+    parent: libc::pid_t,
     /// The paths `execvp` would try, in order.
     candidates: Vec<CString>,
     /// NULL-terminated pointers into `args`.
@@ -186,6 +191,7 @@ pub(crate) fn spawn(
     cwd: &Path,
     streams: [Stream; 3],
     confinement: &Confinement,
+    guard: BorrowedFd<'_>,
 ) -> Result<RawChild, CloneError> {
     let Some(prog) = argv.first() else {
         return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, "no command").into());
@@ -249,6 +255,8 @@ pub(crate) fn spawn(
         cwd: &cwd,
         confinement,
         failed_fd: failed_w.as_raw_fd(),
+        guard_fd: guard.as_raw_fd(),
+        parent: std::process::id() as libc::pid_t,
         candidates,
         argv: null_terminated(&args),
         sh_argv,
@@ -406,7 +414,13 @@ enum Never {}
 fn child_steps(plan: &mut ChildPlan<'_>) -> Result<Never, EnforceError> {
     // SAFETY (whole function): system calls with integer arguments or pointers into the prepared plan and locals.
     unsafe {
-        // Handlers first, while every signal is still blocked.
+        // The guard learns the pid (the session's id, once `enforce` has run setsid) before anything can run: with
+        // every signal blocked, a guard that is gone fails the write (EPIPE) rather than killing the child.
+        let pid = libc::syscall(libc::SYS_getpid) as libc::pid_t;
+        if libc::write(plan.guard_fd, pid.to_ne_bytes().as_ptr().cast(), 4) != 4 {
+            return Err(EnforceError::last(Step::Guard));
+        }
+        // Handlers next, while every signal is still blocked.
         for sig in 1..=64 {
             if sig == libc::SIGKILL || sig == libc::SIGSTOP {
                 continue;
@@ -441,6 +455,13 @@ fn child_steps(plan: &mut ChildPlan<'_>) -> Result<Never, EnforceError> {
             return Err(EnforceError::last(Step::Chdir));
         }
         libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
+        // loom killed before the signal was armed: nothing runs (and its guard, finding this pid, kills nothing).
+        if libc::getppid() != plan.parent {
+            return Err(EnforceError {
+                step: Step::Parent,
+                error: std::io::Error::from_raw_os_error(libc::ESRCH),
+            });
+        }
         // setsid (in `enforce`) also makes the child the leader of a new process group, as `kill(-pid)` needs.
         plan.confinement.enforce()?;
         cloexec_above_stderr()?;
@@ -490,6 +511,7 @@ mod tests {
     use crate::error::SpawnError;
     use crate::spawn::{tier_b_failure, PrivateTmp};
     use std::io::Read;
+    use std::os::fd::AsFd;
 
     fn os(v: &[&str]) -> Vec<OsString> {
         v.iter().map(OsString::from).collect()
@@ -516,8 +538,10 @@ mod tests {
         let mut tries = 0;
         let (r, mut child) = loop {
             let (r, w) = std::io::pipe().unwrap();
+            let (_guard_r, guard_w) = std::io::pipe().unwrap();
             let streams = [Stream::Null, Stream::from(w), Stream::Inherit];
-            match spawn(&os(argv), &env(vars), cwd, streams, &confinement()) {
+            let c = confinement();
+            match spawn(&os(argv), &env(vars), cwd, streams, &c, guard_w.as_fd()) {
                 Ok(child) => break (r, child),
                 Err(CloneError::Child(e))
                     if e.error.raw_os_error() == Some(libc::ETXTBSY) && tries < 100 =>
@@ -538,12 +562,14 @@ mod tests {
 
     fn failure(argv: &[&str], cwd: &Path, c: &Confinement) -> SpawnError {
         let streams = [Stream::Null, Stream::Null, Stream::Null];
+        let (_guard_r, guard_w) = std::io::pipe().unwrap();
         match spawn(
             &os(argv),
             &env(&[("PATH", "/usr/bin:/bin")]),
             cwd,
             streams,
             c,
+            guard_w.as_fd(),
         ) {
             Ok(mut child) => panic!("{argv:?} ran: {:?}", child.wait()),
             Err(CloneError::Io(e)) => panic!("{argv:?}: clone failed: {e}"),

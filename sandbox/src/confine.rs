@@ -26,10 +26,12 @@ pub(crate) enum Step {
     Stdio,
     Chdir,
     Exec,
+    Guard,
+    Parent,
 }
 
 impl Step {
-    const ALL: [Step; 11] = [
+    const ALL: [Step; 13] = [
         Step::NewSession,
         Step::RlimitNproc,
         Step::RlimitFsize,
@@ -41,6 +43,8 @@ impl Step {
         Step::Stdio,
         Step::Chdir,
         Step::Exec,
+        Step::Guard,
+        Step::Parent,
     ];
 
     fn name(self) -> &'static str {
@@ -56,6 +60,8 @@ impl Step {
             Step::Stdio => "dup2 (standard streams)",
             Step::Chdir => "chdir",
             Step::Exec => "execve",
+            Step::Guard => "telling the session's guard (tier B) the command's pid",
+            Step::Parent => "loom ended before the command started",
         }
     }
 }

@@ -1,5 +1,6 @@
-//! The guard between loom and bubblewrap (tiers A and C): a process that leads the command's process group, starts
-//! bubblewrap in it, waits for it and exits as it did — and, when loom dies, kills the whole group.
+//! The guard between loom and bubblewrap (tiers A and C, and `loom doctor`'s probe): a process that leads the
+//! command's process group, starts bubblewrap in it, waits for it and exits as it did — and, when loom dies, kills the
+//! whole group.
 //!
 //! Why it exists: bubblewrap clones its sandbox's first process and releases it by writing an eventfd once the uid
 //! and gid maps are written; that process arms its own parent-death signal only after the release. When bubblewrap
@@ -178,7 +179,7 @@ fn kill_children_of(pid: libc::pid_t) {
 }
 
 /// `n` (positive) in decimal, written at the end of `buf`.
-fn decimal(mut n: libc::pid_t, buf: &mut [u8; 12]) -> &[u8] {
+pub(crate) fn decimal(mut n: libc::pid_t, buf: &mut [u8; 12]) -> &[u8] {
     let mut at = buf.len();
     loop {
         at -= 1;
@@ -195,39 +196,12 @@ fn decimal(mut n: libc::pid_t, buf: &mut [u8; 12]) -> &[u8] {
 mod tests {
     use std::path::Path;
     use std::process::Command;
-    use std::time::{Duration, Instant};
 
     use crate::probe::{host_support, tier_status, Tier};
+    use crate::test_procs::{processes_with, wait_for};
 
     /// Set in the copy of this test binary that plays loom: the stand-in for bubblewrap to spawn.
     const SPAWNER: &str = "LOOM_GUARD_TEST_BWRAP";
-
-    /// Host processes whose command line contains `mark`.
-    fn processes_with(mark: &str) -> Vec<u32> {
-        let mut out = Vec::new();
-        for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-            let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
-                continue;
-            };
-            if let Ok(cmd) = std::fs::read(e.path().join("cmdline")) {
-                if String::from_utf8_lossy(&cmd).contains(mark) {
-                    out.push(pid);
-                }
-            }
-        }
-        out
-    }
-
-    fn wait_for(mut f: impl FnMut() -> bool) -> bool {
-        let start = Instant::now();
-        while start.elapsed() < Duration::from_secs(10) {
-            if f() {
-                return true;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        f()
-    }
 
     /// loom killed while bubblewrap sets up: a stand-in for bubblewrap starts a child that, like bubblewrap's own
     /// before it is released, does not die with its parent, and waits. A copy of this test binary plays loom and
@@ -280,7 +254,7 @@ mod tests {
         let survivors = processes_with(&mark);
         for pid in &survivors {
             // SAFETY: a signal to a process this test started.
-            unsafe { libc::kill(*pid as i32, libc::SIGKILL) };
+            unsafe { libc::kill(*pid, libc::SIGKILL) };
         }
         let _ = std::fs::remove_dir_all(&dir);
         assert!(

@@ -58,10 +58,13 @@ mod roots;
 mod sbpl;
 mod seccomp;
 mod select;
+mod session_guard;
 mod spawn;
 mod split;
 mod stage;
 mod table;
+#[cfg(test)]
+mod test_procs;
 mod trial;
 
 pub use bwrap::{

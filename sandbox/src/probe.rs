@@ -1,5 +1,6 @@
 //! What the host can enforce, probed once per process, and the tier chosen from it (pure).
 
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
@@ -211,20 +212,29 @@ pub fn probe_bwrap_works(bwrap: &Path) -> Result<String, BwrapProbeError> {
         bwrap: bwrap.to_path_buf(),
         why,
     };
-    let out = std::process::Command::new(bwrap)
-        .args([
-            "--unshare-user",
-            "--unshare-pid",
-            "--unshare-net",
-            "--die-with-parent",
-            "--ro-bind",
-            "/",
-            "/",
-            "--",
-            "/bin/true",
-        ])
-        .output()
-        .map_err(cannot_run)?;
+    let mut probe = std::process::Command::new(bwrap);
+    probe.args([
+        "--unshare-user",
+        "--unshare-pid",
+        "--unshare-net",
+        "--die-with-parent",
+        "--ro-bind",
+        "/",
+        "/",
+        "--",
+        "/bin/true",
+    ]);
+    // Behind the same guard as every confined spawn (`guard`): a loom killed while bubblewrap sets up leaves no
+    // stray holding the probe's pipes.
+    let loom = std::process::id() as libc::pid_t;
+    // SAFETY: setpgid is async-signal-safe; the guard's split makes raw system calls only.
+    unsafe {
+        probe.pre_exec(move || {
+            libc::setpgid(0, 0);
+            crate::guard::split_off_guard(loom)
+        });
+    }
+    let out = probe.output().map_err(cannot_run)?;
     if !out.status.success() {
         return Err(BwrapProbeError::Refused {
             bwrap: bwrap.to_path_buf(),

@@ -3,7 +3,7 @@
 
 use std::ffi::OsString;
 use std::io::Read;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
@@ -25,6 +25,7 @@ use crate::probe::Tier;
 use crate::profile::Profile;
 use crate::roots::open_roots;
 use crate::seccomp::SeccompPolicy;
+use crate::session_guard::SessionGuard;
 
 /// How to launch one confined command.
 #[derive(Debug, Clone)]
@@ -255,13 +256,17 @@ fn spawn_tier_b(
     let enforced = confinement.describe();
     let mut env = launch.env.clone();
     env.push(("TMPDIR".into(), private_tmp.0.clone().into_os_string()));
+    // The guard that kills the command's session if loom dies (`session_guard`); the child tells it its pid.
+    let (guard, guard_w) = SessionGuard::start()?;
     let spawned = crate::clone_exec::spawn(
         launch.argv,
         &env,
         &profile.cwd,
         [streams.stdin, streams.stdout, streams.stderr],
         &confinement,
+        guard_w.as_fd(),
     );
+    drop(guard_w);
     drop(confinement);
     let child = match spawned {
         Ok(c) => c,
@@ -287,7 +292,12 @@ fn spawn_tier_b(
     // The command is its session's leader (setsid before exec) and seccomp denies setsid to everything it starts,
     // so every descendant stays in that session: all of them are killed when the call ends, before the leader is
     // reaped (its pid, hence the session id, cannot be reused meanwhile).
-    let (exit, timed_out) = wait_tree(child, profile.limits.timeout, &mut |sid| kill_session(sid))?;
+    // The guard ends with the session, before the leader is reaped (so it never watches a session id reused).
+    let mut guard = Some(guard);
+    let (exit, timed_out) = wait_tree(child, profile.limits.timeout, &mut |sid| {
+        kill_session(sid);
+        guard.take();
+    })?;
     drop(private_tmp);
     Ok(Outcome {
         code: exit_code(exit),

@@ -132,7 +132,7 @@ const FIXED: &[[&str; 4]] = &[
     [
         r#"Orphans, timeouts, cancel"#,
         r#"pid namespace torn down with bwrap; process group killed; a guard process leads the group and, when loom dies (`PR_SET_PDEATHSIG`), kills it and bwrap's first process, also in bwrap's setup"#,
-        r#"the command's whole session killed when the call ends (seccomp denies `setsid`, so every descendant stays in it); process group killed on timeout; `PR_SET_PDEATHSIG` on the command"#,
+        r#"the command's whole session killed when the call ends (seccomp denies `setsid`, so every descendant stays in it); process group killed on timeout; `PR_SET_PDEATHSIG` on the command, and a guard process that kills the session when loom dies"#,
         r#"as A"#,
     ],
     [
