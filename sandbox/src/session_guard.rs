@@ -41,19 +41,27 @@ impl SessionGuard {
         let (r, w) = crate::error::pipe()?;
         let loom = std::process::id() as libc::pid_t;
         let read_fd = std::os::fd::AsRawFd::as_raw_fd(&r);
-        // SAFETY: a fork without the C library's fork handlers; the child runs `guard_until_loom_dies`, which makes
-        // raw system calls only and never returns.
-        let pid =
-            unsafe { libc::syscall(libc::SYS_clone, libc::SIGCHLD as libc::c_ulong, 0, 0, 0, 0) };
+        // SAFETY: sigset_t values filled before use; a fork without the C library's fork handlers, with every signal
+        // blocked so that none reaches the child before its handlers are its own (they stay blocked there but
+        // SIGTERM, which is unblocked once its handler is in place); the child runs `guard_until_loom_dies`, which
+        // makes raw system calls only and never returns.
+        let (pid, error) = unsafe {
+            let mut all: libc::sigset_t = std::mem::zeroed();
+            let mut old: libc::sigset_t = std::mem::zeroed();
+            libc::sigfillset(&mut all);
+            libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
+            let pid = libc::syscall(libc::SYS_clone, libc::SIGCHLD as libc::c_ulong, 0, 0, 0, 0);
+            if pid == 0 {
+                guard_until_loom_dies(loom, read_fd)
+            }
+            let error = io::Error::last_os_error();
+            libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
+            (pid, error)
+        };
         if pid < 0 {
             return Err(SpawnError::Setup(format!(
-                "cannot start the session's guard: {}",
-                io::Error::last_os_error()
+                "cannot start the session's guard: {error}"
             )));
-        }
-        if pid == 0 {
-            // SAFETY: in the fresh child, see above.
-            unsafe { guard_until_loom_dies(loom, read_fd) }
         }
         drop(r);
         Ok((
@@ -95,6 +103,19 @@ unsafe fn guard_until_loom_dies(loom: libc::pid_t, read_fd: libc::c_int) -> ! {
         PIPE.store(read_fd, Ordering::SeqCst);
         LOOM.store(loom, Ordering::SeqCst);
         libc::setpgid(0, 0);
+        // Nothing open but the pipe's read end, which the handler reads without blocking — first of all, so that
+        // no copy of the write end (this fork has one) can keep a read waiting once loom is gone.
+        let fd = read_fd as libc::c_uint;
+        let below = fd == 0 || libc::syscall(libc::SYS_close_range, 0u32, fd - 1, 0u32) == 0;
+        if !below || libc::syscall(libc::SYS_close_range, fd + 1, u32::MAX, 0u32) != 0 {
+            // a kernel without close_range (before 5.9)
+            for other in 0..4096 {
+                if other != read_fd {
+                    libc::close(other);
+                }
+            }
+        }
+        libc::fcntl(read_fd, libc::F_SETFL, libc::O_NONBLOCK);
         // none of loom's handlers runs here (a cancel handler would kill what loom last ran)
         let mut default: libc::sigaction = std::mem::zeroed();
         default.sa_sigaction = libc::SIG_DFL;
@@ -108,6 +129,7 @@ unsafe fn guard_until_loom_dies(loom: libc::pid_t, read_fd: libc::c_int) -> ! {
         action.sa_sigaction = kill_the_session as extern "C" fn(libc::c_int) as usize;
         libc::sigemptyset(&mut action.sa_mask);
         libc::sigaction(libc::SIGTERM, &action, std::ptr::null_mut());
+        // everything else stays blocked: only SIGKILL (loom's, at the call's end) and SIGTERM reach the guard
         let mut set: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut set);
         libc::sigaddset(&mut set, libc::SIGTERM);
@@ -117,13 +139,6 @@ unsafe fn guard_until_loom_dies(loom: libc::pid_t, read_fd: libc::c_int) -> ! {
             // loom died before the signal was armed
             kill_the_session(libc::SIGTERM);
         }
-        // Nothing but the pipe's read end, which the handler reads without blocking.
-        let fd = read_fd as libc::c_uint;
-        if fd > 0 {
-            libc::syscall(libc::SYS_close_range, 0u32, fd - 1, 0u32);
-        }
-        libc::syscall(libc::SYS_close_range, fd + 1, u32::MAX, 0u32);
-        libc::fcntl(read_fd, libc::F_SETFL, libc::O_NONBLOCK);
         loop {
             libc::pause();
         }
@@ -305,27 +320,58 @@ mod tests {
         );
         let mut cmd = Command::new("sh");
         cmd.args(["-c", &script]).stdout(Stdio::null());
-        // SAFETY: setsid is async-signal-safe.
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&guard_w);
+        // SAFETY: setsid, getpid and write are async-signal-safe; four bytes from the stack to our pipe.
         unsafe {
-            cmd.pre_exec(|| {
+            // as the command's process does (`clone_exec`): the pid to the guard before the command runs
+            cmd.pre_exec(move || {
                 libc::setsid();
+                let pid = libc::getpid();
+                if libc::write(fd, pid.to_ne_bytes().as_ptr().cast(), 4) != 4 {
+                    return Err(std::io::Error::last_os_error());
+                }
                 Ok(())
             });
         }
-        let leader = cmd.spawn().unwrap();
-        let pid = leader.id() as libc::pid_t;
-        // SAFETY: writing four bytes from the stack to our pipe.
-        let n = unsafe {
-            libc::write(
-                std::os::fd::AsRawFd::as_raw_fd(&guard_w),
-                pid.to_ne_bytes().as_ptr().cast(),
-                4,
-            )
-        };
-        assert_eq!(n, 4);
+        let _leader = cmd.spawn().unwrap();
         println!("guard {}", guard.id());
         std::thread::sleep(Duration::from_secs(120));
         std::process::exit(0)
+    }
+
+    /// Set in the copy of this test binary that plays a loom ending as soon as its guard exists.
+    const ENDS_AT_ONCE: &str = "LOOM_SESSION_GUARD_TEST_ENDS_AT_ONCE";
+
+    /// A loom that ends right after forking its guard — before the guard has set itself up, or the command has
+    /// told it anything — leaves no guard behind (none waiting on a pipe that nothing will write to).
+    #[test]
+    fn a_guard_whose_loom_ends_at_once_ends_too() {
+        if std::env::var_os(ENDS_AT_ONCE).is_some() {
+            let (guard, _w) = SessionGuard::start().unwrap();
+            println!("{}", guard.id());
+            // SAFETY: leaving without running destructors, as a killed loom would (the guard is not reaped).
+            unsafe { libc::_exit(0) };
+        }
+        for _ in 0..20 {
+            let out = Command::new(std::env::current_exe().unwrap())
+                .args([
+                    "--exact",
+                    "session_guard::tests::a_guard_whose_loom_ends_at_once_ends_too",
+                    "--nocapture",
+                ])
+                .env(ENDS_AT_ONCE, "1")
+                .output()
+                .unwrap();
+            let text = String::from_utf8_lossy(&out.stdout);
+            let guard: i32 = text
+                .lines()
+                .find_map(|l| l.trim().parse().ok())
+                .unwrap_or_else(|| panic!("no guard pid in {text:?}"));
+            assert!(
+                wait_for(|| session_of_raw(guard).is_none()),
+                "the guard {guard} outlived its loom"
+            );
+        }
     }
 
     /// loom killed with SIGKILL: its guard kills the command's session, the leader and what it started.
