@@ -183,8 +183,9 @@ attempt("control_write_inside_root", lambda: write("notes.txt", "changed"))
 }
 
 /// Signals to processes outside the sandbox are scoped by Landlock (ABI 6+; tier B refuses below it unless the
-/// manifest accepts `signals`); the command still signals its own children. truncate(2) outside the roots fails
-/// (Landlock ABI 3+), inside them it works.
+/// manifest accepts `signals`); the command still signals its own children. The session's guard — loom's other
+/// child, a fork holding a copy of loom's memory — can be neither read (its `mem`, its `environ`: Landlock scopes
+/// ptrace) nor killed. truncate(2) outside the roots fails (Landlock ABI 3+), inside them it works.
 #[test]
 fn tier_b_scopes_signals_and_truncate() {
     let s = Sbx::new();
@@ -198,6 +199,18 @@ fn tier_b_scopes_signals_and_truncate() {
 import signal, subprocess
 attempt("kill_host_process", lambda: os.kill({pid}, signal.SIGTERM))
 attempt("kill_loom", lambda: os.kill(os.getppid(), 0))
+# the session's guard: loom's other child (SECURITY.md, tier B), a fork holding a copy of loom's memory
+def parent_of(p):
+    try:
+        return open(f"/proc/{{p}}/stat").read().rsplit(")", 1)[1].split()[1]
+    except OSError:
+        return None
+guards = [int(p) for p in os.listdir("/proc")
+          if p.isdigit() and int(p) != os.getpid() and parent_of(p) == str(os.getppid())]
+print("guards", len(guards))
+attempt("read_guard_memory", lambda: open(f"/proc/{{guards[0]}}/mem", "rb").read(1))
+attempt("read_guard_environ", lambda: open(f"/proc/{{guards[0]}}/environ", "rb").read())
+attempt("kill_guard", lambda: os.kill(guards[0], signal.SIGKILL))
 child = subprocess.Popen(["sleep", "1000"])
 attempt("control_kill_own_child", lambda: os.kill(child.pid, signal.SIGKILL))
 child.wait()
@@ -212,10 +225,19 @@ attempt("control_truncate_inside_root", lambda: os.truncate("notes.txt", 1))
         .is_ok_and(|st| !st.contains(") Z"));
     let _ = host.kill();
     let _ = host.wait();
-    r.expect_code(0).stderr_has("signals=landlock");
+    r.expect_code(0)
+        .stderr_has("signals=landlock")
+        .stdout_has("guards 1");
     verdicts(
         &r,
-        &["kill_host_process", "kill_loom", "truncate_read_root"],
+        &[
+            "kill_host_process",
+            "kill_loom",
+            "read_guard_memory",
+            "read_guard_environ",
+            "kill_guard",
+            "truncate_read_root",
+        ],
         &["control_kill_own_child", "control_truncate_inside_root"],
     );
     assert!(alive, "the host process was killed from tier B");
