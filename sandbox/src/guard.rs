@@ -130,40 +130,17 @@ extern "C" fn kill_the_group(_: libc::c_int) {
 /// SIGKILL to every child of `pid`, as `/proc/<pid>/task/<pid>/children` lists them (nothing when the kernel lacks
 /// that file). Async-signal-safe: a path and a buffer on the stack, raw calls.
 fn kill_children_of(pid: libc::pid_t) {
-    let mut path = [0u8; 64];
-    let mut len = 0;
-    let mut push = |bytes: &[u8]| {
-        for b in bytes {
-            // the last byte stays 0: the path's terminator
-            if len < path.len() - 1 {
-                path[len] = *b;
-                len += 1;
-            }
-        }
-    };
     let mut digits = [0u8; 12];
     let number = decimal(pid, &mut digits);
-    push(b"/proc/");
-    push(number);
-    push(b"/task/");
-    push(number);
-    push(b"/children");
     let mut list = [0u8; 1024];
-    // SAFETY: `path` is NUL-terminated; `list` is ours, read into by its length.
-    let read = unsafe {
-        let fd = libc::open(path.as_ptr().cast(), libc::O_RDONLY | libc::O_CLOEXEC);
-        if fd < 0 {
-            return;
-        }
-        let n = libc::read(fd, list.as_mut_ptr().cast(), list.len());
-        libc::close(fd);
-        n
-    };
-    let Ok(read) = usize::try_from(read) else {
+    let Some(list) = read_raw(
+        &[b"/proc/", number, b"/task/", number, b"/children"],
+        &mut list,
+    ) else {
         return;
     };
     let mut child: libc::pid_t = 0;
-    for b in list.iter().take(read).chain(std::iter::once(&b' ')) {
+    for b in list.iter().chain(std::iter::once(&b' ')) {
         if b.is_ascii_digit() {
             child = child
                 .saturating_mul(10)
@@ -176,6 +153,30 @@ fn kill_children_of(pid: libc::pid_t) {
             child = 0;
         }
     }
+}
+
+/// The start (up to `buf`'s length) of the file whose path is `parts` joined — built on the stack, at most 63 bytes
+/// — read with raw calls, so also in a signal handler or a fork's child; `None` when it cannot be opened or read.
+pub(crate) fn read_raw<'b>(parts: &[&[u8]], buf: &'b mut [u8]) -> Option<&'b [u8]> {
+    let mut path = [0u8; 64];
+    if parts.iter().map(|p| p.len()).sum::<usize>() >= path.len() {
+        return None;
+    }
+    // the rest of `path` stays zero: the terminator
+    for (slot, b) in path.iter_mut().zip(parts.iter().flat_map(|p| p.iter())) {
+        *slot = *b;
+    }
+    // SAFETY: a NUL-terminated path; reading into `buf` by its length; our own descriptor, closed.
+    let n = unsafe {
+        let fd = libc::open(path.as_ptr().cast(), libc::O_RDONLY | libc::O_CLOEXEC);
+        if fd < 0 {
+            return None;
+        }
+        let n = libc::read(fd, buf.as_mut_ptr().cast(), buf.len());
+        libc::close(fd);
+        n
+    };
+    buf.get(..usize::try_from(n).ok()?)
 }
 
 /// `n` (positive) in decimal, written at the end of `buf`.
@@ -198,7 +199,7 @@ mod tests {
     use std::process::Command;
 
     use crate::probe::{host_support, tier_status, Tier};
-    use crate::test_procs::{processes_with, wait_for};
+    use crate::test_procs::{kill_marked, processes_with, wait_for};
 
     /// Set in the copy of this test binary that plays loom: the stand-in for bubblewrap to spawn.
     const SPAWNER: &str = "LOOM_GUARD_TEST_BWRAP";
@@ -251,11 +252,7 @@ mod tests {
         loom.kill().unwrap();
         let _ = loom.wait();
         let left = wait_for(|| processes_with(&mark).is_empty());
-        let survivors = processes_with(&mark);
-        for pid in &survivors {
-            // SAFETY: a signal to a process this test started.
-            unsafe { libc::kill(*pid, libc::SIGKILL) };
-        }
+        let survivors = kill_marked(&mark);
         let _ = std::fs::remove_dir_all(&dir);
         assert!(
             left,

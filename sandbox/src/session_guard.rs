@@ -2,7 +2,7 @@
 //!
 //! Why it exists: tier B has no pid namespace whose end takes everything with it. The command leads a session of its
 //! own and seccomp denies `setsid` to everything it starts, so all its descendants stay in that session, and loom
-//! kills the session when the call ends ([`crate::spawn::kill_session`]). But loom killed with SIGKILL kills nothing:
+//! kills the session when the call ends ([`kill_session`], also what the guard runs). But loom killed with SIGKILL kills nothing:
 //! the command died by its parent-death signal, and what it had started in the background kept running, confined,
 //! until it ended. The guard is loom's child with its own parent-death signal (SIGTERM); on loom's death it scans
 //! `/proc` for the session and kills every member, as loom would have.
@@ -156,16 +156,19 @@ extern "C" fn kill_the_session(_: libc::c_int) {
         let mut pid = [0u8; 4];
         let n = libc::read(PIPE.load(Ordering::SeqCst), pid.as_mut_ptr().cast(), 4);
         if n == 4 {
-            kill_session_raw(libc::pid_t::from_ne_bytes(pid));
+            kill_session(libc::pid_t::from_ne_bytes(pid));
         }
         libc::_exit(0)
     }
 }
 
-/// SIGKILL to every process of session `sid`, found by scanning `/proc` until a scan finds none (bounded, as
-/// [`crate::spawn::kill_session`], whose raw twin this is: stack buffers and raw calls only, for a signal handler).
-/// A process is signalled through a pidfd opened before its session is read again, so a reused pid is never hit.
-fn kill_session_raw(sid: libc::pid_t) {
+/// SIGKILL to every process of session `sid` (tier B: the command's session), found by scanning `/proc` until a scan
+/// finds none, so a process forked during a scan is found by the next one; bounded (a fork bomb is bounded by
+/// RLIMIT_NPROC), so a failure to converge cannot hang the caller. A process is signalled through a pidfd opened
+/// before its session is read again, so a reused pid is never hit. Stack buffers and raw calls only: loom runs it when
+/// a call ends (before the leader is reaped, so the session's id cannot be reused meanwhile), the guard in its
+/// signal handler.
+pub(crate) fn kill_session(sid: libc::pid_t) {
     if sid <= 1 {
         return;
     }
@@ -264,28 +267,12 @@ fn kill_if_in_session(pid: libc::pid_t, sid: libc::pid_t) -> bool {
 
 /// The session of a live (not zombie) process, from `/proc/<pid>/stat` read into a stack buffer.
 fn session_of_raw(pid: libc::pid_t) -> Option<libc::pid_t> {
-    let mut path = [0u8; 32];
     let mut digits = [0u8; 12];
-    let pid_digits = crate::guard::decimal(pid, &mut digits);
-    // at most 21 bytes: the rest of `path` stays zero, the terminator
-    for (slot, b) in path
-        .iter_mut()
-        .zip(b"/proc/".iter().chain(pid_digits).chain(b"/stat"))
-    {
-        *slot = *b;
-    }
     let mut stat = [0u8; 256];
-    // SAFETY: a NUL-terminated path; reading into our buffer by its length; our own descriptor, closed.
-    let n = unsafe {
-        let fd = libc::open(path.as_ptr().cast(), libc::O_RDONLY | libc::O_CLOEXEC);
-        if fd < 0 {
-            return None;
-        }
-        let n = libc::read(fd, stat.as_mut_ptr().cast(), stat.len());
-        libc::close(fd);
-        n
-    };
-    let stat = stat.get(..usize::try_from(n).ok()?)?;
+    let stat = crate::guard::read_raw(
+        &[b"/proc/", crate::guard::decimal(pid, &mut digits), b"/stat"],
+        &mut stat,
+    )?;
     // after the command name's closing parenthesis: state, ppid, pgrp, session
     let close = stat.iter().rposition(|b| *b == b')')?;
     let mut fields = stat
@@ -301,7 +288,7 @@ fn session_of_raw(pid: libc::pid_t) -> Option<libc::pid_t> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_procs::{processes_with, wait_for};
+    use crate::test_procs::{kill_marked, processes_with, wait_for};
     use std::os::unix::process::CommandExt;
     use std::process::{Command, Stdio};
     use std::time::Duration;
@@ -397,11 +384,7 @@ mod tests {
         loom.kill().unwrap();
         let _ = loom.wait();
         let gone = wait_for(|| processes_with(&mark).is_empty());
-        let survivors = processes_with(&mark);
-        for pid in &survivors {
-            // SAFETY: a signal to a process this test started.
-            unsafe { libc::kill(*pid, libc::SIGKILL) };
-        }
+        let survivors = kill_marked(&mark);
         assert!(gone, "loom's death left the session running: {survivors:?}");
     }
 

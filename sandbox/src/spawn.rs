@@ -25,7 +25,7 @@ use crate::probe::Tier;
 use crate::profile::Profile;
 use crate::roots::open_roots;
 use crate::seccomp::SeccompPolicy;
-use crate::session_guard::SessionGuard;
+use crate::session_guard::{kill_session, SessionGuard};
 
 /// How to launch one confined command.
 #[derive(Debug, Clone)]
@@ -295,7 +295,9 @@ fn spawn_tier_b(
     // The guard ends with the session, before the leader is reaped (so it never watches a session id reused).
     let mut guard = Some(guard);
     let (exit, timed_out) = wait_tree(child, profile.limits.timeout, &mut |sid| {
-        kill_session(sid);
+        if let Ok(sid) = libc::pid_t::try_from(sid) {
+            kill_session(sid);
+        }
         guard.take();
     })?;
     drop(private_tmp);
@@ -305,73 +307,6 @@ fn spawn_tier_b(
         timed_out,
         status: Some(status),
     })
-}
-
-/// Kills every process whose session id is `sid` (tier B: the command's session), repeating until a scan of
-/// `/proc` finds none, so a process forked during a scan is found by the next one. Each is signalled through a
-/// pidfd opened before its session is checked again, so a pid reused meanwhile is never signalled.
-pub(crate) fn kill_session(sid: u32) {
-    let Ok(sid) = i32::try_from(sid) else {
-        return;
-    };
-    if sid <= 1 {
-        return;
-    }
-    // A fork bomb is bounded by RLIMIT_NPROC; the scans are bounded too, so a failure to converge cannot hang loom.
-    for _ in 0..64 {
-        let Ok(dir) = std::fs::read_dir("/proc") else {
-            return;
-        };
-        let mut found = false;
-        for entry in dir.flatten() {
-            let Some(pid) = entry
-                .file_name()
-                .to_str()
-                .and_then(|n| n.parse::<i32>().ok())
-            else {
-                continue;
-            };
-            if pid == sid || session_of(pid) != Some(sid) {
-                continue;
-            }
-            let Some(pidfd) = pidfd_open(pid as u32) else {
-                continue;
-            };
-            // The pidfd pins this process: checked again, the session is the one it has now.
-            if session_of(pid) != Some(sid) {
-                continue;
-            }
-            found = true;
-            // SAFETY: pidfd_send_signal on a pidfd we own, with no siginfo.
-            unsafe {
-                libc::syscall(
-                    libc::SYS_pidfd_send_signal,
-                    pidfd.as_raw_fd(),
-                    libc::SIGKILL,
-                    std::ptr::null::<libc::siginfo_t>(),
-                    0u32,
-                );
-            }
-        }
-        if !found {
-            return;
-        }
-        // Let the killed ones die before the next scan (a dying process is signalled again, harmlessly).
-        std::thread::sleep(Duration::from_millis(1));
-    }
-}
-
-/// The session id of `pid` (field 6 of `/proc/<pid>/stat`, after the parenthesised command name); `None` for a
-/// process that is gone or already dead (a zombie waiting to be reaped).
-fn session_of(pid: i32) -> Option<i32> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let after = stat.get(stat.rfind(')')? + 1..)?;
-    // state ppid pgrp session
-    let mut fields = after.split_whitespace();
-    if matches!(fields.next(), Some("Z" | "X" | "x")) {
-        return None;
-    }
-    fields.nth(2)?.parse().ok()
 }
 
 /// What a tier B child's failed step means for the caller.

@@ -22,6 +22,16 @@ pub(crate) fn processes_with(mark: &str) -> Vec<i32> {
     out
 }
 
+/// SIGKILL to what is left of a test's marked processes (a failed test's clean-up); returns their pids.
+pub(crate) fn kill_marked(mark: &str) -> Vec<i32> {
+    let left = processes_with(mark);
+    for pid in &left {
+        // SAFETY: a signal to a process the test started (its command line carries the test's mark).
+        unsafe { libc::kill(*pid, libc::SIGKILL) };
+    }
+    left
+}
+
 /// Polls `f` until it holds or ten seconds have passed; its last answer.
 pub(crate) fn wait_for(mut f: impl FnMut() -> bool) -> bool {
     let start = Instant::now();

@@ -86,9 +86,9 @@ pub fn try_tier(
     };
     // The trial holds none of the caller's streams: a process of it that outlived the caller (bubblewrap's child,
     // should the caller be killed while bubblewrap sets up and the guard not take it: SECURITY.md) would otherwise
-    // keep the caller's pipes open and whoever reads them waiting. What it says on stderr goes to a memory file, read once it ended (a file, not
-    // a pipe: reading it never waits for a writer).
-    // (close-on-exec: the child gets its own descriptor of it as stderr)
+    // keep the caller's pipes open and whoever reads them waiting. What it says on stderr goes to a memory file
+    // (close-on-exec: the child gets its own descriptor of it as stderr), read once it ended (a file, not a pipe:
+    // reading it never waits for a writer).
     let said = memory_file(c"loom-trial-stderr", 0)
         .map_err(|e| TrialError::Refused(format!("no file for its stderr: {e}")))?;
     let stderr = said

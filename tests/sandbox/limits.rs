@@ -33,7 +33,8 @@
 //!   `tier_b::tier_b_kills_the_whole_session_when_the_call_ends`; metadata calls:
 //!   `tier_b::tier_b_denies_metadata_changes_everywhere`; signals and truncate by ABI:
 //!   `tier_b::tier_b_scopes_signals_and_truncate`, `tier_b::unknown_accepted_gaps_are_refused`. Not tested here: the
-//!   refusal below ABI 6 and the seccomp `truncate` denial below ABI 3 (this host has ABI 7; the same decision is
+//!   refusal below ABI 6, a command signalling its session's guard there (with `accept = ["signals"]`; at ABI 6+
+//!   it cannot: `tier_b::tier_b_scopes_signals_and_truncate`) and the seccomp `truncate` denial below ABI 3 (this host has ABI 7; the same decision is
 //!   run at ABI 2/5/6/7/9 by the unit tests of `sandbox/src/coverage.rs`). A signal cancel of `loom sandbox run`
 //!   and loom killed with SIGKILL: the session's guard kills what left the command's group →
 //!   `limits::a_signal_cancel_of_tier_b_kills_the_whole_session`,
