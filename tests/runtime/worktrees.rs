@@ -1,7 +1,11 @@
 //! `isolation: worktree` through the real binary: a profile's child runs in a detached git worktree of the committed
 //! `HEAD` (not the parent's uncommitted files), outside the parent's tree, its relative grants resolving there (its
 //! writes land in the worktree, the parent's tree stays untouched and out of its reach); the result names the
-//! worktree, which is kept until `loom worktrees remove`; outside a git repository the call fails, nothing started.
+//! worktree, which is kept until `loom worktrees remove`. Refused, nothing started and nothing left (no directory or
+//! record in the worktrees home, nothing in git's list): outside a git repository, in one without a commit, with a
+//! grant that would climb out of the worktree, and where the lead's directory is not a real directory of HEAD's
+//! checkout (not committed, or committed as a link out of it). Not reached here: a child refused after its checkout
+//! (its worktree is then removed, `discard_worktree`) — every way a child can fail to boot fails its parent first.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -25,24 +29,33 @@ fn git(dir: &Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// The lead's manifest and the `isolated` profile in the scratch directory, where the lead works; the profile's
+/// model is the `iso` harness: a child that reads, writes in its place, and tries to write into the parent's tree.
 fn lead(s: &Scratch) {
+    let iso = format!(
+        "[harnesses.iso]\nprovider = \"test\"\nscript = [[\n\
+         {{ call = {{ tool = \"bash\", input = {{ command = \"cat notes.txt > seen.txt; pwd > where.txt\" }} }} }},\n\
+         {{ call = {{ tool = \"bash\", input = {{ command = \"echo x > {}/escape.txt\" }} }} }},\n\
+         {{ say = \"looked\" }},\n]]\n",
+        s.path().display()
+    );
+    lead_in(s, "", &iso);
+}
+
+/// [`lead`] in the directory `dir` (ending in `/`, or `""`) with `iso` as the child's `[harnesses.iso]` table.
+fn lead_in(s: &Scratch, dir: &str, iso: &str) {
     s.write(
-        "agent.toml",
+        &format!("{dir}agent.toml"),
         &format!(
             "[agent]\nname = \"lead\"\n\n[harness]\nprovider = \"test\"\nscript = [[\n\
              {{ call = {{ tool = \"delegate\", input = {{ agent = \"isolated\", task = \"look\" }} }} }},\n\
-             {{ say = \"done\" }},\n]]\n\n\
-             [harnesses.iso]\nprovider = \"test\"\nscript = [[\n\
-             {{ call = {{ tool = \"bash\", input = {{ command = \"cat notes.txt > seen.txt; pwd > where.txt\" }} }} }},\n\
-             {{ call = {{ tool = \"bash\", input = {{ command = \"echo x > {}/escape.txt\" }} }} }},\n\
-             {{ say = \"looked\" }},\n]]\n\n\
+             {{ say = \"done\" }},\n]]\n\n{iso}\n\
              [session]\nprovider = \"in-memory\"\n\n[tools]\nbash = \"builtin\"\ndelegate = \"builtin\"\n\n\
-             [capabilities]\nbash = {{ commands = \"*\", paths = [\"./\"] }}\ndelegate = {{ agents = [\"isolated\"] }}\n",
-            s.path().display()
+             [capabilities]\nbash = {{ commands = \"*\", paths = [\"./\"] }}\ndelegate = {{ agents = [\"isolated\"] }}\n"
         ),
     );
     s.write(
-        ".loom/agents/isolated.md",
+        &format!("{dir}.loom/agents/isolated.md"),
         "---\nname: isolated\ndescription: Works on a checkout of its own\nmodel: iso\ntools: [bash]\n\
          isolation: worktree\n---\nLook around.\n",
     );
@@ -58,11 +71,7 @@ fn a_worktree_child_works_on_committed_head_outside_the_parent_s_tree() {
     let home_s = home.path().to_string_lossy().into_owned();
     let env = [("LOOM_WORKTREES_HOME", home_s.as_str())];
     lead(&s);
-    s.write("notes.txt", "committed\n");
-    s.write(".gitignore", ".loom-data/\n");
-    git(s.path(), &["init", "-q"]);
-    git(s.path(), &["add", "-A"]);
-    git(s.path(), &["commit", "-q", "-m", "start"]);
+    commit_all(&s);
     // the parent's uncommitted change is not what the child sees
     s.write("notes.txt", "uncommitted\n");
 
@@ -130,6 +139,42 @@ fn a_worktree_child_works_on_committed_head_outside_the_parent_s_tree() {
         .stderr_has("is not a worktree id");
 }
 
+/// A repository in the scratch directory: `notes.txt` and all else there committed (loom's data ignored).
+fn commit_all(s: &Scratch) {
+    s.write("notes.txt", "committed\n");
+    s.write(".gitignore", ".loom-data/\n");
+    git(s.path(), &["init", "-q"]);
+    git(s.path(), &["add", "-A"]);
+    git(s.path(), &["commit", "-q", "-m", "start"]);
+}
+
+/// The lead's turn run from `cwd` with its worktrees in `home`, its one delegate call refused: the refusal's text,
+/// after checking that nothing was left (no directory or record in `home`, only the main tree in git's list when
+/// there is a repository).
+fn refusal(s: &Scratch, cwd: &Path, home: &Path) -> String {
+    let home_s = home.to_string_lossy().into_owned();
+    let run = s.loom_in(
+        cwd,
+        &["prompt", "agent.toml", "go", "--format", "jsonl"],
+        &[("LOOM_WORKTREES_HOME", home_s.as_str())],
+    );
+    run.expect_code(0);
+    let r = results(&updates(&run));
+    assert_eq!(r.len(), 1, "{r:#?}");
+    assert_eq!(r[0].0, "failed", "{r:#?}");
+    let left: Vec<_> = std::fs::read_dir(home)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert!(left.is_empty(), "left in the worktrees home: {left:?}");
+    if s.path().join(".git").exists() {
+        let list = git(s.path(), &["worktree", "list"]);
+        assert_eq!(list.lines().count(), 1, "{list}");
+    }
+    assert!(!s.path().join("seen.txt").exists());
+    r[0].1.clone()
+}
+
 #[test]
 fn outside_a_git_repository_a_worktree_child_is_not_started() {
     if !sandbox_available() {
@@ -137,22 +182,108 @@ fn outside_a_git_repository_a_worktree_child_is_not_started() {
     }
     let s = Scratch::new();
     let home = tempfile::tempdir().unwrap();
-    let home_s = home.path().to_string_lossy().into_owned();
     lead(&s);
-    let run = s.loom_env(
-        &["prompt", "agent.toml", "go", "--format", "jsonl"],
-        &[("LOOM_WORKTREES_HOME", home_s.as_str())],
-    );
-    run.expect_code(0);
-    let r = results(&updates(&run));
-    assert_eq!(r[0].0, "failed", "{r:#?}");
+    let text = refusal(&s, s.path(), home.path());
     assert!(
-        r[0].1.starts_with(
+        text.starts_with(
             "delegate: profile \"isolated\" runs in a git worktree, but cannot make a worktree: "
         ),
-        "{r:#?}"
+        "{text}"
     );
-    assert!(r[0].1.contains("is not inside a git repository"), "{r:#?}");
-    assert!(r[0].1.ends_with("; nothing was started"), "{r:#?}");
-    assert_eq!(std::fs::read_dir(home.path()).unwrap().count(), 0);
+    assert!(text.contains("is not inside a git repository"), "{text}");
+    assert!(text.ends_with("; nothing was started"), "{text}");
+}
+
+/// The lead working in `sub/`, which HEAD's checkout does not hold as a real directory: `committed_link` false —
+/// `sub` is not committed; true — HEAD holds `sub` as a link to a directory outside the repository (the working tree
+/// has a real directory there, uncommitted). Either way the child would not work at its place in the checkout, so
+/// it is not started, and the checkout is undone.
+fn lead_in_sub(committed_link: bool) {
+    if !sandbox_available() {
+        return;
+    }
+    let s = Scratch::new();
+    let home = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    if committed_link {
+        std::os::unix::fs::symlink(outside.path(), s.path().join("sub")).unwrap();
+    }
+    commit_all(&s);
+    if committed_link {
+        std::fs::remove_file(s.path().join("sub")).unwrap();
+    }
+    let iso = format!(
+        "[harnesses.iso]\nprovider = \"test\"\nscript = [[\n\
+         {{ call = {{ tool = \"bash\", input = {{ command = \"echo x > {}/escape.txt\" }} }} }},\n\
+         {{ say = \"ran\" }},\n]]\n",
+        outside.path().display()
+    );
+    lead_in(&s, "sub/", &iso);
+    assert_eq!(
+        refusal(&s, &s.path().join("sub"), home.path()),
+        "delegate: profile \"isolated\" runs in a git worktree, but sub is not a directory of HEAD's checkout \
+         (is it committed, and not a link?); nothing was started"
+    );
+    assert_eq!(
+        std::fs::read_dir(outside.path()).unwrap().count(),
+        0,
+        "the child ran"
+    );
+}
+
+#[test]
+fn a_worktree_child_is_not_started_where_head_has_no_such_directory() {
+    lead_in_sub(false);
+}
+
+#[test]
+fn a_worktree_child_is_not_started_where_head_has_a_link_out_of_the_checkout() {
+    lead_in_sub(true);
+}
+
+/// A repository with no commit has no `HEAD` to check out: git refuses, and the directory and record made for the
+/// worktree are removed.
+#[test]
+fn a_worktree_child_is_not_started_in_a_repository_without_a_commit() {
+    if !sandbox_available() {
+        return;
+    }
+    let s = Scratch::new();
+    let home = tempfile::tempdir().unwrap();
+    lead(&s);
+    git(s.path(), &["init", "-q"]);
+    let text = refusal(&s, s.path(), home.path());
+    let want = format!(
+        "delegate: profile \"isolated\" runs in a git worktree, but git could not check out HEAD of {} into a \
+         worktree: ",
+        std::fs::canonicalize(s.path()).unwrap().display()
+    );
+    assert!(text.starts_with(&want), "{text}");
+    assert!(text.ends_with("; nothing was started"), "{text}");
+}
+
+/// A relative grant that would reach out of the worktree once it resolves there (`../` from the repository's top)
+/// is refused by the kernel before anything is checked out.
+#[test]
+fn a_worktree_child_whose_grants_would_climb_out_is_not_started() {
+    if !sandbox_available() {
+        return;
+    }
+    let s = Scratch::new();
+    let home = tempfile::tempdir().unwrap();
+    lead(&s);
+    let manifest = std::fs::read_to_string(s.path().join("agent.toml"))
+        .unwrap()
+        .replace("paths = [\"./\"]", "paths = [\"./\", \"../\"]");
+    s.write("agent.toml", &manifest);
+    commit_all(&s);
+    let text = refusal(&s, s.path(), home.path());
+    assert!(
+        text.starts_with(
+            "delegate: profile \"isolated\" runs in a git worktree, but its grants cannot move there: bash: \
+             paths \"../\" would resolve to "
+        ),
+        "{text}"
+    );
+    assert!(text.contains(", outside the worktree "), "{text}");
 }
