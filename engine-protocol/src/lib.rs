@@ -129,6 +129,10 @@ pub enum Reply {
     Ready {
         /// The chat template its GGUF file carries (the text loom recognises the model's tool-call format by).
         chat_template: String,
+        /// How the engine confined itself before it loaded the model (`landlock=full seccomp=on no_new_privs=on,
+        /// reading only …`). Empty from an engine that did not, which loom refuses.
+        #[serde(default)]
+        confinement: String,
     },
     /// The model could not be loaded; the engine exits after this line.
     LoadFailed(EngineError),
@@ -163,6 +167,9 @@ pub enum EngineError {
         /// What failed.
         why: String,
     },
+    /// The engine could not confine itself (no Landlock on the host, …), so it loaded nothing.
+    #[error("the local model engine could not confine itself, so it loaded nothing: {0}")]
+    Confine(String),
     /// The model carries no chat template.
     #[error("the model {0} carries no chat template in its GGUF file, so loom cannot build its prompt; use an instruct/chat model")]
     NoTemplate(String),
@@ -232,6 +239,13 @@ mod tests {
             },
             Request::Cancel { id: 3 },
         ];
+        assert_eq!(
+            serde_json::from_str::<Reply>(r#"{"ready":{"chat_template":"t"}}"#).unwrap(),
+            Reply::Ready {
+                chat_template: "t".into(),
+                confinement: String::new()
+            }
+        );
         for r in requests {
             let l = line(&r);
             assert!(!l.contains('\n'), "{l}");
@@ -241,8 +255,11 @@ mod tests {
             Reply::Ready {
                 chat_template: "{% for m in messages %}<|im_start|>{{ m.role }}\n{% endfor %}"
                     .into(),
+                confinement: "landlock=full seccomp=on no_new_privs=on, reading only /m/x.gguf"
+                    .into(),
             },
             Reply::LoadFailed(EngineError::NoTemplate("x".into())),
+            Reply::LoadFailed(EngineError::Confine("no Landlock".into())),
             Reply::Event {
                 id: 1,
                 event: JobEvent::Text("é".into()),

@@ -7,10 +7,15 @@
 //! address space with loom's policy decisions, secrets or sessions, and a `loom` that runs no local model never
 //! loads it.
 //!
+//! Before it loads the model the engine confines itself (`loom_sandbox::confine_engine`): from then on the model
+//! file is the only file it can open, it can create no socket, run no program and signal no other process, so a
+//! memory bug in the C++ code that a crafted model file or prompt text reaches gets none of the user's authority.
+//! When it cannot confine itself it loads nothing and says why.
+//!
 //! ## What this crate must never do
 //! Decide anything about tools: it produces text under the grammar it is given, and loom's kernel decides every call
 //! the text proposes. Write anywhere but its stdout (the protocol) and stderr (diagnostics). Read anything but the
-//! model file it is told to load.
+//! model file it is told to load. Load a model before it has confined itself.
 
 #![forbid(unsafe_code)]
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
@@ -26,9 +31,29 @@ use loom_engine_protocol::{line, EngineError, Reply, Request};
 
 pub use model::{Job, Model};
 
-/// Serves the protocol on `input` / `output` until `input` ends; returns the process's exit code (0 after a normal
-/// end, 1 when the model could not be loaded or the first line was not a load, 2 when a line was not a request).
-pub fn serve(mut input: impl BufRead, output: impl Write + Send + 'static) -> i32 {
+/// Serves the protocol on `input` / `output` until `input` ends, confining the process before it loads the model;
+/// returns the process's exit code (0 after a normal end, 1 when the engine could not confine itself or load the
+/// model, or the first line was not a load, 2 when a line was not a request). Call it while the process has one
+/// thread.
+pub fn serve(input: impl BufRead, output: impl Write + Send + 'static) -> i32 {
+    serve_as(input, output, Confine::Itself)
+}
+
+/// Whether [`serve_as`] confines the process before it loads the model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Confine {
+    /// It does (the engine process: [`serve`]).
+    Itself,
+    /// It does not: for tests that serve inside a test process, which must stay free (and has many threads).
+    NotInThisTest,
+}
+
+/// [`serve`], with the choice of confining the process; the engine program always confines itself.
+pub fn serve_as(
+    mut input: impl BufRead,
+    output: impl Write + Send + 'static,
+    confine: Confine,
+) -> i32 {
     let out = Arc::new(Mutex::new(output));
     let write = {
         let out = out.clone();
@@ -53,6 +78,16 @@ pub fn serve(mut input: impl BufRead, output: impl Write + Send + 'static) -> i3
         }
         None => return 0,
     };
+    let (opts, confinement) = match confine {
+        Confine::Itself => match confine_to_model(opts) {
+            Ok(c) => c,
+            Err(e) => {
+                write(&Reply::LoadFailed(e));
+                return 1;
+            }
+        },
+        Confine::NotInThisTest => (opts, String::new()),
+    };
     let model = match Model::start(opts) {
         Ok(m) => m,
         Err(e) => {
@@ -62,6 +97,7 @@ pub fn serve(mut input: impl BufRead, output: impl Write + Send + 'static) -> i3
     };
     if !write(&Reply::Ready {
         chat_template: model.chat_template().to_string(),
+        confinement,
     }) {
         return 0;
     }
@@ -108,6 +144,21 @@ pub fn serve(mut input: impl BufRead, output: impl Write + Send + 'static) -> i3
             }
         }
     }
+}
+
+/// Confines the process to reading the model file (its path resolved first, so a link to it works and the rule
+/// names the file itself): the options to load it with, and what the confinement enforces.
+fn confine_to_model(
+    mut opts: loom_engine_protocol::EngineOptions,
+) -> Result<(loom_engine_protocol::EngineOptions, String), EngineError> {
+    let file = std::fs::canonicalize(&opts.model).map_err(|e| EngineError::Load {
+        model: opts.label.clone(),
+        why: format!("cannot resolve {}: {e}", opts.model.display()),
+    })?;
+    let confined =
+        loom_sandbox::confine_engine(&file).map_err(|e| EngineError::Confine(e.to_string()))?;
+    opts.model = file;
+    Ok((opts, confined.to_string()))
 }
 
 /// The next request: `None` at the end of the input; an error naming the line that is not one.
@@ -164,10 +215,43 @@ mod tests {
             context: 256,
         }));
         let sink = Sink::default();
-        let code = serve(std::io::Cursor::new(format!("{load}\n")), sink.clone());
+        let code = serve_as(
+            std::io::Cursor::new(format!("{load}\n")),
+            sink.clone(),
+            Confine::NotInThisTest,
+        );
         assert_eq!(code, 1);
         match replies(&sink).as_slice() {
             [Reply::LoadFailed(EngineError::Load { model, .. })] => assert_eq!(model, "bad"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// The engine confines itself only while it has one thread; a test process has more, so `serve` refuses to
+    /// load — the path an engine takes when it cannot confine itself.
+    #[test]
+    fn an_engine_that_cannot_confine_itself_loads_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let model = dir.path().join("m.gguf");
+        std::fs::write(&model, b"GGUF").unwrap();
+        let load = line(&Request::Load(loom_engine_protocol::EngineOptions {
+            model,
+            label: "m".into(),
+            threads: 1,
+            context: 256,
+        }));
+        // a second thread, whatever thread the harness runs this test on
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let other = std::thread::spawn(move || rx.recv());
+        let sink = Sink::default();
+        let code = serve(std::io::Cursor::new(format!("{load}\n")), sink.clone());
+        drop(tx);
+        let _ = other.join();
+        assert_eq!(code, 1);
+        match replies(&sink).as_slice() {
+            [Reply::LoadFailed(EngineError::Confine(why))] => {
+                assert!(why.contains("threads"), "{why}")
+            }
             other => panic!("{other:?}"),
         }
     }

@@ -116,6 +116,7 @@ pub struct Engine {
     next: std::sync::atomic::AtomicU64,
     label: String,
     chat_template: String,
+    confinement: String,
 }
 
 impl std::fmt::Debug for Engine {
@@ -159,12 +160,24 @@ impl Engine {
             next: std::sync::atomic::AtomicU64::new(1),
             label,
             chat_template: String::new(),
+            confinement: String::new(),
         };
         let mut lines = BufReader::new(stdout);
         let ready = shared
             .send(&Request::Load(opts))
             .and_then(|()| match read_reply(&mut lines) {
-                Some(Ok(Reply::Ready { chat_template })) => Ok(chat_template),
+                // an engine that did not confine itself (a build from before it could) is not used
+                Some(Ok(Reply::Ready { confinement, .. })) if confinement.is_empty() => {
+                    Err(EngineError::Process(format!(
+                        "{} loaded the model without confining itself (a build older than this loom?); \
+                         reinstall loom so that loom-engine comes from the same build",
+                        program.display()
+                    )))
+                }
+                Some(Ok(Reply::Ready {
+                    chat_template,
+                    confinement,
+                })) => Ok((chat_template, confinement)),
                 Some(Ok(Reply::LoadFailed(e))) => Err(e),
                 Some(Ok(other)) => Err(EngineError::Process(format!(
                     "broke the protocol: it answered the load with {}",
@@ -174,7 +187,10 @@ impl Engine {
                 None => Err(EngineError::Stopped),
             });
         match ready {
-            Ok(t) => engine.chat_template = t,
+            Ok((t, c)) => {
+                engine.chat_template = t;
+                engine.confinement = c;
+            }
             Err(e) => return Err(engine.ended(e)),
         }
         let reader = shared.clone();
@@ -249,6 +265,11 @@ impl Engine {
     /// The chat template the model's GGUF file carries.
     pub fn chat_template(&self) -> &str {
         &self.chat_template
+    }
+
+    /// How the engine confined itself before it loaded the model, as it reported it.
+    pub fn confinement(&self) -> &str {
+        &self.confinement
     }
 }
 
@@ -394,6 +415,7 @@ mod tests {
         }
         let ready = Reply::Ready {
             chat_template: "<|im_start|>".into(),
+            confinement: "landlock=full".into(),
         };
         let ok = format!("{}\n", crate::protocol::line(&ready).trim_end());
         assert_eq!(read_reply(&mut ok.as_bytes()).unwrap().unwrap(), ready);
@@ -410,7 +432,7 @@ load = json.loads(sys.stdin.readline())["load"]
 if load["model"].endswith("bad.gguf"):
     out({"load_failed": {"NoTemplate": load["label"]}}); sys.exit(1)
 assert "HOME" not in os.environ and "PATH" not in os.environ, "loom's environment was passed on"
-out({"ready": {"chat_template": "{{ fake }}"}})
+out({"ready": {"chat_template": "{{ fake }}", "confinement": "" if load["model"].endswith("free.gguf") else "landlock=full (fake)"}})
 for raw in sys.stdin:
     req = json.loads(raw)
     if "cancel" in req:
@@ -538,6 +560,23 @@ for raw in sys.stdin:
         let dir = tempfile::tempdir().unwrap();
         let err = Engine::start(&fake_engine(dir.path()), opts("/m/bad.gguf")).unwrap_err();
         assert_eq!(err, EngineError::NoTemplate("fake".into()));
+    }
+
+    #[test]
+    fn an_engine_that_did_not_confine_itself_is_not_used() {
+        let dir = tempfile::tempdir().unwrap();
+        let program = fake_engine(dir.path());
+        let err = Engine::start(&program, opts("/m/free.gguf")).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "the local model engine {} loaded the model without confining itself (a build older than this \
+                 loom?); reinstall loom so that loom-engine comes from the same build",
+                program.display()
+            )
+        );
+        let engine = Engine::start(&program, opts("/m/ok.gguf")).unwrap();
+        assert_eq!(engine.confinement(), "landlock=full (fake)");
     }
 
     #[test]

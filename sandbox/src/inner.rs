@@ -44,6 +44,7 @@ fn class_code(c: AccessClass) -> &'static str {
     match c {
         AccessClass::List => "l",
         AccessClass::Read => "r",
+        AccessClass::ReadFile => "f",
         AccessClass::Device => "d",
         AccessClass::Write => "w",
     }
@@ -143,6 +144,7 @@ impl InnerSpec {
                     let access = match code {
                         b"l" => AccessClass::List,
                         b"r" => AccessClass::Read,
+                        b"f" => AccessClass::ReadFile,
                         b"d" => AccessClass::Device,
                         b"w" => AccessClass::Write,
                         _ => return Err("--rule class must be l, r, d or w".into()),

@@ -27,6 +27,8 @@ pub enum AccessClass {
     List,
     /// Read files, list directories, execute.
     Read,
+    /// Read the file's contents, nothing else (the model file of the local model engine).
+    ReadFile,
     /// Read plus write files and ioctl on devices (for `/dev/null`, terminals), no creation.
     Device,
     /// Everything (read, write, create, remove, rename, truncate).
@@ -69,6 +71,7 @@ pub fn access_for(class: AccessClass, abi: ABI) -> BitFlags<AccessFs> {
     match class {
         AccessClass::List => BitFlags::from(AccessFs::ReadDir) & AccessFs::from_all(abi),
         AccessClass::Read => AccessFs::from_read(abi),
+        AccessClass::ReadFile => BitFlags::from(AccessFs::ReadFile),
         AccessClass::Device => {
             AccessFs::from_read(abi)
                 | ((AccessFs::WriteFile | AccessFs::Truncate | AccessFs::IoctlDev)

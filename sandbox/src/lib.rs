@@ -12,6 +12,9 @@
 //!   what Landlock cannot express.
 //! - **Tier C**: bubblewrap + seccomp (no Landlock), through the same inner stage.
 //!
+//! The same Landlock and seccomp code confines the local model engine, which confines itself before it loads a model
+//! ([`confine_engine`]: it can read the model file and nothing else, and has no socket, exec or signal).
+//!
 //! Decide, then do: `build_*` functions are pure and return data (the profile, the bwrap argv, the Landlock rules,
 //! the seccomp rules); `apply_*` / `spawn_*` do the effects.
 //!
@@ -44,6 +47,7 @@ mod cancel;
 mod clone_exec;
 mod confine;
 mod coverage;
+mod engine_confine;
 mod env;
 mod error;
 mod facts;
@@ -75,6 +79,9 @@ pub use coverage::{
     tier_b_refusal, tier_b_rights, tier_b_status, view_status, By, Right, RightStatus,
     SandboxStatus,
 };
+pub use engine_confine::{
+    check_engine_confinement, confine_engine, EngineConfineError, EngineConfinement, EngineProbe,
+};
 pub use env::{build_env, unconfined_env, EnvPolicy, SecretFacts};
 pub use error::{SpawnError, TrialError};
 pub use facts::HostFs;
@@ -98,8 +105,9 @@ pub use profile::{
 pub use roots::open_roots;
 pub use sbpl::build_sbpl;
 pub use seccomp::{
-    apply_seccomp, build_abi_guard, build_seccomp_programs, build_seccomp_rules, ArgCheck, ArgOp,
-    ArgWidth, DenyRule, SeccompError, SeccompPolicy, METADATA_SYSCALLS, NEWEST_ALLOWED_SYSCALL,
+    apply_seccomp, build_abi_guard, build_engine_rules, build_seccomp_programs,
+    build_seccomp_rules, ArgCheck, ArgOp, ArgWidth, DenyRule, SeccompError, SeccompPolicy,
+    METADATA_SYSCALLS, NEWEST_ALLOWED_SYSCALL,
 };
 pub use select::{parse_grant, GrantTextError};
 pub use spawn::{

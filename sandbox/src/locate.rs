@@ -44,9 +44,9 @@ pub fn inner_exe_next_to_current_exe() -> Result<PathBuf, InnerExeError> {
 
 /// The directory of loom's own executables — `loom`, `loom-sandbox-exec`, `loom-shim`, `loom-engine` — that is, of the
 /// running executable, canonical. They are authority files: a writable grant root that covers this directory lets a
-/// confined command replace what a later loom runs (loom itself and `loom-engine` run unconfined), so `loom doctor`
-/// and `loom audit` warn when a grant covers it. (Within one loom process, replacing `loom-sandbox-exec` changes
-/// nothing: the sandbox runs a sealed copy made at first use.)
+/// confined command replace what a later loom runs (loom itself runs unconfined, and a replaced `loom-engine` would not
+/// confine itself), so `loom doctor` and `loom audit` warn when a grant covers it. (Within one loom process,
+/// replacing `loom-sandbox-exec` changes nothing: the sandbox runs a sealed copy made at first use.)
 ///
 /// # Ambient authority
 /// Reads the path of the running executable.

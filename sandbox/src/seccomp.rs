@@ -604,12 +604,49 @@ pub fn build_abi_guard() -> Vec<sock_filter> {
 /// [`build_seccomp_rules`]; everything else is allowed. One program rather than a deny program plus a separate
 /// clone3 program, so the kernel checks, converts and JIT-compiles one filter per exec.
 pub fn build_seccomp_programs(policy: SeccompPolicy) -> Result<Vec<BpfProgram>, SeccompError> {
+    compile_rules(build_seccomp_rules(policy))
+}
+
+/// The EPERM rules of the local model engine ([`crate::confine_engine`]): tier B's rules without the network (no
+/// socket of any family, SysV IPC, inotify, the metadata calls, `setsid`, `truncate`), and besides them what a
+/// process that only computes never needs: `execve` and `execveat`, and signalling any process but itself (`kill`,
+/// `tkill`, `rt_sigqueueinfo`, `pidfd_send_signal` denied outright; `tgkill` and `rt_tgsigqueueinfo` unless the
+/// target is the engine `pid`, as `raise` and `abort` do).
+pub fn build_engine_rules(pid: u32) -> BTreeMap<i64, Vec<DenyRule>> {
+    let mut rules = build_seccomp_rules(SeccompPolicy {
+        network: false,
+        host_namespaces: true,
+        deny_truncate: true,
+    });
+    for nr in [
+        libc::SYS_execve,
+        libc::SYS_execveat,
+        libc::SYS_kill,
+        libc::SYS_tkill,
+        libc::SYS_rt_sigqueueinfo,
+        libc::SYS_pidfd_send_signal,
+    ] {
+        rules.insert(nr, Vec::new());
+    }
+    let not_self = vec![DenyRule(vec![ArgCheck::low32(
+        0,
+        ArgOp::Ne(u64::from(pid)),
+    )])];
+    rules.insert(libc::SYS_tgkill, not_self.clone());
+    rules.insert(libc::SYS_rt_tgsigqueueinfo, not_self);
+    rules
+}
+
+/// The program for `rules` ([`build_seccomp_programs`] describes its shape).
+pub(crate) fn compile_rules(
+    rules: BTreeMap<i64, Vec<DenyRule>>,
+) -> Result<Vec<BpfProgram>, SeccompError> {
     let arch = audit_arch()?;
     let mut listed: BTreeMap<u32, Block> = BTreeMap::new();
     let number = |nr: i64| {
         u32::try_from(nr).map_err(|_| SeccompError::Build(format!("syscall number {nr}")))
     };
-    for (nr, rules) in build_seccomp_rules(policy) {
+    for (nr, rules) in rules {
         listed.insert(number(nr)?, Block::Deny(rules));
     }
     listed.insert(number(libc::SYS_clone3)?, Block::NoSys);
@@ -808,6 +845,57 @@ mod tests {
             );
         }
         assert!(METADATA_SYSCALLS.len() >= metadata_denied().len());
+    }
+
+    /// The engine's program: no socket, no exec, no signal but to itself; what computing needs stays allowed.
+    #[test]
+    fn the_engine_program_leaves_computing_and_signalling_itself() {
+        let native = audit_arch().unwrap();
+        let me = 4242u64;
+        let prog = &compile_rules(build_engine_rules(4242)).unwrap()[0];
+        let run = |nr: i64, args: [u64; 6]| eval(prog, nr as u32, native, args).0;
+        for family in [AF_UNIX, AF_INET, AF_INET6, AF_NETLINK] {
+            assert_eq!(run(libc::SYS_socket, [family, 1, 0, 0, 0, 0]), RET_EPERM);
+        }
+        for nr in [
+            libc::SYS_execve,
+            libc::SYS_execveat,
+            libc::SYS_kill,
+            libc::SYS_tkill,
+            libc::SYS_rt_sigqueueinfo,
+            libc::SYS_pidfd_send_signal,
+            libc::SYS_ptrace,
+            libc::SYS_setsid,
+            libc::SYS_truncate,
+            libc::SYS_fchmodat,
+        ] {
+            assert_eq!(run(nr, [me, 0, 0, 0, 0, 0]), RET_EPERM, "nr {nr}");
+        }
+        for nr in [libc::SYS_tgkill, libc::SYS_rt_tgsigqueueinfo] {
+            assert_eq!(run(nr, [me, me, 6, 0, 0, 0]), RET_ALLOW, "nr {nr}");
+            assert_eq!(run(nr, [me + 1, me + 1, 9, 0, 0, 0]), RET_EPERM, "nr {nr}");
+            // the pid is compared on its low 32 bits, as the kernel reads an int
+            assert_eq!(
+                run(nr, [me | 1 << 32, me, 6, 0, 0, 0]),
+                RET_ALLOW,
+                "nr {nr}"
+            );
+        }
+        for nr in [
+            libc::SYS_read,
+            libc::SYS_write,
+            libc::SYS_mmap,
+            libc::SYS_munmap,
+            libc::SYS_futex,
+            libc::SYS_openat,
+            libc::SYS_sched_yield,
+        ] {
+            assert_eq!(run(nr, [0; 6]), RET_ALLOW, "nr {nr}");
+        }
+        // threads: clone without namespace flags, clone3 falling back to it
+        let thread = (libc::CLONE_VM | libc::CLONE_THREAD | libc::CLONE_SIGHAND) as u64;
+        assert_eq!(run(libc::SYS_clone, [thread, 0, 0, 0, 0, 0]), RET_ALLOW);
+        assert_eq!(run(libc::SYS_clone3, [0; 6]), RET_ENOSYS);
     }
 
     #[test]

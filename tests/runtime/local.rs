@@ -479,6 +479,136 @@ fn a_trigger_written_over_several_tokens_is_taken_back_and_the_grammar_decodes_f
     );
 }
 
+/// The engine confines itself before it loads a model (SECURITY.md, "Local models"): `loom-engine
+/// --check-confinement` runs the very function the engine runs, then tries what it needs (read the model, start a
+/// thread) and what it must not do (read or list anything else, create a file beside the model, open an inet or unix
+/// socket, run a program, signal loom); each must come out as required.
+#[test]
+fn the_engine_confines_itself_to_reading_its_model() {
+    let model = shared_models().join("models").join(MODEL).join(FILE);
+    let program = loom_bin().with_file_name(loom_local::ENGINE_PROGRAM);
+    let out = std::process::Command::new(&program)
+        .arg("--check-confinement")
+        .arg(&model)
+        .env_clear()
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<&str> = text.lines().collect();
+    let real = std::fs::canonicalize(&model).unwrap();
+    assert_eq!(
+        lines[0],
+        format!(
+            "confined: landlock=full seccomp=on no_new_privs=on, reading only {}",
+            real.display()
+        )
+    );
+    let probes = &lines[1..];
+    assert_eq!(probes.len(), 9, "{text}");
+    for want in [
+        format!("ok   read {}: allowed", real.display()),
+        "ok   start a thread: allowed".to_string(),
+        "ok   read /etc/passwd: refused (Permission denied".to_string(),
+        "ok   list /: refused (Permission denied".to_string(),
+        "ok   open an inet socket (connect to 127.0.0.1:9): refused (Operation not permitted"
+            .to_string(),
+        "ok   open a unix socket (bind an abstract name): refused (Operation not permitted"
+            .to_string(),
+        "ok   run /bin/true: refused (Operation not permitted".to_string(),
+        "ok   signal its parent (signal 0): refused (Operation not permitted".to_string(),
+    ] {
+        assert!(
+            probes.iter().any(|l| l.starts_with(&want)),
+            "{want}\n{text}"
+        );
+    }
+    assert!(
+        probes
+            .iter()
+            .any(|l| l.starts_with("ok   create ") && l.contains(": refused (Permission denied")),
+        "{text}"
+    );
+    assert!(!real.with_file_name(".loom-engine-probe").exists());
+
+    // `loom doctor` runs the same check, and names an engine that fails it
+    let s = Scratch::new();
+    let run = s.loom(&["doctor", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&run.stdout()).unwrap();
+    assert_eq!(v["engine"]["ok"], true, "{v}");
+    let detail = v["engine"]["detail"].as_str().unwrap();
+    assert!(
+        detail.ends_with(
+            "confines itself before it loads a model (landlock=full seccomp=on no_new_privs=on; it reads only the \
+             model file)"
+        ),
+        "{detail}"
+    );
+    let free = s.write(
+        "free-engine",
+        "#!/bin/sh\necho 'confined: nothing'\necho 'FAIL read /etc/passwd: allowed; must be refused'\nexit 1\n",
+    );
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&free, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let run = s.loom_env(
+        &["doctor"],
+        &[(loom_local::ENGINE_VAR, free.to_str().unwrap())],
+    );
+    run.stdout_has(&format!(
+        "local models     MISSING  {} cannot confine itself here, so the local harness refuses to load a model: \
+         FAIL read /etc/passwd: allowed; must be refused",
+        free.display()
+    ));
+}
+
+/// The engine loom starts for a turn is the confined one: it reports its confinement when the model is loaded
+/// (loom refuses one that does not), and the kernel shows its seccomp filter and `no_new_privs`.
+#[test]
+fn the_engine_loom_starts_runs_confined() {
+    let engine = small_engine();
+    let real =
+        std::fs::canonicalize(shared_models().join("models").join(MODEL).join(FILE)).unwrap();
+    assert_eq!(
+        engine.confinement(),
+        format!(
+            "landlock=full seccomp=on no_new_privs=on, reading only {}",
+            real.display()
+        )
+    );
+    // every engine this test process started (tests run side by side) is confined
+    let me = std::process::id().to_string();
+    let mut seen = 0;
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let dir = entry.path();
+        let (Ok(comm), Ok(status)) = (
+            std::fs::read_to_string(dir.join("comm")),
+            std::fs::read_to_string(dir.join("status")),
+        ) else {
+            continue;
+        };
+        let field = |name: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(name))
+                .map(str::trim)
+                .unwrap_or("")
+                .to_string()
+        };
+        if comm.trim() != loom_local::ENGINE_PROGRAM || field("PPid:") != me {
+            continue;
+        }
+        seen += 1;
+        assert_eq!(field("NoNewPrivs:"), "1", "{status}");
+        assert_eq!(field("Seccomp:"), "2", "{status}");
+    }
+    assert!(seen >= 1, "no engine found among this process's children");
+    drop(engine);
+}
+
 /// The 135M model (SmolLM, so the tagged format; required to call, since it would not on its own) writes its call in
 /// its own format, under the grammar; and the next request of the turn — the call written back, its result after it
 /// — reuses the cached prompt instead of processing it again.

@@ -48,10 +48,48 @@ fn install_dir_check() -> Result<String, String> {
     }
     Err(format!(
         "{} holds loom, loom-sandbox-exec, loom-shim and loom-engine, and a grant of {} would let a confined command \
-         replace them for the next session (loom and loom-engine run unconfined); install loom outside every granted \
+         replace them for the next session (loom runs unconfined, and a replaced loom-engine would not confine itself); install loom outside every granted \
          root (e.g. /usr/local/bin), and run `loom audit` on a manifest to check its grants",
         dir.display(),
         covered.join(" or ")
+    ))
+}
+
+/// Whether the local model engine confines itself here: `loom-engine --check-confinement` on its own executable
+/// (the file it may read), which runs the confinement the engine runs before it loads a model and tries what it must
+/// not do.
+fn engine_check() -> Result<String, String> {
+    let env: std::collections::BTreeMap<String, String> = std::env::vars().collect();
+    let program = loom_local::engine_program(&env).map_err(|e| e.to_string())?;
+    let out = std::process::Command::new(&program)
+        .arg("--check-confinement")
+        .arg(&program)
+        .env_clear()
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(|e| format!("{} could not be run: {e}", program.display()))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    if out.status.success() {
+        let how = text
+            .lines()
+            .next()
+            .and_then(|l| l.strip_prefix("confined: "))
+            .and_then(|l| l.split(", reading only").next())
+            .unwrap_or("confined");
+        return Ok(format!(
+            "{} confines itself before it loads a model ({how}; it reads only the model file)",
+            program.display()
+        ));
+    }
+    let failed: Vec<&str> = text.lines().filter(|l| l.starts_with("FAIL")).collect();
+    let why = if failed.is_empty() {
+        String::from_utf8_lossy(&out.stderr).trim().to_string()
+    } else {
+        failed.join("; ")
+    };
+    Err(format!(
+        "{} cannot confine itself here, so the local harness refuses to load a model: {why}",
+        program.display()
     ))
 }
 
@@ -98,6 +136,7 @@ pub fn run(args: Args) -> i32 {
         Err(why) => Err(why.clone()),
     };
     let install = install_dir_check();
+    let engine = engine_check();
     let seccomp = if h.seccomp {
         Ok("available".to_string())
     } else {
@@ -192,6 +231,7 @@ pub fn run(args: Args) -> i32 {
             ("landlock", &landlock),
             ("seccomp", &seccomp),
             ("install", &install),
+            ("engine", &engine),
         ] {
             out.push_str(&format!(
                 ",{}:{{\"ok\":{},\"detail\":{}}}",
@@ -280,6 +320,13 @@ pub fn run(args: Args) -> i32 {
         match &install {
             Ok(s) => format!("ok       {s}"),
             Err(e) => format!("WARNING  {e}"),
+        }
+    ));
+    text.push_str(&format!(
+        "  local models     {}\n",
+        match &engine {
+            Ok(s) => format!("ok       {s}"),
+            Err(e) => format!("MISSING  {e}"),
         }
     ));
     text.push_str("\ntiers (each checked by running `true` inside it):\n");
