@@ -2,7 +2,8 @@
 //! container runtime imposes — Docker's default seccomp profile (no namespaces), no Landlock, no bubblewrap in the
 //! image, a non-root user — and in each case loom picks by trial a tier that works (the same one `loom doctor`
 //! reports), runs the agent's command in a checkout with `.git` kept read-only, or refuses with the reason and exits 69
-//! when a tier is required and missing.
+//! when a tier is required and missing. In each, `loom doctor` also says whether the local model engine can confine
+//! itself: only where the kernel's Landlock is reachable.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -123,6 +124,17 @@ fn case(name: &str, opts: &[&str], want: Option<&str>) {
         "{name}: doctor chose {}",
         d["tier"]
     );
+    // the local model engine confines itself with Landlock whatever the tier: without it, it loads nothing
+    let landlock = !opts.contains(&"--no-landlock");
+    assert_eq!(d["engine"]["ok"], landlock, "{name}: {}", d["engine"]);
+    if !landlock {
+        let why = d["engine"]["detail"].as_str().unwrap_or("");
+        assert!(
+            why.contains("cannot confine itself here")
+                && why.contains("the local model engine runs only inside a Landlock domain"),
+            "{name}: {why}"
+        );
+    }
 
     let run = loom_in(
         s.path(),
