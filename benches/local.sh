@@ -15,7 +15,10 @@ cd "$(dirname "$0")/.."
 T=${1:-2}
 ROUNDS=${ROUNDS:-5}
 TARGET=${CARGO_TARGET_DIR:-target}
-cargo build -q --release -p loom-engine -p loom-local --example local_probe
+# the engine program, then the probe that drives it (with `--example` alone, cargo builds no binary: the probe would
+# run whatever loom-engine an earlier build left, which loom refuses when it does not confine itself)
+cargo build -q --release -p loom-engine --bins
+cargo build -q --release -p loom-local --example local_probe
 OUT=$(ls -td "$TARGET"/release/build/llama-cpp-sys-2-*/out | head -1)
 RAW=$TARGET/release/llama_raw
 cc -O2 -o "$RAW" benches/llama_raw.c -I"$OUT/include" -L"$OUT/lib" -lllama -lggml -lggml-cpu -lggml-base -lstdc++ -lm \

@@ -21,7 +21,15 @@ fn main() {
 
 /// `--check-confinement FILE`.
 fn check(file: &std::path::Path) -> i32 {
-    match loom_sandbox::check_engine_confinement(file) {
+    // resolved first, as the engine resolves its model's path
+    let file = match std::fs::canonicalize(file) {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("loom-engine: cannot resolve {}: {e}", file.display());
+            return 2;
+        }
+    };
+    match loom_sandbox::check_engine_confinement(&file) {
         Ok((confined, probes)) => {
             println!("confined: {confined}");
             for p in &probes {
