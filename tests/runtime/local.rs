@@ -32,6 +32,11 @@ fn shared_models() -> &'static Path {
     })
 }
 
+/// The installed 135M model's file (installed on first use).
+pub(super) fn small_model() -> PathBuf {
+    shared_models().join("models").join(MODEL).join(FILE)
+}
+
 /// Puts the installed model into `s`'s data home (a hard link: same file, no copy).
 fn link_model(s: &Scratch) -> PathBuf {
     let src = shared_models().join("models").join(MODEL).join(FILE);

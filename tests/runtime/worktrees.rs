@@ -4,8 +4,8 @@
 //! worktree, which is kept until `loom worktrees remove`. Refused, nothing started and nothing left (no directory or
 //! record in the worktrees home, nothing in git's list): outside a git repository, in one without a commit, with a
 //! grant that would climb out of the worktree, and where the lead's directory is not a real directory of HEAD's
-//! checkout (not committed, or committed as a link out of it). Not reached here: a child refused after its checkout
-//! (its worktree is then removed, `discard_worktree`) — every way a child can fail to boot fails its parent first.
+//! checkout (not committed, or committed as a link out of it); and a child that does not boot after its checkout was
+//! made, whose worktree is then removed.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -148,10 +148,14 @@ fn commit_all(s: &Scratch) {
     git(s.path(), &["commit", "-q", "-m", "start"]);
 }
 
-/// The lead's turn run from `cwd` with its worktrees in `home`, its one delegate call refused: the refusal's text,
-/// after checking that nothing was left (no directory or record in `home`, only the main tree in git's list when
-/// there is a repository).
+/// The lead's turn run from `cwd` with its worktrees in `home`, its delegate call (the last of `calls`) refused: the
+/// refusal's text, after checking that nothing was left (no directory or record in `home`, only the main tree in
+/// git's list when there is a repository).
 fn refusal(s: &Scratch, cwd: &Path, home: &Path) -> String {
+    refusal_after(s, cwd, home, 1)
+}
+
+fn refusal_after(s: &Scratch, cwd: &Path, home: &Path, calls: usize) -> String {
     let home_s = home.to_string_lossy().into_owned();
     let run = s.loom_in(
         cwd,
@@ -160,8 +164,8 @@ fn refusal(s: &Scratch, cwd: &Path, home: &Path) -> String {
     );
     run.expect_code(0);
     let r = results(&updates(&run));
-    assert_eq!(r.len(), 1, "{r:#?}");
-    assert_eq!(r[0].0, "failed", "{r:#?}");
+    assert_eq!(r.len(), calls, "{r:#?}");
+    assert_eq!(r[calls - 1].0, "failed", "{r:#?}");
     let left: Vec<_> = std::fs::read_dir(home)
         .unwrap()
         .map(|e| e.unwrap().file_name())
@@ -172,7 +176,7 @@ fn refusal(s: &Scratch, cwd: &Path, home: &Path) -> String {
         assert_eq!(list.lines().count(), 1, "{list}");
     }
     assert!(!s.path().join("seen.txt").exists());
-    r[0].1.clone()
+    r[calls - 1].1.clone()
 }
 
 #[test]
@@ -286,4 +290,42 @@ fn a_worktree_child_whose_grants_would_climb_out_is_not_started() {
         "{text}"
     );
     assert!(text.contains(", outside the worktree "), "{text}");
+}
+
+/// A child refused after its worktree was made never ran, so the worktree holds nothing worth keeping: it is
+/// removed, and the refusal says so. Here the child's harness cannot boot: its model file (a path, loaded by the
+/// lead's boot for the named harness) is gone by the time the lead delegates.
+#[test]
+fn a_worktree_child_that_does_not_boot_leaves_no_worktree() {
+    if !sandbox_available() {
+        return;
+    }
+    let s = Scratch::new();
+    let home = tempfile::tempdir().unwrap();
+    std::fs::hard_link(super::local::small_model(), s.path().join("m.gguf")).unwrap();
+    s.write(".gitignore", ".loom-data/\nm.gguf\n");
+    lead_in(
+        &s,
+        "",
+        "[harnesses.iso]\nprovider = \"local\"\nmodel = \"m.gguf\"\ncontext = 2048\nthreads = 1\n",
+    );
+    let manifest = std::fs::read_to_string(s.path().join("agent.toml"))
+        .unwrap()
+        .replacen(
+            "{ call = { tool = \"delegate\"",
+            "{ call = { tool = \"bash\", input = { command = \"rm m.gguf\" } } },\n{ call = { tool = \"delegate\"",
+            1,
+        );
+    s.write("agent.toml", &manifest);
+    commit_all(&s);
+    // the lead's bash call, then its delegate call
+    let text = refusal_after(&s, s.path(), home.path(), 2);
+    assert!(
+        text.starts_with("delegate: the sub-agent \"isolated\" did not boot: "),
+        "{text}"
+    );
+    assert!(
+        text.contains(" (its worktree isolated-") && text.ends_with(" was removed)"),
+        "{text}"
+    );
 }

@@ -87,9 +87,11 @@ fn engine_check() -> Result<String, String> {
     } else {
         failed.join("; ")
     };
+    // what the program printed is shown, never obeyed by the terminal
     Err(format!(
-        "{} cannot confine itself here, so the local harness refuses to load a model: {why}",
-        program.display()
+        "{} cannot confine itself here, so the local harness refuses to load a model: {}",
+        program.display(),
+        loom_runtime::terminal_safe(&why)
     ))
 }
 
