@@ -20,6 +20,9 @@ MODELS=("$@")
 SCRATCH=${SCRATCH:-$(mktemp -d)}
 mkdir -p "$SCRATCH"
 ROWS=()
+RUN=bt$$   # short: a run id is at most 64 characters
+DATA=${LOOM_DATA_HOME:-${XDG_DATA_HOME:-$HOME/.local/share}/loom}
+trap 'rm -rf "$DATA"/agents/bench-local-tasks/runs/"$RUN"-*' EXIT
 for model in "${MODELS[@]}"; do
   passed=0 total=0 millis=0
   for task in benches/tasks/[0-9]*/; do
@@ -32,8 +35,10 @@ for model in "${MODELS[@]}"; do
     sed -e "s/@MODEL@/$model/" -e "s/@TOOL_CHOICE@/${TOOL_CHOICE:-required}/" benches/tasks/agent.toml \
       > "$SCRATCH/$model/$name.toml"
     start=$(date +%s%N)
-    # the answer is what `loom prompt` prints (the final agent message); its stderr goes to a log beside it
-    (cd "$work" && "$LOOM" prompt "$SCRATCH/$model/$name.toml" "$(cat "$OLDPWD/$task/prompt.txt")" \
+    # the answer is what `loom prompt` prints (the final agent message); its stderr goes to a log beside it. Each task
+    # is a run of its own (`--run-id`): its agent storage is a fresh directory, removed below, so no task sees
+    # another's state and the manifests written per task do not share one storage directory
+    (cd "$work" && "$LOOM" prompt --run-id "$RUN-$model-$name" "$SCRATCH/$model/$name.toml" "$(cat "$OLDPWD/$task/prompt.txt")" \
       > "$SCRATCH/$model/$name.answer" 2> "$SCRATCH/$model/$name.log") || true
     end=$(date +%s%N)
     ms=$(( (end - start) / 1000000 ))
