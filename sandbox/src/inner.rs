@@ -450,6 +450,11 @@ mod tests {
                     access: AccessClass::Write,
                     required: true,
                 },
+                LandlockRule {
+                    path: "/m/x.gguf".into(),
+                    access: AccessClass::ReadFile,
+                    required: true,
+                },
             ]),
             network: true,
             new_session: true,

@@ -310,6 +310,11 @@ mod tests {
         let dev = access_for(AccessClass::Device, TARGET_ABI);
         assert!(dev.contains(AccessFs::WriteFile) && dev.contains(AccessFs::IoctlDev));
         assert!(!dev.contains(AccessFs::MakeReg) && !dev.contains(AccessFs::RemoveFile));
+        // the engine's model file: reading its contents, not even executing it
+        assert_eq!(
+            access_for(AccessClass::ReadFile, TARGET_ABI),
+            BitFlags::from(AccessFs::ReadFile)
+        );
         let write = access_for(AccessClass::Write, TARGET_ABI);
         assert!(write.contains(AccessFs::Refer) && write.contains(AccessFs::Truncate));
         // Never a right newer than the target ABI, whatever the crate knows about.
