@@ -336,7 +336,7 @@ fn render_shipped(o: &mut String, s: &loom_kernel::ShippedState) {
     }
 }
 
-/// A harness as audit shows it: its provider, model and the key it needs.
+/// A harness as audit shows it: its provider, model, and the key it needs or where it runs.
 fn harness_line(h: &loom_kernel::HarnessSpec) -> String {
     let model = h
         .config
@@ -344,13 +344,15 @@ fn harness_line(h: &loom_kernel::HarnessSpec) -> String {
         .and_then(|v| v.as_str())
         .map(|s| format!(" (model {s})"))
         .unwrap_or_default();
-    format!("{}{model}{}", h.provider, harness_secret(&h.provider))
+    format!("{}{model}{}", h.provider, harness_note(&h.provider))
 }
 
-fn harness_secret(provider: &str) -> &'static str {
+fn harness_note(provider: &str) -> &'static str {
     match provider {
         "anthropic" => "  needs secret ANTHROPIC_API_KEY",
         "openai" => "  needs secret OPENAI_API_KEY",
+        // SECURITY.md, "Local models": the engine confines itself before it loads the model
+        "local" => "  runs in loom-engine, confined: reads only its model file; no network, exec or signals",
         _ => "",
     }
 }

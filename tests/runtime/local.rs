@@ -570,6 +570,17 @@ fn the_engine_confines_itself_to_reading_its_model() {
     ));
 }
 
+/// `loom audit` says where a local model runs and what that process can do (without starting it).
+#[test]
+fn audit_shows_the_local_harness_confined() {
+    let s = Scratch::new();
+    s.write("agent.toml", AGENT);
+    s.loom(&["audit", "agent.toml"]).expect_code(0).stdout_has(
+        "harness   local (model smollm2-135m)  runs in loom-engine, confined: reads only its model file; no \
+         network, exec or signals",
+    );
+}
+
 /// The engine loom starts for a turn is the confined one: it reports its confinement when the model is loaded
 /// (loom refuses one that does not), and the kernel shows its seccomp filter and `no_new_privs`.
 #[test]
