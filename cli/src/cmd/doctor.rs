@@ -48,8 +48,9 @@ fn install_dir_check() -> Result<String, String> {
     }
     Err(format!(
         "{} holds loom, loom-sandbox-exec, loom-shim and loom-engine, and a grant of {} would let a confined command \
-         replace them for the next session (loom runs unconfined, and a replaced loom-engine would not confine itself); install loom outside every granted \
-         root (e.g. /usr/local/bin), and run `loom audit` on a manifest to check its grants",
+         replace them for the next session (loom runs unconfined, and a replaced loom-engine would not confine \
+         itself); install loom outside every granted root (e.g. /usr/local/bin), and run `loom audit` on a manifest \
+         to check its grants",
         dir.display(),
         covered.join(" or ")
     ))
@@ -324,13 +325,7 @@ pub fn run(args: Args) -> i32 {
             Err(e) => format!("WARNING  {e}"),
         }
     ));
-    text.push_str(&format!(
-        "  local models     {}\n",
-        match &engine {
-            Ok(s) => format!("ok       {s}"),
-            Err(e) => format!("MISSING  {e}"),
-        }
-    ));
+    text.push_str(&format!("  local models     {}\n", mark(&engine)));
     text.push_str("\ntiers (each checked by running `true` inside it):\n");
     for (t, r) in &tiers {
         text.push_str(&format!(
