@@ -271,7 +271,19 @@ mod tests {
         std::fs::write(&exe, &image).unwrap();
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
-        assert!(std::process::Command::new(&exe).status().unwrap().success());
+        // another test's fork may briefly hold the descriptor the file was written through (until its exec closes
+        // it): exec then fails with ETXTBSY, which says nothing about the image, so that one error is retried
+        let mut tries = 0;
+        let status = loop {
+            match std::process::Command::new(&exe).status() {
+                Err(e) if e.raw_os_error() == Some(libc::ETXTBSY) && tries < 100 => {
+                    tries += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                }
+                other => break other.unwrap(),
+            }
+        };
+        assert!(status.success());
     }
 
     #[test]
