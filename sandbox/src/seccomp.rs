@@ -15,6 +15,9 @@
 //! closed). All of it is one program (one filter to install per exec). Syscalls of a non-native ABI (x32, i386 on
 //! x86_64) kill the process.
 //!
+//! The local model engine, which confines itself, gets tier B's program without the network and, besides, no exec
+//! and no signal to another process ([`build_engine_rules`]), compiled the same way.
+//!
 //! The program finds a syscall's rules by binary search over the syscall numbers instead of comparing the number
 //! with every listed syscall in turn: the kernel runs the program once per syscall number of each ABI when the
 //! filter is installed (to learn which numbers are always allowed, so it can skip the filter for them), and every
