@@ -568,6 +568,17 @@ fn the_engine_confines_itself_to_reading_its_model() {
          FAIL read /etc/passwd: allowed; must be refused",
         free.display()
     ));
+    // one that never ends its check is stopped, and named (doctor waits 10 s for it)
+    let stuck = s.write("stuck-engine", "#!/bin/sh\nexec sleep 600\n");
+    std::fs::set_permissions(&stuck, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let run = s.loom_env(
+        &["doctor"],
+        &[(loom_local::ENGINE_VAR, stuck.to_str().unwrap())],
+    );
+    run.stdout_has(&format!(
+        "local models     MISSING  {} did not finish its confinement check within 10 s",
+        stuck.display()
+    ));
 }
 
 /// `loom audit` says where a local model runs and what that process can do (without starting it).

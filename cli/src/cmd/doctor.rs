@@ -56,18 +56,41 @@ fn install_dir_check() -> Result<String, String> {
     ))
 }
 
+/// How long `loom doctor` waits for the engine's confinement check.
+const ENGINE_CHECK_LIMIT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Whether the local model engine confines itself here: `loom-engine --check-confinement` on its own executable
 /// (the file it may read), which runs the confinement the engine runs before it loads a model and tries what it must
 /// not do.
 fn engine_check() -> Result<String, String> {
     let env: std::collections::BTreeMap<String, String> = std::env::vars().collect();
     let program = loom_local::engine_program(&env).map_err(|e| e.to_string())?;
-    let out = std::process::Command::new(&program)
+    let mut child = std::process::Command::new(&program)
         .arg("--check-confinement")
         .arg(&program)
         .env_clear()
         .stdin(std::process::Stdio::null())
-        .output()
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("{} could not be run: {e}", program.display()))?;
+    // the check takes milliseconds and prints a few lines (well under a pipe's buffer); a program that does not
+    // end is not left to hang doctor
+    let deadline = std::time::Instant::now() + ENGINE_CHECK_LIMIT;
+    while child.try_wait().ok().flatten().is_none() {
+        if std::time::Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(format!(
+                "{} did not finish its confinement check within {} s",
+                program.display(),
+                ENGINE_CHECK_LIMIT.as_secs()
+            ));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let out = child
+        .wait_with_output()
         .map_err(|e| format!("{} could not be run: {e}", program.display()))?;
     let text = String::from_utf8_lossy(&out.stdout);
     if out.status.success() {
