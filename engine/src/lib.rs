@@ -203,20 +203,26 @@ mod tests {
             .collect()
     }
 
+    /// The load request for `model`, as the line loom sends.
+    fn load_line(model: std::path::PathBuf, label: &str) -> String {
+        let load = line(&Request::Load(loom_engine_protocol::EngineOptions {
+            model,
+            label: label.into(),
+            threads: 1,
+            context: 256,
+        }));
+        format!("{load}\n")
+    }
+
     #[test]
     fn a_model_that_does_not_load_is_reported_on_the_protocol() {
         let dir = tempfile::tempdir().unwrap();
         let bad = dir.path().join("bad.gguf");
         std::fs::write(&bad, b"GGUF but not really a model").unwrap();
-        let load = line(&Request::Load(loom_engine_protocol::EngineOptions {
-            model: bad,
-            label: "bad".into(),
-            threads: 1,
-            context: 256,
-        }));
+        let load = load_line(bad, "bad");
         let sink = Sink::default();
         let code = serve_as(
-            std::io::Cursor::new(format!("{load}\n")),
+            std::io::Cursor::new(load),
             sink.clone(),
             Confine::NotInThisTest,
         );
@@ -234,17 +240,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let model = dir.path().join("m.gguf");
         std::fs::write(&model, b"GGUF").unwrap();
-        let load = line(&Request::Load(loom_engine_protocol::EngineOptions {
-            model,
-            label: "m".into(),
-            threads: 1,
-            context: 256,
-        }));
+        let load = load_line(model, "m");
         // a second thread, whatever thread the harness runs this test on
         let (tx, rx) = std::sync::mpsc::channel::<()>();
         let other = std::thread::spawn(move || rx.recv());
         let sink = Sink::default();
-        let code = serve(std::io::Cursor::new(format!("{load}\n")), sink.clone());
+        let code = serve(std::io::Cursor::new(load), sink.clone());
         drop(tx);
         let _ = other.join();
         assert_eq!(code, 1);

@@ -116,11 +116,46 @@ pub fn exit_code(status: ExitStatus) -> i32 {
         .unwrap_or(1)
 }
 
+/// Waits up to `limit` for `child` to end (a short-lived helper program that must not hang its caller): its status,
+/// or `Ok(None)` when it did not end in time — it is then killed and reaped. Its output pipes are the caller's to
+/// read afterwards, so it must print less than a pipe holds.
+pub fn wait_within(
+    child: &mut std::process::Child,
+    limit: std::time::Duration,
+) -> std::io::Result<Option<ExitStatus>> {
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        if let Some(status) = child.try_wait()? {
+            return Ok(Some(status));
+        }
+        if std::time::Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Ok(None);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::os::unix::process::CommandExt;
     use std::process::Command;
+
+    #[test]
+    fn a_child_that_does_not_end_in_time_is_killed_and_reaped() {
+        let mut quick = Command::new("/bin/true").spawn().unwrap();
+        let status = wait_within(&mut quick, std::time::Duration::from_secs(60)).unwrap();
+        assert!(status.is_some_and(|s| s.success()));
+        let mut stuck = Command::new("sleep").arg("600").spawn().unwrap();
+        assert_eq!(
+            wait_within(&mut stuck, std::time::Duration::from_millis(50)).unwrap(),
+            None
+        );
+        // reaped: nothing left to wait for
+        assert!(stuck.try_wait().unwrap().is_some());
+    }
 
     #[test]
     fn killing_the_group_ends_the_leader_and_its_background_children() {

@@ -76,18 +76,16 @@ fn engine_check() -> Result<String, String> {
         .map_err(|e| format!("{} could not be run: {e}", program.display()))?;
     // the check takes milliseconds and prints a few lines (well under a pipe's buffer); a program that does not
     // end is not left to hang doctor
-    let deadline = std::time::Instant::now() + ENGINE_CHECK_LIMIT;
-    while child.try_wait().ok().flatten().is_none() {
-        if std::time::Instant::now() >= deadline {
-            let _ = child.kill();
-            let _ = child.wait();
+    match loom_sandbox::wait_within(&mut child, ENGINE_CHECK_LIMIT) {
+        Ok(Some(_)) => {}
+        Ok(None) => {
             return Err(format!(
                 "{} did not finish its confinement check within {} s",
                 program.display(),
                 ENGINE_CHECK_LIMIT.as_secs()
-            ));
+            ))
         }
-        std::thread::sleep(std::time::Duration::from_millis(5));
+        Err(e) => return Err(format!("{} could not be run: {e}", program.display())),
     }
     let out = child
         .wait_with_output()

@@ -9,7 +9,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use loom_protocol::Secret;
 
@@ -80,24 +80,16 @@ fn run_lookup(program: &Path, name: &str) -> Result<Option<Secret>, String> {
         .stderr(Stdio::piped())
         .spawn()
         .map_err(|e| format!("cannot run {}: {e}", program.display()))?;
-    let started = Instant::now();
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(s)) => break s,
-            Ok(None) if started.elapsed() < LOOKUP_TIMEOUT => {
-                std::thread::sleep(Duration::from_millis(5))
-            }
-            Ok(None) => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(format!(
-                    "{} did not answer within {} s (is the keyring locked?)",
-                    program.display(),
-                    LOOKUP_TIMEOUT.as_secs()
-                ));
-            }
-            Err(e) => return Err(format!("{}: {e}", program.display())),
+    let status = match loom_sandbox::wait_within(&mut child, LOOKUP_TIMEOUT) {
+        Ok(Some(s)) => s,
+        Ok(None) => {
+            return Err(format!(
+                "{} did not answer within {} s (is the keyring locked?)",
+                program.display(),
+                LOOKUP_TIMEOUT.as_secs()
+            ))
         }
+        Err(e) => return Err(format!("{}: {e}", program.display())),
     };
     let mut out = String::new();
     let mut err = String::new();
