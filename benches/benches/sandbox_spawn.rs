@@ -154,6 +154,7 @@ impl Case {
             broker: BrokerLimits::default(),
             secrets: &loom_sandbox::SecretFacts::default(),
             authority: &loom_sandbox::AuthorityPaths::default(),
+            fills: None,
         };
         let streams = Streams {
             stdin: Stream::Null,

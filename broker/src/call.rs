@@ -565,6 +565,10 @@ fn run(shared: &Arc<Shared>, stream: UnixStream, call: Prepared) {
             );
         }
         Ok(outcome) => {
+            if let Some(note) = loom_sandbox::swept_note(&outcome.swept) {
+                let note = format!("loom-broker: {}: {note}\n", call.name);
+                let _ = write_frame(&mut *d, frame::T_STDERR, note.as_bytes());
+            }
             let why = killed.or_else(|| {
                 outcome
                     .timed_out

@@ -139,6 +139,10 @@ pub struct BashRun<'a> {
     /// The agent's authority files: read-only in the view, secret stores masked (`AuthorityPaths::default()`:
     /// only the built-in protected names).
     pub authority: &'a AuthorityPaths,
+    /// A directory loom made for this command to fill (a new worktree's checkout, where git writes `.git` and the
+    /// committed tree): what the command creates below it is kept rather than moved aside
+    /// ([`loom_sandbox::sweep_created`]). `None` for every command the model asked for.
+    pub fills: Option<&'a Path>,
 }
 
 /// Runs a decided bash call: unconfined for the grant `"*"` (the parent's environment minus every secret, plus the
@@ -196,6 +200,9 @@ fn run_row(
         authority: run.authority.clone(),
     };
     let mut profile = build_profile(row, run.ctx, &place, run.limits.clone(), &HostFs)?;
+    if let Some(dir) = run.fills {
+        profile.absent.retain(|w| !w.root.starts_with(dir));
+    }
     let support = host_support();
     // the tier whose trial run passed on this host (once per process): what doctor reports is what runs
     let (tier, _) = chosen_tier(run.tier, run.inner_exe.as_deref())?;

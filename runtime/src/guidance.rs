@@ -7,7 +7,8 @@
 //! no tool may write or create them, and a confined command sees an existing one read-only. One that does not exist
 //! cannot be bound read-only, so a confined command could create it: loom reads only the names that existed when the
 //! agent started ([`existing_guidance`]), and a file that appears later is left out with a notice — the agent cannot
-//! write its own next instructions.
+//! write its own next instructions. (The sandbox moves such a file aside once the command ends, for the next session:
+//! `loom_sandbox::sweep_created`.)
 //!
 //! Scoped guidance goes further: the general project rules (`.loom/rules/*.md` without `paths`) join the system
 //! prompt the same way; a rule with `paths: [globs]`, and the `AGENTS.md` / `CLAUDE.md` of a directory below the

@@ -12,6 +12,10 @@
 //!   what Landlock cannot express.
 //! - **Tier C**: bubblewrap + seccomp (no Landlock), through the same inner stage.
 //!
+//! A protected path that does not exist cannot be bound read-only; the profile lists those ([`Profile::absent`]) and,
+//! once a confined command has ended, [`spawn_sandboxed_io`] moves aside whatever it created there
+//! ([`sweep_created`]) and reports it in [`Outcome::swept`].
+//!
 //! The same Landlock and seccomp code confines the local model engine, which confines itself before it loads a model
 //! ([`confine_engine`]: it can read the model file and nothing else, and has no socket, exec or signal).
 //!
@@ -66,6 +70,7 @@ mod session_guard;
 mod spawn;
 mod split;
 mod stage;
+mod sweep;
 mod table;
 #[cfg(test)]
 mod test_procs;
@@ -113,6 +118,7 @@ pub use select::{parse_grant, GrantTextError};
 pub use spawn::{
     spawn_sandboxed, spawn_sandboxed_io, spawn_unconfined, Launch, Outcome, Stream, Streams,
 };
+pub use sweep::{sweep_created, swept_note, Swept, Watched, MOVED_SUFFIX};
 pub use table::{enforcement_rows, enforcement_table, TABLE_BEGIN, TABLE_END};
 pub use trial::{
     choose_by_trial, chosen_tier, requested_tier, trial_profile, tried, try_tier, DISABLE_VAR,

@@ -1,12 +1,13 @@
 //! `Profile`: the plain-data description of one sandbox, built from a bash grant row by a pure function.
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 use std::time::Duration;
 
 use loom_kernel::{PathCtx, Row, Value};
 
 use crate::env::EnvPolicy;
+use crate::sweep::Watched;
 
 /// System directories exposed read-only in every sandbox (when the host has them).
 pub const SYSTEM_DIRS: [&str; 10] = [
@@ -85,6 +86,9 @@ pub struct Profile {
     pub protected: Vec<PathBuf>,
     /// Existing secret stores inside any root: hidden behind an empty read-only file (`/dev/null`).
     pub masked: Vec<PathBuf>,
+    /// Protected paths inside writable roots that do not exist yet: the view cannot bind them read-only, so when the
+    /// command has ended, whatever it created there is moved aside ([`crate::sweep_created`]).
+    pub absent: Vec<Watched>,
     /// Directories between a writable root and a protected path (such as `.git`), bound onto themselves so they
     /// are mount points that cannot be renamed away (which would let a command plant a fresh `.git/hooks`).
     pub pinned: Vec<PathBuf>,
@@ -293,6 +297,7 @@ pub fn build_profile(
     let mut protected = BTreeSet::new();
     let mut pinned = BTreeSet::new();
     let mut masked = BTreeSet::new();
+    let mut absent = BTreeSet::new();
     for root in &writable {
         let mut candidates: Vec<PathBuf> = Vec::new();
         let names_under = |base: &Path, out: &mut Vec<PathBuf>| {
@@ -335,7 +340,11 @@ pub fn build_profile(
         );
         for c in candidates {
             match facts.entry(&c) {
-                None => {}
+                None => {
+                    if let Some(w) = watch_absent(root, &c, &writable, facts, &grant)? {
+                        absent.insert(w);
+                    }
+                }
                 Some(Entry::Symlink(_)) => {
                     return Err(ProfileError::SymlinkProtected {
                         grant,
@@ -430,6 +439,7 @@ pub fn build_profile(
         writable,
         protected: protected.into_iter().collect(),
         masked: masked.into_iter().collect(),
+        absent: absent.into_iter().collect(),
         pinned: pinned.into_iter().collect(),
         system,
         network,
@@ -442,6 +452,57 @@ pub fn build_profile(
         profile.cwd = place.cwd.clone();
     }
     Ok(profile)
+}
+
+/// A protected path `c` inside writable root `root` that does not exist: what the sweep after the command must look
+/// at. The links on the way are the user's and are left alone then; one that leads back into a writable root is
+/// refused now, since the command could create the protected path beneath it through its real name. `None` when `c`
+/// is not below `root` as plain components.
+fn watch_absent(
+    root: &Path,
+    c: &Path,
+    writable: &[PathBuf],
+    facts: &dyn Facts,
+    grant: &str,
+) -> Result<Option<Watched>, ProfileError> {
+    let Ok(rel) = c.strip_prefix(root) else {
+        return Ok(None);
+    };
+    if rel.as_os_str().is_empty() || rel.components().any(|p| !matches!(p, Component::Normal(_))) {
+        return Ok(None);
+    }
+    let mut links = Vec::new();
+    let mut here = root.to_path_buf();
+    let mut prefix = PathBuf::new();
+    let parts: Vec<_> = rel.components().collect();
+    for part in &parts[..parts.len() - 1] {
+        here.push(part);
+        prefix.push(part);
+        match facts.entry(&here) {
+            Some(Entry::Dir) => continue,
+            Some(Entry::Symlink(target)) => {
+                let into_writable = facts
+                    .canonical(&here)
+                    .is_some_and(|t| writable.iter().any(|w| t.starts_with(w)));
+                if into_writable {
+                    return Err(ProfileError::SymlinkProtected {
+                        grant: grant.to_string(),
+                        root: root.to_path_buf(),
+                        path: here,
+                    });
+                }
+                links.push((prefix.clone(), target));
+                break;
+            }
+            // missing, or a file: nothing stands below it now
+            _ => break,
+        }
+    }
+    Ok(Some(Watched {
+        root: root.to_path_buf(),
+        rel: rel.to_path_buf(),
+        links,
+    }))
 }
 
 fn roots(
@@ -916,6 +977,69 @@ pub(crate) mod tests {
         .unwrap_err();
         assert!(
             matches!(err, ProfileError::SymlinkProtected { .. }),
+            "{err}"
+        );
+    }
+
+    fn build_on(src: &str, f: &FakeFs) -> Result<Profile, ProfileError> {
+        build_profile(&row(src), &ctx(), &place(), Limits::default(), f)
+    }
+
+    #[test]
+    fn protected_names_that_do_not_exist_are_watched() {
+        let p = build(r#"{ commands = "*", paths = ["./"] }"#).unwrap();
+        let watched: Vec<PathBuf> = p.absent.iter().map(Watched::path).collect();
+        for name in [
+            ".envrc",
+            ".loom",
+            ".config/fish",
+            ".cargo/config.toml",
+            ".vscode",
+        ] {
+            assert!(
+                watched.contains(&Path::new("/work/proj").join(name)),
+                "{name}: {watched:?}"
+            );
+        }
+        // what exists is bound read-only instead
+        assert!(!watched.contains(&PathBuf::from("/work/proj/.git")));
+        assert!(!watched.contains(&PathBuf::from("/work/proj/.mcp.json")));
+        assert!(p
+            .absent
+            .iter()
+            .all(|w| w.root == Path::new("/work/proj") && w.links.is_empty()));
+        // nothing is watched where nothing is writable
+        let p = build(r#"{ commands = "*", read_paths = ["./"] }"#).unwrap();
+        assert!(p.absent.is_empty());
+        // `.git` one level down, in a directory that exists
+        let f = with(&[("/work/proj/plain", Entry::Dir)]);
+        let p = build_on(r#"{ commands = "*", paths = ["./"] }"#, &f).unwrap();
+        assert!(p.absent.iter().any(|w| w.rel == Path::new("plain/.git")));
+    }
+
+    #[test]
+    fn a_link_on_the_way_to_a_watched_name_is_the_users_unless_it_leads_into_a_writable_root() {
+        let build_with = |target: &str| {
+            let mut f = fs();
+            f.0.insert("/work/proj/.config".into(), Entry::Symlink(target.into()));
+            f.0.insert("/work/proj/conf".into(), Entry::Dir);
+            build_on(r#"{ commands = "*", paths = ["./"] }"#, &f)
+        };
+        // to a directory the command cannot write: nothing can be created beneath it; the link is remembered
+        let p = build_with("/etc").unwrap();
+        let fish = p
+            .absent
+            .iter()
+            .find(|w| w.rel == Path::new(".config/fish"))
+            .unwrap();
+        assert_eq!(
+            fish.links,
+            vec![(PathBuf::from(".config"), PathBuf::from("/etc"))]
+        );
+        // back into the writable root: the command could write `conf/fish` by its real name
+        let err = build_with("conf").unwrap_err();
+        assert!(
+            matches!(&err, ProfileError::SymlinkProtected { path, .. } if path == Path::new("/work/proj/.config")),
             "{err}"
         );
     }

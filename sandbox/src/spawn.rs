@@ -26,6 +26,7 @@ use crate::profile::Profile;
 use crate::roots::open_roots;
 use crate::seccomp::SeccompPolicy;
 use crate::session_guard::{kill_session, SessionGuard};
+use crate::sweep::{sweep_created, Swept};
 
 /// How to launch one confined command.
 #[derive(Debug, Clone)]
@@ -58,6 +59,9 @@ pub struct Outcome {
     pub timed_out: bool,
     /// What the sandbox enforced, typed (`None` when unconfined).
     pub status: Option<SandboxStatus>,
+    /// What the command created at protected paths that did not exist when it started, moved aside once it ended
+    /// (see [`crate::sweep_created`]); empty when unconfined.
+    pub swept: Vec<Swept>,
 }
 
 /// The standard streams of a confined command.
@@ -98,9 +102,27 @@ pub fn spawn_sandboxed_io(
     streams: Streams,
     started: &mut dyn FnMut(u32),
 ) -> Result<Outcome, SpawnError> {
-    match launch.tier {
+    let ran = match launch.tier {
         Tier::B => spawn_tier_b(launch, streams, started),
         Tier::A | Tier::C => spawn_in_view(launch, streams, started),
+    };
+    // every process of the command has ended (the pid namespace, or the session killed): what it created at a
+    // protected path that did not exist when it started is moved aside now, whatever became of the call
+    let swept = sweep_created(&launch.profile.absent);
+    match ran {
+        Ok(mut outcome) => {
+            outcome.swept = swept;
+            Ok(outcome)
+        }
+        Err(e) if swept.is_empty() => Err(e),
+        Err(e) => Err(SpawnError::Setup(format!(
+            "{e}; and {}",
+            swept
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("; ")
+        ))),
     }
 }
 
@@ -306,6 +328,7 @@ fn spawn_tier_b(
         enforced,
         timed_out,
         status: Some(status),
+        swept: Vec::new(),
     })
 }
 
@@ -411,6 +434,7 @@ pub(crate) fn wait_confined(
             enforced: enforced.to_string(),
             timed_out,
             status: None,
+            swept: Vec::new(),
         }),
         ("err", msg) => Err(SpawnError::Setup(msg.to_string())),
         ("notfound", cmd) => Err(SpawnError::NotFound(cmd.to_string())),
@@ -615,6 +639,7 @@ pub fn spawn_unconfined(
         enforced: String::new(),
         timed_out,
         status: None,
+        swept: Vec::new(),
     })
 }
 

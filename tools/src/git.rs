@@ -542,7 +542,7 @@ async fn inspect(
     cancel: &tokio_util::sync::CancellationToken,
 ) -> Result<ToolOutput, String> {
     let row = git_inspection_row(&top.display().to_string());
-    run_git(env, sandbox, top, row, args, cancel).await
+    run_git(env, sandbox, top, row, args, None, cancel).await
 }
 
 /// Runs git on the repository at `top` under the sandbox `row`, hardened as every git call loom makes is (module
@@ -553,6 +553,7 @@ pub(crate) async fn run_git(
     top: &Path,
     row: loom_kernel::Row,
     args: Vec<OsString>,
+    fills: Option<&Path>,
     cancel: &tokio_util::sync::CancellationToken,
 ) -> Result<ToolOutput, String> {
     let git = program_on_path("git").ok_or("git is not installed (no `git` on loom's PATH)")?;
@@ -565,6 +566,7 @@ pub(crate) async fn run_git(
         timeout: GIT_TIMEOUT,
         keep: Keep::head(cap),
         combined: false,
+        fills,
     };
     let listing = run_confined(
         BashPlan::Confined {
@@ -585,6 +587,9 @@ pub(crate) async fn run_git(
     if listing.cancelled {
         return Ok(ToolOutput::interrupted(""));
     }
+    if let Some(note) = loom_sandbox::swept_note(&listing.swept) {
+        return Err(note);
+    }
     if listing.code != 0 || listing.stdout.total > listing.stdout.bytes.len() as u64 {
         return Err(format!(
             "could not read the repository's configuration (exit {}): {}",
@@ -604,7 +609,7 @@ pub(crate) async fn run_git(
         cancel,
     )
     .await?;
-    Ok(render(&got, &shown, &blanked))
+    Ok(got.noted(render(&got, &shown, &blanked)))
 }
 
 /// Whether the work tree of the repository at `top` has changes (tracked files changed or staged; untracked files

@@ -512,12 +512,15 @@ impl Tool for ProjectRunTool {
                                 hits: Some(is_failure_line),
                             },
                             combined: true,
+                            fills: None,
                         },
                         &ctx.cancel,
                     )
                     .await;
                     match got {
-                        Ok(got) => report(kind, &line, &dir, &got, started.elapsed(), timeout),
+                        Ok(got) => {
+                            got.noted(report(kind, &line, &dir, &got, started.elapsed(), timeout))
+                        }
                         Err(e) => ToolOutput::error(format!(
                             "{}: `{line}` did not run: {e}",
                             kind.builtin()

@@ -59,9 +59,13 @@ async fn worktree_git(
     sandbox: &SandboxEnv,
     cancel: &CancellationToken,
 ) -> Result<(), String> {
-    let dest = dest.map(|d| d.display().to_string());
-    let row = git_worktree_row(&top.display().to_string(), dest.as_deref());
-    let out = run_git(&loom_env(top, "worktree"), sandbox, top, row, args, cancel).await?;
+    let row = git_worktree_row(
+        &top.display().to_string(),
+        dest.map(|d| d.display().to_string()).as_deref(),
+    );
+    // the checkout's own `.git` file and the committed tree (`.envrc`, `AGENTS.md` …) are what `dest` is made for
+    let env = loom_env(top, "worktree");
+    let out = run_git(&env, sandbox, top, row, args, dest, cancel).await?;
     if out.is_error || out.interrupted {
         return Err(out.text);
     }

@@ -397,7 +397,8 @@ pub fn run(args: Args) -> i32 {
     ));
     text.push_str(
         "plus each agent's authority files (manifest, hook and server programs, sub-manifests, skill roots, .loom/, \
-         loom's data directory and executables; secret stores masked) — `loom audit` lists them\n",
+         loom's data directory and executables; secret stores masked) — `loom audit` lists them; what a command \
+         creates at one of these that did not exist is moved aside to NAME.loom-moved when it ends\n",
     );
     if userns.is_err() {
         text.push_str(

@@ -216,6 +216,7 @@ fn run_one(a: RunArgs) -> i32 {
         broker: broker_limits(&a),
         secrets: &loom_sandbox::SecretFacts::default(),
         authority: &authority,
+        fills: None,
     };
     match run_bash(plan, run, Streams::inherit(), &mut |_| {}) {
         Ok(o) => {
@@ -230,6 +231,9 @@ fn run_one(a: RunArgs) -> i32 {
                     "loom: timed out after {} ms; the process tree was killed",
                     a.timeout_ms.unwrap_or_default()
                 );
+            }
+            for swept in &o.swept {
+                eprintln!("loom: {swept}");
             }
             o.code
         }

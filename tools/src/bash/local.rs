@@ -4,9 +4,20 @@
 
 use super::*;
 
-/// Starts the process (blocking until it ends) and returns its exit code, whether the sandbox's own timeout fired,
-/// and what the sandbox enforced. The group is stored in `slot` as soon as it exists, and the slot is finished once
-/// the leader is reaped.
+/// How a command loom ran ended.
+pub(super) struct Ended {
+    /// Its exit code.
+    pub code: i32,
+    /// Whether the sandbox's own timeout fired.
+    pub timed_out: bool,
+    /// What the sandbox enforced (`None` when unconfined).
+    pub status: Option<loom_sandbox::SandboxStatus>,
+    /// What it created at protected paths, moved aside.
+    pub swept: Vec<loom_sandbox::Swept>,
+}
+
+/// Starts the process (blocking until it ends) and returns how it ended. The group is stored in `slot` as soon as it
+/// exists, and the slot is finished once the leader is reaped.
 pub(super) fn start(
     plan: BashPlan,
     cwd: &std::path::Path,
@@ -15,7 +26,7 @@ pub(super) fn start(
     timeout: Duration,
     writer: std::io::PipeWriter,
     slot: &GroupSlot,
-) -> Result<(i32, bool, Option<loom_sandbox::SandboxStatus>), String> {
+) -> Result<Ended, String> {
     let err_writer = writer.try_clone().map_err(|e| e.to_string())?;
     let run = BashRun {
         tool: &env.instance,
@@ -36,6 +47,7 @@ pub(super) fn start(
         broker: BrokerLimits::default(),
         secrets: &sandbox.secrets,
         authority: &sandbox.authority,
+        fills: None,
     };
     let streams = Streams {
         stdin: Stream::Null,
@@ -45,5 +57,10 @@ pub(super) fn start(
     let outcome = run_bash(plan, run, streams, &mut |p| slot.started(p));
     slot.finish();
     let o = outcome.map_err(|e| e.to_string())?;
-    Ok((o.code, o.timed_out, o.status))
+    Ok(Ended {
+        code: o.code,
+        timed_out: o.timed_out,
+        status: o.status,
+        swept: o.swept,
+    })
 }

@@ -259,7 +259,7 @@ mod report;
 mod terminal;
 
 use local::start;
-use report::sandbox_json;
+use report::{sandbox_json, swept_json};
 
 struct Call {
     env: ToolEnv,
@@ -342,7 +342,15 @@ impl Call {
         env.processes = crate::process::ProcessTable::default();
         std::thread::spawn(move || {
             let ended = match start(plan, &cwd, &env, &sandbox, timeout, writer, &slot) {
-                Ok((code, timed_out, _)) => crate::process::ProcState::Exited { code, timed_out },
+                Ok(ended) => {
+                    if let Some(note) = loom_sandbox::swept_note(&ended.swept) {
+                        proc_.append(format!("\n{note}\n").as_bytes());
+                    }
+                    crate::process::ProcState::Exited {
+                        code: ended.code,
+                        timed_out: ended.timed_out,
+                    }
+                }
                 Err(e) => crate::process::ProcState::Failed(e),
             };
             proc_.ended(ended);
@@ -478,18 +486,27 @@ impl Call {
             raw["notInTerminal"] = json!(why);
         }
         if cancelled {
+            if let Ok(Ok(ended)) = &result {
+                if let Some(note) = loom_sandbox::swept_note(&ended.swept) {
+                    raw["swept"] = swept_json(&ended.swept);
+                    if !text.ends_with('\n') {
+                        text.push('\n');
+                    }
+                    text.push_str(&note);
+                }
+            }
             let mut out = ToolOutput::interrupted(&text);
             raw["interrupted"] = json!(true);
             out.raw_output = Some(raw);
             return out;
         }
-        let code = match result {
-            Ok(Ok((code, sandbox_timed_out, status))) => {
-                timed_out |= sandbox_timed_out;
-                if let Some(status) = status {
+        let (code, swept) = match result {
+            Ok(Ok(ended)) => {
+                timed_out |= ended.timed_out;
+                if let Some(status) = ended.status {
                     raw["sandbox"] = sandbox_json(&status);
                 }
-                code
+                (ended.code, ended.swept)
             }
             Ok(Err(e)) => {
                 return ToolOutput::error(format!(
@@ -512,9 +529,16 @@ impl Call {
         } else if code != 0 {
             text.push_str(&format!("\n[exit code {code}]"));
         }
+        if let Some(note) = loom_sandbox::swept_note(&swept) {
+            raw["swept"] = swept_json(&swept);
+            if !text.ends_with('\n') {
+                text.push('\n');
+            }
+            text.push_str(&note);
+        }
         ToolOutput {
             text,
-            is_error: timed_out || code != 0,
+            is_error: timed_out || code != 0 || !swept.is_empty(),
             raw_output: Some(raw),
             ..ToolOutput::default()
         }

@@ -1,4 +1,4 @@
-//! What a bash call reports beside its output: the sandbox's enforcement, as JSON.
+//! What a bash call reports beside its output, as JSON: the sandbox's enforcement, and what was moved aside after it.
 
 use serde_json::json;
 
@@ -18,4 +18,20 @@ pub(super) fn sandbox_json(status: &loom_sandbox::SandboxStatus) -> serde_json::
         "rights": rights,
         "accepted": accepted,
     })
+}
+
+/// What the sweep after the command found, for the result's raw output: `[{"from": …, "to": …}]` for each entry moved
+/// aside, `[{"path": …, "error": …}]` for one that could not be.
+pub(super) fn swept_json(swept: &[loom_sandbox::Swept]) -> serde_json::Value {
+    swept
+        .iter()
+        .map(|s| match s {
+            loom_sandbox::Swept::Moved { from, to } => {
+                json!({ "from": from.display().to_string(), "to": to.display().to_string() })
+            }
+            loom_sandbox::Swept::Stuck { path, why } => {
+                json!({ "path": path.display().to_string(), "error": why })
+            }
+        })
+        .collect()
 }
