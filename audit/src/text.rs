@@ -352,7 +352,7 @@ fn harness_note(provider: &str) -> &'static str {
         "anthropic" => "  needs secret ANTHROPIC_API_KEY",
         "openai" => "  needs secret OPENAI_API_KEY",
         // SECURITY.md, "Local models": the engine confines itself before it loads the model
-        "local" => "  runs in loom-engine, confined: reads only its model file; no network, exec or signals",
+        "local" => "  runs in loom-engine, confined: reads only its model file; no network, exec, child processes or signals",
         _ => "",
     }
 }

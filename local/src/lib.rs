@@ -7,14 +7,14 @@
 //! GBNF grammars that make every call one of a granted tool with input of its schema's shape ([`response_grammar`],
 //! [`call_grammar`]), and the engine as loom drives it: a child process, `loom-engine` (crate
 //! `loom-engine`), that owns llama.cpp and the model and serves generation jobs over pipes ([`Engine`],
-//! [`protocol`]). llama.cpp is never linked into this crate, so it is never loaded by a `loom` that runs no local
-//! model.
+//! [`protocol`]), started tied to loom's life (`loom_sandbox::spawn_tied`) so it ends when loom does. llama.cpp is
+//! never linked into this crate, so it is never loaded by a `loom` that runs no local model.
 //!
 //! ## What this crate must never do
 //! Decide authority: a decoded call is a proposal that the runtime hands to the kernel like any other model's. Fetch
 //! anything but the pinned packages, or install a file whose hash differs from the pin. Leave a half-written file
-//! under a model's name. Link llama.cpp (it belongs to the engine process), or hand the engine process any of loom's
-//! environment.
+//! under a model's name. Link llama.cpp (it belongs to the engine process), hand the engine process any of loom's
+//! environment, or start it in a way that lets it outlive loom.
 //!
 //! ## Example
 //! ```

@@ -130,15 +130,16 @@ impl std::fmt::Debug for Engine {
 impl Engine {
     /// Starts `program` and loads the model; returns once it is loaded (or failed to).
     pub fn start(program: &Path, opts: EngineOptions) -> Result<Engine, EngineError> {
-        let mut child = Command::new(program)
-            .env_clear()
+        let mut cmd = Command::new(program);
+        cmd.env_clear()
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(|e| {
-                EngineError::Process(format!("{} could not be started: {e}", program.display()))
-            })?;
+            .stderr(Stdio::piped());
+        // it dies with loom, however loom ends (a SIGKILL included): an engine taken over by a bad model file cannot
+        // outlive it, and its seccomp filter keeps it from clearing that signal or starting a process of its own
+        let mut child = loom_sandbox::spawn_tied(cmd).map_err(|e| {
+            EngineError::Process(format!("{} could not be started: {e}", program.display()))
+        })?;
         let (Some(stdin), Some(stdout), Some(stderr)) =
             (child.stdin.take(), child.stdout.take(), child.stderr.take())
         else {

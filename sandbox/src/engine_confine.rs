@@ -198,6 +198,20 @@ pub fn check_engine_confinement(
             std::process::Command::new("/bin/true").status().map(drop),
         ),
         probe(
+            "start a process (clone without CLONE_THREAD)".into(),
+            false,
+            start_a_process(),
+        ),
+        probe(
+            "clear its parent-death signal".into(),
+            false,
+            // SAFETY: prctl with constant arguments.
+            match unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, 0, 0, 0, 0) } {
+                0 => Ok(()),
+                _ => Err(std::io::Error::last_os_error()),
+            },
+        ),
+        probe(
             "signal its parent (signal 0)".into(),
             false,
             match parent {
@@ -207,6 +221,23 @@ pub fn check_engine_confinement(
         ),
     ];
     Ok((confined, probes))
+}
+
+/// Starts a process the way `fork` does (a raw clone without `CLONE_VM` or `CLONE_THREAD`); the child exits at once.
+fn start_a_process() -> std::io::Result<()> {
+    // SAFETY: a raw clone without CLONE_VM: the child runs on its own copy of the memory and only calls _exit.
+    let pid = unsafe { libc::syscall(libc::SYS_clone, libc::SIGCHLD as libc::c_ulong, 0, 0, 0, 0) };
+    match pid {
+        -1 => Err(std::io::Error::last_os_error()),
+        // SAFETY: _exit in the child, nothing else.
+        0 => unsafe { libc::_exit(0) },
+        child => {
+            let mut status = 0;
+            // SAFETY: waitpid on the child just started.
+            unsafe { libc::waitpid(child as libc::pid_t, &mut status, 0) };
+            Ok(())
+        }
+    }
 }
 
 /// Binds a unix socket to an abstract name (the socket is closed at once).

@@ -4,9 +4,11 @@
 //! group that may not have started yet (with [`KillOnDrop`] for callers that may go away), and [`exit_code`] the one
 //! place an exit status becomes a shell-style code.
 //!
-//! No parent-death signal here: `PR_SET_PDEATHSIG` fires when the *thread* that spawned the child exits, and loom
-//! starts servers and hooks from pooled threads that come and go, so it would kill a healthy server. The confined
-//! spawn sets it only for its short-lived stages, whose spawning thread waits for them.
+//! No parent-death signal for those: `PR_SET_PDEATHSIG` fires when the *thread* that spawned the child exits, and
+//! loom starts servers and hooks from pooled threads that come and go, so it would kill a healthy server. The confined
+//! spawn sets it only for its short-lived stages, whose spawning thread waits for them; and [`spawn_tied`] starts a
+//! long-lived child (the local model engine) from a thread that lives as long as loom, so its parent-death signal
+//! fires only when loom itself ends, however it ends.
 
 use std::os::unix::process::ExitStatusExt;
 use std::process::ExitStatus;
@@ -14,6 +16,64 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
 
 use rustix::process::{kill_process, kill_process_group, Pid, Signal};
+
+/// Spawns `cmd` with SIGKILL as its parent-death signal, from a thread that lives as long as this process, so the
+/// child dies when loom ends — a SIGKILL of loom included, which runs no clean-up — and never because a thread that
+/// happened to start it went away. A child that finds loom already gone when its signal is armed does not exec. (A
+/// child may clear the signal itself; the local model engine's seccomp filter keeps it from doing so.)
+pub fn spawn_tied(mut cmd: std::process::Command) -> std::io::Result<std::process::Child> {
+    use std::os::unix::process::CommandExt;
+    use std::sync::mpsc::{channel, Sender};
+    use std::sync::{Mutex, OnceLock};
+
+    type Job = (
+        std::process::Command,
+        Sender<std::io::Result<std::process::Child>>,
+    );
+    static SPAWNER: OnceLock<Option<Mutex<Sender<Job>>>> = OnceLock::new();
+    let loom = rustix::process::getpid();
+    // SAFETY: only async-signal-safe calls (prctl, getppid) between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if libc::getppid() != loom.as_raw_nonzero().get() {
+                return Err(std::io::Error::other(
+                    "loom ended while the process was starting",
+                ));
+            }
+            Ok(())
+        });
+    }
+    let spawner = SPAWNER.get_or_init(|| {
+        let (tx, rx) = channel::<Job>();
+        std::thread::Builder::new()
+            .name("loom-tied-spawner".into())
+            .spawn(move || {
+                // ends only with the process: the sender lives in a static
+                for (mut cmd, reply) in rx {
+                    let _ = reply.send(cmd.spawn());
+                }
+            })
+            .ok()
+            .map(|_| Mutex::new(tx))
+    });
+    let Some(spawner) = spawner else {
+        return Err(std::io::Error::other(
+            "the thread that starts long-lived processes could not be created",
+        ));
+    };
+    let (reply, answer) = channel();
+    spawner
+        .lock()
+        .map_err(|_| std::io::Error::other("the process spawner is poisoned"))?
+        .send((cmd, reply))
+        .map_err(|_| std::io::Error::other("the process spawner has stopped"))?;
+    answer
+        .recv()
+        .map_err(|_| std::io::Error::other("the process spawner has stopped"))?
+}
 
 /// The process group a child leads (it was started with `process_group(0)`, so its pid is the group id).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -142,6 +202,38 @@ mod tests {
     use super::*;
     use std::os::unix::process::CommandExt;
     use std::process::Command;
+
+    #[test]
+    fn a_tied_child_outlives_the_thread_that_asked_for_it() {
+        let sleeper = || {
+            let mut cmd = Command::new("sleep");
+            cmd.arg("30");
+            cmd
+        };
+        let mut tied = std::thread::spawn(move || spawn_tied(sleeper()).unwrap())
+            .join()
+            .unwrap();
+        // the control, started after it: a parent-death signal armed in a child spawned by a thread that then ends
+        // kills the child — so by the time it is dead, an earlier thread's end has signalled its children too
+        let mut control = std::thread::spawn(move || {
+            let mut cmd = sleeper();
+            // SAFETY: prctl only.
+            unsafe {
+                cmd.pre_exec(|| {
+                    libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
+                    Ok(())
+                });
+            }
+            cmd.spawn().unwrap()
+        })
+        .join()
+        .unwrap();
+        assert_eq!(control.wait().unwrap().signal(), Some(libc::SIGKILL));
+        // the tied child is the spawner thread's, which lives on
+        assert!(tied.try_wait().unwrap().is_none());
+        tied.kill().unwrap();
+        assert_eq!(tied.wait().unwrap().signal(), Some(libc::SIGKILL));
+    }
 
     #[test]
     fn a_child_that_does_not_end_in_time_is_killed_and_reaped() {

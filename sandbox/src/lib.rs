@@ -90,7 +90,9 @@ pub use engine_confine::{
 pub use env::{build_env, unconfined_env, EnvPolicy, SecretFacts};
 pub use error::{SpawnError, TrialError};
 pub use facts::HostFs;
-pub use group::{exit_code, kill_group, wait_within, GroupSlot, KillOnDrop, ProcessGroup};
+pub use group::{
+    exit_code, kill_group, spawn_tied, wait_within, GroupSlot, KillOnDrop, ProcessGroup,
+};
 pub use inner::{inner_main, InnerSpec, INNER_ARG, SETUP_FAILED};
 pub use landlock::{
     access_for, build_landlock_rules, prepare_landlock, AccessClass, Enforcement, LandlockError,

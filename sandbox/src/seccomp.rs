@@ -614,7 +614,9 @@ pub fn build_seccomp_programs(policy: SeccompPolicy) -> Result<Vec<BpfProgram>, 
 /// socket of any family, SysV IPC, inotify, the metadata calls, `setsid`, `truncate`), and besides them what a
 /// process that only computes never needs: `execve` and `execveat`, and signalling any process but itself (`kill`,
 /// `tkill`, `rt_sigqueueinfo`, `pidfd_send_signal` denied outright; `tgkill` and `rt_tgsigqueueinfo` unless the
-/// target is the engine `pid`, as `raise` and `abort` do).
+/// target is the engine `pid`, as `raise` and `abort` do), and any process of its own: `fork` and `vfork` denied,
+/// `clone` without `CLONE_THREAD` denied (threads stay possible), so nothing it starts escapes the parent-death
+/// signal loom gave it ([`crate::spawn_tied`]), which `prctl(PR_SET_PDEATHSIG)` cannot clear either.
 pub fn build_engine_rules(pid: u32) -> BTreeMap<i64, Vec<DenyRule>> {
     let mut rules = build_seccomp_rules(SeccompPolicy {
         network: false,
@@ -637,6 +639,26 @@ pub fn build_engine_rules(pid: u32) -> BTreeMap<i64, Vec<DenyRule>> {
     )])];
     rules.insert(libc::SYS_tgkill, not_self.clone());
     rules.insert(libc::SYS_rt_tgsigqueueinfo, not_self);
+    for nr in [libc::SYS_fork, libc::SYS_vfork] {
+        rules.insert(nr, Vec::new());
+    }
+    rules
+        .entry(libc::SYS_clone)
+        .or_default()
+        .push(DenyRule(vec![ArgCheck::low32(
+            0,
+            ArgOp::MaskedEq {
+                mask: libc::CLONE_THREAD as u64,
+                value: 0,
+            },
+        )]));
+    rules.insert(
+        libc::SYS_prctl,
+        vec![DenyRule(vec![ArgCheck::low32(
+            0,
+            ArgOp::Eq(libc::PR_SET_PDEATHSIG as u64),
+        )])],
+    );
     rules
 }
 
@@ -899,6 +921,49 @@ mod tests {
         let thread = (libc::CLONE_VM | libc::CLONE_THREAD | libc::CLONE_SIGHAND) as u64;
         assert_eq!(run(libc::SYS_clone, [thread, 0, 0, 0, 0, 0]), RET_ALLOW);
         assert_eq!(run(libc::SYS_clone3, [0; 6]), RET_ENOSYS);
+        // but no process: fork, vfork, and clone as glibc's fork and posix_spawn call it
+        for nr in [libc::SYS_fork, libc::SYS_vfork] {
+            assert_eq!(run(nr, [0; 6]), RET_EPERM, "nr {nr}");
+        }
+        let fork =
+            (libc::CLONE_CHILD_SETTID | libc::CLONE_CHILD_CLEARTID) as u64 | libc::SIGCHLD as u64;
+        let spawn = (libc::CLONE_VM | libc::CLONE_VFORK) as u64 | libc::SIGCHLD as u64;
+        for flags in [fork, spawn, thread | libc::CLONE_NEWUSER as u64] {
+            assert_eq!(
+                run(libc::SYS_clone, [flags, 0, 0, 0, 0, 0]),
+                RET_EPERM,
+                "{flags:#x}"
+            );
+        }
+        // and its parent-death signal stays; other prctl calls (thread names) work
+        assert_eq!(
+            run(
+                libc::SYS_prctl,
+                [libc::PR_SET_PDEATHSIG as u64, 0, 0, 0, 0, 0]
+            ),
+            RET_EPERM
+        );
+        assert_eq!(
+            run(libc::SYS_prctl, [libc::PR_SET_NAME as u64, 0, 0, 0, 0, 0]),
+            RET_ALLOW
+        );
+        // tier B's own rules are unchanged by the engine's
+        let tier_b = &compile_rules(build_seccomp_rules(SeccompPolicy {
+            network: false,
+            host_namespaces: true,
+            deny_truncate: true,
+        }))
+        .unwrap()[0];
+        assert_eq!(
+            eval(
+                tier_b,
+                libc::SYS_clone as u32,
+                native,
+                [fork, 0, 0, 0, 0, 0]
+            )
+            .0,
+            RET_ALLOW
+        );
     }
 
     #[test]

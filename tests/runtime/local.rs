@@ -487,7 +487,8 @@ fn a_trigger_written_over_several_tokens_is_taken_back_and_the_grammar_decodes_f
 /// The engine confines itself before it loads a model (SECURITY.md, "Local models"): `loom-engine
 /// --check-confinement` runs the very function the engine runs, then tries what it needs (read the model, start a
 /// thread) and what it must not do (read or list anything else, create a file beside the model, open an inet or unix
-/// socket, run a program, signal loom); each must come out as required.
+/// socket, run a program, start a process, clear its parent-death signal, signal loom); each must come out as
+/// required.
 #[test]
 fn the_engine_confines_itself_to_reading_its_model() {
     let model = shared_models().join("models").join(MODEL).join(FILE);
@@ -514,7 +515,7 @@ fn the_engine_confines_itself_to_reading_its_model() {
         )
     );
     let probes = &lines[1..];
-    assert_eq!(probes.len(), 9, "{text}");
+    assert_eq!(probes.len(), 11, "{text}");
     for want in [
         format!("ok   read {}: allowed", real.display()),
         "ok   start a thread: allowed".to_string(),
@@ -525,6 +526,9 @@ fn the_engine_confines_itself_to_reading_its_model() {
         "ok   open a unix socket (bind an abstract name): refused (Operation not permitted"
             .to_string(),
         "ok   run /bin/true: refused (Operation not permitted".to_string(),
+        "ok   start a process (clone without CLONE_THREAD): refused (Operation not permitted"
+            .to_string(),
+        "ok   clear its parent-death signal: refused (Operation not permitted".to_string(),
         "ok   signal its parent (signal 0): refused (Operation not permitted".to_string(),
     ] {
         assert!(
@@ -588,7 +592,7 @@ fn audit_shows_the_local_harness_confined() {
     s.write("agent.toml", AGENT);
     s.loom(&["audit", "agent.toml"]).expect_code(0).stdout_has(
         "harness   local (model smollm2-135m)  runs in loom-engine, confined: reads only its model file; no \
-         network, exec or signals",
+         network, exec, child processes or signals",
     );
 }
 
@@ -768,4 +772,94 @@ fn the_135m_model_calls_a_granted_tool_that_then_runs() {
         "no answer\n{}",
         run.stdout()
     );
+}
+
+/// An engine taken over by a bad model file could ignore the end of its input and keep running; loom starts it tied
+/// to loom's own life (`loom_sandbox::spawn_tied`: SIGKILL when loom ends), so even a loom killed with SIGKILL, which
+/// runs no clean-up, leaves no engine behind. The stand-in engine here reports itself confined, takes the job, then
+/// ignores SIGTERM and the end of its input.
+#[test]
+fn an_engine_that_ignores_loom_s_end_dies_with_a_killed_loom() {
+    use std::os::unix::fs::PermissionsExt;
+    let s = Scratch::new();
+    let mut gguf = b"GGUF".to_vec();
+    gguf.extend_from_slice(&3u32.to_le_bytes());
+    gguf.extend_from_slice(&[0; 24]);
+    std::fs::write(s.path().join("stand-in.gguf"), gguf).unwrap();
+    let pid_file = s.path().join("engine.pid");
+    let engine = s.write(
+        "stubborn-engine",
+        &format!(
+            r#"#!/usr/bin/env python3
+import json, os, signal, sys, time
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+load = json.loads(sys.stdin.readline())["load"]
+sys.stdout.write(json.dumps({{"ready": {{"chat_template": "<|im_start|>", "confinement": "landlock=full (stand-in)"}}}}) + "\n")
+sys.stdout.flush()
+sys.stdin.readline()
+with open({pid:?}, "w") as f:
+    f.write(str(os.getpid()))
+while True:
+    time.sleep(1)
+"#,
+            pid = pid_file.display().to_string()
+        ),
+    );
+    std::fs::set_permissions(&engine, std::fs::Permissions::from_mode(0o755)).unwrap();
+    s.write(
+        "agent.toml",
+        "[agent]\nname = \"stubborn\"\n\n[harness]\nprovider = \"local\"\nmodel = \"./stand-in.gguf\"\n\n\
+         [session]\nlayers = [\"in-memory\"]\n",
+    );
+    let mut loom = std::process::Command::new(loom_bin())
+        .args(["prompt", "agent.toml", "hello"])
+        .current_dir(s.path())
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("LOOM_DATA_HOME", s.path().join(".loom-data"))
+        .env(loom_local::ENGINE_VAR, &engine)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // the engine has the job (it wrote its pid after reading it)
+    let mut waited = 0;
+    let pid = loop {
+        if let Ok(p) = std::fs::read_to_string(&pid_file) {
+            if !p.is_empty() {
+                break p;
+            }
+        }
+        if let Ok(Some(status)) = loom.try_wait() {
+            let mut err = String::new();
+            std::io::Read::read_to_string(loom.stderr.as_mut().unwrap(), &mut err).unwrap();
+            panic!("loom ended before the engine took the job ({status}): {err}");
+        }
+        waited += 1;
+        assert!(waited < 600, "the engine never took the job");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    let alive = |pid: &str| {
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+            stat.rsplit(')')
+                .next()
+                .is_some_and(|rest| !rest.trim_start().starts_with('Z'))
+        })
+    };
+    assert!(alive(&pid), "the engine {pid} is not running");
+    loom.kill().unwrap();
+    loom.wait().unwrap();
+    // its parent-death signal is SIGKILL, delivered as loom's process ends; allow the kernel a moment to run it
+    let mut waited = 0;
+    while alive(&pid) {
+        waited += 1;
+        if waited > 100 {
+            // do not leave it behind when the test fails
+            let _ = std::process::Command::new("kill")
+                .args(["-9", &pid])
+                .status();
+            panic!("the engine {pid} outlived a loom killed with SIGKILL");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
 }
