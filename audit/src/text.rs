@@ -254,7 +254,8 @@ pub fn render_text(r: &Report) -> String {
     if !r.authority.is_empty() {
         let _ = writeln!(
             o,
-            "\nauthority files  (what loom runs or trusts: no tool may change one, nor read a secret store)"
+            "\nauthority files  (what loom runs or trusts: no tool may change one, nor read a secret store; one a confined \
+             command creates where none was is moved aside when it ends)"
         );
         for (f, e) in &r.authority {
             let state = match e {

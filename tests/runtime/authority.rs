@@ -259,6 +259,7 @@ fn audit_lists_authority_files_and_fails_when_one_is_exposed() {
     let r = s.loom(&["audit", "agent.toml"]);
     r.expect_code(0)
         .stdout_has("authority files")
+        .stdout_has("one a confined command creates where none was is moved aside when it ends")
         .stdout_has("hook program")
         .stdout_has("secret store");
     assert!(r.stdout().contains("protected from"), "{}", r.stdout());
