@@ -259,7 +259,7 @@ mod report;
 mod terminal;
 
 use local::start;
-use report::{sandbox_json, swept_json};
+use report::{add_swept, sandbox_json};
 
 struct Call {
     env: ToolEnv,
@@ -487,13 +487,7 @@ impl Call {
         }
         if cancelled {
             if let Ok(Ok(ended)) = &result {
-                if let Some(note) = loom_sandbox::swept_note(&ended.swept) {
-                    raw["swept"] = swept_json(&ended.swept);
-                    if !text.ends_with('\n') {
-                        text.push('\n');
-                    }
-                    text.push_str(&note);
-                }
+                add_swept(&mut text, &mut raw, &ended.swept);
             }
             let mut out = ToolOutput::interrupted(&text);
             raw["interrupted"] = json!(true);
@@ -529,13 +523,7 @@ impl Call {
         } else if code != 0 {
             text.push_str(&format!("\n[exit code {code}]"));
         }
-        if let Some(note) = loom_sandbox::swept_note(&swept) {
-            raw["swept"] = swept_json(&swept);
-            if !text.ends_with('\n') {
-                text.push('\n');
-            }
-            text.push_str(&note);
-        }
+        add_swept(&mut text, &mut raw, &swept);
         ToolOutput {
             text,
             is_error: timed_out || code != 0 || !swept.is_empty(),

@@ -20,9 +20,24 @@ pub(super) fn sandbox_json(status: &loom_sandbox::SandboxStatus) -> serde_json::
     })
 }
 
+/// Adds what the sweep after the command found (nothing when it found nothing) to the result's text and raw output.
+pub(super) fn add_swept(
+    text: &mut String,
+    raw: &mut serde_json::Value,
+    swept: &[loom_sandbox::Swept],
+) {
+    if let Some(note) = loom_sandbox::swept_note(swept) {
+        raw["swept"] = swept_json(swept);
+        if !text.ends_with('\n') {
+            text.push('\n');
+        }
+        text.push_str(&note);
+    }
+}
+
 /// What the sweep after the command found, for the result's raw output: `[{"from": …, "to": …}]` for each entry moved
 /// aside, `[{"path": …, "error": …}]` for one that could not be.
-pub(super) fn swept_json(swept: &[loom_sandbox::Swept]) -> serde_json::Value {
+fn swept_json(swept: &[loom_sandbox::Swept]) -> serde_json::Value {
     swept
         .iter()
         .map(|s| match s {
