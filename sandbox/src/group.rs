@@ -24,13 +24,13 @@ use rustix::process::{kill_process, kill_process_group, Pid, Signal};
 pub fn spawn_tied(mut cmd: std::process::Command) -> std::io::Result<std::process::Child> {
     use std::os::unix::process::CommandExt;
     use std::sync::mpsc::{channel, Sender};
-    use std::sync::{Mutex, OnceLock};
+    use std::sync::OnceLock;
 
     type Job = (
         std::process::Command,
         Sender<std::io::Result<std::process::Child>>,
     );
-    static SPAWNER: OnceLock<Option<Mutex<Sender<Job>>>> = OnceLock::new();
+    static SPAWNER: OnceLock<Option<Sender<Job>>> = OnceLock::new();
     let loom = rustix::process::getpid();
     // SAFETY: only async-signal-safe calls (prctl, getppid) between fork and exec.
     unsafe {
@@ -57,7 +57,7 @@ pub fn spawn_tied(mut cmd: std::process::Command) -> std::io::Result<std::proces
                 }
             })
             .ok()
-            .map(|_| Mutex::new(tx))
+            .map(|_| tx)
     });
     let Some(spawner) = spawner else {
         return Err(std::io::Error::other(
@@ -66,8 +66,6 @@ pub fn spawn_tied(mut cmd: std::process::Command) -> std::io::Result<std::proces
     };
     let (reply, answer) = channel();
     spawner
-        .lock()
-        .map_err(|_| std::io::Error::other("the process spawner is poisoned"))?
         .send((cmd, reply))
         .map_err(|_| std::io::Error::other("the process spawner has stopped"))?;
     answer

@@ -630,6 +630,8 @@ pub fn build_engine_rules(pid: u32) -> BTreeMap<i64, Vec<DenyRule>> {
         libc::SYS_tkill,
         libc::SYS_rt_sigqueueinfo,
         libc::SYS_pidfd_send_signal,
+        libc::SYS_fork,
+        libc::SYS_vfork,
     ] {
         rules.insert(nr, Vec::new());
     }
@@ -639,9 +641,6 @@ pub fn build_engine_rules(pid: u32) -> BTreeMap<i64, Vec<DenyRule>> {
     )])];
     rules.insert(libc::SYS_tgkill, not_self.clone());
     rules.insert(libc::SYS_rt_tgsigqueueinfo, not_self);
-    for nr in [libc::SYS_fork, libc::SYS_vfork] {
-        rules.insert(nr, Vec::new());
-    }
     rules
         .entry(libc::SYS_clone)
         .or_default()
