@@ -8,7 +8,8 @@
 //!   `sched_autogroup_enabled`, a new session is also a new scheduling group, which shows under load);
 //! - bwrap alone: user + pid + net namespaces, `/` read-only, fresh `/dev` and `/proc`;
 //! - bwrap, tier A's view: the exact bwrap argv tier A builds for the grant, running `/bin/true` with no inner stage;
-//! - tier A, B, C: `loom_broker::run_bash`, the function the bash tool and `loom sandbox run` call.
+//! - tier A, B, C: `loom_broker::run_bash`, the function the bash tool and `loom sandbox run` call; and again with
+//!   each command's owed sweep recorded first (`sweep recorded`), as the bash tool does in loom's data directory.
 //!
 //! The grant is `{ commands = "*", paths = ["<a temp dir>"] }` (network off), the limits those of the bash tool (a
 //! timeout). Prints a markdown table (mean, median, 90th percentile, min, and the mean and median over bare's) and the
@@ -133,7 +134,9 @@ impl Case {
         })
     }
 
-    fn run(&self, tier: Tier, inner: &Path) -> Result<(), String> {
+    /// `/bin/true` through `run_bash` under `tier`; with `records`, each command's owed sweep is recorded there first
+    /// (what the bash tool does, in loom's data directory).
+    fn run(&self, tier: Tier, inner: &Path, records: Option<&Path>) -> Result<(), String> {
         let plan = BashPlan::Confined {
             row: self.row.clone(),
             argv: self.argv.clone(),
@@ -155,6 +158,7 @@ impl Case {
             secrets: &loom_sandbox::SecretFacts::default(),
             authority: &loom_sandbox::AuthorityPaths::default(),
             fills: None,
+            sweep_records: records,
         };
         let streams = Streams {
             stdin: Stream::Null,
@@ -368,12 +372,22 @@ fn main() -> Result<(), String> {
             Box::new(move || c.bwrap_view()),
         ));
     }
+    // where the "sweep recorded" rows write their records: beside the granted directory, out of its reach, as loom's
+    // data directory is
+    let records = work.with_extension("records");
     for tier in [Tier::A, Tier::B, Tier::C] {
         let c = case.clone();
-        let inner = inner.clone();
+        let unrecorded = inner.clone();
         cases.push((
             format!("tier {} (`run_bash`)", tier.name()),
-            Box::new(move || c.run(tier, &inner)),
+            Box::new(move || c.run(tier, &unrecorded, None)),
+        ));
+        let c = case.clone();
+        let inner = inner.clone();
+        let records = records.clone();
+        cases.push((
+            format!("tier {} (`run_bash`, sweep recorded)", tier.name()),
+            Box::new(move || c.run(tier, &inner, Some(&records))),
         ));
     }
     // `BASELINE_INNER=path/to/loom`: tiers A and C again with another inner stage (an older loom runs it too).
@@ -383,7 +397,7 @@ fn main() -> Result<(), String> {
             let other = other.clone();
             cases.push((
                 format!("tier {}, inner stage {}", tier.name(), other.display()),
-                Box::new(move || c.run(tier, &other)),
+                Box::new(move || c.run(tier, &other, None)),
             ));
         }
     }
@@ -415,6 +429,7 @@ fn main() -> Result<(), String> {
     }
     let after = loadavg();
     let _ = std::fs::remove_dir_all(&work);
+    let _ = std::fs::remove_dir_all(&records);
 
     println!(
         "{runs} rounds, interleaved; {} cores; load average before {before}, after {after}",

@@ -514,6 +514,7 @@ fn run(shared: &Arc<Shared>, stream: UnixStream, call: Prepared) {
         inner_exe: &backend.inner_exe,
         argv: &call.argv,
         env: call.env,
+        sweep_records: backend.sweep_records.as_deref(),
     };
     let streams = Streams {
         stdin: Stream::from(in_r),

@@ -56,6 +56,9 @@ pub struct Backend {
     pub inner_exe: PathBuf,
     /// Process and file-size limits for each command (the timeout comes from [`BrokerLimits::call_timeout`]).
     pub limits: Limits,
+    /// Where each command's owed sweep is written down ([`loom_sandbox::Launch::sweep_records`]); the directory is
+    /// among the authority files' protected paths.
+    pub sweep_records: Option<PathBuf>,
 }
 
 /// Everything a broker needs. All of it comes from the loom process (outside the sandbox); nothing here is

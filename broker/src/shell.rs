@@ -15,7 +15,7 @@ use loom_sandbox::{
     build_env, build_profile, chosen_tier, host_support, inner_exe_next_to_current_exe,
     spawn_sandboxed_io, spawn_unconfined, unconfined_env, AuthorityPaths, BackendError, HostFs,
     InnerExeError, Launch, Limits, Outcome, Place, ProfileError, SecretFacts, SpawnError, Streams,
-    Tier,
+    Swept, Tier,
 };
 
 use crate::dir::shim_next_to_current_exe;
@@ -57,6 +57,15 @@ pub enum RunError {
         /// What was not withheld.
         missing: Vec<&'static str>,
     },
+    /// One of the errors above, after the sweep for earlier commands whose loom had died found something
+    /// ([`loom_sandbox::sweep_earlier`]).
+    #[error("{error}; and {}", .earlier.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
+    AfterEarlier {
+        /// Why nothing ran (or its result was discarded).
+        error: Box<RunError>,
+        /// What the sweep for earlier commands found.
+        earlier: Vec<Swept>,
+    },
 }
 
 impl RunError {
@@ -64,6 +73,7 @@ impl RunError {
     pub fn exit_code(&self) -> i32 {
         match self {
             RunError::Spawn(e) => e.exit_code(),
+            RunError::AfterEarlier { error, .. } => error.exit_code(),
             _ => 1,
         }
     }
@@ -143,6 +153,10 @@ pub struct BashRun<'a> {
     /// committed tree): what the command creates below it is kept rather than moved aside
     /// ([`loom_sandbox::sweep_created`]). `None` for every command the model asked for.
     pub fills: Option<&'a Path>,
+    /// Where each confined command's owed sweep is written down, in loom's data directory
+    /// ([`loom_sandbox::Launch::sweep_records`]): before a command is confined the records of looms that died are
+    /// swept, and the directory is kept read-only in the view. `None`: no records (tests, probes).
+    pub sweep_records: Option<&'a Path>,
 }
 
 /// Runs a decided bash call: unconfined for the grant `"*"` (the parent's environment minus every secret, plus the
@@ -194,10 +208,59 @@ fn run_row(
     streams: Streams,
     on_spawn: &mut dyn FnMut(u32),
 ) -> Result<Outcome, RunError> {
+    let mut authority = run.authority.clone();
+    let mut earlier = Vec::new();
+    if let Some(dir) = run.sweep_records {
+        // what a command of a loom that died created at a protected name is moved aside before this command's
+        // profile is built, which would otherwise take it for the user's and keep it
+        earlier = loom_sandbox::sweep_earlier(dir);
+        // the records are authority: one a command could write would have a later loom move any path aside
+        if let Err(e) = loom_sandbox::make_record_dir(dir) {
+            let e = RunError::Spawn(SpawnError::Setup(format!(
+                "cannot make {}, where loom records the protected names to look at after a command ({e}); nothing \
+                 was run: make loom's data directory writable for loom",
+                dir.display()
+            )));
+            return Err(after_earlier(e, earlier));
+        }
+        if !authority.protect.iter().any(|p| dir.starts_with(p)) {
+            authority.protect.push(dir.to_path_buf());
+        }
+    }
+    match run_row_swept(run, &authority, row, argv, streams, on_spawn) {
+        Ok(mut outcome) => {
+            earlier.append(&mut outcome.swept);
+            outcome.swept = earlier;
+            Ok(outcome)
+        }
+        Err(e) => Err(after_earlier(e, earlier)),
+    }
+}
+
+fn after_earlier(error: RunError, earlier: Vec<Swept>) -> RunError {
+    if earlier.is_empty() {
+        error
+    } else {
+        RunError::AfterEarlier {
+            error: Box::new(error),
+            earlier,
+        }
+    }
+}
+
+/// [`run_row`] once the earlier sweeps are done, with `authority` holding the records' directory.
+fn run_row_swept(
+    run: BashRun<'_>,
+    authority: &AuthorityPaths,
+    row: &Row,
+    argv: &[OsString],
+    streams: Streams,
+    on_spawn: &mut dyn FnMut(u32),
+) -> Result<Outcome, RunError> {
     let place = Place {
         cwd: run.cwd.to_path_buf(),
         home: run.home.clone(),
-        authority: run.authority.clone(),
+        authority: authority.clone(),
     };
     let mut profile = build_profile(row, run.ctx, &place, run.limits.clone(), &HostFs)?;
     if let Some(dir) = run.fills {
@@ -240,6 +303,7 @@ fn run_row(
             inner_exe: &inner_exe,
             argv,
             env,
+            sweep_records: run.sweep_records,
         };
         return Ok(spawn_sandboxed_io(&launch, streams, on_spawn)?);
     }
@@ -255,7 +319,7 @@ fn run_row(
         host_path: std::env::var_os("PATH").unwrap_or_default(),
         host_env: std::env::vars_os().collect(),
         secrets: run.secrets.clone(),
-        authority: run.authority.clone(),
+        authority: authority.clone(),
         backend: Some(Backend {
             tier,
             bwrap: support.bwrap.clone(),
@@ -266,6 +330,7 @@ fn run_row(
                 timeout: None,
                 ..run.limits.clone()
             },
+            sweep_records: run.sweep_records.map(Path::to_path_buf),
         }),
         limits: BrokerLimits {
             call_timeout: run.broker.call_timeout.or(run.limits.timeout),
@@ -284,6 +349,7 @@ fn run_row(
         inner_exe: &inner_exe,
         argv,
         env,
+        sweep_records: run.sweep_records,
     };
     let outcome = spawn_sandboxed_io(&launch, streams, &mut |pid| {
         handle.set_sandbox_root(pid);

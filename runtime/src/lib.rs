@@ -108,7 +108,7 @@ pub use session::{
     Compactor, FileLayer, HeuristicCompactor, Layer, MemoryLayer, ModelCompactor, SessionError,
     SummaryError,
 };
-pub use storage::{data_home, models_dir, run_id, storage_dir};
+pub use storage::{data_home, models_dir, run_id, storage_dir, sweep_records_dir};
 
 pub mod repl;
 

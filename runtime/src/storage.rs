@@ -109,15 +109,32 @@ fn agent_dir(manifest: &Manifest, env: &BTreeMap<String, String>) -> PathBuf {
     data_home(env).join("agents").join(id)
 }
 
-/// loom's data directory: `$LOOM_DATA_HOME`, else `$XDG_DATA_HOME/loom`, else `~/.local/share/loom`.
+/// loom's data directory: `$LOOM_DATA_HOME`, else `$XDG_DATA_HOME/loom`, else `~/.local/share/loom` — the home
+/// being `$HOME` when it is absolute, else the user's home in the password database (a process started with an
+/// empty environment still finds its own), else `/`.
 pub fn data_home(env: &BTreeMap<String, String>) -> PathBuf {
     if let Some(d) = env.get("LOOM_DATA_HOME").filter(|d| !d.is_empty()) {
         PathBuf::from(d)
     } else if let Some(d) = env.get("XDG_DATA_HOME").filter(|d| d.starts_with('/')) {
         PathBuf::from(d).join("loom")
     } else {
-        PathBuf::from(env.get("HOME").map(String::as_str).unwrap_or("/")).join(".local/share/loom")
+        let home = env
+            .get("HOME")
+            .filter(|h| h.starts_with('/'))
+            .map(PathBuf::from)
+            // HOME unset, empty or relative: std looks the user up in the password database
+            .or_else(|| std::env::home_dir().filter(|h| h.is_absolute()))
+            .unwrap_or_else(|| PathBuf::from("/"));
+        home.join(".local/share/loom")
     }
+}
+
+/// Where each confined command's owed sweep is recorded (`sweeps` in loom's data directory, made absolute), so what
+/// a command created at a protected name is moved aside even when its loom dies first
+/// ([`loom_sandbox::sweep_earlier`]). It is an authority file: read-only in every command's view.
+pub fn sweep_records_dir(env: &BTreeMap<String, String>) -> PathBuf {
+    let dir = data_home(env).join("sweeps");
+    std::path::absolute(&dir).unwrap_or(dir)
 }
 
 /// loom's models directory: `$LOOM_DATA_HOME/models`, else `$XDG_DATA_HOME/loom/models`, else
@@ -215,6 +232,19 @@ mod tests {
                     .starts_with(&format!("{var} = {bad:?} cannot name a run")),
                 "{e}"
             );
+        }
+    }
+
+    #[test]
+    fn the_data_directory_is_absolute_even_without_a_usable_home() {
+        assert_eq!(
+            data_home(&env(&[("HOME", "/h")])),
+            PathBuf::from("/h/.local/share/loom")
+        );
+        for e in [env(&[]), env(&[("HOME", "")]), env(&[("HOME", "rel")])] {
+            let d = data_home(&e);
+            assert!(d.is_absolute() && d.ends_with(".local/share/loom"), "{d:?}");
+            assert!(sweep_records_dir(&e).starts_with(&d));
         }
     }
 

@@ -711,6 +711,7 @@ mod tier_b {
             inner_exe: std::path::Path::new("/nonexistent"),
             argv: &argv,
             env: vec![("PATH".into(), "/usr/bin:/bin".into())],
+            sweep_records: None,
         };
         let streams = Streams {
             stdin: Stream::Null,

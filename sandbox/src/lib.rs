@@ -14,7 +14,9 @@
 //!
 //! A protected path that does not exist cannot be bound read-only; the profile lists those ([`Profile::absent`]) and,
 //! once a confined command has ended, [`spawn_sandboxed_io`] moves aside whatever it created there
-//! ([`sweep_created`]) and reports it in [`Outcome::swept`].
+//! ([`sweep_created`]) and reports it in [`Outcome::swept`]. Given a directory for them ([`Launch::sweep_records`]),
+//! it first writes down what that sweep will look at ([`record_sweep`]), so when loom dies before the command ends
+//! the next loom sweeps for it ([`sweep_earlier`]).
 //!
 //! The same Landlock and seccomp code confines the local model engine, which confines itself before it loads a model
 //! ([`confine_engine`]: it can read the model file and nothing else, and has no socket, exec or signal).
@@ -71,6 +73,7 @@ mod spawn;
 mod split;
 mod stage;
 mod sweep;
+mod sweep_record;
 mod table;
 #[cfg(test)]
 mod test_procs;
@@ -121,6 +124,7 @@ pub use spawn::{
     spawn_sandboxed, spawn_sandboxed_io, spawn_unconfined, Launch, Outcome, Stream, Streams,
 };
 pub use sweep::{sweep_created, swept_note, Swept, Watched, MOVED_SUFFIX};
+pub use sweep_record::{make_record_dir, record_sweep, sweep_earlier, SweepRecord};
 pub use table::{enforcement_rows, enforcement_table, TABLE_BEGIN, TABLE_END};
 pub use trial::{
     choose_by_trial, chosen_tier, requested_tier, trial_profile, tried, try_tier, DISABLE_VAR,

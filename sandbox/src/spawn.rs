@@ -27,6 +27,7 @@ use crate::roots::open_roots;
 use crate::seccomp::SeccompPolicy;
 use crate::session_guard::{kill_session, SessionGuard};
 use crate::sweep::{sweep_created, Swept};
+use crate::sweep_record::record_sweep;
 
 /// How to launch one confined command.
 #[derive(Debug, Clone)]
@@ -46,6 +47,10 @@ pub struct Launch<'a> {
     pub argv: &'a [OsString],
     /// The environment the command gets (already filtered through the profile's policy).
     pub env: Vec<(OsString, OsString)>,
+    /// Where the sweep still owed is written down before the command starts ([`crate::record_sweep`]), so a later
+    /// loom sweeps for it when this one dies first. The directory must be out of every command's reach (the caller
+    /// keeps it read-only in the view). `None`: only this process sweeps.
+    pub sweep_records: Option<&'a Path>,
 }
 
 /// How a confined command ended.
@@ -102,13 +107,34 @@ pub fn spawn_sandboxed_io(
     streams: Streams,
     started: &mut dyn FnMut(u32),
 ) -> Result<Outcome, SpawnError> {
+    // the sweep owed is written down first, where no command reaches: a loom that dies before the command ends
+    // leaves it for the next one; without the record, nothing runs
+    let record = match launch.sweep_records {
+        Some(dir) => record_sweep(dir, &launch.profile.absent).map_err(|e| {
+            SpawnError::Setup(format!(
+                "cannot record which protected names to look at once the command ends, in {} ({e}); nothing was \
+                 run: make that directory (in loom's data directory) writable for loom",
+                dir.display()
+            ))
+        })?,
+        None => None,
+    };
     let ran = match launch.tier {
         Tier::B => spawn_tier_b(launch, streams, started),
         Tier::A | Tier::C => spawn_in_view(launch, streams, started),
     };
     // every process of the command has ended (the pid namespace, or the session killed): what it created at a
     // protected path that did not exist when it started is moved aside now, whatever became of the call
-    let swept = sweep_created(&launch.profile.absent);
+    let mut swept = sweep_created(&launch.profile.absent);
+    if let Some(record) = record {
+        let path = record.path().to_path_buf();
+        if let Err(e) = record.done() {
+            swept.push(Swept::Unread {
+                record: path,
+                why: format!("swept, but not removed: {e}; a later loom sweeps by it again"),
+            });
+        }
+    }
     match ran {
         Ok(mut outcome) => {
             outcome.swept = swept;

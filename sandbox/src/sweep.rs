@@ -60,6 +60,17 @@ pub enum Swept {
         /// Why it could not be moved.
         why: String,
     },
+    /// What a command created whose loom ended before the command did (killed, out of memory, the machine stopped),
+    /// found through its record ([`crate::sweep_earlier`]) by a later loom.
+    Earlier(Box<Swept>),
+    /// A record of the names a command watched that could not be read or removed: what that command created may
+    /// still stand (or, for a record left behind, be moved aside by a later loom).
+    Unread {
+        /// The record.
+        record: PathBuf,
+        /// Why.
+        why: String,
+    },
 }
 
 impl std::fmt::Display for Swept {
@@ -76,6 +87,17 @@ impl std::fmt::Display for Swept {
                 "{} (a protected name that did not exist when the command started) could not be moved aside ({why}); \
                  check it and remove it before anything trusts it",
                 path.display()
+            ),
+            Swept::Earlier(s) => write!(
+                f,
+                "{s} — by a command whose loom ended before the command did (killed, or the machine stopped)"
+            ),
+            Swept::Unread { record, why } => write!(
+                f,
+                "the record {} of the protected names a command left could not be used ({why}); what that \
+                 command created there (`.envrc`, `.mcp.json`, `AGENTS.md`, a `.git` …) may still stand in the \
+                 directories it could write: look for them, then remove the record",
+                record.display()
             ),
         }
     }
@@ -216,7 +238,7 @@ fn move_aside(dir: &OwnedFd, name: &std::ffi::OsStr, path: &Path) -> Swept {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use std::os::unix::fs::symlink;
 
@@ -235,7 +257,8 @@ mod tests {
         }
     }
 
-    fn tmp() -> PathBuf {
+    /// A fresh directory under the temp directory.
+    pub(crate) fn tmp() -> PathBuf {
         let d = std::env::temp_dir().join(format!(
             "loom-sweep-{}-{}",
             std::process::id(),

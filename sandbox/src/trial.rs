@@ -84,6 +84,8 @@ pub fn try_tier(
         inner_exe: &exe,
         argv: &argv,
         env: vec![("PATH".into(), "/usr/bin:/bin".into())],
+        // the trial's profile watches nothing
+        sweep_records: None,
     };
     // The trial holds none of the caller's streams: a process of it that outlived the caller (bubblewrap's child,
     // should the caller be killed while bubblewrap sets up and the guard not take it: SECURITY.md) would otherwise

@@ -145,3 +145,31 @@ fn doctor_reports_the_tier_and_each_kind() {
     assert!(v["tier"].is_string());
     assert!(v["kinds"]["paths"].is_string());
 }
+
+/// loom records the protected names a command's sweep will look at before the command starts; when it cannot (its
+/// data directory is not a directory), nothing runs and the error names the directory and the fix.
+#[test]
+fn a_command_whose_sweep_cannot_be_recorded_does_not_run() {
+    need_sandbox!();
+    let s = Sbx::new();
+    let data = s.work.parent().unwrap().join("data-is-a-file");
+    std::fs::write(&data, "").unwrap();
+    let out = std::process::Command::new(crate::loom())
+        .args(["sandbox", "run", "--grant", &s.grant(), "--cwd"])
+        .arg(&s.work)
+        .args(["--", "sh", "-c", "echo ran > ran.txt"])
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .env("HOME", &s.home)
+        .env("LOOM_DATA_HOME", &data)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(&format!("cannot make {}", data.join("sweeps").display()))
+            && err.contains("nothing was run"),
+        "{err}"
+    );
+    assert!(!s.work.join("ran.txt").exists());
+}

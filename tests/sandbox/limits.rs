@@ -539,7 +539,9 @@ time.sleep(300)
             "-c", script,
         ])
         .current_dir(&work)
-        .env("LOOM_DATA_HOME", s.work.join(".loom-data"))
+        // outside the writable root: loom's records there are kept read-only, which tier B can only do by granting
+        // the root entry by entry (nothing new directly in it)
+        .env("LOOM_DATA_HOME", s.work.with_file_name(".loom-data"))
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()

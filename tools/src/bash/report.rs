@@ -36,17 +36,70 @@ pub(super) fn add_swept(
 }
 
 /// What the sweep after the command found, for the result's raw output: `[{"from": …, "to": …}]` for each entry moved
-/// aside, `[{"path": …, "error": …}]` for one that could not be.
+/// aside, `[{"path": …, "error": …}]` for one that could not be; an entry of an earlier command whose loom died has
+/// `"earlier": true`, and a record of one that could not be used is `{"record": …, "error": …}`.
 fn swept_json(swept: &[loom_sandbox::Swept]) -> serde_json::Value {
-    swept
-        .iter()
-        .map(|s| match s {
-            loom_sandbox::Swept::Moved { from, to } => {
-                json!({ "from": from.display().to_string(), "to": to.display().to_string() })
-            }
-            loom_sandbox::Swept::Stuck { path, why } => {
-                json!({ "path": path.display().to_string(), "error": why })
-            }
-        })
-        .collect()
+    swept.iter().map(one_json).collect()
+}
+
+fn one_json(s: &loom_sandbox::Swept) -> serde_json::Value {
+    match s {
+        loom_sandbox::Swept::Moved { from, to } => {
+            json!({ "from": from.display().to_string(), "to": to.display().to_string() })
+        }
+        loom_sandbox::Swept::Stuck { path, why } => {
+            json!({ "path": path.display().to_string(), "error": why })
+        }
+        loom_sandbox::Swept::Earlier(inner) => {
+            let mut v = one_json(inner);
+            v["earlier"] = json!(true);
+            v
+        }
+        loom_sandbox::Swept::Unread { record, why } => {
+            json!({ "record": record.display().to_string(), "error": why })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use loom_sandbox::Swept;
+
+    #[test]
+    fn earlier_sweeps_and_unread_records_are_told_apart_in_text_and_raw_output() {
+        let moved = Swept::Moved {
+            from: "/w/.envrc".into(),
+            to: "/w/.envrc.loom-moved".into(),
+        };
+        let swept = [
+            moved.clone(),
+            Swept::Earlier(Box::new(moved)),
+            Swept::Unread {
+                record: "/d/sweeps/1-2-3.sweep".into(),
+                why: "line 2 is not a record line".into(),
+            },
+        ];
+        let (mut text, mut raw) = ("out".to_string(), json!({}));
+        add_swept(&mut text, &mut raw, &swept);
+        assert_eq!(
+            raw["swept"],
+            json!([
+                { "from": "/w/.envrc", "to": "/w/.envrc.loom-moved" },
+                { "from": "/w/.envrc", "to": "/w/.envrc.loom-moved", "earlier": true },
+                { "record": "/d/sweeps/1-2-3.sweep", "error": "line 2 is not a record line" },
+            ])
+        );
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 4, "{text}");
+        assert!(lines[2].ends_with("by a command whose loom ended before the command did (killed, or the machine stopped)]"), "{text}");
+        assert!(
+            lines[3].contains("/d/sweeps/1-2-3.sweep") && lines[3].contains("line 2"),
+            "{text}"
+        );
+        // nothing found: nothing said
+        let (mut text, mut raw) = ("out".to_string(), json!({}));
+        add_swept(&mut text, &mut raw, &[]);
+        assert_eq!((text.as_str(), &raw), ("out", &json!({})));
+    }
 }
