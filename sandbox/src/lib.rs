@@ -124,7 +124,9 @@ pub use spawn::{
     spawn_sandboxed, spawn_sandboxed_io, spawn_unconfined, Launch, Outcome, Stream, Streams,
 };
 pub use sweep::{sweep_created, swept_note, Swept, Watched, MOVED_SUFFIX};
-pub use sweep_record::{make_record_dir, record_sweep, sweep_earlier, SweepRecord};
+pub use sweep_record::{
+    created_while_running, make_record_dir, record_sweep, sweep_earlier, SweepRecord,
+};
 pub use table::{enforcement_rows, enforcement_table, TABLE_BEGIN, TABLE_END};
 pub use trial::{
     choose_by_trial, chosen_tier, requested_tier, trial_profile, tried, try_tier, DISABLE_VAR,

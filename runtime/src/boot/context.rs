@@ -96,6 +96,21 @@ impl Boot {
                 .iter()
                 .map(ToString::to_string),
         );
+        // and what a confined command still running beside this boot has created there is not trusted either: boot
+        // waits for that command's end, whose sweep moves it aside
+        let planted: Vec<(PathBuf, PathBuf)> = loom_sandbox::created_while_running(&sweep_records)
+            .into_iter()
+            .filter(|(p, _)| p.starts_with(&cwd) || p.starts_with(&loaded.dir))
+            .collect();
+        if let Some((_, record)) = planted.first() {
+            return Err(BootError::Planted {
+                paths: planted
+                    .iter()
+                    .map(|(p, _)| p.display().to_string())
+                    .collect(),
+                record: record.display().to_string(),
+            });
+        }
         // secrets first: tools that call services (web_search) take their key at boot
         let chain =
             SecretChain::standard(opts.secrets.clone(), &loaded.dir, &cwd, &env).map_err(|e| {

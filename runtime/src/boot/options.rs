@@ -117,6 +117,20 @@ pub enum BootError {
         /// Why, and the fix.
         message: String,
     },
+    /// A confined command still running (under this loom or another) created a protected name where this agent
+    /// reads (its working directory, its manifest's directory): the agent would trust what that command made.
+    #[error(
+        "refusing to boot: {} did not exist when a confined command that is still running started, so that command \
+         may have made it, and this agent would trust it (guidance, secrets, skills, settings); it is moved aside \
+         when that command ends: start this agent once it has ended (the command's record: {record})",
+        .paths.join(", ")
+    )]
+    Planted {
+        /// What the command created.
+        paths: Vec<String>,
+        /// The running command's record (its name starts with its loom's pid).
+        record: String,
+    },
     /// The system prompt file cannot be read.
     #[error("{file}: agent.system_prompt: {message}")]
     SystemPrompt {
