@@ -155,11 +155,7 @@ pub fn created_while_running(dir: &Path) -> Vec<(PathBuf, PathBuf)> {
         if !entry.file_name().as_bytes().ends_with(SUFFIX.as_bytes()) {
             continue;
         }
-        let Ok(mut file) = std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
-            .open(&path)
-        else {
+        let Ok(mut file) = open_record(&path) else {
             continue;
         };
         // a record whose lock is free is a dead loom's, which `sweep_earlier` takes care of
@@ -167,15 +163,9 @@ pub fn created_while_running(dir: &Path) -> Vec<(PathBuf, PathBuf)> {
             Err(rustix::io::Errno::WOULDBLOCK) => {}
             _ => continue,
         }
-        let mut text = String::new();
-        if (&mut file)
-            .take(MAX_RECORD)
-            .read_to_string(&mut text)
-            .is_err()
-        {
+        let Ok(watched) = read_record(&mut file) else {
             continue;
-        }
-        let Ok(watched) = parse(&text) else { continue };
+        };
         for w in watched {
             let made = w.path();
             if std::fs::symlink_metadata(&made).is_ok() {
@@ -190,10 +180,7 @@ pub fn created_while_running(dir: &Path) -> Vec<(PathBuf, PathBuf)> {
 /// Opens `path` and takes its lock: `None` when its loom still holds it, or when the path no longer names the file
 /// locked (removed or replaced meanwhile).
 fn claim(path: &Path) -> io::Result<Option<File>> {
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
-        .open(path)?;
+    let file = open_record(path)?;
     match rustix::fs::flock(&file, FlockOperation::NonBlockingLockExclusive) {
         Ok(()) => {}
         Err(rustix::io::Errno::WOULDBLOCK) => return Ok(None),
@@ -219,19 +206,7 @@ fn sweep_one(path: &Path) -> Vec<Swept> {
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Vec::new(),
         Err(e) => return vec![unread(path, &e.to_string())],
     };
-    let mut text = String::new();
-    let read = (&mut file)
-        .take(MAX_RECORD + 1)
-        .read_to_string(&mut text)
-        .map_err(|e| e.to_string())
-        .and_then(|n| {
-            if n as u64 > MAX_RECORD {
-                Err("larger than any record loom writes".into())
-            } else {
-                parse(&text)
-            }
-        });
-    let watched = match read {
+    let watched = match read_record(&mut file) {
         Ok(w) => w,
         // left in place, and said each time: what that command created may still be there
         Err(why) => return vec![unread(path, &why)],
@@ -244,6 +219,27 @@ fn sweep_one(path: &Path) -> Vec<Swept> {
         out.push(unread(path, &format!("swept, but not removed: {e}")));
     }
     out
+}
+
+/// A record opened for reading: never through a link, never blocking.
+fn open_record(path: &Path) -> io::Result<File> {
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
+        .open(path)
+}
+
+/// The watched paths a record lists; why not, when it is unreadable, too large or not one loom wrote.
+fn read_record(file: &mut File) -> Result<Vec<Watched>, String> {
+    let mut text = String::new();
+    let n = file
+        .take(MAX_RECORD + 1)
+        .read_to_string(&mut text)
+        .map_err(|e| e.to_string())?;
+    if n as u64 > MAX_RECORD {
+        return Err("larger than any record loom writes".into());
+    }
+    parse(&text)
 }
 
 fn unread(record: &Path, why: &str) -> Swept {
