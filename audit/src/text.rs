@@ -64,6 +64,19 @@ pub fn render_text(r: &Report) -> String {
             }
         );
     }
+    let examples = m
+        .harness
+        .as_ref()
+        .filter(|h| h.provider == "local")
+        .and_then(|h| h.config.get("examples"))
+        .and_then(|v| v.as_array())
+        .map(Vec::len);
+    if let Some(n) = examples {
+        let _ = writeln!(
+            o,
+            "examples  {n} worked turn(s) shown to the model before the conversation (text: they run and grant nothing)"
+        );
+    }
     if !m.agent.secrets.is_empty() {
         let _ = writeln!(
             o,

@@ -169,7 +169,8 @@ fn the_local_agent_example_installs_its_model_on_first_use_and_runs() {
     s.write("notes.txt", "apples\npears\n");
     s.loom(&["audit", "agent.toml"])
         .expect_code(0)
-        .stdout_has("<- builtin");
+        .stdout_has("<- builtin")
+        .stdout_has("examples  3 worked turn(s) shown to the model");
     assert!(!s.path().join(".loom-data/models").join(MODEL).exists());
     let run = s.loom(&[
         "prompt",
@@ -208,6 +209,56 @@ fn the_local_agent_example_installs_its_model_on_first_use_and_runs() {
             ),
         }
     }
+}
+
+/// `[harness] examples` reach the model through the real binary: the same prompt costs more prompt tokens with a
+/// worked example before it. One that calls a tool the agent does not have, or lacks a key, is refused at boot
+/// naming its key path.
+#[test]
+fn worked_examples_reach_the_model_and_bad_ones_are_named() {
+    if !super::sandbox_available() {
+        return;
+    }
+    let s = Scratch::new();
+    link_model(&s);
+    let base = AGENT
+        .replace("maxTurnRequests = 3", "maxTurnRequests = 1")
+        .replace("max_tokens = 96", "max_tokens = 8");
+    assert!(base.contains("maxTurnRequests = 1") && base.contains("max_tokens = 8"));
+    let with = |example: &str| base.replace("[session]", &format!("{example}\n[session]"));
+    let example = "[[harness.examples]]\ntask = \"How many lines has a.txt?\"\ncalls = [{ tool = \"bash\", \
+                   input = { command = \"wc -l a.txt\" }, result = \"3 a.txt\\n\" }]\nanswer = \"a.txt has 3 lines.\"\n";
+    let used = |manifest: &str| -> u64 {
+        s.write("agent.toml", manifest);
+        let run = s.loom(&["prompt", "agent.toml", "Say hello.", "--format", "jsonl"]);
+        run.expect_code(0);
+        updates(&run)
+            .iter()
+            .find(|u| u["sessionUpdate"] == "usage_update")
+            .and_then(|u| u["used"].as_u64())
+            .unwrap_or_else(|| panic!("no usage\n{}", run.stdout()))
+    };
+    let (plain, shown) = (used(&base), used(&with(example)));
+    // the example is some 40 tokens in the template; an answer differs by at most max_tokens (8)
+    assert!(
+        shown >= plain + 20,
+        "{plain} tokens without the example, {shown} with it"
+    );
+    s.write(
+        "agent.toml",
+        &with(&example.replace("\"bash\"", "\"write_file\"")),
+    );
+    let run = s.loom(&["prompt", "agent.toml", "hi"]);
+    assert_ne!(run.code(), 0, "{}", run.stdout());
+    run.stderr_has("agent.toml: harness.examples[1].calls[1].tool: names \"write_file\"")
+        .stderr_has("bash, read_file");
+    s.write(
+        "agent.toml",
+        &with(&example.replace("answer = ", "reply = ")),
+    );
+    let run = s.loom(&["prompt", "agent.toml", "hi"]);
+    assert_ne!(run.code(), 0, "{}", run.stdout());
+    run.stderr_has("examples[1].reply is not a key of an example");
 }
 
 /// A conversation that does not fit the context is refused before decoding, naming the model and the key to raise.

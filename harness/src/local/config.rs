@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 
 use loom_local::{known_model, KnownModel, DEFAULT_MODEL, RECOMMENDED_MODEL};
 
+use super::examples::{parse_examples, Example};
 use crate::settings::Settings;
 use crate::HarnessConfigError;
 
@@ -20,6 +21,7 @@ pub(crate) const KEYS: &[&str] = &[
     "seed",
     "maxTurnRequests",
     "tool_choice",
+    "examples",
 ];
 
 /// The default context window, in tokens.
@@ -58,6 +60,8 @@ pub(crate) struct LocalConfig {
     /// `tool_choice = "required"`: every response is a call — the first of a turn to a tool, later ones to a tool
     /// or to the answer step that ends the turn.
     pub required: bool,
+    /// Worked turns shown before the conversation (`examples`).
+    pub examples: Vec<Example>,
 }
 
 fn invalid(m: String) -> HarnessConfigError {
@@ -172,6 +176,7 @@ impl LocalConfig {
             top_k,
             top_p: float(config, "top_p", 0.95, 0.01..=1.0)?,
             seed,
+            examples: parse_examples(config)?,
         })
     }
 }

@@ -15,12 +15,14 @@
 //! drawn again (hotter, another seed) before anything of it is sent — small-model aids, not authority.
 
 mod config;
+mod examples;
 mod prompt;
 #[cfg(test)]
 mod tests;
 
 pub use config::DEFAULT_CONTEXT;
 pub(crate) use config::{LocalConfig, ModelChoice};
+pub(crate) use examples::example_messages;
 pub(crate) use prompt::{chat_messages, grammar_for, previous_call, AnswerStep};
 
 pub use engine_harness::LocalHarness;
@@ -40,7 +42,10 @@ mod engine_harness {
     use tokio::sync::mpsc;
     use tokio_util::sync::CancellationToken;
 
-    use super::{chat_messages, grammar_for, previous_call, AnswerStep, LocalConfig, ModelChoice};
+    use super::{
+        chat_messages, example_messages, grammar_for, previous_call, AnswerStep, LocalConfig,
+        ModelChoice,
+    };
     use crate::model::{ModelEvent, ModelRequest, StopReason, Usage};
     use crate::{EventStream, Harness, HarnessConfigError, HarnessError};
 
@@ -359,7 +364,9 @@ mod engine_harness {
                     .map_err(|e| HarnessError::Protocol {
                         message: e.to_string(),
                     })?;
-                let messages = chat_messages(&request, final_only, format, answer.as_ref());
+                let examples = example_messages(&self.config.examples, &request);
+                let messages =
+                    chat_messages(&request, final_only, format, answer.as_ref(), &examples);
                 let n = self.calls.fetch_add(1, Ordering::Relaxed);
                 // a response that must be a call is shown only once whole, so one that repeats the call just made
                 // can be drawn again, hotter, before anything is sent

@@ -66,12 +66,14 @@ const FINAL_NOTE: &str = "(No more tool calls are possible in this turn: answer 
 /// The chat messages (role, content) for `request` in `format`; `final_only` adds the note that only an answer can
 /// follow. With an `answer` step (`tool_choice = "required"`), it is described after the tools on every request (so
 /// the prompt, and the engine's cache of it, stays the same through a turn), and an earlier answer is written back
-/// as the call to it that gave it.
+/// as the call to it that gave it. `examples` ([`super::examples::example_messages`]) come before the conversation,
+/// written as it is.
 pub(crate) fn chat_messages(
     request: &ModelRequest,
     final_only: bool,
     format: ToolFormat,
     answer: Option<&AnswerStep>,
+    examples: &[Message],
 ) -> Vec<(String, String)> {
     let mut system = request.system.join("\n\n");
     if !request.tools.is_empty() {
@@ -109,7 +111,7 @@ pub(crate) fn chat_messages(
         }
         _ => out.push((role.to_string(), text)),
     };
-    for m in &request.messages {
+    for m in examples.iter().chain(&request.messages) {
         let role = match m.role {
             Role::User => "user",
             Role::Assistant => "assistant",

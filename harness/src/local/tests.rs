@@ -245,20 +245,20 @@ fn the_conversation_maps_onto_chat_messages() {
         ],
         ..ModelRequest::default()
     };
-    let m = chat_messages(&request, false, ToolFormat::Loom, None);
+    let m = chat_messages(&request, false, ToolFormat::Loom, None, &[]);
     let roles: Vec<&str> = m.iter().map(|(r, _)| r.as_str()).collect();
     assert_eq!(roles, ["system", "user", "assistant", "user"]);
     assert!(m[0].1.starts_with("Be brief.\n\nYou can use tools."));
     assert!(m[0].1.contains("- bash: "));
     assert_eq!(m[2].1, r#"{"tool": "bash", "input": {"command": "ls"}}"#);
     assert_eq!(m[3].1, "[bash result]\na.txt");
-    let last = chat_messages(&request, true, ToolFormat::Loom, None);
+    let last = chat_messages(&request, true, ToolFormat::Loom, None, &[]);
     assert!(last[3]
         .1
         .ends_with("answer now, in plain text, with what you know.)"));
 
     // Qwen 2.5 and other ChatML models: a tools section, tags for calls and results
-    let m = chat_messages(&request, false, ToolFormat::Tagged, None);
+    let m = chat_messages(&request, false, ToolFormat::Tagged, None, &[]);
     let roles: Vec<&str> = m.iter().map(|(r, _)| r.as_str()).collect();
     assert_eq!(roles, ["system", "user", "assistant", "user"]);
     assert!(m[0].1.starts_with("Be brief.\n\n# Tools\n"), "{}", m[0].1);
@@ -272,7 +272,7 @@ fn the_conversation_maps_onto_chat_messages() {
     assert_eq!(m[3].1, "<tool_response>\na.txt\n</tool_response>");
 
     // Llama 3.x: results in an ipython turn, and the last request's note in a user turn after it
-    let m = chat_messages(&request, true, ToolFormat::Llama3, None);
+    let m = chat_messages(&request, true, ToolFormat::Llama3, None, &[]);
     let roles: Vec<&str> = m.iter().map(|(r, _)| r.as_str()).collect();
     assert_eq!(roles, ["system", "user", "assistant", "ipython", "user"]);
     assert_eq!(
@@ -541,7 +541,7 @@ fn the_answer_step_is_described_named_apart_and_written_back_as_a_call() {
     };
     let step = AnswerStep::for_request(&request);
     assert_eq!(step.name, "answer");
-    let m = chat_messages(&request, false, ToolFormat::Tagged, Some(&step));
+    let m = chat_messages(&request, false, ToolFormat::Tagged, Some(&step), &[]);
     assert!(
         m[0].1
             .contains("\"name\": \"answer\", \"description\": \"Give the user your final answer"),
@@ -557,7 +557,7 @@ fn the_answer_step_is_described_named_apart_and_written_back_as_a_call() {
     );
     // without the step (tool_choice = "auto"), the answer is plain text
     assert_eq!(
-        chat_messages(&request, false, ToolFormat::Tagged, None)[2].1,
+        chat_messages(&request, false, ToolFormat::Tagged, None, &[])[2].1,
         "Hello."
     );
     // a granted tool named `answer` (or `final_answer`) keeps its name; the step takes another
@@ -699,7 +699,7 @@ fn after_a_result_the_task_is_recalled_at_the_end_of_the_prompt() {
         .filter(|t| t.name == "bash")
         .collect();
     let step = AnswerStep::for_request(&request);
-    let m = chat_messages(&request, false, ToolFormat::Tagged, Some(&step));
+    let m = chat_messages(&request, false, ToolFormat::Tagged, Some(&step), &[]);
     let last = m.last().map(|(_, c)| c.clone()).unwrap_or_default();
     assert!(
         last.ends_with(
@@ -711,10 +711,10 @@ fn after_a_result_the_task_is_recalled_at_the_end_of_the_prompt() {
     // the result itself is still there, before it
     assert!(last.contains("cannot open hello.sh"), "{last}");
     // no step (tool_choice = "auto"): no reminder
-    let plain = chat_messages(&request, false, ToolFormat::Tagged, None);
+    let plain = chat_messages(&request, false, ToolFormat::Tagged, None, &[]);
     assert!(!plain.iter().any(|(_, c)| c.contains("(The task:")));
     // the last request: only the answer-now note
-    let last_request = chat_messages(&request, true, ToolFormat::Tagged, Some(&step));
+    let last_request = chat_messages(&request, true, ToolFormat::Tagged, Some(&step), &[]);
     assert!(!last_request.iter().any(|(_, c)| c.contains("(The task:")));
     assert!(last_request
         .iter()
@@ -725,7 +725,7 @@ fn after_a_result_the_task_is_recalled_at_the_end_of_the_prompt() {
         messages: vec![Message::user_text("write hello.sh and run it")],
         ..ModelRequest::default()
     };
-    let m = chat_messages(&first, false, ToolFormat::Tagged, Some(&step));
+    let m = chat_messages(&first, false, ToolFormat::Tagged, Some(&step), &[]);
     assert_eq!(
         m.last().map(|(_, c)| c.as_str()),
         Some("write hello.sh and run it")
@@ -733,7 +733,7 @@ fn after_a_result_the_task_is_recalled_at_the_end_of_the_prompt() {
     // a long task is referred to, not repeated
     let mut long = request.clone();
     long.messages[0] = Message::user_text("x".repeat(401));
-    let m = chat_messages(&long, false, ToolFormat::Tagged, Some(&step));
+    let m = chat_messages(&long, false, ToolFormat::Tagged, Some(&step), &[]);
     let last = m.last().map(|(_, c)| c.clone()).unwrap_or_default();
     assert!(last.ends_with("call answer with the result.)"), "{last}");
     assert!(last.contains("(Go on with the task above."), "{last}");
@@ -810,4 +810,186 @@ fn a_response_repeating_the_call_to_avoid_is_held_back_for_a_redraw() {
         called(&out),
         Some(("bash".into(), "{\"command\":\"sh hello.sh\"}".into()))
     );
+}
+
+const EXAMPLES: &str = r#"
+[[examples]]
+task = "Count the lines of a.txt."
+calls = [
+  { tool = "bash", input = { command = "wc -l a.txt" }, result = "3 a.txt\n" },
+]
+answer = "a.txt has 3 lines."
+
+[[examples]]
+task = "Fix b.py."
+calls = [
+  { tool = "read_file", input = { path = "b.py" }, result = "missing", error = true },
+  { tool = "write_file", input = { path = "b.py", content = "print(1)\n" }, result = "wrote 9 bytes to b.py" },
+]
+answer = "Done."
+"#;
+
+/// `examples`: each a task, its calls with their results and the answer; a malformed one is refused naming its key.
+#[test]
+fn examples_are_parsed_and_a_malformed_one_is_named() {
+    let c = LocalConfig::parse(&table(EXAMPLES), Path::new("/m")).unwrap();
+    assert_eq!(c.examples.len(), 2);
+    assert_eq!(c.examples[0].task, "Count the lines of a.txt.");
+    assert_eq!(
+        c.examples[0].calls[0].input,
+        json!({"command": "wc -l a.txt"})
+    );
+    assert!(c.examples[1].calls[0].error && !c.examples[1].calls[1].error);
+    assert_eq!(c.examples[1].answer, "Done.");
+    assert!(LocalConfig::parse(&table(""), Path::new("/m"))
+        .unwrap()
+        .examples
+        .is_empty());
+    for (bad, says) in [
+        ("examples = \"x\"", "examples must be an array of tables"),
+        ("examples = [1]", "examples[1] must be a table"),
+        (
+            "[[examples]]\ntask = \"t\"\nanswer = \"a\"",
+            "examples[1].calls is missing",
+        ),
+        (
+            "[[examples]]\ntask = \"t\"\ncalls = []\nanswer = \"a\"",
+            "examples[1].calls must be a non-empty array",
+        ),
+        (
+            "[[examples]]\ntask = \"t\"\ncalls = [{ tool = \"bash\", input = { command = \"ls\" }, result = \"\" }]",
+            "examples[1].answer is missing",
+        ),
+        (
+            "[[examples]]\ntask = \"\"\ncalls = [{ tool = \"bash\", input = { command = \"ls\" }, result = \"\" }]\nanswer = \"a\"",
+            "examples[1].task must be a non-empty string",
+        ),
+        (
+            "[[examples]]\ntask = \"t\"\ncalls = [{ tool = \"bash\", input = \"ls\", result = \"\" }]\nanswer = \"a\"",
+            "examples[1].calls[1].input must be a table",
+        ),
+        (
+            "[[examples]]\ntask = \"t\"\ncalls = [{ tool = \"bash\", input = {}, result = \"\", ok = true }]\nanswer = \"a\"",
+            "examples[1].calls[1].ok is not a key of an example",
+        ),
+        (
+            "[[examples]]\ntask = \"t\"\ncalls = [{ tool = \"bash\", input = {} }]\nanswer = \"a\"",
+            "examples[1].calls[1].result is missing",
+        ),
+        (
+            "[[examples]]\ntask = \"t\"\ncalls = [{ tool = \"bash\", input = {}, result = \"\" }]\nanswer = \"a\"\nnote = 1",
+            "examples[1].note is not a key",
+        ),
+    ] {
+        let e = LocalConfig::parse(&table(bad), Path::new("/m"))
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(e.contains(says), "{bad}: {e}");
+    }
+}
+
+/// The examples come before the conversation as earlier turns in the model's own format: the task, each call and
+/// its result (an error marked as one), and the answer written as the call to the answer step; the turn's task is
+/// still the one recalled after a result. An example calling a tool the request does not offer is left out.
+#[test]
+fn examples_are_written_as_earlier_turns_before_the_conversation() {
+    let c = LocalConfig::parse(&table(EXAMPLES), Path::new("/m")).unwrap();
+    let tools: Vec<ToolSpec> = builtin_specs()
+        .into_iter()
+        .filter(|t| ["bash", "read_file", "write_file"].contains(&t.name.as_str()))
+        .collect();
+    let request = ModelRequest {
+        tools: tools.clone(),
+        messages: vec![
+            Message::user_text("How many lines has c.txt?"),
+            Message {
+                role: Role::Assistant,
+                content: vec![ContentBlock::ToolUse {
+                    id: "call_1".into(),
+                    name: "bash".into(),
+                    input: json!({"command": "wc -l c.txt"}),
+                }],
+            },
+            Message {
+                role: Role::User,
+                content: vec![ContentBlock::ToolResult {
+                    tool_use_id: "call_1".into(),
+                    content: "5 c.txt\n".into(),
+                    is_error: false,
+                }],
+            },
+        ],
+        ..ModelRequest::default()
+    };
+    let step = AnswerStep::for_request(&request);
+    let examples = example_messages(&c.examples, &request);
+    assert_eq!(examples.len(), 4 + 6);
+    let m = chat_messages(&request, false, ToolFormat::Tagged, Some(&step), &examples);
+    let roles: Vec<&str> = m.iter().map(|(r, _)| r.as_str()).collect();
+    assert_eq!(
+        roles,
+        [
+            "system",
+            "user",
+            "assistant",
+            "user",
+            "assistant", // the first example
+            "user",
+            "assistant",
+            "user",
+            "assistant",
+            "user",
+            "assistant", // the second
+            "user",
+            "assistant",
+            "user", // the conversation
+        ]
+    );
+    assert_eq!(m[1].1, "Count the lines of a.txt.");
+    assert_eq!(
+        m[2].1,
+        "<tool_call>\n{\"name\": \"bash\", \"arguments\": {\"command\": \"wc -l a.txt\"}}\n</tool_call>"
+    );
+    assert!(m[3].1.contains("3 a.txt"), "{}", m[3].1);
+    assert_eq!(
+        m[4].1,
+        "<tool_call>\n{\"name\": \"answer\", \"arguments\": {\"text\": \"a.txt has 3 lines.\"}}\n</tool_call>"
+    );
+    assert!(m[7].1.contains("missing"), "{}", m[7].1);
+    // an input's keys come in the tool's schema order (path, then content), not the manifest table's sorted one
+    let (path, content) = (m[8].1.find("\"path\""), m[8].1.find("\"content\""));
+    assert!(
+        path.is_some() && content.is_some() && path < content,
+        "{}",
+        m[8].1
+    );
+    let failed = ToolFormat::Tagged
+        .result_message("read_file", "missing", true)
+        .1;
+    assert_eq!(m[7].1, failed);
+    assert_ne!(
+        failed,
+        ToolFormat::Tagged
+            .result_message("read_file", "missing", false)
+            .1
+    );
+    // the recall after the conversation's result names the conversation's task, not an example's
+    assert!(
+        m[13].1.contains("(The task: How many lines has c.txt?"),
+        "{}",
+        m[13].1
+    );
+    // without write_file on offer (plan mode), the second example is left out
+    let plan = ModelRequest {
+        tools: tools
+            .iter()
+            .filter(|t| t.name != "write_file")
+            .cloned()
+            .collect(),
+        ..request.clone()
+    };
+    let examples = example_messages(&c.examples, &plan);
+    assert_eq!(examples.len(), 4);
+    assert_eq!(examples[0], Message::user_text("Count the lines of a.txt."));
 }

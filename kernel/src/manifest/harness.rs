@@ -1,6 +1,9 @@
 //! `[harness]`: which model provider drives the turn, and its construction config.
 
-use super::error::{join, Ctx, ManifestError};
+use std::collections::BTreeMap;
+
+use super::error::{index, join, Ctx, ManifestError};
+use super::tools::ToolEntry;
 use super::typed::{check_schema, want_name, Ty};
 
 /// `[harness]`: `provider` plus that provider's config.
@@ -67,6 +70,7 @@ pub(crate) fn builtin_harness_schema(provider: &str) -> Option<&'static [(&'stat
             ("seed", Ty::Count),
             ("maxTurnRequests", Ty::Count),
             ("tool_choice", Ty::Str),
+            ("examples", Ty::Array),
         ],
         _ => return None,
     })
@@ -95,4 +99,45 @@ pub(crate) fn parse_harness(
         check_schema(ctx, path, &config, schema)?;
     }
     Ok(HarnessSpec { provider, config })
+}
+
+/// A local harness's worked `examples` call only the agent's own tools: one calling another would show the model a
+/// tool it cannot call (the harness checks the rest of each example's shape when it is built).
+pub(crate) fn check_example_tools(
+    ctx: Ctx<'_>,
+    path: &str,
+    harness: &HarnessSpec,
+    tools: &BTreeMap<String, ToolEntry>,
+) -> Result<(), ManifestError> {
+    if harness.provider != "local" {
+        return Ok(());
+    }
+    let Some(list) = harness
+        .config
+        .get("examples")
+        .and_then(toml::Value::as_array)
+    else {
+        return Ok(());
+    };
+    for (i, example) in list.iter().enumerate() {
+        let Some(calls) = example.get("calls").and_then(toml::Value::as_array) else {
+            continue;
+        };
+        for (j, call) in calls.iter().enumerate() {
+            let Some(name) = call.get("tool").and_then(toml::Value::as_str) else {
+                continue;
+            };
+            if !tools.contains_key(name) {
+                let calls_path = join(&index(&join(path, "examples"), i), "calls");
+                let names: Vec<&str> = tools.keys().map(String::as_str).collect();
+                return Err(ctx
+                    .err(
+                        &join(&index(&calls_path, j), "tool"),
+                        format!("names {name:?}, which is not one of the agent's [tools]"),
+                    )
+                    .with_hint(format!("call one of: {}", names.join(", "))));
+            }
+        }
+    }
+    Ok(())
 }

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::agent::{parse_agent, AgentSpec, AGENT_KEYS};
 use super::consent::parse_consent;
 use super::error::{index, join, Ctx, ManifestError};
-use super::harness::{parse_harness, HarnessSpec};
+use super::harness::{check_example_tools, parse_harness, HarnessSpec};
 use super::hooks::parse_hooks;
 use super::permissions::parse_permissions;
 use super::providers::{parse_providers, ProviderSpec};
@@ -217,6 +217,9 @@ pub(crate) fn build_manifest(
         None => Permissions::default(),
     };
     check_host_rules(ctx, &join(prefix, "permissions"), &permissions, &tools)?;
+    if let Some(h) = &harness {
+        check_example_tools(ctx, &join(prefix, "harness"), h, &tools)?;
+    }
     let hooks = match table.get("hooks") {
         Some(v) => parse_hooks(ctx, &join(prefix, "hooks"), v)?,
         None => Hooks::default(),

@@ -1302,6 +1302,43 @@ fn external_harness_config_is_open() {
     parses("[agent]\nname = \"a\"\n[harness]\nprovider = \"openai-chat\"\nmodel = \"m\"\napiBase = \"http://x\"\nmaxOutputTokens = 10\nmaxTurnRequests = 1\nstream = false\n");
 }
 
+/// A local harness's worked examples call only the agent's own tools (their shape is the harness's to check).
+#[test]
+fn local_examples_call_only_the_agent_s_tools() {
+    let head = "[agent]\nname = \"a\"\n[harness]\nprovider = \"local\"\n";
+    let example = |tool: &str| {
+        format!(
+            "[[harness.examples]]\ntask = \"t\"\ncalls = [{{ tool = \"read_file\", input = {{ path = \"a\" }}, result = \"x\" }}, {{ tool = \"{tool}\", input = {{}}, result = \"\" }}]\nanswer = \"a\"\n"
+        )
+    };
+    let tools = "[tools]\nread_file = \"builtin\"\nbash = \"builtin\"\n";
+    let m = parses(&format!("{head}{}{tools}", example("bash")));
+    assert_eq!(
+        m.harness.unwrap().config["examples"]
+            .as_array()
+            .map(Vec::len),
+        Some(1)
+    );
+    let e = fails(
+        &format!("{head}{}{tools}", example("write_file")),
+        "harness.examples[1].calls[2].tool",
+    );
+    let shown = e.to_string();
+    assert!(
+        shown.contains("\"write_file\", which is not one of the agent's [tools]"),
+        "{shown}"
+    );
+    assert!(shown.contains("bash, read_file"), "{shown}");
+    // examples are a key of the local harness only
+    fails(
+        &format!(
+            "[agent]\nname = \"a\"\n[harness]\nprovider = \"anthropic\"\n{}",
+            example("bash")
+        ),
+        "examples",
+    );
+}
+
 #[test]
 fn context_window_is_a_count_of_the_http_harnesses() {
     for provider in ["anthropic", "openai", "openai-chat"] {
