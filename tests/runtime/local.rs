@@ -258,7 +258,7 @@ fn worked_examples_reach_the_model_and_bad_ones_are_named() {
     );
     let run = s.loom(&["prompt", "agent.toml", "hi"]);
     assert_ne!(run.code(), 0, "{}", run.stdout());
-    run.stderr_has("examples[1].reply is not a key of an example");
+    run.stderr_has("examples[1].reply is not a key here (the keys: task, calls, answer)");
 }
 
 /// A conversation that does not fit the context is refused before decoding, naming the model and the key to raise.

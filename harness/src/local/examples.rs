@@ -59,7 +59,7 @@ fn only_keys(t: &toml::Table, at: &str, keys: &[&str]) -> Result<(), HarnessConf
     match t.keys().find(|k| !keys.contains(&k.as_str())) {
         Some(k) => Err(invalid(
             &format!("{at}.{k}"),
-            &format!("is not a key of an example (keys: {})", keys.join(", ")),
+            &format!("is not a key here (the keys: {})", keys.join(", ")),
         )),
         None => Ok(()),
     }

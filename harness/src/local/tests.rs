@@ -870,7 +870,7 @@ fn examples_are_parsed_and_a_malformed_one_is_named() {
         ),
         (
             "[[examples]]\ntask = \"t\"\ncalls = [{ tool = \"bash\", input = {}, result = \"\", ok = true }]\nanswer = \"a\"",
-            "examples[1].calls[1].ok is not a key of an example",
+            "examples[1].calls[1].ok is not a key here (the keys: tool, input, result, error)",
         ),
         (
             "[[examples]]\ntask = \"t\"\ncalls = [{ tool = \"bash\", input = {} }]\nanswer = \"a\"",
@@ -878,7 +878,7 @@ fn examples_are_parsed_and_a_malformed_one_is_named() {
         ),
         (
             "[[examples]]\ntask = \"t\"\ncalls = [{ tool = \"bash\", input = {}, result = \"\" }]\nanswer = \"a\"\nnote = 1",
-            "examples[1].note is not a key",
+            "examples[1].note is not a key here (the keys: task, calls, answer)",
         ),
     ] {
         let e = LocalConfig::parse(&table(bad), Path::new("/m"))
