@@ -44,15 +44,24 @@ fn invalid(key: &str, what: &str) -> HarnessConfigError {
     ))
 }
 
-fn text<'a>(t: &'a toml::Table, at: &str, key: &str) -> Result<&'a str, HarnessConfigError> {
+/// Key `key` of the table at `at`, as `pick` takes it; missing, or not what `pick` takes ("must be …"), it is named.
+fn want<'a, T>(
+    t: &'a toml::Table,
+    at: &str,
+    key: &str,
+    pick: impl FnOnce(&'a toml::Value) -> Option<T>,
+    must: &str,
+) -> Result<T, HarnessConfigError> {
+    let named = format!("{at}.{key}");
     match t.get(key) {
-        Some(toml::Value::String(s)) if !s.trim().is_empty() => Ok(s),
-        Some(_) => Err(invalid(
-            &format!("{at}.{key}"),
-            "must be a non-empty string",
-        )),
-        None => Err(invalid(&format!("{at}.{key}"), "is missing")),
+        Some(v) => pick(v).ok_or_else(|| invalid(&named, must)),
+        None => Err(invalid(&named, "is missing")),
     }
+}
+
+fn text<'a>(t: &'a toml::Table, at: &str, key: &str) -> Result<&'a str, HarnessConfigError> {
+    let words = |v: &'a toml::Value| v.as_str().filter(|s| !s.trim().is_empty());
+    want(t, at, key, words, "must be a non-empty string")
 }
 
 fn only_keys(t: &toml::Table, at: &str, keys: &[&str]) -> Result<(), HarnessConfigError> {
@@ -66,7 +75,9 @@ fn only_keys(t: &toml::Table, at: &str, keys: &[&str]) -> Result<(), HarnessConf
 }
 
 /// The examples of `[harness] examples` (none when absent). Errors count positions from 1, as the kernel's do.
-pub(crate) fn parse_examples(config: &toml::Table) -> Result<Vec<Example>, HarnessConfigError> {
+pub(crate) fn parse_examples<'a>(
+    config: &'a toml::Table,
+) -> Result<Vec<Example>, HarnessConfigError> {
     let Some(v) = config.get("examples") else {
         return Ok(Vec::new());
     };
@@ -81,11 +92,8 @@ pub(crate) fn parse_examples(config: &toml::Table) -> Result<Vec<Example>, Harne
             .ok_or_else(|| invalid(&at, "must be a table"))?;
         only_keys(t, &at, &["task", "calls", "answer"])?;
         let calls_at = format!("{at}.calls");
-        let calls = match t.get("calls") {
-            Some(toml::Value::Array(a)) if !a.is_empty() => a,
-            Some(_) => return Err(invalid(&calls_at, "must be a non-empty array of tables")),
-            None => return Err(invalid(&calls_at, "is missing")),
-        };
+        let some = |v: &'a toml::Value| v.as_array().filter(|a| !a.is_empty());
+        let calls = want(t, &at, "calls", some, "must be a non-empty array of tables")?;
         let mut parsed = Vec::with_capacity(calls.len());
         for (j, c) in calls.iter().enumerate() {
             let cat = format!("{calls_at}[{}]", j + 1);
@@ -93,13 +101,9 @@ pub(crate) fn parse_examples(config: &toml::Table) -> Result<Vec<Example>, Harne
                 .as_table()
                 .ok_or_else(|| invalid(&cat, "must be a table"))?;
             only_keys(c, &cat, &["tool", "input", "result", "error"])?;
-            let input = match c.get("input") {
-                Some(toml::Value::Table(t)) => serde_json::to_value(t).map_err(|e| {
-                    invalid(&format!("{cat}.input"), &format!("cannot be JSON: {e}"))
-                })?,
-                Some(_) => return Err(invalid(&format!("{cat}.input"), "must be a table")),
-                None => return Err(invalid(&format!("{cat}.input"), "is missing")),
-            };
+            let input = want(c, &cat, "input", toml::Value::as_table, "must be a table")?;
+            let input = serde_json::to_value(input)
+                .map_err(|e| invalid(&format!("{cat}.input"), &format!("cannot be JSON: {e}")))?;
             let error = match c.get("error") {
                 None => false,
                 Some(toml::Value::Boolean(b)) => *b,
@@ -109,11 +113,8 @@ pub(crate) fn parse_examples(config: &toml::Table) -> Result<Vec<Example>, Harne
                 tool: text(c, &cat, "tool")?.to_string(),
                 input,
                 // a result may be empty: a command that printed nothing
-                result: match c.get("result") {
-                    Some(toml::Value::String(s)) => s.clone(),
-                    Some(_) => return Err(invalid(&format!("{cat}.result"), "must be a string")),
-                    None => return Err(invalid(&format!("{cat}.result"), "is missing")),
-                },
+                result: want(c, &cat, "result", toml::Value::as_str, "must be a string")?
+                    .to_string(),
                 error,
             });
         }
