@@ -174,7 +174,7 @@ pub enum EngineError {
     #[error("the model {0} carries no chat template in its GGUF file, so loom cannot build its prompt; use an instruct/chat model")]
     NoTemplate(String),
     /// The prompt does not fit.
-    #[error("the prompt is {prompt} tokens and the answer may take {answer} more, but {model} has a context of {context}; raise `context` under [harness], drop some of its `examples`, or start a new session")]
+    #[error("the prompt is {prompt} tokens and the answer may take {answer} more, but {model} has a context of {context} (raise `context` under [harness], or drop some of its `examples`)")]
     ContextOverflow {
         /// The model.
         model: String,

@@ -275,7 +275,15 @@ fn a_prompt_larger_than_the_context_is_refused_with_the_fix() {
     assert_ne!(run.code(), 0, "{}", run.stdout());
     run.stderr_has("has a context of 256")
         .stderr_has("raise `context` under [harness]")
-        .stderr_has("smollm2-135m");
+        .stderr_has("smollm2-135m")
+        .stderr_has("; start a new session");
+    // each fix is named once (the harness adds the session one to the engine's)
+    assert_eq!(
+        run.stderr().matches("start a new session").count(),
+        1,
+        "{}",
+        run.stderr()
+    );
 }
 
 #[test]

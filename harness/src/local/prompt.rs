@@ -67,7 +67,7 @@ const FINAL_NOTE: &str = "(No more tool calls are possible in this turn: answer 
 /// follow. With an `answer` step (`tool_choice = "required"`), it is described after the tools on every request (so
 /// the prompt, and the engine's cache of it, stays the same through a turn), and an earlier answer is written back
 /// as the call to it that gave it. `examples` ([`super::examples::example_messages`]) come before the conversation,
-/// written as it is.
+/// written as it is (without the recall: measured, it did worse; benches/README.md).
 pub(crate) fn chat_messages(
     request: &ModelRequest,
     final_only: bool,
@@ -170,9 +170,16 @@ pub(crate) fn chat_messages(
     let note = if request.tools.is_empty() {
         None
     } else if final_only {
-        Some(FINAL_NOTE.to_string())
+        // the task too: a model told only to answer now may answer an example's task instead (seen in the
+        // benchmark's transcripts)
+        Some(match turn_task(request) {
+            Some(task) if task.chars().count() <= REMINDER_TASK_CHARS => {
+                format!("(The task: {task})\n{FINAL_NOTE}")
+            }
+            _ => FINAL_NOTE.to_string(),
+        })
     } else {
-        answer.and_then(|a| reminder(request, a))
+        answer.and_then(|a| turn_task(request).map(|task| recall(&task, a)))
     };
     if let Some(note) = note {
         append_note(&mut out, note);
@@ -191,41 +198,47 @@ fn append_note(out: &mut Vec<(String, String)>, note: String) {
     }
 }
 
-/// The longest task [`reminder`] repeats word for word; a longer one is referred to.
+/// The longest task [`recall`] repeats word for word; a longer one is referred to.
 const REMINDER_TASK_CHARS: usize = 400;
 
-/// With the answer step, after a result: the turn's task again, and what to do next — a small model otherwise
-/// takes the first result for the end of the task (it answers with a file it was asked to transform) or does
-/// something else. Only on the request's last message, so the prompt changes just there from one request to the
-/// next (the engine's cache keeps the rest). `None` on a turn's first request.
-fn reminder(request: &ModelRequest, answer: &AnswerStep) -> Option<String> {
-    let holds_results = |m: &Message| {
-        m.role == Role::User
-            && m.content
-                .iter()
-                .any(|b| matches!(b, ContentBlock::ToolResult { .. }))
-    };
+/// Whether `m` holds tool results (a user message that answers calls, not a task).
+fn holds_results(m: &Message) -> bool {
+    m.role == Role::User
+        && m.content
+            .iter()
+            .any(|b| matches!(b, ContentBlock::ToolResult { .. }))
+}
+
+/// After a result (the last message of `request` holds results): the turn's task, the last user message that is
+/// not results. `None` on a turn's first request.
+fn turn_task(request: &ModelRequest) -> Option<String> {
     if !holds_results(request.messages.last()?) {
         return None;
     }
-    // the turn's task: the last user message that is not results
     let task = request
         .messages
         .iter()
         .rev()
         .find(|m| m.role == Role::User && !holds_results(m))?;
-    let task = task.text();
+    Some(task.text().trim().to_string())
+}
+
+/// With the answer step, after a result: the task again, and what to do next — a small model otherwise takes the
+/// first result for the end of the task (it answers with a file it was asked to transform) or does something else.
+/// Only on the request's last message, so the prompt changes just there from one request to the next (the engine's
+/// cache keeps the rest); not in the examples.
+fn recall(task: &str, answer: &AnswerStep) -> String {
     let task = task.trim();
     let next = format!(
         "If a step of it is not done yet, make the call that does it; when every step is done, call {} with \
          the result.",
         answer.name
     );
-    Some(if task.chars().count() <= REMINDER_TASK_CHARS {
+    if task.chars().count() <= REMINDER_TASK_CHARS {
         format!("(The task: {task}\n{next})")
     } else {
         format!("(Go on with the task above. {next})")
-    })
+    }
 }
 
 /// The grammar for `request` and, for a lazy one, its trigger ([`ToolFormat::grammar`]); `answer`, the answer step a

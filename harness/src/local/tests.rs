@@ -280,7 +280,8 @@ fn the_conversation_maps_onto_chat_messages() {
         r#"{"name": "bash", "parameters": {"command": "ls"}}"#
     );
     assert_eq!(m[3].1, "a.txt");
-    assert!(m[4].1.starts_with("(No more tool calls"));
+    assert!(m[4].1.starts_with("(The task: "), "{}", m[4].1);
+    assert!(m[4].1.contains("\n(No more tool calls"), "{}", m[4].1);
 }
 
 /// Feeds `chunks` through the local harness's decoder as one response in loom's format; the events it sends.
@@ -689,8 +690,9 @@ fn after_call(calls: &[(&str, serde_json::Value)], failed: bool) -> ModelRequest
 }
 
 /// With the answer step, a request after a result ends with the turn's task and what to do next — only there, so
-/// the prompt before it stays as the engine cached it; not on a turn's first request, not without the step, and
-/// the last request's note (answer now) replaces it.
+/// the prompt before it stays as the engine cached it; not on a turn's first request, and not without the step. On
+/// the last request the note says to answer now, after the task (a model told only that answered an example's
+/// task).
 #[test]
 fn after_a_result_the_task_is_recalled_at_the_end_of_the_prompt() {
     let mut request = after_call(&[("bash", json!({"command": "sh hello.sh"}))], true);
@@ -713,12 +715,17 @@ fn after_a_result_the_task_is_recalled_at_the_end_of_the_prompt() {
     // no step (tool_choice = "auto"): no reminder
     let plain = chat_messages(&request, false, ToolFormat::Tagged, None, &[]);
     assert!(!plain.iter().any(|(_, c)| c.contains("(The task:")));
-    // the last request: only the answer-now note
+    // the last request: the task, and the answer-now note instead of the next step
     let last_request = chat_messages(&request, true, ToolFormat::Tagged, Some(&step), &[]);
-    assert!(!last_request.iter().any(|(_, c)| c.contains("(The task:")));
-    assert!(last_request
-        .iter()
-        .any(|(_, c)| c.contains("No more tool calls")));
+    let last = last_request
+        .last()
+        .map(|(_, c)| c.clone())
+        .unwrap_or_default();
+    assert!(
+        last.ends_with("(The task: write hello.sh and run it)\n(No more tool calls are possible in this turn: answer now, in plain text, with what you know.)"),
+        "{last}"
+    );
+    assert!(!last.contains("make the call that does it"), "{last}");
     // a turn's first request: nothing to recall
     let first = ModelRequest {
         tools: request.tools.clone(),
@@ -738,6 +745,11 @@ fn after_a_result_the_task_is_recalled_at_the_end_of_the_prompt() {
     assert!(last.ends_with("call answer with the result.)"), "{last}");
     assert!(last.contains("(Go on with the task above."), "{last}");
     assert!(!last.contains(&"x".repeat(401)));
+    // and on the last request only the answer-now note follows it
+    let m = chat_messages(&long, true, ToolFormat::Tagged, Some(&step), &[]);
+    let last = m.last().map(|(_, c)| c.clone()).unwrap_or_default();
+    assert!(last.ends_with("\n\n(No more tool calls are possible in this turn: answer now, in plain text, with what you know.)"), "{last}");
+    assert!(!last.contains("(The task:"), "{last}");
 }
 
 /// Only the one call of the previous response, when nothing came after its result, is the call just made.
@@ -891,7 +903,8 @@ fn examples_are_parsed_and_a_malformed_one_is_named() {
 
 /// The examples come before the conversation as earlier turns in the model's own format: the task, each call and
 /// its result (an error marked as one), and the answer written as the call to the answer step; the turn's task is
-/// still the one recalled after a result. An example calling a tool the request does not offer is left out.
+/// still the one recalled after a result, and only there. An example calling a tool the request does not offer is
+/// left out.
 #[test]
 fn examples_are_written_as_earlier_turns_before_the_conversation() {
     let c = LocalConfig::parse(&table(EXAMPLES), Path::new("/m")).unwrap();
@@ -952,6 +965,8 @@ fn examples_are_written_as_earlier_turns_before_the_conversation() {
         "<tool_call>\n{\"name\": \"bash\", \"arguments\": {\"command\": \"wc -l a.txt\"}}\n</tool_call>"
     );
     assert!(m[3].1.contains("3 a.txt"), "{}", m[3].1);
+    // an example's result is not followed by a recall (shown there, it made the model do worse)
+    assert!(!m[3].1.contains("(The task:"), "{}", m[3].1);
     assert_eq!(
         m[4].1,
         "<tool_call>\n{\"name\": \"answer\", \"arguments\": {\"text\": \"a.txt has 3 lines.\"}}\n</tool_call>"
@@ -979,6 +994,10 @@ fn examples_are_written_as_earlier_turns_before_the_conversation() {
         m[13].1.contains("(The task: How many lines has c.txt?"),
         "{}",
         m[13].1
+    );
+    assert_eq!(
+        m.iter().filter(|(_, c)| c.contains("(The task:")).count(),
+        1
     );
     // without write_file on offer (plan mode), the second example is left out
     let plan = ModelRequest {
