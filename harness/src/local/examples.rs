@@ -64,13 +64,19 @@ fn text<'a>(t: &'a toml::Table, at: &str, key: &str) -> Result<&'a str, HarnessC
     want(t, at, key, words, "must be a non-empty string")
 }
 
-fn only_keys(t: &toml::Table, at: &str, keys: &[&str]) -> Result<(), HarnessConfigError> {
+/// `v`, the table at `at`, which may hold only `keys`.
+fn table_of<'a>(
+    v: &'a toml::Value,
+    at: &str,
+    keys: &[&str],
+) -> Result<&'a toml::Table, HarnessConfigError> {
+    let t = v.as_table().ok_or_else(|| invalid(at, "must be a table"))?;
     match t.keys().find(|k| !keys.contains(&k.as_str())) {
         Some(k) => Err(invalid(
             &format!("{at}.{k}"),
             &format!("is not a key here (the keys: {})", keys.join(", ")),
         )),
-        None => Ok(()),
+        None => Ok(t),
     }
 }
 
@@ -87,20 +93,14 @@ pub(crate) fn parse_examples<'a>(
     let mut out = Vec::with_capacity(list.len());
     for (i, e) in list.iter().enumerate() {
         let at = format!("examples[{}]", i + 1);
-        let t = e
-            .as_table()
-            .ok_or_else(|| invalid(&at, "must be a table"))?;
-        only_keys(t, &at, &["task", "calls", "answer"])?;
+        let t = table_of(e, &at, &["task", "calls", "answer"])?;
         let calls_at = format!("{at}.calls");
         let some = |v: &'a toml::Value| v.as_array().filter(|a| !a.is_empty());
         let calls = want(t, &at, "calls", some, "must be a non-empty array of tables")?;
         let mut parsed = Vec::with_capacity(calls.len());
         for (j, c) in calls.iter().enumerate() {
             let cat = format!("{calls_at}[{}]", j + 1);
-            let c = c
-                .as_table()
-                .ok_or_else(|| invalid(&cat, "must be a table"))?;
-            only_keys(c, &cat, &["tool", "input", "result", "error"])?;
+            let c = table_of(c, &cat, &["tool", "input", "result", "error"])?;
             let input = want(c, &cat, "input", toml::Value::as_table, "must be a table")?;
             let input = serde_json::to_value(input)
                 .map_err(|e| invalid(&format!("{cat}.input"), &format!("cannot be JSON: {e}")))?;
@@ -133,7 +133,6 @@ pub(crate) fn parse_examples<'a>(
 /// their order: a model shown `{"content": …, "path": …}` in the examples, and made to write `{"path": …, "content":
 /// …}`, sees two ways where there is one; measured: benches/README.md).
 pub(crate) fn example_messages(examples: &[Example], request: &ModelRequest) -> Vec<Message> {
-    let offered = |name: &str| request.tools.iter().any(|t| t.name == name);
     let schema = |name: &str| {
         request
             .tools
@@ -145,7 +144,7 @@ pub(crate) fn example_messages(examples: &[Example], request: &ModelRequest) -> 
     for (i, e) in examples
         .iter()
         .enumerate()
-        .filter(|(_, e)| e.calls.iter().all(|c| offered(&c.tool)))
+        .filter(|(_, e)| e.calls.iter().all(|c| schema(&c.tool).is_some()))
     {
         out.push(Message::user_text(e.task.clone()));
         for (j, c) in e.calls.iter().enumerate() {

@@ -172,11 +172,9 @@ pub(crate) fn chat_messages(
     } else if final_only {
         // the task too: a model told only to answer now may answer an example's task instead (seen in the
         // benchmark's transcripts)
-        Some(match turn_task(request) {
-            Some(task) if task.chars().count() <= REMINDER_TASK_CHARS => {
-                format!("(The task: {task})\n{FINAL_NOTE}")
-            }
-            _ => FINAL_NOTE.to_string(),
+        Some(match turn_task(request).as_deref().and_then(repeatable) {
+            Some(task) => format!("(The task: {task})\n{FINAL_NOTE}"),
+            None => FINAL_NOTE.to_string(),
         })
     } else {
         answer.and_then(|a| turn_task(request).map(|task| recall(&task, a)))
@@ -198,8 +196,14 @@ fn append_note(out: &mut Vec<(String, String)>, note: String) {
     }
 }
 
-/// The longest task [`recall`] repeats word for word; a longer one is referred to.
+/// The longest task [`recall`] and the last request's note repeat word for word; a longer one is referred to.
 const REMINDER_TASK_CHARS: usize = 400;
+
+/// `task`, trimmed, when it is short enough to repeat word for word.
+fn repeatable(task: &str) -> Option<&str> {
+    let task = task.trim();
+    (task.chars().count() <= REMINDER_TASK_CHARS).then_some(task)
+}
 
 /// Whether `m` holds tool results (a user message that answers calls, not a task).
 fn holds_results(m: &Message) -> bool {
@@ -228,16 +232,14 @@ fn turn_task(request: &ModelRequest) -> Option<String> {
 /// Only on the request's last message, so the prompt changes just there from one request to the next (the engine's
 /// cache keeps the rest); not in the examples.
 fn recall(task: &str, answer: &AnswerStep) -> String {
-    let task = task.trim();
     let next = format!(
         "If a step of it is not done yet, make the call that does it; when every step is done, call {} with \
          the result.",
         answer.name
     );
-    if task.chars().count() <= REMINDER_TASK_CHARS {
-        format!("(The task: {task}\n{next})")
-    } else {
-        format!("(Go on with the task above. {next})")
+    match repeatable(task) {
+        Some(task) => format!("(The task: {task}\n{next})"),
+        None => format!("(Go on with the task above. {next})"),
     }
 }
 
