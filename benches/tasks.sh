@@ -42,34 +42,34 @@ trap 'rm -rf "$DATA"/agents/bench-local-tasks/runs/"$RUN"-*' EXIT
 for model in "${MODELS[@]}"; do
   all_passed=0 all_total=0 all_millis=0
   for place_no in "${!PLACES[@]}"; do
-    SCRATCH=${PLACES[$place_no]}
+    place=${PLACES[$place_no]}
     passed=0 total=0 millis=0
     for task in benches/tasks/[0-9]*/; do
       task=${task%/}
       name=$(basename "$task")
       if [ -n "${TASKS:-}" ] && ! grep -qw "${name%%-*}" <<<"$TASKS"; then continue; fi
-      work=$SCRATCH/$model/$name
+      work=$place/$model/$name
       rm -rf "$work"; mkdir -p "$work"
       if [ -d "$task/files" ]; then cp -R "$task/files/." "$work/"; fi
       sed -e "s/@MODEL@/$model/" -e "s/@TOOL_CHOICE@/${TOOL_CHOICE:-required}/" benches/tasks/agent.toml \
-        > "$SCRATCH/$model/$name.toml"
+        > "$place/$model/$name.toml"
       start=$(date +%s%N)
       # the answer is what `loom prompt` prints (the final agent message); its stderr goes to a log beside it. Each
       # task is a run of its own (`--run-id`): its agent storage is a fresh directory, removed below, so no task sees
       # another's state and the manifests written per task do not share one storage directory
-      (cd "$work" && "$LOOM" prompt --run-id "$RUN-$place_no-$model-$name" "$SCRATCH/$model/$name.toml" "$(cat "$OLDPWD/$task/prompt.txt")" \
-        > "$SCRATCH/$model/$name.answer" 2> "$SCRATCH/$model/$name.log") || true
+      (cd "$work" && "$LOOM" prompt --run-id "$RUN-$place_no-$model-$name" "$place/$model/$name.toml" "$(cat "$OLDPWD/$task/prompt.txt")" \
+        > "$place/$model/$name.answer" 2> "$place/$model/$name.log") || true
       end=$(date +%s%N)
       ms=$(( (end - start) / 1000000 ))
-      if (cd "$work" && TASK=$OLDPWD/$task ANSWER=$SCRATCH/$model/$name.answer sh "$OLDPWD/$task/check") >/dev/null 2>&1; then
+      if (cd "$work" && TASK=$OLDPWD/$task ANSWER=$place/$model/$name.answer sh "$OLDPWD/$task/check") >/dev/null 2>&1; then
         ok=pass; passed=$((passed + 1))
       else
         ok=FAIL
       fi
       total=$((total + 1)); millis=$((millis + ms))
-      printf '%-20s %-16s %-28s %-4s %6.1f s\n' "$model" "$SCRATCH" "$name" "$ok" "$(awk "BEGIN { print $ms / 1000 }")"
+      printf '%-20s %-16s %-28s %-4s %6.1f s\n' "$model" "$place" "$name" "$ok" "$(awk "BEGIN { print $ms / 1000 }")"
     done
-    [ "$total" -gt 0 ] && ROWS+=("| $model | \`$SCRATCH\` | $passed/$total | $(mean "$millis" "$total") |")
+    [ "$total" -gt 0 ] && ROWS+=("| $model | \`$place\` | $passed/$total | $(mean "$millis" "$total") |")
     all_passed=$((all_passed + passed)) all_total=$((all_total + total)) all_millis=$((all_millis + millis))
   done
   if [ "$all_total" -gt 0 ]; then

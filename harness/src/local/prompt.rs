@@ -64,9 +64,9 @@ impl AnswerStep {
 const FINAL_NOTE: &str = "(No more tool calls are possible in this turn: answer now, in plain text, with what you know.)";
 
 /// The chat messages (role, content) for `request` in `format`; `final_only` adds the note that only an answer can
-/// follow (after the turn's task, when a result came last). With an `answer` step (`tool_choice = "required"`), it is described after the tools on every request (so
-/// the prompt, and the engine's cache of it, stays the same through a turn), and an earlier answer is written back
-/// as the call to it that gave it. `examples` ([`super::examples::example_messages`]) come before the conversation,
+/// follow (after the turn's task, when a result came last). With an `answer` step (`tool_choice = "required"`), it
+/// is described after the tools on every request (so the prompt, and the engine's cache of it, stays the same
+/// through a turn), and an earlier answer is written back as the call to it that gave it. `examples` ([`super::examples::example_messages`]) come before the conversation,
 /// written as it is (without the recall: measured, it did worse; benches/README.md).
 pub(crate) fn chat_messages(
     request: &ModelRequest,
@@ -197,12 +197,12 @@ fn append_note(out: &mut Vec<(String, String)>, note: String) {
 }
 
 /// The longest task [`recall`] and the last request's note repeat word for word; a longer one is referred to.
-const REMINDER_TASK_CHARS: usize = 400;
+const REPEATABLE_TASK_CHARS: usize = 400;
 
 /// `task`, trimmed, when it is short enough to repeat word for word.
 fn repeatable(task: &str) -> Option<&str> {
     let task = task.trim();
-    (task.chars().count() <= REMINDER_TASK_CHARS).then_some(task)
+    (task.chars().count() <= REPEATABLE_TASK_CHARS).then_some(task)
 }
 
 /// Whether `m` holds tool results (a user message that answers calls, not a task).
