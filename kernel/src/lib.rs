@@ -107,8 +107,8 @@ pub use manifest::{
 };
 pub use policy::authority::{
     authority_candidates, authority_denial, authority_exposure, command_words, dirs_to_make,
-    guidance_candidates, protected_name_in, Authority, AuthorityFile, AuthorityKind, Exposure,
-    GUIDANCE_FILES, PROJECT_STATE_DIR, PROTECTED_NAMES,
+    guidance_candidates, planted_refuses_boot, protected_name_in, Authority, AuthorityFile,
+    AuthorityKind, Exposure, GUIDANCE_FILES, PROJECT_STATE_DIR, PROTECTED_NAMES,
 };
 pub use policy::decide::{
     brokered_commands, caller_var_crosses, code_runners, command_dir_fits, decide, decide_brokered,

@@ -305,6 +305,14 @@ pub fn protected_name_in(path: &str) -> Option<&'static str> {
     })
 }
 
+/// Whether boot must refuse over `created`: a path that a confined command still running beside it (its loom alive)
+/// created at a protected name ([`PROTECTED_NAMES`]), when the path lies where the booting agent would trust it —
+/// below its working directory `cwd` or its manifest's directory `manifest_dir` (both absolute and canonical), where
+/// boot reads guidance, secret stores and `.loom`. One elsewhere is left to that command's own sweep.
+pub fn planted_refuses_boot(created: &str, cwd: &str, manifest_dir: &str) -> bool {
+    path_within(cwd, created) || path_within(manifest_dir, created)
+}
+
 fn looks_like_path(w: &str) -> bool {
     w.contains('/') || w.starts_with('.') || w.starts_with('~')
 }
@@ -576,6 +584,20 @@ mod tests {
         ] {
             assert!(deny(&file(p, Access::Write)).is_none(), "{p}");
         }
+    }
+
+    #[test]
+    fn a_planted_name_refuses_boot_only_where_the_agent_would_trust_it() {
+        let refuses = |p| planted_refuses_boot(p, "/w/proj", "/etc/agents");
+        assert!(refuses("/w/proj/.envrc"));
+        assert!(refuses("/w/proj/sub/AGENTS.md"));
+        assert!(refuses("/etc/agents/.loom-secrets"));
+        // a sibling sharing a prefix, a parent, or anywhere else is the running command's own sweep's
+        assert!(!refuses("/w/project2/.envrc"));
+        assert!(!refuses("/w/.envrc"));
+        assert!(!refuses("/tmp/x/AGENTS.md"));
+        // a working directory of `/` trusts everything
+        assert!(planted_refuses_boot("/tmp/x/AGENTS.md", "/", "/etc/agents"));
     }
 
     #[test]

@@ -97,10 +97,16 @@ impl Boot {
                 .map(ToString::to_string),
         );
         // and what a confined command still running beside this boot has created there is not trusted either: boot
-        // waits for that command's end, whose sweep moves it aside
+        // waits for that command's end, whose sweep moves it aside (where it is trusted is the kernel's answer)
         let planted: Vec<(PathBuf, PathBuf)> = loom_sandbox::created_while_running(&sweep_records)
             .into_iter()
-            .filter(|(p, _)| p.starts_with(&cwd) || p.starts_with(&loaded.dir))
+            .filter(|(p, _)| {
+                loom_kernel::planted_refuses_boot(
+                    &p.to_string_lossy(),
+                    &cwd.to_string_lossy(),
+                    &loaded.dir.to_string_lossy(),
+                )
+            })
             .collect();
         if let Some((_, record)) = planted.first() {
             return Err(BootError::Planted {
