@@ -67,7 +67,7 @@ for model in "${MODELS[@]}"; do
         ok=FAIL
       fi
       total=$((total + 1)); millis=$((millis + ms))
-      printf '%-20s %-16s %-28s %-4s %6.1f s\n' "$model" "$place" "$name" "$ok" "$(awk "BEGIN { print $ms / 1000 }")"
+      printf '%-20s %-16s %-28s %-4s %8s\n' "$model" "$place" "$name" "$ok" "$(mean "$ms" 1)"
     done
     [ "$total" -gt 0 ] && ROWS+=("| $model | \`$place\` | $passed/$total | $(mean "$millis" "$total") |")
     all_passed=$((all_passed + passed)) all_total=$((all_total + total)) all_millis=$((all_millis + millis))

@@ -66,8 +66,9 @@ const FINAL_NOTE: &str = "(No more tool calls are possible in this turn: answer 
 /// The chat messages (role, content) for `request` in `format`; `final_only` adds the note that only an answer can
 /// follow (after the turn's task, when a result came last). With an `answer` step (`tool_choice = "required"`), it
 /// is described after the tools on every request (so the prompt, and the engine's cache of it, stays the same
-/// through a turn), and an earlier answer is written back as the call to it that gave it. `examples` ([`super::examples::example_messages`]) come before the conversation,
-/// written as it is (without the recall: measured, it did worse; benches/README.md).
+/// through a turn), and an earlier answer is written back as the call to it that gave it. `examples`
+/// ([`super::examples::example_messages`]) come before the conversation, written as it is (without the recall:
+/// measured, it did worse; benches/README.md).
 pub(crate) fn chat_messages(
     request: &ModelRequest,
     final_only: bool,

@@ -98,14 +98,11 @@ impl Boot {
         );
         // and what a confined command still running beside this boot has created there is not trusted either: boot
         // waits for that command's end, whose sweep moves it aside (where it is trusted is the kernel's answer)
+        let (cwd_str, manifest_dir) = (cwd.to_string_lossy(), loaded.dir.to_string_lossy());
         let planted: Vec<(PathBuf, PathBuf)> = loom_sandbox::created_while_running(&sweep_records)
             .into_iter()
             .filter(|(p, _)| {
-                loom_kernel::planted_refuses_boot(
-                    &p.to_string_lossy(),
-                    &cwd.to_string_lossy(),
-                    &loaded.dir.to_string_lossy(),
-                )
+                loom_kernel::planted_refuses_boot(&p.to_string_lossy(), &cwd_str, &manifest_dir)
             })
             .collect();
         if let Some((_, record)) = planted.first() {
