@@ -312,6 +312,8 @@ mod tests {
         )
         .await;
         assert!(!ok.is_error, "{}", ok.text);
+        // the path as the model named it (below the working directory)
+        assert_eq!(ok.text, "edited f.txt");
         assert_eq!(
             std::fs::read_to_string(work.path().join("f.txt")).unwrap(),
             "hello loom"
@@ -323,7 +325,11 @@ mod tests {
             json!({"path": "f.txt", "edits": [{"old_text": "nope", "new_text": "x"}]}),
         )
         .await;
-        assert!(bad.is_error && bad.text.contains("not found"));
+        assert!(
+            bad.is_error && bad.text.starts_with("f.txt: ") && bad.text.contains("not found"),
+            "{}",
+            bad.text
+        );
         assert_eq!(
             std::fs::read_to_string(work.path().join("f.txt")).unwrap(),
             "hello loom"

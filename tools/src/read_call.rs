@@ -56,13 +56,14 @@ pub(crate) fn read_call(env: &ToolEnv, path_in: &str, work: ReadWork) -> Result<
     let path: PathBuf =
         resolve_path(&env.cwd, path_in, PathMode::Existing).map_err(|e| format!("{name}: {e}"))?;
     let shown = path.display().to_string();
+    let told = shown_from(&env.cwd, &path);
     let ctx_paths = env.ctx.clone();
     Ok(
         crate::CallHead::one_path(name, &shown, Access::Read).then(Box::new(move |auth, ctx| {
             Box::pin(async move {
                 let target = match Target::of(&auth, &ctx_paths, &path, Access::Read) {
                     Ok(t) => t,
-                    Err(e) => return ToolOutput::error(format!("{}: {e}", path.display())),
+                    Err(e) => return ToolOutput::error(format!("{told}: {e}")),
                 };
                 let cancel = ctx.cancel.clone();
                 let done = run_blocking(&ctx.cancel, None, move || work(&target, &path, &cancel));

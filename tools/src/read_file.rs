@@ -93,6 +93,8 @@ impl Tool for ReadFileTool {
         let path = resolve_path(&self.env.cwd, raw, PathMode::Existing)
             .map_err(|e| format!("{name}: {e}"))?;
         let shown = path.display().to_string();
+        // what the model is told: the path as it would name it (relative below the working directory)
+        let told = crate::read_call::shown_from(&self.env.cwd, &path);
         let ctx_paths = self.env.ctx.clone();
         Ok(
             crate::CallHead::one_path(name, &shown, Access::Read).then(Box::new(
@@ -104,14 +106,14 @@ impl Tool for ReadFileTool {
                         };
                         match read_text(&ctx, &path, move || read(&target, cap)).await {
                             Ok(text) if text.len() as u64 > cap => ToolOutput::error(format!(
-                                "{shown}: {}",
+                                "{told}: {}",
                                 too_big(text.len() as u64, cap)
                             )),
                             Ok(text) => match range {
                                 None => ToolOutput::ok(text),
-                                Some(r) => lines_of(&text, r, &shown),
+                                Some(r) => lines_of(&text, r, &told),
                             },
-                            Err(e) => ToolOutput::error(format!("{shown}: {e}")),
+                            Err(e) => ToolOutput::error(format!("{told}: {e}")),
                         }
                     })
                 },
@@ -287,6 +289,10 @@ mod tests {
                 && out
                     .text
                     .contains("offset 31 is past the end: the file has 30 lines")
+                // the path as the model named it (below the working directory)
+                && out.text.starts_with("f.txt: "),
+            "{}",
+            out.text
         );
         for bad in [
             json!({"path": "f.txt", "offset": 0}),

@@ -102,13 +102,15 @@ pub(crate) fn rewrite_call(
             h => format!("{name}: {e} ({h})"),
         })?;
     let shown = path.display().to_string();
+    // what the model is told: the path as it would name it (relative below the working directory)
+    let told = super::read_call::shown_from(&env.cwd, &path);
     let (ctx_paths, log) = (env.ctx.clone(), env.undo.clone());
     Ok(
         super::CallHead::one_path(&name, &shown, Access::Write).then(Box::new(move |auth, ctx| {
             Box::pin(async move {
                 let target = match Target::of(&auth, &ctx_paths, &path, Access::Write) {
                     Ok(t) => t,
-                    Err(e) => return super::ToolOutput::error(format!("{shown}: {e}")),
+                    Err(e) => return super::ToolOutput::error(format!("{told}: {e}")),
                 };
                 // the summary comes out of the blocking change beside the text
                 let summary = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
@@ -126,7 +128,7 @@ pub(crate) fn rewrite_call(
                         log.record(&path, Some(old.as_bytes()), Some(new.as_bytes()), &name);
                         let what = summary.lock().map(|s| s.clone()).unwrap_or_default();
                         super::ToolOutput {
-                            text: render(&shown, &what),
+                            text: render(&told, &what),
                             content: vec![ToolCallContent::Diff {
                                 path: shown,
                                 old_text: Some(old),
@@ -135,7 +137,7 @@ pub(crate) fn rewrite_call(
                             ..super::ToolOutput::default()
                         }
                     }
-                    Err(e) => super::ToolOutput::error(format!("{shown}: {e}")),
+                    Err(e) => super::ToolOutput::error(format!("{told}: {e}")),
                 }
             })
         })),

@@ -70,6 +70,8 @@ impl Tool for WriteFileTool {
         let path = resolve_path(&self.env.cwd, raw, PathMode::MayCreate)
             .map_err(|e| format!("{name}: {e}"))?;
         let shown = path.display().to_string();
+        // what the model is told: the path as it would name it (relative below the working directory)
+        let told = crate::read_call::shown_from(&self.env.cwd, &path);
         let ctx_paths = self.env.ctx.clone();
         let (log, tool) = (self.env.undo.clone(), name.clone());
         Ok(
@@ -78,7 +80,7 @@ impl Tool for WriteFileTool {
                     Box::pin(async move {
                         let target = match Target::of(&auth, &ctx_paths, &path, Access::Write) {
                             Ok(t) => t,
-                            Err(e) => return ToolOutput::error(format!("{shown}: {e}")),
+                            Err(e) => return ToolOutput::error(format!("{told}: {e}")),
                         };
                         // what the file held, for undo (a file too large to keep is written without a snapshot)
                         let before = {
@@ -87,7 +89,7 @@ impl Tool for WriteFileTool {
                         };
                         let before = match before {
                             Ok(b) => b,
-                            Err(e) => return ToolOutput::error(format!("{shown}: {e}")),
+                            Err(e) => return ToolOutput::error(format!("{told}: {e}")),
                         };
                         let done = match writer(&ctx) {
                             // the client writes (its buffer, then its disk); an append is read, extended, written whole.
@@ -151,7 +153,7 @@ impl Tool for WriteFileTool {
                         match done {
                             Ok(()) => ToolOutput {
                                 text: format!(
-                                    "{} {} bytes to {shown}{undo_note}",
+                                    "{} {} bytes to {told}{undo_note}",
                                     if append { "appended" } else { "wrote" },
                                     content.len()
                                 ),
@@ -166,7 +168,7 @@ impl Tool for WriteFileTool {
                                 },
                                 ..ToolOutput::default()
                             },
-                            Err(e) => ToolOutput::error(format!("{shown}: {e}")),
+                            Err(e) => ToolOutput::error(format!("{told}: {e}")),
                         }
                     })
                 },
@@ -411,5 +413,39 @@ mod tests {
                 out.text
             );
         }
+    }
+
+    /// The model is told a path below the working directory as it would name it (as grep and glob do), and one
+    /// elsewhere in the grant whole; the client's diff keeps the absolute path.
+    #[tokio::test]
+    async fn tells_the_model_a_path_below_the_working_directory_as_relative() {
+        let work = tempfile::tempdir().unwrap();
+        let other = tempfile::tempdir().unwrap();
+        let other = std::fs::canonicalize(other.path()).unwrap();
+        let grant = format!(r#"{{ paths = ["./", "{}"] }}"#, other.display());
+        let e = env("write_file", work.path(), &grant);
+        let t = WriteFileTool { env: e.clone() };
+        let w = |v: Value| call(&t, AlgebraKind::Files, &e, v);
+        let below = w(json!({"path": "sub/a.txt", "content": "abc", "create_dirs": true})).await;
+        assert_eq!(below.text, "wrote 3 bytes to sub/a.txt");
+        match &below.content[..] {
+            [ToolCallContent::Diff { path, .. }] => {
+                assert_eq!(path, &e.cwd.join("sub/a.txt").display().to_string())
+            }
+            c => panic!("{c:?}"),
+        }
+        let elsewhere = other.join("b.txt");
+        let out = w(json!({"path": elsewhere.display().to_string(), "content": "x"})).await;
+        assert_eq!(
+            out.text,
+            format!("wrote 1 bytes to {}", elsewhere.display())
+        );
+        // an error names the path the same way
+        let dir = w(json!({"path": "sub", "content": "x"})).await;
+        assert!(
+            dir.is_error && dir.text.starts_with("sub: "),
+            "{}",
+            dir.text
+        );
     }
 }
