@@ -43,10 +43,13 @@ pub(crate) fn int_field(
     }
 }
 
-/// `abs` as shown to the model: relative to the working directory `cwd` when below it.
+/// `abs` as shown to the model: relative to the working directory `cwd` when below it (`.` for `cwd` itself).
 pub(crate) fn shown_from(cwd: &Path, abs: &Path) -> String {
-    abs.strip_prefix(cwd)
-        .map_or_else(|_| abs.display().to_string(), |r| r.display().to_string())
+    match abs.strip_prefix(cwd) {
+        Ok(r) if r.as_os_str().is_empty() => ".".to_string(),
+        Ok(r) => r.display().to_string(),
+        Err(_) => abs.display().to_string(),
+    }
 }
 
 /// The call of tool `env` reading `path_in` (resolved against the working directory; it must exist): the kernel
@@ -74,4 +77,23 @@ pub(crate) fn read_call(env: &ToolEnv, path_in: &str, work: ReadWork) -> Result<
             })
         })),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shown_from;
+    use std::path::Path;
+
+    #[test]
+    fn a_path_is_shown_relative_below_the_working_directory_and_whole_elsewhere() {
+        let cwd = Path::new("/w/proj");
+        assert_eq!(shown_from(cwd, Path::new("/w/proj/src/a.rs")), "src/a.rs");
+        assert_eq!(shown_from(cwd, Path::new("/w/proj")), ".");
+        // a sibling sharing a prefix is not below it
+        assert_eq!(
+            shown_from(cwd, Path::new("/w/project/a.rs")),
+            "/w/project/a.rs"
+        );
+        assert_eq!(shown_from(cwd, Path::new("/etc/hosts")), "/etc/hosts");
+    }
 }
