@@ -367,6 +367,11 @@ pub fn open_read(target: &Target, dir_hint: &str) -> Result<(File, Stat), Beneat
     Ok((File::from(fd), st))
 }
 
+/// True when `e` says a path (or a directory on the way to it) is not there: what [`names_near`] answers.
+pub(crate) fn is_missing(e: &BeneathError) -> bool {
+    matches!(e, BeneathError::Io(e) if matches!(e.kind(), io::ErrorKind::NotFound | io::ErrorKind::NotADirectory))
+}
+
 /// Reads at most `cap` bytes of `f` (one more, to tell that there is more).
 pub fn read_capped(f: &mut File, cap: u64) -> Result<Vec<u8>, BeneathError> {
     let mut bytes = Vec::new();

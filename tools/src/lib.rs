@@ -593,4 +593,131 @@ mod tests {
             assert_eq!(writes, listed, "{name}: kind {:?}", tool.kind());
         }
     }
+
+    /// A path outside the grant is refused the same way whether it exists or not, by every tool that reads or
+    /// changes an existing file: the kernel decides a missing path before anything says it is missing, so no call
+    /// tells the model what exists outside its grant. Inside the grant a missing file is reported as missing.
+    #[tokio::test]
+    async fn a_missing_path_outside_the_grant_is_refused_like_an_existing_one() {
+        use super::testutil::call;
+        use loom_kernel::AlgebraKind;
+        use serde_json::json;
+
+        let work = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("there.txt"), "secret\n").unwrap();
+        std::fs::write(work.path().join("a.txt"), "a\n").unwrap();
+        let o = std::fs::canonicalize(outside.path()).unwrap();
+        let (there, gone) = (o.join("there.txt"), o.join("gone/deeper.txt"));
+        let grant = r#"{ paths = ["./"] }"#;
+        // each tool, and its input naming one path
+        type Naming = fn(&str) -> serde_json::Value;
+        let tools: Vec<(Box<dyn Tool>, Naming)> = vec![
+            (
+                Box::new(ReadFileTool {
+                    env: env("read_file", work.path(), grant),
+                }),
+                |p| json!({ "path": p }),
+            ),
+            (
+                Box::new(EditFileTool {
+                    env: env("edit_file", work.path(), grant),
+                }),
+                |p| json!({ "path": p, "edits": [{ "old_text": "s", "new_text": "t" }] }),
+            ),
+            (
+                Box::new(GrepTool {
+                    env: env("grep", work.path(), grant),
+                }),
+                |p| json!({ "pattern": "s", "path": p }),
+            ),
+            (
+                Box::new(FileInfoTool {
+                    env: env("file_info", work.path(), grant),
+                }),
+                |p| json!({ "path": p }),
+            ),
+            (
+                Box::new(ReadManyTool {
+                    env: env("read_many", work.path(), grant),
+                }),
+                |p| json!({ "paths": [p] }),
+            ),
+            (
+                Box::new(FileCompareTool {
+                    env: env("file_compare", work.path(), grant),
+                }),
+                |p| json!({ "a": "a.txt", "b": p }),
+            ),
+        ];
+        for (tool, input) in &tools {
+            let kind = AlgebraKind::Files;
+            let e = env(tool.name(), work.path(), grant);
+            let mut said = Vec::new();
+            for p in [&there, &gone] {
+                let p = p.display().to_string();
+                let out = call(tool.as_ref(), kind, &e, input(&p)).await;
+                assert!(out.is_error, "{}: {p}: {}", tool.name(), out.text);
+                said.push(out.text.replace(&p, "PATH"));
+            }
+            assert!(
+                said[0].contains("outside this tool's grant"),
+                "{}: {}",
+                tool.name(),
+                said[0]
+            );
+            assert_eq!(said[0], said[1], "{}", tool.name());
+            // inside the grant, a missing file is reported as missing, after the decision
+            let inside = call(tool.as_ref(), kind, &e, input("nope.txt")).await;
+            assert!(
+                inside.is_error && inside.text.contains("No such file"),
+                "{}: {}",
+                tool.name(),
+                inside.text
+            );
+        }
+        // bash's `cwd`: a directory outside the grant and a missing one are refused alike; inside the grant, one
+        // that is missing is named as not a directory (nothing runs)
+        let e = env("bash", work.path(), r#"{ commands = "*", paths = ["./"] }"#);
+        let bash = BashTool::new(e.clone(), SandboxEnv::default());
+        let mut said = Vec::new();
+        for d in [o.clone(), o.join("gone")] {
+            let d = d.display().to_string();
+            let input = json!({ "command": "true", "cwd": d });
+            let out = call(&bash, AlgebraKind::Bash, &e, input).await;
+            assert!(
+                out.is_error && !out.text.contains("not a directory"),
+                "{d}: {}",
+                out.text
+            );
+            said.push(out.text.replace(&d, "PATH"));
+        }
+        assert_eq!(said[0], said[1]);
+        let input = json!({ "command": "true", "cwd": "nope" });
+        let out = call(&bash, AlgebraKind::Bash, &e, input).await;
+        assert!(
+            out.is_error && out.text.ends_with("nope is not a directory"),
+            "{}",
+            out.text
+        );
+        // the limits SECURITY.md names, which still answer before the decision: a dangling symlink as the last name,
+        // and `..` through a directory that does not exist
+        std::os::unix::fs::symlink(o.join("ghost"), o.join("dangling")).unwrap();
+        let e = env("read_file", work.path(), grant);
+        let read = ReadFileTool { env: e.clone() };
+        for (p, says) in [
+            (
+                o.join("dangling"),
+                "is a symlink whose target does not exist",
+            ),
+            (
+                o.join("gone/../there.txt"),
+                "through a directory that does not exist",
+            ),
+        ] {
+            let input = json!({ "path": p.display().to_string() });
+            let out = call(&read, AlgebraKind::Files, &e, input).await;
+            assert!(out.is_error && out.text.contains(says), "{}", out.text);
+        }
+    }
 }

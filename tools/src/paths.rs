@@ -12,9 +12,11 @@ pub enum PathMode {
     MayCreate,
 }
 
-/// Resolves `input` against `cwd`. For a path that does not exist yet ([`PathMode::MayCreate`]), the nearest
-/// existing ancestor is canonicalised and the missing components appended; `..` among missing components and a
-/// dangling symlink as the final component are refused (either could land outside what the kernel was shown).
+/// Resolves `input` against `cwd`. For a path that does not exist (yet), in either mode, the nearest existing
+/// ancestor is canonicalised and the missing components appended; `..` among missing components and a dangling
+/// symlink as the final component are refused (either could land outside what the kernel was shown). A path
+/// [`PathMode::Existing`] names that is missing resolves too: the kernel decides it first, and the tool's I/O finds
+/// it missing only once the grant allows it.
 pub fn resolve_path(cwd: &Path, input: &str, mode: PathMode) -> Result<PathBuf, String> {
     if input.is_empty() {
         return Err("the path is empty".into());
@@ -29,13 +31,27 @@ pub fn resolve_path(cwd: &Path, input: &str, mode: PathMode) -> Result<PathBuf, 
     };
     match std::fs::canonicalize(&joined) {
         Ok(p) => return Ok(p),
-        Err(e) if mode == PathMode::Existing => return Err(format!("{input}: {e}")),
+        // a path that must exist but does not is resolved as one that may be created, so the kernel decides it
+        // before anything says it is missing: the tool's own I/O reports that, and only inside its grant — a
+        // missing path outside the grant is refused as an existing one is, and says nothing about what exists there
+        Err(e)
+            if mode == PathMode::Existing
+                && !matches!(
+                    e.kind(),
+                    std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
+                ) =>
+        {
+            return Err(format!("{input}: {e}"))
+        }
         Err(_) => {}
     }
     if std::fs::symlink_metadata(&joined).is_ok_and(|m| m.file_type().is_symlink()) {
-        return Err(format!(
-            "{input}: is a symlink whose target does not exist; write to the target path itself"
-        ));
+        return Err(match mode {
+            PathMode::Existing => format!("{input}: is a symlink whose target does not exist"),
+            PathMode::MayCreate => format!(
+                "{input}: is a symlink whose target does not exist; write to the target path itself"
+            ),
+        });
     }
     let mut missing: Vec<std::ffi::OsString> = Vec::new();
     let mut cur = joined.as_path();
@@ -103,7 +119,20 @@ mod tests {
             resolve_path(&root, "a/b/c", PathMode::MayCreate).unwrap(),
             root.join("a/b/c")
         );
-        assert!(resolve_path(&root, "missing", PathMode::Existing).is_err());
+        // a missing path resolves in both modes (the kernel decides it before any error says it is missing)
+        assert_eq!(
+            resolve_path(&root, "missing/f", PathMode::Existing).unwrap(),
+            root.join("missing/f")
+        );
+        assert_eq!(
+            resolve_path(&root, "/no/such/dir", PathMode::Existing).unwrap(),
+            Path::new("/no/such/dir")
+        );
+        std::fs::write(root.join("file"), "").unwrap();
+        assert_eq!(
+            resolve_path(&root, "file/below", PathMode::Existing).unwrap(),
+            root.join("file/below")
+        );
         assert!(resolve_path(&root, "nope/../../x", PathMode::MayCreate).is_err());
         std::os::unix::fs::symlink(out_c.join("ghost"), root.join("dangling")).unwrap();
         assert!(resolve_path(&root, "dangling", PathMode::MayCreate)

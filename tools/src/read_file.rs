@@ -3,8 +3,9 @@
 use loom_kernel::Access;
 use serde_json::{json, Value};
 
-use super::beneath::{open_read, read_capped, size_of, Target};
+use super::beneath::{is_missing, open_read, read_capped, size_of, BeneathError, Target};
 use super::client::read_text;
+use super::walk::names_near;
 use super::{check_fields, resolve_path, str_field, PathMode, Prepared, Tool, ToolEnv, ToolOutput};
 use loom_protocol::model::ToolSpec;
 use loom_protocol::update::ToolKind;
@@ -96,6 +97,7 @@ impl Tool for ReadFileTool {
         // what the model is told: the path as it would name it (relative below the working directory)
         let told = crate::read_call::shown_from(&self.env.cwd, &path);
         let ctx_paths = self.env.ctx.clone();
+        let cwd = self.env.cwd.clone();
         Ok(
             crate::CallHead::one_path(name, &shown, Access::Read).then(Box::new(
                 move |auth, ctx| {
@@ -104,7 +106,17 @@ impl Tool for ReadFileTool {
                             Ok(t) => t,
                             Err(e) => return ToolOutput::error(e),
                         };
-                        match read_text(&ctx, &path, move || read(&target, cap)).await {
+                        // the directories a missing file's error may name the entries of: its ancestors that a
+                        // root of the row that allowed this call holds, deepest first (never one outside the grant)
+                        let near: Vec<(String, Target)> = path
+                            .ancestors()
+                            .skip(1)
+                            .filter_map(|a| {
+                                let t = Target::of(&auth, &ctx_paths, a, Access::Read).ok()?;
+                                Some((crate::read_call::shown_from(&cwd, a), t))
+                            })
+                            .collect();
+                        match read_text(&ctx, &path, move || read(&target, cap, &near)).await {
                             Ok(text) if text.len() as u64 > cap => ToolOutput::error(format!(
                                 "{told}: {}",
                                 too_big(text.len() as u64, cap)
@@ -122,14 +134,42 @@ impl Tool for ReadFileTool {
     }
 }
 
-/// Reads the regular file `target` beneath its grant root (see [`super::beneath`]), at most `cap` bytes.
-fn read(target: &Target, cap: u64) -> Result<String, String> {
-    let (mut f, st) = open_read(target, "use find to list it")?;
+/// The most entries a missing file's error names of the directory nearest it.
+const NAMES_NEAR_MISSING: usize = 20;
+
+/// Reads the regular file `target` beneath its grant root (see [`super::beneath`]), at most `cap` bytes. A file that
+/// is not there is reported with the entries of the nearest directory of `near` (see [`missing`]).
+fn read(target: &Target, cap: u64, near: &[(String, Target)]) -> Result<String, String> {
+    let (mut f, st) = match open_read(target, "use find to list it") {
+        Ok(opened) => opened,
+        Err(e) if is_missing(&e) => return Err(missing(&e, near)),
+        Err(e) => return Err(e.into()),
+    };
     if size_of(&st) > cap {
         return Err(too_big(size_of(&st), cap));
     }
     let bytes = read_capped(&mut f, cap)?;
     String::from_utf8(bytes).map_err(|_| "not UTF-8 text".to_string())
+}
+
+/// The error for a file that is not there: the I/O error, and what the nearest directory the grant holds does hold,
+/// so the next call can name a file that exists instead of guessing again.
+fn missing(e: &BeneathError, near: &[(String, Target)]) -> String {
+    let Some((dir, names, total)) = names_near(near, NAMES_NEAR_MISSING) else {
+        return e.to_string();
+    };
+    let dir = match dir {
+        "." => "the working directory".to_string(),
+        d => d.to_string(),
+    };
+    match total {
+        0 => format!("{e} ({dir} is empty)"),
+        n if n > names.len() => format!(
+            "{e} ({dir} holds {n} entries, among them: {}; use find or grep to search it)",
+            names.join(", ")
+        ),
+        _ => format!("{e} ({dir} holds: {})", names.join(", ")),
+    }
 }
 
 fn too_big(size: u64, cap: u64) -> String {
@@ -179,6 +219,82 @@ mod tests {
     use super::*;
     use crate::testutil::{call, call_after, env};
     use loom_kernel::AlgebraKind;
+
+    /// A file that is not there is reported with what the nearest directory the grant holds does hold, so the model
+    /// can name one that exists; never a directory outside the grant.
+    #[tokio::test]
+    async fn a_missing_file_names_what_the_nearest_granted_directory_holds() {
+        let work = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(work.path().join("src/lib")).unwrap();
+        for f in ["src/main.py", "src/parse.py", "top.txt"] {
+            std::fs::write(work.path().join(f), "x").unwrap();
+        }
+        let read = |grant: &str, p: &str| {
+            let e = env("read_file", work.path(), grant);
+            let t = ReadFileTool { env: e.clone() };
+            let input = json!({ "path": p });
+            async move { call(&t, AlgebraKind::Files, &e, input).await }
+        };
+        let all = r#"{ paths = ["./"] }"#;
+        let out = read(all, "src/todo.txt").await;
+        assert!(out.is_error);
+        assert!(
+            out.text.starts_with("src/todo.txt: No such file")
+                && out.text.ends_with("(src holds: lib/, main.py, parse.py)"),
+            "{}",
+            out.text
+        );
+        // a missing directory on the way: the nearest one that exists
+        let out = read(all, "src/gone/deeper/a.txt").await;
+        assert!(
+            out.text.ends_with("(src holds: lib/, main.py, parse.py)"),
+            "{}",
+            out.text
+        );
+        let out = read(all, "nope.txt").await;
+        assert!(
+            out.text
+                .ends_with("(the working directory holds: src/, top.txt)"),
+            "{}",
+            out.text
+        );
+        let out = read(all, "src/lib/x").await;
+        assert!(out.text.ends_with("(src/lib is empty)"), "{}", out.text);
+        // a file below another: the directory holding that file
+        let out = read(all, "top.txt/x").await;
+        assert!(
+            out.text
+                .ends_with("(the working directory holds: src/, top.txt)"),
+            "{}",
+            out.text
+        );
+        // nothing above the grant is listed: a grant of one directory (that does not exist yet), or of one file
+        let out = read(r#"{ paths = ["./src/lib"] }"#, "src/lib/a/b.txt").await;
+        assert!(out.text.ends_with("(src/lib is empty)"), "{}", out.text);
+        for (grant, p) in [
+            (r#"{ paths = ["./src/lib/sub"] }"#, "src/lib/sub/x.txt"),
+            (r#"{ paths = ["./src/lib/one.txt"] }"#, "src/lib/one.txt"),
+        ] {
+            let out = read(grant, p).await;
+            assert!(
+                out.is_error && out.text.ends_with("No such file or directory (os error 2)"),
+                "{grant}: {}",
+                out.text
+            );
+        }
+        // many entries: the first few, and how many there are
+        for i in 0..30 {
+            std::fs::write(work.path().join(format!("src/lib/f{i:02}")), "").unwrap();
+        }
+        let out = read(all, "src/lib/zz").await;
+        assert!(
+            out.text
+                .contains("(src/lib holds 30 entries, among them: f00, f01,")
+                && out.text.ends_with("f19; use find or grep to search it)"),
+            "{}",
+            out.text
+        );
+    }
 
     #[tokio::test]
     async fn reads_inside_and_refuses_outside_and_via_symlinks() {

@@ -8,22 +8,23 @@ use std::path::Path;
 
 use rustix::fs::OFlags;
 
-use super::beneath::{open_read, read_capped, run_blocking, size_of, Gate, Place, Target};
+use super::beneath::{
+    is_missing, open_read, read_capped, run_blocking, size_of, Gate, Place, Target,
+};
 use super::client::{read_text, writer};
 use super::ToolCtx;
 
-/// Reads the file, applies `change`, writes the result; `Ok((old, new))`. `tool` and `cap` (the largest file it
-/// changes) are for messages.
+/// Reads the file, applies `change`, writes the result; `Ok((old, new))`. `tool`, `cap` (the largest file it
+/// changes) and `hint` (what to use for a file that is not there) are for messages.
 async fn rewrite(
     ctx: &ToolCtx,
     path: &Path,
     target: &Target,
-    tool: &'static str,
-    cap: u64,
+    (tool, cap, hint): (&'static str, u64, String),
     change: impl FnOnce(&str) -> Result<String, String> + Send + 'static,
 ) -> Result<(String, String), String> {
     let t = target.clone();
-    let old = read_text(ctx, path, move || read_local(&t, tool, cap)).await?;
+    let old = read_text(ctx, path, move || read_local(&t, tool, cap, &hint)).await?;
     if old.len() as u64 > cap {
         return Err(too_big(tool, old.len() as u64, cap));
     }
@@ -54,8 +55,13 @@ fn too_big(tool: &str, len: u64, cap: u64) -> String {
 }
 
 /// Reads the regular file `target` beneath its root, refusing one over `cap` bytes before reading it.
-fn read_local(target: &Target, tool: &str, cap: u64) -> Result<String, String> {
-    let (mut f, st) = open_read(target, &format!("{tool} changes files, not directories"))?;
+/// A file that is not there says so, followed by `hint` when there is one (what to use instead).
+fn read_local(target: &Target, tool: &str, cap: u64, hint: &str) -> Result<String, String> {
+    let (mut f, st) = match open_read(target, &format!("{tool} changes files, not directories")) {
+        Ok(opened) => opened,
+        Err(e) if is_missing(&e) && !hint.is_empty() => return Err(format!("{e} ({hint})")),
+        Err(e) => return Err(e.into()),
+    };
     if size_of(&st) > cap {
         return Err(too_big(tool, size_of(&st), cap));
     }
@@ -84,7 +90,7 @@ pub(crate) type Changed = (String, String);
 /// The call of an in-place editor `env` changing the existing file `raw` (resolved against the working directory):
 /// the kernel decides the path for writing; once allowed, [`rewrite`] reads it, `change` makes the new text and a
 /// summary, the file is written, the undo snapshot recorded, and the result is `render(path, summary)` with the
-/// diff. `hint` follows a path that does not resolve (what to use instead).
+/// diff. `hint` follows a path that does not resolve or is not there (what to use instead).
 pub(crate) fn rewrite_call(
     env: &super::ToolEnv,
     raw: &str,
@@ -104,7 +110,7 @@ pub(crate) fn rewrite_call(
     let shown = path.display().to_string();
     // what the model is told: the path as it would name it (relative below the working directory)
     let told = super::read_call::shown_from(&env.cwd, &path);
-    let (ctx_paths, log) = (env.ctx.clone(), env.undo.clone());
+    let (ctx_paths, log, hint) = (env.ctx.clone(), env.undo.clone(), hint.to_string());
     Ok(
         super::CallHead::one_path(&name, &shown, Access::Write).then(Box::new(move |auth, ctx| {
             Box::pin(async move {
@@ -115,7 +121,7 @@ pub(crate) fn rewrite_call(
                 // the summary comes out of the blocking change beside the text
                 let summary = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
                 let said = summary.clone();
-                let done = rewrite(&ctx, &path, &target, builtin, cap, move |old| {
+                let done = rewrite(&ctx, &path, &target, (builtin, cap, hint), move |old| {
                     let (new, what) = change(old)?;
                     if let Ok(mut s) = said.lock() {
                         *s = what;

@@ -1,5 +1,6 @@
 //! Walking a directory tree beneath a granted root, for the tools that look at more than the one path the kernel
-//! decided on (`find`, `grep`, `list_directory`): the top directory is opened beneath its grant root, every directory
+//! decided on (`find`, `grep`, `list_directory`, and the names near a missing file in `read_file`'s error): the top
+//! directory is opened beneath its grant root, every directory
 //! below it is opened beneath the top without following a symlink, and a symlink is reported as one, never entered.
 //! A directory swapped for a link by a racing process mid-walk is therefore skipped, not followed out of the root.
 
@@ -109,16 +110,7 @@ pub(crate) fn walk(
             if cancel.is_cancelled() {
                 return Walked::Cancelled;
             }
-            // the entry's own type (lstat when the directory does not say)
-            let ty = match entry.file_type() {
-                FileType::Unknown => {
-                    rustix::fs::statat(&fd, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)
-                        .map(|st| FileType::from_raw_mode(st.st_mode))
-                        .unwrap_or(FileType::Unknown)
-                }
-                t => t,
-            };
-            let kind = match ty {
+            let kind = match own_type(&fd, &entry) {
                 FileType::Directory => EntryKind::Dir,
                 FileType::RegularFile => EntryKind::File,
                 FileType::Symlink => EntryKind::Link,
@@ -137,6 +129,51 @@ pub(crate) fn walk(
         }
     }
     Walked::Done
+}
+
+/// The entry's own type (`lstat` beneath `dir` when the directory does not say): a symlink is a symlink.
+fn own_type(dir: &OwnedFd, entry: &rustix::fs::DirEntry) -> FileType {
+    match entry.file_type() {
+        FileType::Unknown => {
+            let name = OsStr::from_bytes(entry.file_name().to_bytes());
+            rustix::fs::statat(dir, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)
+                .map(|st| FileType::from_raw_mode(st.st_mode))
+                .unwrap_or(FileType::Unknown)
+        }
+        t => t,
+    }
+}
+
+/// The directory nearest a path that is missing: the first of `dirs` (its ancestors that the grant holds, each as
+/// the model names it and split at its root, deepest first) that opens as a directory beneath its root, and the
+/// names in it — sorted, a subdirectory ending in `/`, at most `max` — with how many there are in all. Names only:
+/// nothing in it is opened or followed. `None` when none of them opens.
+pub(crate) fn names_near(
+    dirs: &[(String, Target)],
+    max: usize,
+) -> Option<(&str, Vec<String>, usize)> {
+    dirs.iter().find_map(|(shown, dir)| {
+        let root = dir.open_root().ok()?;
+        let fd = open_beneath(root.as_fd(), &dir.rel, DIR_FLAGS, Mode::empty()).ok()?;
+        let entries = rustix::fs::Dir::read_from(&fd).ok()?;
+        let mut names: Vec<String> = Vec::new();
+        for entry in entries.flatten() {
+            let name = OsStr::from_bytes(entry.file_name().to_bytes());
+            if name == "." || name == ".." {
+                continue;
+            }
+            let slash = if own_type(&fd, &entry) == FileType::Directory {
+                "/"
+            } else {
+                ""
+            };
+            names.push(format!("{}{slash}", name.to_string_lossy()));
+        }
+        names.sort();
+        let total = names.len();
+        names.truncate(max);
+        Some((shown.as_str(), names, total))
+    })
 }
 
 /// Opens the directory `rel` below `top` (the top itself for an empty `rel`), never through a symlink.

@@ -185,9 +185,8 @@ impl Tool for BashTool {
                     PathMode::Existing,
                 )
                 .map_err(|e| format!("{name}: cwd {e}"))?;
-                if !c.is_dir() {
-                    return Err(format!("{name}: cwd {} is not a directory", c.display()));
-                }
+                // whether it is a directory is looked at once the kernel has allowed it (in `run`), so a call
+                // naming a `cwd` outside the grant learns nothing about what is there
                 c
             }
         };
@@ -226,6 +225,7 @@ impl Tool for BashTool {
         };
         let env = self.env.clone();
         let sandbox = self.sandbox.clone();
+        let not_dir = format!("{name}: cwd {cwd_s} is not a directory");
         Ok(Prepared {
             request,
             more: Vec::new(),
@@ -240,6 +240,9 @@ impl Tool for BashTool {
             locations: vec![],
             run: Box::new(move |auth, ctx| {
                 Box::pin(async move {
+                    if !cwd.is_dir() {
+                        return ToolOutput::error(not_dir);
+                    }
                     let call = Call {
                         env,
                         sandbox,
