@@ -107,16 +107,19 @@ impl Tool for ReadFileTool {
                             Err(e) => return ToolOutput::error(e),
                         };
                         // the directories a missing file's error may name the entries of: its ancestors that a
-                        // root of the row that allowed this call holds, deepest first (never one outside the grant)
-                        let near: Vec<(String, Target)> = path
-                            .ancestors()
-                            .skip(1)
-                            .filter_map(|a| {
-                                let t = Target::of(&auth, &ctx_paths, a, Access::Read).ok()?;
-                                Some((crate::read_call::shown_from(&cwd, a), t))
-                            })
-                            .collect();
-                        match read_text(&ctx, &path, move || read(&target, cap, &near)).await {
+                        // root of the row that allowed this call holds, deepest first (never one outside the grant);
+                        // worked out only when the file is missing
+                        let p = path.clone();
+                        let near = move || -> Vec<(String, Target)> {
+                            p.ancestors()
+                                .skip(1)
+                                .filter_map(|a| {
+                                    let t = Target::of(&auth, &ctx_paths, a, Access::Read).ok()?;
+                                    Some((crate::read_call::shown_from(&cwd, a), t))
+                                })
+                                .collect()
+                        };
+                        match read_text(&ctx, &path, move || read(&target, cap, near)).await {
                             Ok(text) if text.len() as u64 > cap => ToolOutput::error(format!(
                                 "{told}: {}",
                                 too_big(text.len() as u64, cap)
@@ -139,10 +142,14 @@ const NAMES_NEAR_MISSING: usize = 20;
 
 /// Reads the regular file `target` beneath its grant root (see [`super::beneath`]), at most `cap` bytes. A file that
 /// is not there is reported with the entries of the nearest directory of `near` (see [`missing`]).
-fn read(target: &Target, cap: u64, near: &[(String, Target)]) -> Result<String, String> {
+fn read(
+    target: &Target,
+    cap: u64,
+    near: impl FnOnce() -> Vec<(String, Target)>,
+) -> Result<String, String> {
     let (mut f, st) = match open_read(target, "use find to list it") {
         Ok(opened) => opened,
-        Err(e) if is_missing(&e) => return Err(missing(&e, near)),
+        Err(e) if is_missing(&e) => return Err(missing(&e, &near())),
         Err(e) => return Err(e.into()),
     };
     if size_of(&st) > cap {

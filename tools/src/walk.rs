@@ -153,8 +153,7 @@ pub(crate) fn names_near(
     max: usize,
 ) -> Option<(&str, Vec<String>, usize)> {
     dirs.iter().find_map(|(shown, dir)| {
-        let root = dir.open_root().ok()?;
-        let fd = open_beneath(root.as_fd(), &dir.rel, DIR_FLAGS, Mode::empty()).ok()?;
+        let fd = open_top(dir, Path::new(shown)).ok()?;
         let entries = rustix::fs::Dir::read_from(&fd).ok()?;
         let mut names: Vec<String> = Vec::new();
         for entry in entries.flatten() {
