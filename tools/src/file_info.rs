@@ -61,7 +61,7 @@ impl Tool for FileInfoTool {
         read_call(
             &self.env,
             raw,
-            Box::new(|target, path, _| describe(target, &path.display().to_string())),
+            Box::new(|target, _path, shown, _| describe(target, &shown.display().to_string())),
         )
     }
 }
@@ -177,6 +177,8 @@ mod tests {
         let e = env("file_info", work.path(), r#"{ paths = ["./"] }"#);
         let t = FileInfoTool { env: e.clone() };
         let out = call(&t, AlgebraKind::Files, &e, json!({"path": "a.txt"})).await;
+        // the path as the model names it, relative to the working directory
+        assert!(out.text.starts_with("path      a.txt\n"), "{}", out.text);
         assert!(
             out.text.contains("type      file\nsize      8 bytes"),
             "{}",

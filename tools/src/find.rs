@@ -134,7 +134,9 @@ impl Tool for FindTool {
         read_call(
             &self.env,
             root_in,
-            Box::new(move |target, root, cancel| walk(target, root, &pattern, limit, cancel)),
+            Box::new(move |target, _root, shown, cancel| {
+                walk(target, shown, &pattern, limit, cancel)
+            }),
         )
     }
 }

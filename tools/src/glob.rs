@@ -79,7 +79,7 @@ impl Tool for GlobTool {
         read_call(
             &self.env,
             path_in,
-            Box::new(move |target, root, cancel| {
+            Box::new(move |target, root, _shown, cancel| {
                 matching(target, root, &cwd, &pattern, limit, hidden, cancel)
             }),
         )
@@ -95,7 +95,7 @@ fn matching(
     hidden: bool,
     cancel: &tokio_util::sync::CancellationToken,
 ) -> Result<ToolOutput, String> {
-    let top = open_top(target, root)?;
+    let top = open_top(target, Path::new(&shown_from(cwd, root)))?;
     let mut ignores = Ignores::new(target, root);
     let mut found: Vec<(std::time::SystemTime, PathBuf)> = Vec::new();
     let walked = walk(&top, MAX_VISITED, cancel, &mut |e| {
@@ -123,7 +123,7 @@ fn matching(
     if lines.is_empty() {
         lines.push(format!(
             "no files match {pattern:?} below {}",
-            root.display()
+            shown_from(cwd, root)
         ));
     }
     if total > limit {

@@ -135,7 +135,7 @@ impl Tool for GrepTool {
         read_call(
             &self.env,
             path_in,
-            Box::new(move |target, root, cancel| {
+            Box::new(move |target, root, _shown, cancel| {
                 let search = Search {
                     tool: name,
                     query,
@@ -214,19 +214,19 @@ impl Search {
             let (Some(parent), Some(file)) = (target.rel.parent(), target.rel.file_name()) else {
                 return Err(format!(
                     "{}: not a file below its root",
-                    self.root.display()
+                    self.shown(&self.root)
                 ));
             };
             let dir_target = Target {
                 root: target.root.clone(),
                 rel: parent.to_path_buf(),
             };
-            let shown_dir = self.root.parent().unwrap_or(Path::new("/"));
-            let top = open_top(&dir_target, shown_dir)?;
+            let shown_dir = self.shown(self.root.parent().unwrap_or(Path::new("/")));
+            let top = open_top(&dir_target, Path::new(&shown_dir))?;
             self.search_file(&mut searcher, &matcher, &top, Path::new(file), &mut found);
             return Ok(self.report(found, Walked::Done));
         }
-        let top = open_top(target, &self.root)?;
+        let top = open_top(target, Path::new(&self.shown(&self.root)))?;
         let mut ignores = Ignores::new(target, &self.root);
         let walked = walk(&top, MAX_VISITED, cancel, &mut |e| {
             if ignores.skips(&top, e, self.query.hidden) {

@@ -71,7 +71,7 @@ impl Tool for ListDirectoryTool {
         read_call(
             &self.env,
             path_in,
-            Box::new(move |target, dir, _| list(target, dir, hidden, limit)),
+            Box::new(move |target, _dir, shown, _| list(target, shown, hidden, limit)),
         )
     }
 }
@@ -169,11 +169,14 @@ mod tests {
             "{}",
             out.text
         );
+        // messages name a path as the model names it, relative to the working directory
         let file = call(&t, AlgebraKind::Files, &e, json!({"path": "b.txt"})).await;
         assert!(
-            file.is_error && file.text.contains("not a directory"),
+            file.is_error && file.text == "b.txt: not a directory",
             "{}",
             file.text
         );
+        let empty = call(&t, AlgebraKind::Files, &e, json!({"path": "src"})).await;
+        assert_eq!(empty.text, "src is empty");
     }
 }

@@ -111,7 +111,9 @@ impl Tool for ProjectInfoTool {
         read_call(
             &self.env,
             path_in,
-            Box::new(move |target, root, cancel| describe(&name, target, root, &authority, cancel)),
+            Box::new(move |target, root, shown, cancel| {
+                describe(&name, target, root, shown, &authority, cancel)
+            }),
         )
     }
 }
@@ -143,10 +145,11 @@ fn describe(
     tool: &str,
     target: &Target,
     root: &Path,
+    shown: &Path,
     authority: &Authority,
     cancel: &tokio_util::sync::CancellationToken,
 ) -> Result<ToolOutput, String> {
-    let top = open_top(target, root)?;
+    let top = open_top(target, shown)?;
     let exists = |rel: &str| open_file(&top, Path::new(rel)).is_ok();
     let read = |rel: &str| read_small(tool, authority, &top, root, rel);
     let mut build: Vec<String> = Vec::new();

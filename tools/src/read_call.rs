@@ -12,10 +12,10 @@ use tokio_util::sync::CancellationToken;
 use super::beneath::{run_blocking, Target};
 use super::{resolve_path, str_field, PathMode, Prepared, ToolEnv, ToolOutput};
 
-/// The work of a read call: the decided path split at its grant root, the path itself (canonical), the call's
-/// cancellation.
+/// The work of a read call: the decided path split at its grant root, the path itself (canonical), the path as
+/// shown to the model (relative to the working directory when below it: [`shown_from`]), the call's cancellation.
 pub(crate) type ReadWork =
-    Box<dyn FnOnce(&Target, &Path, &CancellationToken) -> Result<ToolOutput, String> + Send>;
+    Box<dyn FnOnce(&Target, &Path, &Path, &CancellationToken) -> Result<ToolOutput, String> + Send>;
 
 /// The optional string field `key` naming a path, `"."` when absent.
 pub(crate) fn path_field<'a>(input: &'a Value, tool: &str, key: &str) -> Result<&'a str, String> {
@@ -69,7 +69,9 @@ pub(crate) fn read_call(env: &ToolEnv, path_in: &str, work: ReadWork) -> Result<
                     Err(e) => return ToolOutput::error(format!("{told}: {e}")),
                 };
                 let cancel = ctx.cancel.clone();
-                let done = run_blocking(&ctx.cancel, None, move || work(&target, &path, &cancel));
+                let done = run_blocking(&ctx.cancel, None, move || {
+                    work(&target, &path, Path::new(&told), &cancel)
+                });
                 match done.await {
                     Ok(out) => out,
                     Err(e) => ToolOutput::error(e),

@@ -72,7 +72,9 @@ impl Tool for TreeTool {
         read_call(
             &self.env,
             path_in,
-            Box::new(move |target, root, cancel| draw(target, root, depth, hidden, cancel)),
+            Box::new(move |target, root, shown, cancel| {
+                draw(target, root, shown, depth, hidden, cancel)
+            }),
         )
     }
 }
@@ -80,11 +82,12 @@ impl Tool for TreeTool {
 fn draw(
     target: &Target,
     root: &Path,
+    shown: &Path,
     depth: usize,
     hidden: bool,
     cancel: &tokio_util::sync::CancellationToken,
 ) -> Result<ToolOutput, String> {
-    let top = open_top(target, root)?;
+    let top = open_top(target, shown)?;
     let mut ignores = Ignores::new(target, root);
     // each directory's children: (is a directory, name shown)
     let mut children: BTreeMap<PathBuf, Vec<(bool, String)>> = BTreeMap::new();
@@ -121,7 +124,7 @@ fn draw(
         // directories first, then by name
         list.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
     }
-    let mut lines = vec![format!("{}/", root.display())];
+    let mut lines = vec![format!("{}/", shown.display())];
     fn emit(
         dir: &Path,
         level: usize,
@@ -173,16 +176,13 @@ mod tests {
         w(".env");
         std::fs::write(work.path().join(".gitignore"), "target/\n").unwrap();
         std::os::unix::fs::symlink("/etc", work.path().join("etc")).unwrap();
-        let root = std::fs::canonicalize(work.path()).unwrap();
         let e = env("tree", work.path(), r#"{ paths = ["./"] }"#);
         let t = TreeTool { env: e.clone() };
         let out = call(&t, AlgebraKind::Files, &e, json!({"depth": 2})).await;
+        // the root as the model names it: the working directory is `./`, a directory below it relative
         assert_eq!(
             out.text,
-            format!(
-                "{}/\n  src/\n    a/\n    main.rs\n  README.md\n  etc@",
-                root.display()
-            )
+            "./\n  src/\n    a/\n    main.rs\n  README.md\n  etc@"
         );
         let out = call(&t, AlgebraKind::Files, &e, json!({"depth": 0})).await;
         assert!(out.is_error, "{}", out.text);
@@ -193,6 +193,7 @@ mod tests {
             json!({"path": "src", "hidden": true}),
         )
         .await;
+        assert!(t2.text.starts_with("src/\n"), "{}", t2.text);
         assert!(t2.text.contains("    deep.rs"), "{}", t2.text);
     }
 }

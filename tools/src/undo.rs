@@ -208,18 +208,20 @@ impl Tool for UndoTool {
         let path = resolve_path(&self.env.cwd, raw, PathMode::MayCreate)
             .map_err(|e| format!("{name}: {e}"))?;
         let shown = path.display().to_string();
+        // what the model is told: the path as it would name it (relative below the working directory)
+        let told = crate::read_call::shown_from(&self.env.cwd, &path);
         let ctx_paths = self.env.ctx.clone();
         let log = self.env.undo.clone();
         Ok(crate::CallHead::one_path(&name, &shown, Access::Write).then(Box::new(move |auth, ctx| {
                 Box::pin(async move {
                     let Some(snap) = log.last(&path) else {
                         return ToolOutput::error(format!(
-                            "{shown}: no change of this file to undo in this session"
+                            "{told}: no change of this file to undo in this session"
                         ));
                     };
                     let target = match Target::of(&auth, &ctx_paths, &path, Access::Write) {
                         Ok(t) => t,
-                        Err(e) => return ToolOutput::error(format!("{shown}: {e}")),
+                        Err(e) => return ToolOutput::error(format!("{told}: {e}")),
                     };
                     let gate = Gate::default();
                     let (g, s) = (gate.clone(), snap.clone());
@@ -233,7 +235,7 @@ impl Tool for UndoTool {
                                 String::from_utf8_lossy(snap.before.as_deref().unwrap_or_default());
                             ToolOutput {
                                 text: format!(
-                                    "{shown}: undid the last {} change ({} bytes restored; {} earlier change(s) left to undo)",
+                                    "{told}: undid the last {} change ({} bytes restored; {} earlier change(s) left to undo)",
                                     snap.tool,
                                     before.len(),
                                     log.depth(&path)
@@ -249,11 +251,11 @@ impl Tool for UndoTool {
                         Ok(Restored::Removed) => {
                             log.forget(&path, &snap);
                             ToolOutput::ok(format!(
-                                "{shown}: removed it — the last {} change created it",
+                                "{told}: removed it — the last {} change created it",
                                 snap.tool
                             ))
                         }
-                        Err(e) => ToolOutput::error(format!("{shown}: {e}")),
+                        Err(e) => ToolOutput::error(format!("{told}: {e}")),
                     }
                 })
             })))
@@ -389,7 +391,15 @@ mod tests {
         .await);
         assert_eq!(read().as_deref(), Some("two\nthree\n"));
         let undo = || call(&u, AlgebraKind::Files, &e, json!({"path": "a.txt"}));
-        ok(undo().await);
+        let first = undo().await;
+        // the file named as the model names it, not by its absolute path
+        assert!(
+            first
+                .text
+                .starts_with("a.txt: undid the last write_file change"),
+            "{}",
+            first.text
+        );
         assert_eq!(read().as_deref(), Some("two\n"));
         ok(undo().await);
         assert_eq!(read().as_deref(), Some("one\n"));
@@ -398,7 +408,10 @@ mod tests {
         assert_eq!(read(), None);
         let none = undo().await;
         assert!(
-            none.is_error && none.text.contains("no change of this file to undo"),
+            none.is_error
+                && none
+                    .text
+                    .starts_with("a.txt: no change of this file to undo"),
             "{}",
             none.text
         );

@@ -81,7 +81,7 @@ impl Tool for FindSymbolTool {
         read_call(
             &self.env,
             path_in,
-            Box::new(move |target, root, cancel| {
+            Box::new(move |target, root, _shown, cancel| {
                 let s = Search {
                     tool,
                     matcher,
@@ -123,17 +123,21 @@ impl Search {
         let mut found = Found::default();
         if self.root.is_file() {
             let (Some(parent), Some(file)) = (target.rel.parent(), target.rel.file_name()) else {
-                return Err(format!("{}: cannot open it", self.root.display()));
+                return Err(format!(
+                    "{}: cannot open it",
+                    shown_from(&self.cwd, &self.root)
+                ));
             };
             let dir_target = Target {
                 root: target.root.clone(),
                 rel: parent.to_path_buf(),
             };
-            let top = open_top(&dir_target, self.root.parent().unwrap_or(Path::new("/")))?;
+            let parent_shown = shown_from(&self.cwd, self.root.parent().unwrap_or(Path::new("/")));
+            let top = open_top(&dir_target, Path::new(&parent_shown))?;
             self.file(&top, Path::new(file), &mut found);
             return Ok(self.report(found, Walked::Done));
         }
-        let top = open_top(target, &self.root)?;
+        let top = open_top(target, Path::new(&shown_from(&self.cwd, &self.root)))?;
         let mut ignores = Ignores::new(target, &self.root);
         let walked = walk(&top, SYMBOL_MAX_VISITED, cancel, &mut |e| {
             if ignores.skips(&top, e, false) {

@@ -89,7 +89,7 @@ impl Tool for ReadJsonTool {
         read_call(
             &self.env,
             path,
-            Box::new(move |target, _abs, _cancel| {
+            Box::new(move |target, _abs, _shown, _cancel| {
                 let text = read_json_text(target, "read_json")?;
                 let doc: Value = serde_json::from_str(&text).map_err(|e| {
                     format!("not JSON (line {}, column {}): {e}", e.line(), e.column())

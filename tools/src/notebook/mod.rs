@@ -75,7 +75,7 @@ impl Tool for NotebookReadTool {
         read_call(
             &self.env,
             path,
-            Box::new(move |target, _abs, _cancel| {
+            Box::new(move |target, _abs, _shown, _cancel| {
                 let text = read_notebook(target)?;
                 render(&text, range, READ_MAX_CHARS)
                     .map(ToolOutput::ok)
