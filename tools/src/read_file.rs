@@ -104,7 +104,7 @@ impl Tool for ReadFileTool {
                     Box::pin(async move {
                         let target = match Target::of(&auth, &ctx_paths, &path, Access::Read) {
                             Ok(t) => t,
-                            Err(e) => return ToolOutput::error(e),
+                            Err(e) => return ToolOutput::error(format!("{told}: {e}")),
                         };
                         // the directories a missing file's error may name the entries of: its ancestors that a
                         // root of the row that allowed this call holds, deepest first (never one outside the grant);
