@@ -95,7 +95,9 @@ fn matching(
     hidden: bool,
     cancel: &tokio_util::sync::CancellationToken,
 ) -> Result<ToolOutput, String> {
-    let top = open_top(target, Path::new(&shown_from(cwd, root)))?;
+    // the root as the model names it, for messages
+    let told = shown_from(cwd, root);
+    let top = open_top(target, Path::new(&told))?;
     let mut ignores = Ignores::new(target, root);
     let mut found: Vec<(std::time::SystemTime, PathBuf)> = Vec::new();
     let walked = walk(&top, MAX_VISITED, cancel, &mut |e| {
@@ -121,10 +123,7 @@ fn matching(
     let shown = |rel: &Path| shown_from(cwd, &root.join(rel));
     let mut lines: Vec<String> = found.iter().take(limit).map(|(_, r)| shown(r)).collect();
     if lines.is_empty() {
-        lines.push(format!(
-            "no files match {pattern:?} below {}",
-            shown_from(cwd, root)
-        ));
+        lines.push(format!("no files match {pattern:?} below {told}"));
     }
     if total > limit {
         lines.push(format!(
