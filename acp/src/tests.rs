@@ -327,6 +327,7 @@ mod asker {
             undo: Default::default(),
             record: Default::default(),
             processes: Default::default(),
+            seen: Default::default(),
         };
         let mut parts = AgentParts::new(
             harness,

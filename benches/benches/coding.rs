@@ -61,6 +61,7 @@ fn read_tool(name: &str, root: &Path) -> (Arc<dyn loom_tools::Tool>, PathCtx, Gr
         undo: Default::default(),
         record: Default::default(),
         processes: Default::default(),
+        seen: Default::default(),
     };
     (
         builtin_tool(name, env, &SandboxEnv::default()).unwrap(),

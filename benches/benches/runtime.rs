@@ -42,6 +42,7 @@ fn read_file_slot(dir: &std::path::Path, ctx: &PathCtx) -> BTreeMap<String, Tool
         undo: Default::default(),
         record: Default::default(),
         processes: Default::default(),
+        seen: Default::default(),
     };
     let tool = builtin_tool("read_file", env, &SandboxEnv::default()).unwrap();
     BTreeMap::from([(

@@ -55,6 +55,7 @@ fn fixture(harness: Arc<dyn Harness>, tools: &[(&str, &str, &str)], max: u32) ->
             undo: Default::default(),
             record: Default::default(),
             processes: Default::default(),
+            seen: Default::default(),
         };
         slots.insert(
             instance.to_string(),
@@ -511,6 +512,7 @@ async fn an_ask_rule_is_a_refusal_when_headless() {
         undo: Default::default(),
         record: Default::default(),
         processes: Default::default(),
+        seen: Default::default(),
     };
     let mut parts = AgentParts::new(
         h,

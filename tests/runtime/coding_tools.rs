@@ -160,6 +160,62 @@ fn undo_walks_back_loom_s_change_and_keeps_one_made_since() {
     assert_eq!(read("private/p.txt").as_deref(), Some("private notes\n"));
 }
 
+/// `[agent] read_before_write = true` through the real binary: a blind overwrite is refused and the file kept; once
+/// read (`read_many`) it may be replaced, and loom's own write may be written again; a change made since by a command
+/// is refused until the file is read again. A new file needs no read.
+#[test]
+fn read_before_write_keeps_a_file_the_session_has_not_read() {
+    if !sandbox_available() {
+        return;
+    }
+    let s = agent(
+        &[
+            r#"{ tool = "write_file", input = { path = "src/a.txt", content = "blind\n" } }"#,
+            r#"{ tool = "read_many", input = { paths = ["src/a.txt"] } }"#,
+            r#"{ tool = "write_file", input = { path = "src/a.txt", content = "one\n" } }"#,
+            r#"{ tool = "write_file", input = { path = "src/a.txt", content = "two\n" } }"#,
+            r#"{ tool = "bash", input = { command = "echo by-hand > src/a.txt" } }"#,
+            r#"{ tool = "write_file", input = { path = "src/a.txt", content = "three\n" } }"#,
+            r#"{ tool = "write_file", input = { path = "src/new.txt", content = "fresh\n" } }"#,
+        ],
+        "",
+    );
+    let manifest = std::fs::read_to_string(s.path().join("agent.toml")).unwrap();
+    let on = manifest.replacen(
+        "name = \"coding-e2e\"\n",
+        "name = \"coding-e2e\"\nread_before_write = true\n",
+        1,
+    );
+    assert_ne!(on, manifest);
+    s.write("agent.toml", &on);
+    let r = run(&s);
+    assert_eq!(r.len(), 7, "{r:#?}");
+    let read = |p: &str| std::fs::read_to_string(s.path().join(p)).ok();
+    assert_eq!(r[0].0, "failed", "{r:#?}");
+    assert!(
+        r[0].1
+            .contains("src/a.txt already exists and has not been read in this session")
+            && r[0].1.contains("nothing was written"),
+        "{r:#?}"
+    );
+    for i in [1, 2, 3, 4, 6] {
+        assert_eq!(r[i].0, "completed", "{i}: {r:#?}");
+    }
+    assert_eq!(r[5].0, "failed", "{r:#?}");
+    assert!(
+        r[5].1
+            .contains("src/a.txt has changed since it was last read"),
+        "{r:#?}"
+    );
+    assert_eq!(read("src/a.txt").as_deref(), Some("by-hand\n"));
+    assert_eq!(read("src/new.txt").as_deref(), Some("fresh\n"));
+    // off (the default), the same first call replaces the file unread, as the seed's write_file does
+    s.write("agent.toml", &manifest);
+    s.write("src/a.txt", "alpha\n");
+    let r = run(&s);
+    assert_eq!(r[0].0, "completed", "{r:#?}");
+}
+
 /// Scoped guidance: a general rule joins the system prompt; the nested `AGENTS.md` of a directory a tool touches, and
 /// a rule whose `paths` match, come with that tool's result — once per session; a nested guidance file cannot be
 /// written; a rule that appears mid-session is not read.

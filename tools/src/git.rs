@@ -648,6 +648,7 @@ pub(crate) fn loom_env(top: &Path, instance: &str) -> ToolEnv {
         undo: super::UndoLog::default(),
         record: super::RecordLog::in_memory(),
         processes: super::ProcessTable::default(),
+        seen: super::SeenFiles::default(),
     }
 }
 

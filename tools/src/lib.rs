@@ -46,6 +46,7 @@ mod read_file;
 mod read_many;
 pub mod record;
 mod rewrite;
+mod seen;
 mod tree;
 mod undo;
 mod walk;
@@ -86,6 +87,7 @@ pub use project_run::{ProjectRunTool, RunKind, RUN_DEFAULT_TIMEOUT_MS, RUN_MAX_T
 pub use read_file::ReadFileTool;
 pub use read_many::{ReadManyTool, READ_MANY_MAX_FILES, READ_MANY_TOTAL};
 pub use record::{RecordError, RecordLog, RecordOp, RecordTool};
+pub use seen::{SeenFiles, Unseen};
 pub use tree::TreeTool;
 pub use undo::{
     content_hash, UndoLog, UndoTool, UNDO_MAX_BYTES, UNDO_MAX_FILE_BYTES, UNDO_MAX_PER_FILE,
@@ -283,6 +285,9 @@ pub struct ToolEnv {
     /// The agent's background processes: `bash` with `background = true` starts them, the process tools poll and
     /// end them.
     pub processes: ProcessTable,
+    /// What the model has read of each file: with `[agent] read_before_write` on, `write_file` replaces an existing
+    /// file only when the session has read (or written) the text it now holds. Off by default.
+    pub seen: SeenFiles,
 }
 
 /// A tool the model may call.
@@ -499,6 +504,28 @@ mod testutil {
         input: serde_json::Value,
         between: impl FnOnce(),
     ) -> ToolOutput {
+        call_through(tool, kind, env, input, between, None).await
+    }
+
+    /// [`call`] in an editor: `client` reads and writes the files (ACP `fs/*`).
+    pub async fn call_in_client(
+        tool: &dyn Tool,
+        kind: AlgebraKind,
+        env: &ToolEnv,
+        input: serde_json::Value,
+        client: Arc<dyn crate::ClientFs>,
+    ) -> ToolOutput {
+        call_through(tool, kind, env, input, || {}, Some(client)).await
+    }
+
+    async fn call_through(
+        tool: &dyn Tool,
+        kind: AlgebraKind,
+        env: &ToolEnv,
+        input: serde_json::Value,
+        between: impl FnOnce(),
+        client_fs: Option<Arc<dyn crate::ClientFs>>,
+    ) -> ToolOutput {
         let p = match tool.prepare(&input) {
             Ok(p) => p,
             Err(e) => return ToolOutput::error(e),
@@ -519,7 +546,7 @@ mod testutil {
                     cancel: CancellationToken::new(),
                     progress: Arc::new(|_| {}),
                     history: None,
-                    client_fs: None,
+                    client_fs,
                     terminals: None,
                 };
                 (p.run)(a, ctx).await
@@ -541,6 +568,7 @@ mod testutil {
             undo: Default::default(),
             record: Default::default(),
             processes: Default::default(),
+            seen: Default::default(),
         }
     }
 }

@@ -98,6 +98,7 @@ impl Tool for ReadFileTool {
         let told = crate::read_call::shown_from(&self.env.cwd, &path);
         let ctx_paths = self.env.ctx.clone();
         let cwd = self.env.cwd.clone();
+        let seen = self.env.seen.clone();
         Ok(
             crate::CallHead::one_path(name, &shown, Access::Read).then(Box::new(
                 move |auth, ctx| {
@@ -124,10 +125,14 @@ impl Tool for ReadFileTool {
                                 "{told}: {}",
                                 too_big(text.len() as u64, cap)
                             )),
-                            Ok(text) => match range {
-                                None => ToolOutput::ok(text),
-                                Some(r) => lines_of(&text, r, &told),
-                            },
+                            Ok(text) => {
+                                // the whole file was read, whether all of it or a range is shown
+                                seen.saw(&path, text.as_bytes());
+                                match range {
+                                    None => ToolOutput::ok(text),
+                                    Some(r) => lines_of(&text, r, &told),
+                                }
+                            }
                             Err(e) => ToolOutput::error(format!("{told}: {e}")),
                         }
                     })

@@ -111,6 +111,7 @@ impl Tool for ReadManyTool {
             .ok_or_else(|| format!("{name}: paths is empty"))?;
         let more: Vec<(Request, CallFacts)> = requests.collect();
         let (ctx_paths, cwd) = (self.env.ctx.clone(), self.env.cwd.clone());
+        let seen = self.env.seen.clone();
         Ok(Prepared {
             request,
             more,
@@ -150,6 +151,9 @@ impl Tool for ReadManyTool {
                         };
                         match body {
                             Ok(mut b) => {
+                                if b.len() <= room {
+                                    seen.saw(path, b.as_bytes());
+                                }
                                 if b.len() > room {
                                     let mut end = room;
                                     while !b.is_char_boundary(end) {
@@ -263,6 +267,27 @@ mod tests {
             cut.text.starts_with("==> a.txt <==\nalp\n[cut at 3 bytes"),
             "{}",
             cut.text
+        );
+    }
+
+    /// `read_before_write`: a file read whole counts as seen; one cut short does not.
+    #[tokio::test]
+    async fn only_a_file_read_whole_counts_as_seen() {
+        let work = tempfile::tempdir().unwrap();
+        std::fs::write(work.path().join("a.txt"), "alpha\n").unwrap();
+        std::fs::write(work.path().join("b.txt"), "beta, a longer text\n").unwrap();
+        let e = crate::ToolEnv {
+            seen: crate::SeenFiles::guarding(),
+            ..env("read_many", work.path(), r#"{ read_paths = ["./"] }"#)
+        };
+        let t = ReadManyTool { env: e.clone() };
+        let args = json!({"paths": ["a.txt", "b.txt"], "max_bytes": 8});
+        assert!(!call(&t, AlgebraKind::Files, &e, args).await.is_error);
+        let check = |name: &str, text: &[u8]| e.seen.check(&e.cwd.join(name), text, &e.undo);
+        assert_eq!(check("a.txt", b"alpha\n"), Ok(()));
+        assert_eq!(
+            check("b.txt", b"beta, a longer text\n"),
+            Err(crate::Unseen::NeverRead)
         );
     }
 

@@ -9,8 +9,9 @@ use serde_json::{json, Value};
 use super::beneath::{
     explain, read_capped, run_blocking, size_of, BeneathError, Gate, Place, Target,
 };
-use super::client::{read_text, writer};
-use super::undo::snapshot_of;
+use super::client::{read_text, reader, writer};
+use super::seen::{SeenFiles, Unseen};
+use super::undo::{snapshot_of, UndoLog};
 use super::{
     bool_field, check_fields, resolve_path, str_field, PathMode, Prepared, Tool, ToolEnv,
     ToolOutput,
@@ -74,6 +75,7 @@ impl Tool for WriteFileTool {
         let told = crate::read_call::shown_from(&self.env.cwd, &path);
         let ctx_paths = self.env.ctx.clone();
         let (log, tool) = (self.env.undo.clone(), name.clone());
+        let seen = self.env.seen.clone();
         Ok(
             crate::CallHead::one_path(&name, &shown, Access::Write).then(Box::new(
                 move |auth, ctx| {
@@ -91,6 +93,15 @@ impl Tool for WriteFileTool {
                             Ok(b) => b,
                             Err(e) => return ToolOutput::error(format!("{told}: {e}")),
                         };
+                        // read_before_write: an existing file is replaced whole only when the session has seen
+                        // the text it holds now (what the client's buffer holds, when the client serves reads)
+                        if seen.is_on() && !append {
+                            if let Err(refusal) =
+                                unseen(&ctx, &path, &target, &before, &seen, &log).await
+                            {
+                                return ToolOutput::error(refusal.message(&told));
+                            }
+                        }
                         let done = match writer(&ctx) {
                             // the client writes (its buffer, then its disk); an append is read, extended, written whole.
                             // Missing directories are made here, beneath the root.
@@ -177,6 +188,34 @@ impl Tool for WriteFileTool {
     }
 }
 
+/// Whether the file at `path` (`before`: what it held on disk, `None` for no file) may be replaced whole under
+/// `read_before_write`: the text the model would read there now must be the text it last read or loom last wrote.
+async fn unseen(
+    ctx: &crate::ToolCtx,
+    path: &std::path::Path,
+    target: &Target,
+    before: &Result<Option<Vec<u8>>, String>,
+    seen: &SeenFiles,
+    log: &UndoLog,
+) -> Result<(), Unseen> {
+    let now = match (before, reader(ctx)) {
+        (Ok(None), _) => return Ok(()),
+        (Ok(Some(_)), Some(_)) => {
+            let t = target.clone();
+            read_text(ctx, path, move || read_or_empty(&t))
+                .await
+                .map(String::into_bytes)
+        }
+        (Ok(Some(bytes)), None) => Ok(bytes.clone()),
+        // not a file that can be read (too large to keep, not a regular file): the guard cannot tell, so it refuses
+        (Err(why), _) => Err(why.clone()),
+    };
+    match now {
+        Ok(now) => seen.check(path, &now, log),
+        Err(why) => Err(Unseen::Unchecked(why)),
+    }
+}
+
 /// The file's text, or nothing when it does not exist yet (what an append extends).
 fn read_or_empty(target: &Target) -> Result<String, String> {
     let place = Place::open(target, false)?;
@@ -221,6 +260,7 @@ fn write(
 mod tests {
     use super::*;
     use crate::testutil::{call, call_after, env};
+    use crate::ToolEnv;
     use loom_kernel::AlgebraKind;
 
     #[tokio::test]
@@ -264,6 +304,152 @@ mod tests {
             );
         }
         assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0);
+    }
+
+    /// `read_before_write`: an existing file is replaced only once the session has read (or written) the text it
+    /// holds; a new file and an append are not held back; off, a blind overwrite goes through as the seed's does.
+    #[tokio::test]
+    async fn read_before_write_refuses_a_file_the_session_has_not_seen() {
+        let work = tempfile::tempdir().unwrap();
+        let file = work.path().join("a.txt");
+        std::fs::write(&file, "keep me\n").unwrap();
+        let e = ToolEnv {
+            seen: SeenFiles::guarding(),
+            ..env("write_file", work.path(), r#"{ paths = ["./"] }"#)
+        };
+        let t = WriteFileTool { env: e.clone() };
+        let r = crate::ReadFileTool {
+            env: ToolEnv {
+                instance: "read_file".into(),
+                ..e.clone()
+            },
+        };
+        let w = |v: Value| call(&t, AlgebraKind::Files, &e, v);
+        let read = || std::fs::read_to_string(&file).unwrap();
+
+        let blind = w(json!({"path": "a.txt", "content": "lost"})).await;
+        assert!(blind.is_error, "{}", blind.text);
+        assert_eq!(blind.text, Unseen::NeverRead.message("a.txt"));
+        assert_eq!(read(), "keep me\n");
+        // a new file and an append need no read
+        assert!(!w(json!({"path": "b.txt", "content": "new"})).await.is_error);
+        assert!(
+            !w(json!({"path": "a.txt", "content": "more\n", "append": true}))
+                .await
+                .is_error
+        );
+        // read (a range shows part, the whole text is what was seen), then replaced
+        let seen = call(
+            &r,
+            AlgebraKind::Files,
+            &e,
+            json!({"path": "a.txt", "limit": 1}),
+        )
+        .await;
+        assert!(!seen.is_error, "{}", seen.text);
+        assert!(!w(json!({"path": "a.txt", "content": "one"})).await.is_error);
+        assert_eq!(read(), "one");
+        // what loom wrote may be written again; a change made behind the model's back may not
+        assert!(!w(json!({"path": "a.txt", "content": "two"})).await.is_error);
+        std::fs::write(&file, "changed by a command\n").unwrap();
+        let stale = w(json!({"path": "a.txt", "content": "three"})).await;
+        assert_eq!(stale.text, Unseen::Changed.message("a.txt"));
+        assert_eq!(read(), "changed by a command\n");
+        // a file the guard cannot read to compare is refused with the reason, without blocking on it
+        crate::testutil::mkfifo(&work.path().join("p"));
+        let fifo = w(json!({"path": "p", "content": "x"})).await;
+        assert!(
+            fifo.is_error
+                && fifo
+                    .text
+                    .starts_with("p already exists and could not be read to check"),
+            "{}",
+            fifo.text
+        );
+        // the same calls with the guard off: the seed's write_file, no read needed
+        let off = env("write_file", work.path(), r#"{ paths = ["./"] }"#);
+        let plain = WriteFileTool { env: off.clone() };
+        let out = call(
+            &plain,
+            AlgebraKind::Files,
+            &off,
+            json!({"path": "a.txt", "content": "four"}),
+        )
+        .await;
+        assert!(!out.is_error, "{}", out.text);
+        assert_eq!(read(), "four");
+    }
+
+    /// An editor's buffers, as an ACP client serves them.
+    struct Buffers(std::sync::Mutex<std::collections::HashMap<std::path::PathBuf, String>>);
+
+    impl crate::ClientFs for Buffers {
+        fn can_read(&self) -> bool {
+            true
+        }
+        fn can_write(&self) -> bool {
+            true
+        }
+        fn read_text_file(
+            &self,
+            path: &std::path::Path,
+        ) -> futures::future::BoxFuture<'static, Result<String, String>> {
+            let text = self.0.lock().unwrap().get(path).cloned();
+            Box::pin(async move { text.ok_or_else(|| "no such buffer".to_string()) })
+        }
+        fn write_text_file(
+            &self,
+            path: &std::path::Path,
+            content: String,
+        ) -> futures::future::BoxFuture<'static, Result<(), String>> {
+            self.0.lock().unwrap().insert(path.to_path_buf(), content);
+            Box::pin(async { Ok(()) })
+        }
+    }
+
+    /// In an editor the text compared is the buffer's, which is what the model read, not the disk's.
+    #[tokio::test]
+    async fn read_before_write_in_an_editor_compares_the_buffer() {
+        let work = tempfile::tempdir().unwrap();
+        std::fs::write(work.path().join("a.txt"), "on disk\n").unwrap();
+        let e = ToolEnv {
+            seen: SeenFiles::guarding(),
+            ..env("write_file", work.path(), r#"{ paths = ["./"] }"#)
+        };
+        let file = e.cwd.join("a.txt");
+        let buffers = std::sync::Arc::new(Buffers(Default::default()));
+        buffers
+            .0
+            .lock()
+            .unwrap()
+            .insert(file.clone(), "unsaved\n".into());
+        let client = buffers.clone() as std::sync::Arc<dyn crate::ClientFs>;
+        let t = WriteFileTool { env: e.clone() };
+        let r = crate::ReadFileTool {
+            env: ToolEnv {
+                instance: "read_file".into(),
+                ..e.clone()
+            },
+        };
+        let w = |text: &str| {
+            let input = json!({"path": "a.txt", "content": text});
+            crate::testutil::call_in_client(&t, AlgebraKind::Files, &e, input, client.clone())
+        };
+        assert_eq!(w("x").await.text, Unseen::NeverRead.message("a.txt"));
+        let read = json!({"path": "a.txt"});
+        let seen =
+            crate::testutil::call_in_client(&r, AlgebraKind::Files, &e, read, client.clone());
+        assert_eq!(seen.await.text, "unsaved\n");
+        assert!(!w("one").await.is_error);
+        assert_eq!(buffers.0.lock().unwrap()[&file], "one");
+        // the user types in the buffer: changed since the model saw it
+        buffers
+            .0
+            .lock()
+            .unwrap()
+            .insert(file.clone(), "typed\n".into());
+        assert_eq!(w("two").await.text, Unseen::Changed.message("a.txt"));
+        assert_eq!(buffers.0.lock().unwrap()[&file], "typed\n");
     }
 
     /// `write_file d/authorized_keys` decided inside the root, then `d` swapped for a symlink to outside: the old

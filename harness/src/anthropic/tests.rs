@@ -815,6 +815,7 @@ fn agent(dir: &std::path::Path, h: Arc<dyn Harness>) -> (Agent, Arc<Mutex<Vec<Du
         undo: Default::default(),
         record: Default::default(),
         processes: Default::default(),
+        seen: Default::default(),
     };
     let mut parts = AgentParts::new(
         h,

@@ -77,6 +77,7 @@ fn builtin_specs() -> Vec<ToolSpec> {
                 undo: Default::default(),
                 record: Default::default(),
                 processes: Default::default(),
+                seen: Default::default(),
             };
             let tool: Arc<dyn loom_tools::Tool> =
                 builtin_tool(name, env, &SandboxEnv::default()).unwrap();
@@ -92,6 +93,7 @@ fn builtin_specs() -> Vec<ToolSpec> {
         undo: Default::default(),
         record: Default::default(),
         processes: Default::default(),
+        seen: Default::default(),
     };
     let web =
         loom_tools::WebSearchTool::new(env, loom_protocol::Secret::new("k"), "http://127.0.0.1:9")
@@ -111,6 +113,7 @@ fn builtin_specs() -> Vec<ToolSpec> {
             undo: Default::default(),
             record: Default::default(),
             processes: Default::default(),
+            seen: Default::default(),
         };
         let op = loom_tools::Context7Op::of(name).unwrap();
         let c7 = loom_tools::Context7Tool::new(

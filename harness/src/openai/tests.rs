@@ -412,6 +412,7 @@ async fn a_function_call_round_trips_through_the_loop_after_a_529() {
         undo: Default::default(),
         record: Default::default(),
         processes: Default::default(),
+        seen: Default::default(),
     };
     // a reasoning model: its reasoning comes back encrypted and is replayed
     let mut reasoning = config(&server.base);

@@ -344,6 +344,7 @@ async fn a_tool_call_round_trips_through_the_loop_after_a_429() {
         undo: Default::default(),
         record: Default::default(),
         processes: Default::default(),
+        seen: Default::default(),
     };
     let mut parts = AgentParts::new(
         harness(&server.base, Some(KEY)),

@@ -15,6 +15,7 @@ pub(crate) const AGENT_KEYS: &[&str] = &[
     "storage_id",
     "metadata",
     "environment",
+    "read_before_write",
 ];
 
 /// `[agent]`: the agent's identity and prompt.
@@ -36,6 +37,10 @@ pub struct AgentSpec {
     /// platform, date, git branch and whether the work tree has changes); `false` leaves it out, for a prompt that is
     /// the same byte for byte from run to run.
     pub environment: bool,
+    /// `read_before_write` (default false): `write_file` replaces an existing file whole only when the session has
+    /// read it (or written it) and it still holds that text; a file never read, or changed since, is refused with the
+    /// fix. A guard on the tool's behaviour, not a grant: it narrows nothing the kernel decides and widens nothing.
+    pub read_before_write: bool,
 }
 
 /// The longest `name` / `storage_id`.
@@ -142,14 +147,17 @@ pub(crate) fn parse_agent(
             .collect(),
         None => BTreeMap::new(),
     };
-    let environment = match table.get("environment") {
-        Some(v) => v
-            .as_bool()
-            .ok_or_else(|| wrong_type(ctx, &join(path, "environment"), "true or false", v))?,
-        None => true,
+    let flag = |key: &str, default: bool| -> Result<bool, ManifestError> {
+        match table.get(key) {
+            Some(v) => v
+                .as_bool()
+                .ok_or_else(|| wrong_type(ctx, &join(path, key), "true or false", v)),
+            None => Ok(default),
+        }
     };
     Ok(AgentSpec {
-        environment,
+        environment: flag("environment", true)?,
+        read_before_write: flag("read_before_write", false)?,
         name,
         description: opt_str("description")?,
         system_prompt,

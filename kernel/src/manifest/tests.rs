@@ -44,6 +44,22 @@ fn named_harnesses_and_the_supervisor_parse_with_their_defaults() {
     assert!(e.contains("harnesses.c.modle: unknown key"), "{e}");
 }
 
+#[test]
+fn the_agent_switches_take_their_defaults_and_refuse_other_types() {
+    let plain = parses("[agent]\nname = \"a\"\n");
+    assert!(plain.agent.environment && !plain.agent.read_before_write);
+    let set = parses("[agent]\nname = \"a\"\nenvironment = false\nread_before_write = true\n");
+    assert!(!set.agent.environment && set.agent.read_before_write);
+    fails(
+        "[agent]\nname = \"a\"\nread_before_write = \"yes\"\n",
+        "agent.read_before_write: expected true or false",
+    );
+    fails(
+        "[agent]\nname = \"a\"\nread_befor_write = true\n",
+        "agent.read_befor_write: unknown key",
+    );
+}
+
 fn parses(text: &str) -> Manifest {
     parses_with(text, &env(&[]))
 }

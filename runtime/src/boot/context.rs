@@ -46,6 +46,8 @@ pub(super) struct Boot {
     pub(super) sandbox: SandboxEnv,
     /// The agent's undo snapshots, shared by its change tools and `undo`.
     pub(super) undo: loom_tools::UndoLog,
+    /// What the agent has read of each file (`[agent] read_before_write`; off unless the manifest turns it on).
+    pub(super) seen: loom_tools::SeenFiles,
     /// The agent's working record, shared by its record tools and the agent.
     pub(super) record: loom_tools::RecordLog,
     /// The agent's background processes, shared by bash, the process tools and the agent (which ends them).
@@ -212,6 +214,11 @@ impl Boot {
             submanifests,
             sandbox,
             undo: loom_tools::UndoLog::default(),
+            seen: if loaded.manifest.agent.read_before_write {
+                loom_tools::SeenFiles::guarding()
+            } else {
+                loom_tools::SeenFiles::default()
+            },
             tool_search: Arc::default(),
             harness_cell: HarnessCell::default(),
             tools: BTreeMap::new(),

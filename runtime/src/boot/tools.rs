@@ -86,6 +86,7 @@ impl Boot {
                 undo: self.undo.clone(),
                 record: self.record.clone(),
                 processes: self.processes.clone(),
+                seen: self.seen.clone(),
             };
             let built = if let Some((key, table)) = mcp {
                 let place = McpPlace {
@@ -240,6 +241,7 @@ impl Boot {
                         undo: self.undo.clone(),
                         record: self.record.clone(),
                         processes: self.processes.clone(),
+                        seen: self.seen.clone(),
                     };
                     // the agent's sandbox, with its secrets screened and its authority files read-only: a tool a
                     // group adds is confined exactly like the manifest's own
