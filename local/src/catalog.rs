@@ -77,7 +77,7 @@ pub const KNOWN_MODELS: &[KnownModel] = &[
         sha256: "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
         size: 1_117_320_768,
         recommended: true,
-        tool_use: "the one for tools, with tool_choice = \"required\" and worked examples: 9–10 of the 12 benchmark tasks by place, 48 of 60 over five (7–8 without the examples, 1 with \"auto\"); it still writes a transform it did not make and rewrites code it did not read",
+        tool_use: "the one for tools, with tool_choice = \"required\", worked examples and read_before_write: 10 of the 12 benchmark tasks in each of five places, 50 of 60 (7–8 without the examples, 1 with \"auto\"); it still copies a line it was asked to change and takes a refused write for done",
     },
 ];
 
