@@ -63,7 +63,7 @@ pub const KNOWN_MODELS: &[KnownModel] = &[
         sha256: "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
         size: 98_362_432,
         recommended: false,
-        tool_use: "a demo: it rarely calls a tool, and its calls are well-formed, not useful (0–1 of the 12 benchmark tasks)",
+        tool_use: "a demo: it rarely calls a tool, and its calls are well-formed, not useful (0–2 of the 12 benchmark tasks)",
     },
     KnownModel {
         name: "qwen2.5-coder-1.5b",
