@@ -88,7 +88,7 @@ impl SeenFiles {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .get(path)
             .copied();
-        let wrote = undo.last(path).and_then(|s| s.after);
+        let wrote = undo.last_written(path);
         if read == Some(now) || wrote == Some(now) {
             Ok(())
         } else if read.is_some() || wrote.is_some() {

@@ -119,6 +119,17 @@ impl UndoLog {
         self.with(|i| i.files.get(path).and_then(|l| l.last().cloned()))
     }
 
+    /// The hash of what loom last wrote to `path` (`None`: no change recorded, or the last one deleted it), without
+    /// copying the snapshot's old text.
+    pub(crate) fn last_written(&self, path: &Path) -> Option<[u8; 32]> {
+        self.with(|i| {
+            i.files
+                .get(path)
+                .and_then(|l| l.last())
+                .and_then(|s| s.after)
+        })
+    }
+
     /// Forgets the change `snap` of `path` (once undone).
     pub(crate) fn forget(&self, path: &Path, snap: &Snapshot) {
         self.with(|i| {

@@ -198,21 +198,18 @@ async fn unseen(
     seen: &SeenFiles,
     log: &UndoLog,
 ) -> Result<(), Unseen> {
-    let now = match (before, reader(ctx)) {
-        (Ok(None), _) => return Ok(()),
+    match (before, reader(ctx)) {
+        (Ok(None), _) => Ok(()),
+        (Ok(Some(bytes)), None) => seen.check(path, bytes, log),
         (Ok(Some(_)), Some(_)) => {
             let t = target.clone();
-            read_text(ctx, path, move || read_or_empty(&t))
-                .await
-                .map(String::into_bytes)
+            match read_text(ctx, path, move || read_or_empty(&t)).await {
+                Ok(text) => seen.check(path, text.as_bytes(), log),
+                Err(why) => Err(Unseen::Unchecked(why)),
+            }
         }
-        (Ok(Some(bytes)), None) => Ok(bytes.clone()),
         // not a file that can be read (too large to keep, not a regular file): the guard cannot tell, so it refuses
-        (Err(why), _) => Err(why.clone()),
-    };
-    match now {
-        Ok(now) => seen.check(path, &now, log),
-        Err(why) => Err(Unseen::Unchecked(why)),
+        (Err(why), _) => Err(Unseen::Unchecked(why.clone())),
     }
 }
 
